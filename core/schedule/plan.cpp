@@ -1,0 +1,149 @@
+// Plan helpers: dependency rule and the text format.
+#include "core/schedule/plan.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace actorpipe {
+
+bool plan::uses_split_backward() const {
+  for (const auto& rank : ranks)
+    for (const auto& a : rank)
+      if (a.op == op_kind::input_grad || a.op == op_kind::weight_grad) return true;
+  return false;
+}
+
+int dependencies_of(const action& a, int num_virtual_stages, dependency out[2]) {
+  using k = dependency::kind;
+  const int v = a.virtual_stage, m = a.microbatch;
+  switch (a.op) {
+    case op_kind::forward:
+      if (v == 0) return 0;
+      out[0] = {k::forward, v - 1, m};
+      return 1;
+    case op_kind::backward:
+    case op_kind::input_grad:
+      out[0] = {k::forward, v, m};
+      if (v + 1 >= num_virtual_stages) return 1;  // the last stage's F computed the loss
+      out[1] = {k::input_grad, v + 1, m};
+      return 2;
+    case op_kind::weight_grad:
+      out[0] = {k::input_grad, v, m};
+      return 1;
+  }
+  return 0;
+}
+
+std::string format_plan(const plan& p) {
+  std::string out;
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    out += std::to_string(r) + ":";
+    for (const auto& a : p.ranks[r]) {
+      out += ' ';
+      out += to_string(a);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const char* ws = " \t\r";
+  auto b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+}  // namespace
+
+plan parse_plan(const std::string& text, const std::string& name) {
+  std::map<int, std::vector<action>> by_rank;
+  std::map<int, int> line_of_rank;
+  std::map<int, std::pair<int, int>> owner;  // virtual stage -> (rank, line)
+  std::istringstream in(text);
+  std::string raw;
+  int lineno = 0;
+  auto fail = [&](const std::string& why) {
+    return std::invalid_argument(name + ":" + std::to_string(lineno) + ": " + why);
+  };
+  while (std::getline(in, raw)) {
+    ++lineno;
+    auto hash = raw.find('#');
+    std::string line = trim(hash == std::string::npos ? raw : raw.substr(0, hash));
+    if (line.empty()) continue;
+    auto colon = line.find(':');
+    if (colon == std::string::npos)
+      throw fail("expected 'RANK: ACTION ...', got '" + line + "'");
+    std::string rank_text = trim(line.substr(0, colon));
+    int rank = -1;
+    bool digits = !rank_text.empty() && rank_text.size() <= 6 &&
+                  std::all_of(rank_text.begin(), rank_text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) throw fail("rank '" + rank_text + "' is not a non-negative integer");
+    rank = std::stoi(rank_text);
+    if (line_of_rank.count(rank))
+      throw fail("rank " + std::to_string(rank) + " is listed twice (first on line " +
+                 std::to_string(line_of_rank[rank]) + ")");
+    line_of_rank[rank] = lineno;
+    auto& actions = by_rank[rank];
+    std::istringstream tokens(line.substr(colon + 1));
+    std::string tok;
+    while (tokens >> tok) {
+      action a;
+      try {
+        a = parse_action(tok);
+      } catch (const std::invalid_argument& e) {
+        throw fail(e.what());
+      }
+      auto it = owner.find(a.virtual_stage);
+      if (it != owner.end() && it->second.first != rank)
+        throw fail("virtual stage " + std::to_string(a.virtual_stage) + " is listed by rank " +
+                   std::to_string(rank) + " and by rank " + std::to_string(it->second.first) +
+                   " (line " + std::to_string(it->second.second) +
+                   "): a virtual stage lives on exactly one rank");
+      owner.emplace(a.virtual_stage, std::make_pair(rank, lineno));
+      actions.push_back(a);
+    }
+  }
+  if (by_rank.empty()) throw std::invalid_argument(name + ": no ranks listed");
+  const int ranks = by_rank.rbegin()->first + 1;
+  for (int r = 0; r < ranks; ++r)
+    if (!by_rank.count(r))
+      throw std::invalid_argument(name + ": rank " + std::to_string(r) + " is missing (ranks go 0.." +
+                                  std::to_string(ranks - 1) + ")");
+  const int stages = owner.rbegin()->first + 1;
+  std::vector<int> rank_of(stages, -1);
+  for (auto& [v, who] : owner) rank_of[v] = who.first;
+  for (int v = 0; v < stages; ++v)
+    if (rank_of[v] < 0)
+      throw std::invalid_argument(name + ": virtual stage " + std::to_string(v) +
+                                  " appears on no rank (virtual stages go 0.." +
+                                  std::to_string(stages - 1) + ")");
+  plan p;
+  p.name = name;
+  try {
+    p.place = placement_from_ranks(ranks, std::move(rank_of));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(name + ": " + e.what());
+  }
+  int max_mb = -1;
+  for (auto& [r, actions] : by_rank)
+    for (auto& a : actions) max_mb = std::max(max_mb, a.microbatch);
+  p.microbatches = max_mb + 1;
+  for (auto& [r, actions] : by_rank) p.ranks.push_back(std::move(actions));
+  return p;
+}
+
+plan load_plan_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw std::invalid_argument("cannot read schedule file '" + path + "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return parse_plan(ss.str(), path);
+}
+
+}  // namespace actorpipe

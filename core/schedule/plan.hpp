@@ -1,0 +1,49 @@
+// Plan: a placement plus each rank's ordered list of actions. A schedule is data: it can be
+// printed, parsed, diffed, validated and simulated before anything runs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/schedule/action.hpp"
+#include "core/schedule/placement.hpp"
+
+namespace actorpipe {
+
+struct plan {
+  std::string name;  // schedule that produced it ("1f1b", a file path, ...)
+  placement place;
+  int microbatches = 0;
+  std::vector<std::vector<action>> ranks;  // ranks[r] = rank r's actions, in order
+
+  int num_ranks() const { return place.ranks; }
+  int num_virtual_stages() const { return place.num_virtual_stages(); }
+  int chunks() const { return place.chunks(); }
+  bool uses_split_backward() const;
+};
+
+// What must have completed before an action may start. Sends and receives are implied:
+// a dependency on another rank's action is a message from that rank.
+struct dependency {
+  enum class kind { forward, input_grad } what;  // F done / B-or-I done
+  int virtual_stage;
+  int microbatch;
+};
+
+// F(v,m) <- F(v-1,m); B/I(v,m) <- F(v,m) and B-or-I(v+1,m); W(v,m) <- I(v,m).
+// Writes at most two entries into out and returns how many.
+int dependencies_of(const action& a, int num_virtual_stages, dependency out[2]);
+
+// The text form: one line per rank, "RANK: ACTION ACTION ...". Round-trips with parse_plan.
+std::string format_plan(const plan& p);
+
+// Parses the text form. Blank lines and '#' comments are ignored; ranks must be 0..P-1, each
+// listed once; the placement is inferred from which rank lists each virtual stage, and a
+// virtual stage listed by two ranks is an error. Throws std::invalid_argument with the line
+// number and the offending text.
+plan parse_plan(const std::string& text, const std::string& name = "plan");
+
+// Reads and parses a plan file; errors name the path.
+plan load_plan_file(const std::string& path);
+
+}  // namespace actorpipe

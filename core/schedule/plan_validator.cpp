@@ -1,0 +1,180 @@
+// Plan validator: structure, completeness, then an abstract run (no costs) that proves every
+// rank can reach the end of its list, naming the stuck ranks when it cannot.
+#include "core/schedule/plan_validator.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace actorpipe {
+namespace {
+
+struct position {
+  int rank = -1;
+  int index = -1;
+};
+
+std::string at(int rank, int index, const action& a) {
+  return "rank " + std::to_string(rank) + ", position " + std::to_string(index) + " (" + to_string(a) + ")";
+}
+
+std::string dep_name(const dependency& d, const std::map<std::tuple<int, int, int>, position>& where) {
+  if (d.what == dependency::kind::forward)
+    return "F" + std::to_string(d.virtual_stage) + "." + std::to_string(d.microbatch);
+  // An input-grad dependency is met by whichever of B or I the plan lists.
+  bool has_i = where.count({static_cast<int>(op_kind::input_grad), d.virtual_stage, d.microbatch}) > 0;
+  return std::string(has_i ? "I" : "B") + std::to_string(d.virtual_stage) + "." + std::to_string(d.microbatch);
+}
+
+}  // namespace
+
+validation_report validate_plan(const plan& p) {
+  validation_report rep;
+  const int P = p.num_ranks();
+  const int S = p.num_virtual_stages();
+  const int M = p.microbatches;
+  auto err = [&](std::string s) { rep.errors.push_back(std::move(s)); };
+
+  if (P < 1) {
+    err("plan has no ranks");
+    return rep;
+  }
+  if (static_cast<int>(p.ranks.size()) != P) {
+    err("plan lists " + std::to_string(p.ranks.size()) + " ranks but its placement has " + std::to_string(P));
+    return rep;
+  }
+  if (M < 1) err("plan has microbatches=" + std::to_string(M) + "; needs at least 1");
+
+  // Structure: ranges, ownership, duplicates.
+  std::map<std::tuple<int, int, int>, position> where;  // (op, v, m) -> first position
+  for (int r = 0; r < P; ++r) {
+    for (int i = 0; i < static_cast<int>(p.ranks[r].size()); ++i) {
+      const action& a = p.ranks[r][i];
+      if (a.virtual_stage < 0 || a.virtual_stage >= S) {
+        err(at(r, i, a) + ": virtual stage " + std::to_string(a.virtual_stage) + " is out of range 0.." +
+            std::to_string(S - 1));
+        continue;
+      }
+      if (a.microbatch < 0 || a.microbatch >= M) {
+        err(at(r, i, a) + ": microbatch " + std::to_string(a.microbatch) + " is out of range 0.." +
+            std::to_string(M - 1));
+        continue;
+      }
+      if (p.place.rank_of[a.virtual_stage] != r) {
+        err(at(r, i, a) + ": virtual stage " + std::to_string(a.virtual_stage) + " lives on rank " +
+            std::to_string(p.place.rank_of[a.virtual_stage]));
+        continue;
+      }
+      auto key = std::make_tuple(static_cast<int>(a.op), a.virtual_stage, a.microbatch);
+      auto [it, fresh] = where.emplace(key, position{r, i});
+      if (!fresh)
+        err(at(r, i, a) + ": listed twice (first at position " + std::to_string(it->second.index) + ")");
+    }
+  }
+  if (!rep.ok()) return rep;
+
+  // Completeness: per (v, m) one F, and one B or one I plus one W.
+  auto has = [&](op_kind op, int v, int m) { return where.count({static_cast<int>(op), v, m}) > 0; };
+  for (int v = 0; v < S; ++v) {
+    for (int m = 0; m < M; ++m) {
+      const std::string vm = std::to_string(v) + "." + std::to_string(m);
+      const std::string owner = " (rank " + std::to_string(p.place.rank_of[v]) + ")";
+      bool f = has(op_kind::forward, v, m), b = has(op_kind::backward, v, m);
+      bool i = has(op_kind::input_grad, v, m), w = has(op_kind::weight_grad, v, m);
+      if (!f) err("incomplete: F" + vm + " is missing" + owner);
+      if (b && (i || w)) err("incomplete: B" + vm + " and a split backward (I/W) are both listed" + owner);
+      else if (!b && !i && !w) err("incomplete: no backward for virtual stage " + std::to_string(v) + ", microbatch " +
+                                   std::to_string(m) + ": needs B" + vm + " or I" + vm + " then W" + vm + owner);
+      else if (i && !w) err("incomplete: I" + vm + " has no matching W" + vm + owner);
+      else if (w && !i) err("incomplete: W" + vm + " has no matching I" + vm + owner);
+    }
+  }
+  if (!rep.ok()) return rep;
+
+  // Abstract run: a rank advances while its next action's dependencies are done.
+  std::vector<char> fwd_done(static_cast<size_t>(S) * M, 0), grad_done(static_cast<size_t>(S) * M, 0);
+  auto done = [&](const dependency& d) -> bool {
+    size_t idx = static_cast<size_t>(d.virtual_stage) * M + d.microbatch;
+    return d.what == dependency::kind::forward ? fwd_done[idx] : grad_done[idx];
+  };
+  auto producer = [&](const dependency& d) -> position {
+    if (d.what == dependency::kind::forward)
+      return where.at({static_cast<int>(op_kind::forward), d.virtual_stage, d.microbatch});
+    auto it = where.find({static_cast<int>(op_kind::input_grad), d.virtual_stage, d.microbatch});
+    if (it == where.end()) it = where.find({static_cast<int>(op_kind::backward), d.virtual_stage, d.microbatch});
+    return it->second;
+  };
+  std::vector<int> next(P, 0);
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int r = 0; r < P; ++r) {
+      while (next[r] < static_cast<int>(p.ranks[r].size())) {
+        const action& a = p.ranks[r][next[r]];
+        dependency deps[2];
+        int n = dependencies_of(a, S, deps);
+        bool ready = true;
+        for (int k = 0; k < n; ++k) ready = ready && done(deps[k]);
+        if (!ready) break;
+        size_t idx = static_cast<size_t>(a.virtual_stage) * M + a.microbatch;
+        if (a.op == op_kind::forward) fwd_done[idx] = 1;
+        if (produces_input_grad(a.op)) grad_done[idx] = 1;
+        ++next[r];
+        progress = true;
+      }
+    }
+  }
+  std::string stuck;
+  for (int r = 0; r < P; ++r) {
+    if (next[r] >= static_cast<int>(p.ranks[r].size())) continue;
+    const action& a = p.ranks[r][next[r]];
+    dependency deps[2];
+    int n = dependencies_of(a, S, deps);
+    for (int k = 0; k < n; ++k) {
+      if (done(deps[k])) continue;
+      position src = producer(deps[k]);
+      if (src.rank == r && src.index > next[r]) {
+        err("dependency order: " + at(r, next[r], a) + " needs " + dep_name(deps[k], where) + ", which rank " +
+            std::to_string(r) + " runs later at position " + std::to_string(src.index));
+        continue;
+      }
+      if (!stuck.empty()) stuck += "; ";
+      stuck += at(r, next[r], a) + " waits for " + dep_name(deps[k], where) + " on rank " +
+               std::to_string(src.rank) + ", position " + std::to_string(src.index);
+    }
+  }
+  if (!stuck.empty()) err("deadlock: no rank can proceed: " + stuck);
+  if (!rep.ok()) return rep;
+
+  // Memory: follows from each rank's own order alone.
+  for (int r = 0; r < P; ++r) {
+    int live = 0, peak = 0, pending = 0, peak_pending = 0;
+    for (const action& a : p.ranks[r]) {
+      if (a.op == op_kind::forward) peak = std::max(peak, ++live);
+      if (produces_input_grad(a.op)) --live;
+      if (a.op == op_kind::input_grad) peak_pending = std::max(peak_pending, ++pending);
+      if (a.op == op_kind::weight_grad) --pending;
+    }
+    rep.peak_activations.push_back(peak);
+    rep.peak_pending_weight_grads.push_back(peak_pending);
+  }
+  return rep;
+}
+
+validation_report require_valid(const plan& p) {
+  auto rep = validate_plan(p);
+  if (!rep.ok()) {
+    std::string msg = "invalid schedule '" + p.name + "': ";
+    for (size_t i = 0; i < rep.errors.size(); ++i) {
+      if (i == 3) {
+        msg += "; and " + std::to_string(rep.errors.size() - 3) + " more";
+        break;
+      }
+      msg += (i ? "; " : "") + rep.errors[i];
+    }
+    throw std::invalid_argument(msg);
+  }
+  return rep;
+}
+
+}  // namespace actorpipe

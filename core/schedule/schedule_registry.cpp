@@ -1,0 +1,116 @@
+// Registry of schedule generators; built-ins are installed on first use (not by static
+// initializers, which a static library's linker may drop).
+#include "core/schedule/schedule_registry.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include "core/schedule/builtin_schedules.hpp"
+#include "core/schedule/plan_validator.hpp"
+
+namespace actorpipe {
+namespace {
+
+struct entry {
+  schedule_generator generator;
+  schedule_info info;
+  int order;
+};
+
+struct registry {
+  std::mutex mu;
+  std::map<std::string, entry> entries;
+  int next_order = 0;
+
+  void add(const std::string& name, schedule_generator g, std::string description, bool builtin) {
+    entries[name] = entry{std::move(g), schedule_info{name, std::move(description), builtin}, next_order++};
+  }
+
+  registry() {
+    add("gpipe", make_gpipe, "all forwards, then all backwards; any chunks (loop placement)", true);
+    add("1f1b", make_one_f_one_b, "warm-up of P-rank-1 forwards, then one forward one backward; chunks=1", true);
+    add("interleaved", make_interleaved,
+        "Megatron's virtual pipeline, loop placement; chunks>=2, microbatches a multiple of stages", true);
+    add("zb-h1", make_zb_h1, "zero bubble H1: backward split into I and W, W fills the bubbles, 1F1B memory; chunks=1",
+        true);
+    add("zbv", make_zbv, "zero bubble V-shape: 2 chunks per rank in V placement, split backward; chunks=2", true);
+  }
+};
+
+registry& the_registry() {
+  static registry r;
+  return r;
+}
+
+}  // namespace
+
+[[noreturn]] void reject_request(const std::string& schedule, const std::string& rule, const schedule_request& r) {
+  throw std::invalid_argument(schedule + " needs " + rule + ": got stages=" + std::to_string(r.stages) +
+                              ", microbatches=" + std::to_string(r.microbatches) +
+                              ", chunks=" + std::to_string(r.chunks));
+}
+
+void register_schedule(const std::string& name, schedule_generator generator, std::string description) {
+  if (name.empty() || std::any_of(name.begin(), name.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n'; }))
+    throw std::invalid_argument("register_schedule: name '" + name + "' must be non-empty without whitespace");
+  if (!generator) throw std::invalid_argument("register_schedule: generator for '" + name + "' is empty");
+  auto& reg = the_registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto it = reg.entries.find(name);
+  if (it != reg.entries.end() && it->second.info.builtin)
+    throw std::invalid_argument("register_schedule: '" + name + "' is a built-in schedule; pick another name");
+  reg.add(name, std::move(generator), std::move(description), false);
+}
+
+bool has_schedule(const std::string& name) {
+  auto& reg = the_registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  return reg.entries.count(name) > 0;
+}
+
+std::vector<schedule_info> list_schedules() {
+  auto& reg = the_registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  std::vector<const entry*> all;
+  for (auto& [name, e] : reg.entries) all.push_back(&e);
+  std::stable_sort(all.begin(), all.end(), [](const entry* a, const entry* b) {
+    if (a->info.builtin != b->info.builtin) return a->info.builtin;
+    return a->info.builtin ? a->order < b->order : a->info.name < b->info.name;
+  });
+  std::vector<schedule_info> out;
+  for (auto* e : all) out.push_back(e->info);
+  return out;
+}
+
+plan make_schedule(const std::string& name, const schedule_request& request) {
+  schedule_generator gen;
+  {
+    auto& reg = the_registry();
+    std::lock_guard<std::mutex> lock(reg.mu);
+    auto it = reg.entries.find(name);
+    if (it == reg.entries.end()) {
+      std::string known;
+      for (auto& [n, e] : reg.entries) known += (known.empty() ? "" : ", ") + n;
+      throw std::invalid_argument("unknown schedule '" + name + "' (known: " + known + ")");
+    }
+    gen = it->second.generator;
+  }
+  if (request.stages < 1) throw std::invalid_argument("stages must be >= 1: got stages=" + std::to_string(request.stages));
+  if (request.microbatches < 1)
+    throw std::invalid_argument("microbatches must be >= 1: got microbatches=" + std::to_string(request.microbatches));
+  if (request.chunks < 1) throw std::invalid_argument("chunks must be >= 1: got chunks=" + std::to_string(request.chunks));
+  plan p = gen(request);
+  p.name = name;
+  if (p.num_ranks() != request.stages || p.chunks() != request.chunks || p.microbatches != request.microbatches)
+    throw std::invalid_argument("schedule '" + name + "' returned a plan for stages=" + std::to_string(p.num_ranks()) +
+                                ", microbatches=" + std::to_string(p.microbatches) +
+                                ", chunks=" + std::to_string(p.chunks()) + " when asked for stages=" +
+                                std::to_string(request.stages) + ", microbatches=" +
+                                std::to_string(request.microbatches) + ", chunks=" + std::to_string(request.chunks));
+  require_valid(p);
+  return p;
+}
+
+}  // namespace actorpipe
