@@ -1,0 +1,31 @@
+// Cost model for the simulator: time of F, B, I, W per virtual stage, plus the latency of a
+// message between two ranks. Units are arbitrary; the Chrome trace reads them as milliseconds.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/schedule/action.hpp"
+
+namespace actorpipe {
+
+struct cost_model {
+  // One entry per virtual stage, or a single entry that applies to every virtual stage.
+  std::vector<double> forward{1.0};
+  std::vector<double> backward{2.0};  // full backward; I + W when built by uniform() without B
+  std::vector<double> input_grad{1.0};
+  std::vector<double> weight_grad{1.0};
+  double send_latency = 0.0;  // added to a message that crosses ranks
+
+  double cost(const action& a) const;
+
+  // Same costs on every virtual stage.
+  static cost_model uniform(double f, double b, double i, double w, double send_latency = 0.0);
+};
+
+// Parses the --cost flag: "F,B,I,W" (e.g. "1,2,1,1"), "F,,I,W" (B defaults to I+W) or "F,B"
+// (no split backward given: I = W = B/2). Each value a finite number >= 0, F and B > 0.
+// Throws std::invalid_argument naming the flag, the field and the text.
+cost_model parse_cost_spec(const std::string& spec);
+
+}  // namespace actorpipe

@@ -1,0 +1,85 @@
+// Static-plan simulator: the same progress loop as the validator, carrying finish times.
+#include "core/sim/simulator.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "core/schedule/plan_validator.hpp"
+
+namespace actorpipe {
+
+sim_result simulate(const plan& p, const cost_model& costs) {
+  auto rep = require_valid(p);
+  const std::pair<const char*, const std::vector<double>*> tables[] = {{"forward", &costs.forward},
+                                                                        {"backward", &costs.backward},
+                                                                        {"input_grad", &costs.input_grad},
+                                                                        {"weight_grad", &costs.weight_grad}};
+  for (auto& [what, table] : tables)
+    if (table->size() != 1 && static_cast<int>(table->size()) != p.num_virtual_stages())
+      throw std::invalid_argument("cost model has " + std::to_string(table->size()) + " " + what +
+                                  " costs but the plan has " + std::to_string(p.num_virtual_stages()) +
+                                  " virtual stages (give one cost per virtual stage, or a single one for all)");
+  const int P = p.num_ranks(), S = p.num_virtual_stages(), M = p.microbatches;
+  sim_result res;
+  res.schedule = p.name;
+  res.stages = P;
+  res.chunks = p.chunks();
+  res.microbatches = M;
+  res.busy.assign(P, 0.0);
+  res.peak_activations = rep.peak_activations;
+  res.peak_pending_weight_grads = rep.peak_pending_weight_grads;
+
+  constexpr double pending = -1.0;
+  std::vector<double> fwd_end(static_cast<size_t>(S) * M, pending), grad_end(static_cast<size_t>(S) * M, pending);
+  auto idx = [M](int v, int m) { return static_cast<size_t>(v) * M + m; };
+  std::vector<double> free_at(P, 0.0);
+  std::vector<size_t> next(P, 0);
+  std::vector<std::vector<timeline_event>> per_rank(P);
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int r = 0; r < P; ++r) {
+      while (next[r] < p.ranks[r].size()) {
+        const action& a = p.ranks[r][next[r]];
+        dependency deps[2];
+        int n = dependencies_of(a, S, deps);
+        double start = free_at[r];
+        bool ready = true;
+        for (int k = 0; k < n && ready; ++k) {
+          const auto& d = deps[k];
+          double t = (d.what == dependency::kind::forward ? fwd_end : grad_end)[idx(d.virtual_stage, d.microbatch)];
+          if (t == pending) {
+            ready = false;
+            break;
+          }
+          if (p.place.rank_of[d.virtual_stage] != r) t += costs.send_latency;
+          start = std::max(start, t);
+        }
+        if (!ready) break;
+        double end = start + costs.cost(a);
+        if (a.op == op_kind::forward) fwd_end[idx(a.virtual_stage, a.microbatch)] = end;
+        if (produces_input_grad(a.op)) grad_end[idx(a.virtual_stage, a.microbatch)] = end;
+        per_rank[r].push_back({r, a, p.place.chunk_of[a.virtual_stage], start, end});
+        res.busy[r] += end - start;
+        free_at[r] = end;
+        ++next[r];
+        progress = true;
+      }
+    }
+  }
+  for (int r = 0; r < P; ++r)
+    if (next[r] != p.ranks[r].size())  // the validator proved this cannot happen
+      throw std::logic_error("simulator stalled on rank " + std::to_string(r));
+  res.makespan = *std::max_element(free_at.begin(), free_at.end());
+  res.ideal_time = *std::max_element(res.busy.begin(), res.busy.end());
+  double total_busy = 0;
+  for (int r = 0; r < P; ++r) {
+    res.idle.push_back(res.makespan - res.busy[r]);
+    total_busy += res.busy[r];
+  }
+  res.bubble_ratio = res.makespan > 0 ? 1.0 - total_busy / (P * res.makespan) : 0.0;
+  for (auto& evs : per_rank) res.events.insert(res.events.end(), evs.begin(), evs.end());
+  return res;
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,41 @@
+// Discrete-event simulator: runs a validated plan against a cost model. Each rank executes
+// its list in order, one action at a time; an action starts when its rank is free and its
+// inputs have arrived (plus send latency when they come from another rank). The result is
+// the yardstick measured runs are compared with.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/schedule/plan.hpp"
+#include "core/sim/cost_model.hpp"
+
+namespace actorpipe {
+
+struct timeline_event {
+  int rank = 0;
+  action act;
+  int chunk = 0;  // chunk slot of act's virtual stage on its rank
+  double start = 0;
+  double end = 0;
+};
+
+struct sim_result {
+  std::string schedule;
+  int stages = 0;
+  int chunks = 0;
+  int microbatches = 0;
+  double makespan = 0;
+  double ideal_time = 0;    // the busiest rank's total compute: the makespan with no bubble
+  double bubble_ratio = 0;  // 1 - total busy / (stages * makespan)
+  std::vector<double> busy;  // per rank
+  std::vector<double> idle;  // per rank: makespan - busy
+  std::vector<int> peak_activations;           // per rank, see plan_validator.hpp
+  std::vector<int> peak_pending_weight_grads;  // per rank
+  std::vector<timeline_event> events;          // in execution order per rank, ranks in order
+};
+
+// Validates first (throws std::invalid_argument for an invalid plan).
+sim_result simulate(const plan& p, const cost_model& costs);
+
+}  // namespace actorpipe

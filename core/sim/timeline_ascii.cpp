@@ -1,0 +1,60 @@
+// ASCII renderer: scales time so the shortest action can hold its label.
+#include "core/sim/timeline_ascii.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace actorpipe {
+namespace {
+
+// Two chunks (the common interleaved / V-shape case) stay short: chunk 1 is lower case.
+std::string label_of(const timeline_event& e, int chunks) {
+  char op = static_cast<char>(e.act.op);
+  if (chunks == 2 && e.chunk == 1) op = static_cast<char>(op - 'A' + 'a');
+  std::string s(1, op);
+  if (chunks > 2) s += std::to_string(e.act.virtual_stage) + ".";
+  return s + std::to_string(e.act.microbatch);
+}
+
+}  // namespace
+
+std::string render_ascii_timeline(const sim_result& r, int max_width) {
+  if (r.events.empty() || r.makespan <= 0) return "(empty timeline)\n";
+  double shortest = r.makespan;
+  size_t widest = 1;
+  for (const auto& e : r.events) {
+    if (e.end > e.start) shortest = std::min(shortest, e.end - e.start);
+    widest = std::max(widest, label_of(e, r.chunks).size());
+  }
+  double scale = static_cast<double>(widest + 1) / shortest;  // columns per time unit
+  const int usable = std::max(20, max_width - 9);
+  if (r.makespan * scale > usable) scale = usable / r.makespan;
+  const int cols = static_cast<int>(std::ceil(r.makespan * scale - 1e-9));
+
+  std::vector<std::string> rows(r.stages, std::string(cols, '.'));
+  for (const auto& e : r.events) {
+    int b = static_cast<int>(std::lround(e.start * scale));
+    int en = std::max(b + 1, static_cast<int>(std::lround(e.end * scale)));
+    en = std::min(en, cols);
+    std::string label = label_of(e, r.chunks);
+    // Keep one blank column between neighbours when there is room for the label and a gap.
+    if (static_cast<int>(label.size()) + 1 > en - b) label.resize(1);
+    for (int c = b; c < en; ++c) {
+      size_t k = static_cast<size_t>(c - b);
+      rows[e.rank][c] = k < label.size() ? label[k] : ' ';
+    }
+  }
+  std::string out;
+  for (int rank = 0; rank < r.stages; ++rank) {
+    std::string name = "rank " + std::to_string(rank);
+    name.resize(std::max<size_t>(name.size(), 7), ' ');
+    out += name + "|" + rows[rank] + "|\n";
+  }
+  out += "legend: F forward, B backward, I input-grad, W weight-grad; ";
+  out += r.chunks > 2 ? "label = op, virtual stage.microbatch"
+                      : r.chunks == 2 ? "label = op, microbatch; lower case = chunk 1" : "label = op, microbatch";
+  out += "; '.' idle\n";
+  return out;
+}
+
+}  // namespace actorpipe
