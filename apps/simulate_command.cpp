@@ -1,0 +1,124 @@
+// `actorpipe simulate` implementation (no CLI parsing here; see cli.cpp).
+#include "apps/simulate_command.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <ostream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "core/schedule/plan_validator.hpp"
+#include "core/schedule/schedule_registry.hpp"
+#include "core/sim/chrome_trace.hpp"
+#include "core/sim/simulator.hpp"
+#include "core/sim/timeline_ascii.hpp"
+#include "core/sim/timeline_svg.hpp"
+
+namespace actorpipe {
+namespace {
+
+void write_file(const std::string& path, const std::string& what, const std::string& content) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot write " + what + " to '" + path + "'");
+  f << content;
+  if (!f.flush()) throw std::runtime_error("cannot write " + what + " to '" + path + "'");
+}
+
+void require_match(const char* flag, const std::optional<int>& given, int in_file, const std::string& path) {
+  if (given && *given != in_file)
+    throw std::invalid_argument(std::string(flag) + "=" + std::to_string(*given) + " but schedule file '" + path +
+                                "' has " + std::to_string(in_file));
+}
+
+std::string num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+plan build_plan(const simulate_options& opt) {
+  if (!opt.schedule_file.empty()) {
+    plan p = load_plan_file(opt.schedule_file);
+    require_match("--stages", opt.stages, p.num_ranks(), opt.schedule_file);
+    require_match("--microbatches", opt.microbatches, p.microbatches, opt.schedule_file);
+    require_match("--chunks", opt.chunks, p.chunks(), opt.schedule_file);
+    return p;
+  }
+  schedule_request req;
+  req.stages = opt.stages.value_or(4);
+  req.microbatches = opt.microbatches.value_or(8);
+  req.chunks = opt.chunks.value_or(opt.schedule == "interleaved" || opt.schedule == "zbv" ? 2 : 1);
+  return make_schedule(opt.schedule, req);
+}
+
+}  // namespace
+
+void list_schedules_command(std::ostream& out) {
+  for (const auto& s : list_schedules()) {
+    std::string name = s.name;
+    name.resize(std::max<size_t>(name.size(), 13), ' ');
+    out << name << ' ' << s.description << '\n';
+  }
+}
+
+void run_simulate(const simulate_options& opt, std::ostream& out) {
+  if (opt.format != "text" && opt.format != "json")
+    throw std::invalid_argument("--format must be text or json, got '" + opt.format + "'");
+  if (!std::isfinite(opt.send_latency) || opt.send_latency < 0)
+    throw std::invalid_argument("--latency must be a finite number >= 0, got " + num(opt.send_latency));
+  if (opt.width < 40) throw std::invalid_argument("--width must be >= 40, got " + std::to_string(opt.width));
+  cost_model costs = parse_cost_spec(opt.cost);
+  costs.send_latency = opt.send_latency;
+  plan p = build_plan(opt);
+  sim_result r = simulate(p, costs);
+
+  if (!opt.trace_path.empty()) write_file(opt.trace_path, "the Chrome trace", render_chrome_trace(r));
+  if (!opt.svg_path.empty()) write_file(opt.svg_path, "the SVG timeline", render_svg_timeline(r));
+
+  if (opt.format == "json") {
+    nlohmann::json per_rank = nlohmann::json::array();
+    for (int rank = 0; rank < r.stages; ++rank)
+      per_rank.push_back({{"busy", r.busy[rank]},
+                          {"idle", r.idle[rank]},
+                          {"peak_activations", r.peak_activations[rank]},
+                          {"peak_pending_weight_grads", r.peak_pending_weight_grads[rank]}});
+    nlohmann::json j = {{"schedule", r.schedule},   {"stages", r.stages},
+                        {"chunks", r.chunks},       {"microbatches", r.microbatches},
+                        {"makespan", r.makespan},   {"ideal_time", r.ideal_time},
+                        {"bubble_ratio", r.bubble_ratio}, {"per_rank", per_rank}};
+    if (opt.print_plan) j["plan"] = format_plan(p);
+    out << j.dump(2) << '\n';
+    return;
+  }
+
+  out << "schedule " << r.schedule << ": stages=" << r.stages << ", chunks=" << r.chunks
+      << ", microbatches=" << r.microbatches << "; cost F=" << num(costs.forward[0]) << " B=" << num(costs.backward[0])
+      << " I=" << num(costs.input_grad[0]) << " W=" << num(costs.weight_grad[0])
+      << ", send latency " << num(costs.send_latency) << "\n\n";
+  if (opt.print_plan) out << format_plan(p) << '\n';
+  out << render_ascii_timeline(r, opt.width) << '\n';
+  out << "makespan      " << num(r.makespan) << '\n';
+  out << "ideal time    " << num(r.ideal_time) << "  (busiest rank's compute, no bubble)\n";
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * r.bubble_ratio);
+  out << "bubble ratio  " << pct << "  (1 - total busy / (stages * makespan))\n\n";
+  const bool split = p.uses_split_backward();
+  out << "rank  busy        idle        peak activations" << (split ? "  peak pending W" : "") << '\n';
+  for (int rank = 0; rank < r.stages; ++rank) {
+    char line[128];
+    std::snprintf(line, sizeof line, "%-5d %-11s %-11s %-17d", rank, num(r.busy[rank]).c_str(),
+                  num(r.idle[rank]).c_str(), r.peak_activations[rank]);
+    std::string l = line;
+    if (split) l += " " + std::to_string(r.peak_pending_weight_grads[rank]);
+    while (!l.empty() && l.back() == ' ') l.pop_back();
+    out << l << '\n';
+  }
+  out << "(activations: stashes of one microbatch on one virtual stage, live from F until B or I";
+  out << (split ? "; pending W: I done, W not yet, holding only the weight-grad inputs)\n" : ")\n");
+  if (!opt.trace_path.empty()) out << "wrote Chrome trace " << opt.trace_path << " (open in ui.perfetto.dev)\n";
+  if (!opt.svg_path.empty()) out << "wrote SVG timeline " << opt.svg_path << '\n';
+}
+
+}  // namespace actorpipe
