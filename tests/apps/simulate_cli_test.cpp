@@ -1,0 +1,194 @@
+// `actorpipe simulate` end to end: in-process through cli_main, and the real binary for exit
+// codes and the one-line error contract.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <filesystem>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/cli.hpp"
+
+using namespace actorpipe;
+using Catch::Contains;
+
+namespace {
+
+struct cli_run {
+  int code;
+  std::string out, err;
+};
+
+cli_run cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "actorpipe");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  int code = cli_main(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::string temp_path(const char* suffix) {
+  static int counter = 0;
+  return (std::filesystem::temp_directory_path() /
+          ("actorpipe_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + suffix))
+      .string();
+}
+
+// Runs the built binary through the shell; returns exit status and stdout+stderr separately.
+cli_run binary(const std::string& args) {
+  std::string err_file = temp_path(".err");
+  std::string cmd = std::string(ACTORPIPE_BIN) + " " + args + " 2>" + err_file;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  CATCH_REQUIRE(pipe != nullptr);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  std::ifstream ef(err_file);
+  std::stringstream es;
+  es << ef.rdbuf();
+  std::remove(err_file.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, es.str()};
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("simulate with no flags runs 1f1b on 4 stages and 8 microbatches", "[apps][simulate]") {
+  auto r = cli({"simulate"});
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK(r.err.empty());
+  CATCH_CHECK_THAT(r.out, Contains("schedule 1f1b: stages=4, chunks=1, microbatches=8"));
+  CATCH_CHECK_THAT(r.out, Contains("rank 0 |F0 F1 F2 F3 "));
+  CATCH_CHECK_THAT(r.out, Contains("makespan      33\n"));
+  CATCH_CHECK_THAT(r.out, Contains("ideal time    24"));
+  CATCH_CHECK_THAT(r.out, Contains("bubble ratio  27.27%"));
+  CATCH_CHECK_THAT(r.out, Contains("0     24          9           4\n"));
+  CATCH_CHECK_THAT(r.out, Contains("3     24          9           1\n"));
+}
+
+CATCH_TEST_CASE("simulate --format json has the documented keys", "[apps][simulate]") {
+  auto r = cli({"simulate", "--schedule", "interleaved", "--stages", "4", "--microbatches", "8", "--chunks", "2",
+                "--format", "json"});
+  CATCH_REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CATCH_CHECK(j["schedule"] == "interleaved");
+  CATCH_CHECK(j["stages"] == 4);
+  CATCH_CHECK(j["chunks"] == 2);
+  CATCH_CHECK(j["microbatches"] == 8);
+  CATCH_CHECK(j["makespan"].get<double>() == 57);
+  CATCH_CHECK(j["bubble_ratio"].get<double>() == Approx(3.0 / 19));
+  CATCH_REQUIRE(j["per_rank"].size() == 4);
+  for (auto& rank : j["per_rank"]) {
+    CATCH_CHECK(rank["busy"].get<double>() == 48);
+    CATCH_CHECK(rank["idle"].get<double>() == 9);
+    CATCH_CHECK(rank.contains("peak_activations"));
+  }
+  CATCH_CHECK(j["per_rank"][0]["peak_activations"] == 11);
+  // Chunks default to 2 for interleaved and zbv.
+  auto d = cli({"simulate", "--schedule", "zbv", "--format", "json"});
+  CATCH_REQUIRE(d.code == 0);
+  CATCH_CHECK(nlohmann::json::parse(d.out)["chunks"] == 2);
+}
+
+CATCH_TEST_CASE("simulate writes a Chrome trace and an SVG", "[apps][simulate]") {
+  std::string trace = temp_path(".json"), svg = temp_path(".svg");
+  auto r = cli({"simulate", "--schedule", "zb-h1", "--stages", "3", "--microbatches", "6", "--trace", trace, "--svg", svg});
+  CATCH_REQUIRE(r.code == 0);
+  std::ifstream t(trace), s(svg);
+  CATCH_REQUIRE(t.good());
+  CATCH_REQUIRE(s.good());
+  auto j = nlohmann::json::parse(t);
+  CATCH_CHECK(j["otherData"]["schedule"] == "zb-h1");
+  std::stringstream ss;
+  ss << s.rdbuf();
+  CATCH_CHECK_THAT(ss.str(), Contains("<svg"));
+  CATCH_CHECK_THAT(r.out, Contains("wrote Chrome trace " + trace));
+  std::remove(trace.c_str());
+  std::remove(svg.c_str());
+}
+
+CATCH_TEST_CASE("simulate reads a schedule file and checks flags against it", "[apps][simulate]") {
+  std::string path = temp_path(".txt");
+  {
+    std::ofstream f(path);
+    f << "# hand-written 2-stage 1F1B\n0: F0.0 F0.1 B0.0 B0.1\n1: F1.0 B1.0 F1.1 B1.1\n";
+  }
+  auto r = cli({"simulate", "--schedule-file", path, "--print-plan"});
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains("stages=2, chunks=1, microbatches=2"));
+  CATCH_CHECK_THAT(r.out, Contains("0: F0.0 F0.1 B0.0 B0.1\n1: F1.0 B1.0 F1.1 B1.1\n"));
+  auto bad = cli({"simulate", "--schedule-file", path, "--stages", "4"});
+  CATCH_CHECK(bad.code == 2);
+  CATCH_CHECK(bad.err == "actorpipe simulate: error: --stages=4 but schedule file '" + path + "' has 2\n");
+  {
+    std::ofstream f(path);
+    f << "0: F0.0 B0.0 F0.1 B0.1\n1: F1.1 F1.0 B1.0 B1.1\n";  // deadlocks
+  }
+  auto dead = cli({"simulate", "--schedule-file", path});
+  CATCH_CHECK(dead.code == 2);
+  CATCH_CHECK_THAT(dead.err, Contains("deadlock: no rank can proceed"));
+  std::remove(path.c_str());
+}
+
+CATCH_TEST_CASE("simulate --list names every registered schedule", "[apps][simulate]") {
+  auto r = cli({"simulate", "--list"});
+  CATCH_REQUIRE(r.code == 0);
+  for (const char* name : {"gpipe ", "1f1b ", "interleaved ", "zb-h1 ", "zbv "}) CATCH_CHECK_THAT(r.out, Contains(name));
+}
+
+CATCH_TEST_CASE("bad requests exit non-zero with one clear line on stderr", "[apps][simulate]") {
+  struct bad_case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  std::vector<bad_case> cases = {
+      {{"simulate", "--schedule", "nope"}, "unknown schedule 'nope'"},
+      {{"simulate", "--schedule", "1f1b", "--stages", "4", "--microbatches", "2"},
+       "1f1b needs microbatches >= stages: got stages=4, microbatches=2, chunks=1"},
+      {{"simulate", "--schedule", "interleaved", "--microbatches", "6"},
+       "interleaved needs microbatches to be a multiple of stages"},
+      {{"simulate", "--stages", "0"}, "stages must be >= 1: got stages=0"},
+      {{"simulate", "--cost", "1,2,3"}, "--cost '1,2,3': needs 2 or 4"},
+      {{"simulate", "--format", "xml"}, "--format must be text or json, got 'xml'"},
+      {{"simulate", "--latency", "-1"}, "--latency must be a finite number >= 0"},
+      {{"simulate", "--schedule-file", "/nonexistent.txt"}, "cannot read schedule file '/nonexistent.txt'"},
+      {{"simulate", "--stages", "four"}, "--stages"},
+      {{"simulate", "--schedule", "1f1b", "--schedule-file", "x"}, "excludes"},
+      {{"simulate", "--bogus"}, "--bogus"},
+      {{"frobnicate"}, "unknown command 'frobnicate' (commands: simulate; see --help)"},
+      {{}, "missing command"},
+  };
+  for (auto& c : cases) {
+    auto r = cli(c.args);
+    CATCH_CAPTURE(c.message, r.err);
+    CATCH_CHECK(r.code != 0);
+    CATCH_CHECK_THAT(r.err, Contains(c.message));
+    CATCH_CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CATCH_CHECK(r.err.rfind("actorpipe", 0) == 0);
+  }
+}
+
+CATCH_TEST_CASE("the actorpipe binary: help, success and failure exit codes", "[apps][simulate][binary]") {
+  auto help = binary("--help");
+  CATCH_CHECK(help.code == 0);
+  CATCH_CHECK_THAT(help.out, Contains("simulate"));
+  auto sub_help = binary("simulate --help");
+  CATCH_CHECK(sub_help.code == 0);
+  CATCH_CHECK_THAT(sub_help.out, Contains("--schedule-file"));
+  CATCH_CHECK_THAT(sub_help.out, Contains("Examples:"));
+  auto ok = binary("simulate --schedule zbv --stages 2 --microbatches 4");
+  CATCH_CHECK(ok.code == 0);
+  CATCH_CHECK_THAT(ok.out, Contains("bubble ratio"));
+  auto bad = binary("simulate --schedule zbv --chunks 3");
+  CATCH_CHECK(bad.code == 2);
+  CATCH_CHECK(bad.out.empty());
+  CATCH_CHECK(bad.err == "actorpipe simulate: error: zbv needs chunks == 2 (V-shape placement): got stages=4, "
+                         "microbatches=8, chunks=3\n");
+}

@@ -1,0 +1,148 @@
+// Built-in generators: the constraints they enforce, the shapes they produce, and the theory
+// they must reproduce on unit costs (bubble ratios and peak activations).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "core/schedule/plan_validator.hpp"
+#include "core/schedule/schedule_registry.hpp"
+#include "core/sim/simulator.hpp"
+
+using namespace actorpipe;
+using Catch::Contains;
+
+namespace {
+// F = 1, B = 2 (I = W = 1): the textbook setting.
+sim_result run(const char* name, int P, int M, int V) {
+  return simulate(make_schedule(name, {P, M, V}), cost_model::uniform(1, 2, 1, 1));
+}
+}  // namespace
+
+CATCH_TEST_CASE("schedules reject requests they cannot serve, naming the values", "[schedule][generators]") {
+  CATCH_CHECK_THROWS_WITH(make_schedule("1f1b", {4, 2, 1}),
+                          "1f1b needs microbatches >= stages: got stages=4, microbatches=2, chunks=1");
+  CATCH_CHECK_THROWS_WITH(make_schedule("1f1b", {4, 8, 2}), Contains("1f1b needs chunks == 1"));
+  CATCH_CHECK_THROWS_WITH(make_schedule("zb-h1", {4, 3, 1}), Contains("zb-h1 needs microbatches >= stages"));
+  CATCH_CHECK_THROWS_WITH(make_schedule("zb-h1", {4, 8, 2}), Contains("zb-h1 needs chunks == 1"));
+  CATCH_CHECK_THROWS_WITH(make_schedule("interleaved", {4, 8, 1}), Contains("interleaved needs chunks >= 2"));
+  CATCH_CHECK_THROWS_WITH(make_schedule("interleaved", {4, 6, 2}),
+                          "interleaved needs microbatches to be a multiple of stages: got stages=4, microbatches=6, "
+                          "chunks=2");
+  CATCH_CHECK_THROWS_WITH(make_schedule("zbv", {4, 8, 1}), Contains("zbv needs chunks == 2"));
+  CATCH_CHECK_THROWS_WITH(make_schedule("zbv", {4, 8, 3}), Contains("got stages=4, microbatches=8, chunks=3"));
+  CATCH_CHECK_THROWS_WITH(make_schedule("gpipe", {0, 8, 1}), "stages must be >= 1: got stages=0");
+  CATCH_CHECK_THROWS_WITH(make_schedule("gpipe", {2, 0, 1}), "microbatches must be >= 1: got microbatches=0");
+  CATCH_CHECK_THROWS_WITH(make_schedule("gpipe", {2, 2, 0}), "chunks must be >= 1: got chunks=0");
+}
+
+CATCH_TEST_CASE("1f1b has the textbook shape", "[schedule][generators]") {
+  plan p = make_schedule("1f1b", {4, 8, 1});
+  CATCH_CHECK(format_plan(p) ==
+              "0: F0.0 F0.1 F0.2 F0.3 B0.0 F0.4 B0.1 F0.5 B0.2 F0.6 B0.3 F0.7 B0.4 B0.5 B0.6 B0.7\n"
+              "1: F1.0 F1.1 F1.2 B1.0 F1.3 B1.1 F1.4 B1.2 F1.5 B1.3 F1.6 B1.4 F1.7 B1.5 B1.6 B1.7\n"
+              "2: F2.0 F2.1 B2.0 F2.2 B2.1 F2.3 B2.2 F2.4 B2.3 F2.5 B2.4 F2.6 B2.5 F2.7 B2.6 B2.7\n"
+              "3: F3.0 B3.0 F3.1 B3.1 F3.2 B3.2 F3.3 B3.3 F3.4 B3.4 F3.5 B3.5 F3.6 B3.6 F3.7 B3.7\n");
+}
+
+CATCH_TEST_CASE("gpipe and 1f1b bubble is (P-1)/(M+P-1)", "[schedule][generators][theory]") {
+  CATCH_CHECK(run("gpipe", 4, 8, 1).bubble_ratio == Approx(3.0 / 11).epsilon(1e-12));  // 27.27%
+  CATCH_CHECK(run("1f1b", 4, 8, 1).bubble_ratio == Approx(3.0 / 11).epsilon(1e-12));
+  for (int P : {1, 2, 3, 5, 8})
+    for (int M : {P, P + 3, 4 * P}) {
+      CATCH_CAPTURE(P, M);
+      double expect = (P - 1.0) / (M + P - 1.0);
+      CATCH_CHECK(run("gpipe", P, M, 1).bubble_ratio == Approx(expect).margin(1e-12));
+      CATCH_CHECK(run("1f1b", P, M, 1).bubble_ratio == Approx(expect).margin(1e-12));
+      CATCH_CHECK(run("1f1b", P, M, 1).makespan == Approx(3.0 * (M + P - 1)));
+    }
+}
+
+CATCH_TEST_CASE("interleaved bubble is (P-1)/(V*M+P-1)", "[schedule][generators][theory]") {
+  CATCH_CHECK(run("interleaved", 4, 8, 2).bubble_ratio == Approx(3.0 / 19).epsilon(1e-12));
+  for (int P : {2, 3, 4})
+    for (int V : {2, 3, 4})
+      for (int M : {P, 2 * P, 4 * P}) {
+        CATCH_CAPTURE(P, V, M);
+        CATCH_CHECK(run("interleaved", P, M, V).bubble_ratio == Approx((P - 1.0) / (V * M + P - 1.0)).margin(1e-12));
+        // And always below 1f1b's at the same P and M.
+        CATCH_CHECK(run("interleaved", P, M, V).bubble_ratio < run("1f1b", P, M, 1).bubble_ratio);
+      }
+}
+
+CATCH_TEST_CASE("peak activations: 1f1b rank r holds min(P - r, M), gpipe holds M", "[schedule][generators][theory]") {
+  for (int P : {1, 2, 4, 7})
+    for (int M : {P, P + 1, 3 * P}) {
+      auto one = validate_plan(make_schedule("1f1b", {P, M, 1}));
+      auto gp = validate_plan(make_schedule("gpipe", {P, M, 1}));
+      for (int r = 0; r < P; ++r) {
+        CATCH_CAPTURE(P, M, r);
+        CATCH_CHECK(one.peak_activations[r] == std::min(P - r, M));
+        CATCH_CHECK(gp.peak_activations[r] == M);
+      }
+    }
+}
+
+CATCH_TEST_CASE("zero bubble: zb-h1 meets the paper's bubble at 1F1B memory; zbv goes lower",
+                "[schedule][generators][theory]") {
+  // F = I = W = 1 (B = I + W = 2 for the non-split schedules).
+  for (int P : {2, 3, 4, 6, 8})
+    for (int M : {P, P + 1, 2 * P, 4 * P}) {
+      CATCH_CAPTURE(P, M);
+      auto one = run("1f1b", P, M, 1);
+      auto zb = run("zb-h1", P, M, 1);
+      auto zv = run("zbv", P, M, 2);
+      // Qi et al.: 1F1B idles (P-1)(F+I+W) per rank, ZB-H1 (P-1)(F+I-W): a third here.
+      CATCH_CHECK(zb.makespan == Approx(3.0 * M + (P - 1)));
+      CATCH_CHECK(zb.bubble_ratio == Approx((P - 1.0) / (3.0 * M + P - 1)).margin(1e-12));
+      CATCH_CHECK(zb.bubble_ratio < one.bubble_ratio);
+      for (int r = 0; r < P; ++r) {
+        CATCH_CHECK(zb.peak_activations[r] == one.peak_activations[r]);  // 1F1B memory
+        CATCH_CHECK(zb.peak_pending_weight_grads[r] <= P);
+      }
+      if (P > 1) CATCH_CHECK(zv.bubble_ratio < zb.bubble_ratio);
+      // zbv's stashes are half a stage each: 2P of them is 1F1B's rank-0 peak.
+      for (int r = 0; r < P; ++r) CATCH_CHECK(zv.peak_activations[r] <= 2 * P);
+    }
+  // The paper's headline numbers at P=4, M=8.
+  CATCH_CHECK(run("1f1b", 4, 8, 1).idle[0] == Approx(9.0));  // (P-1)(F+I+W)
+  CATCH_CHECK(run("zb-h1", 4, 8, 1).idle[0] == Approx(3.0));  // (P-1)(F+I-W)
+}
+
+CATCH_TEST_CASE("zbv uses the V placement and splits every backward", "[schedule][generators]") {
+  plan p = make_schedule("zbv", {4, 8, 2});
+  CATCH_CHECK(p.place.kind == "v-shape");
+  CATCH_CHECK(p.place.rank_of == std::vector<int>{0, 1, 2, 3, 3, 2, 1, 0});
+  for (auto& rank : p.ranks)
+    for (auto& a : rank) CATCH_CHECK(a.op != op_kind::backward);
+  plan h = make_schedule("zb-h1", {4, 8, 1});
+  CATCH_CHECK(h.place.kind == "loop");
+  CATCH_CHECK(h.uses_split_backward());
+}
+
+CATCH_TEST_CASE("every generated plan validates across a sweep of (P, M, V)", "[schedule][generators][sweep]") {
+  int checked = 0;
+  for (int P = 1; P <= 8; ++P)
+    for (int M = 1; M <= 24; ++M)
+      for (int V = 1; V <= 4; ++V)
+        for (const char* name : {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv"}) {
+          plan p;
+          try {
+            p = make_schedule(name, {P, M, V});  // make_schedule validates: a bad plan throws
+          } catch (const std::invalid_argument& e) {
+            std::string why = e.what();
+            // Only the documented constraints may refuse a request.
+            CATCH_CHECK(why.rfind(std::string(name) + " needs ", 0) == 0);
+            continue;
+          }
+          auto rep = validate_plan(p);
+          CATCH_REQUIRE(rep.ok());
+          CATCH_CHECK(p.num_ranks() == P);
+          CATCH_CHECK(p.chunks() == V);
+          CATCH_CHECK(p.microbatches == M);
+          size_t total = 0;
+          for (auto& r : p.ranks) total += r.size();
+          CATCH_CHECK(total == static_cast<size_t>(P * V * M * (p.uses_split_backward() ? 3 : 2)));
+          ++checked;
+        }
+  CATCH_CHECK(checked > 1000);
+}

@@ -1,0 +1,80 @@
+// Text form of actions and plans: parsing, printing, round trips and the errors users see.
+#include <catch2/catch.hpp>
+
+#include "core/schedule/plan.hpp"
+#include "core/schedule/schedule_registry.hpp"
+
+using namespace actorpipe;
+using Catch::Contains;
+
+CATCH_TEST_CASE("actions print and parse", "[schedule][text]") {
+  action a{op_kind::weight_grad, 5, 1};
+  CATCH_CHECK(to_string(a) == "W5.1");
+  CATCH_CHECK(parse_action("W5.1") == a);
+  CATCH_CHECK(parse_action("F0.3") == action{op_kind::forward, 0, 3});
+  CATCH_CHECK(parse_action("I12.345") == action{op_kind::input_grad, 12, 345});
+  CATCH_CHECK_THROWS_WITH(parse_action("X0.1"), Contains("bad action 'X0.1': unknown op"));
+  CATCH_CHECK_THROWS_WITH(parse_action("F012"), Contains("missing '.'"));
+  CATCH_CHECK_THROWS_WITH(parse_action("F-1.0"), Contains("virtual stage is not a number"));
+  CATCH_CHECK_THROWS_WITH(parse_action("F1.x"), Contains("microbatch is not a number"));
+  CATCH_CHECK_THROWS_WITH(parse_action("F1."), Contains("too short"));
+  CATCH_CHECK_THROWS_WITH(parse_action("F1.99999999999"), Contains("microbatch is not a number"));
+}
+
+CATCH_TEST_CASE("every built-in plan round-trips through its text form exactly", "[schedule][text]") {
+  struct req { const char* name; int P, M, V; };
+  for (auto r : {req{"gpipe", 3, 5, 1}, req{"gpipe", 2, 4, 3}, req{"1f1b", 4, 8, 1}, req{"interleaved", 4, 8, 2},
+                 req{"interleaved", 2, 6, 3}, req{"zb-h1", 4, 6, 1}, req{"zbv", 3, 7, 2}}) {
+    CATCH_CAPTURE(r.name, r.P, r.M, r.V);
+    plan p = make_schedule(r.name, {r.P, r.M, r.V});
+    std::string text = format_plan(p);
+    plan q = parse_plan(text, "roundtrip");
+    CATCH_CHECK(format_plan(q) == text);
+    CATCH_CHECK(q.ranks == p.ranks);
+    CATCH_CHECK(q.place.rank_of == p.place.rank_of);
+    CATCH_CHECK(q.place.chunk_of == p.place.chunk_of);
+    CATCH_CHECK(q.place.kind == p.place.kind);
+    CATCH_CHECK(q.microbatches == p.microbatches);
+  }
+}
+
+CATCH_TEST_CASE("plan text ignores comments and blank lines and infers the placement", "[schedule][text]") {
+  plan p = parse_plan(
+      "# two ranks, V-shape, one microbatch\n"
+      "\n"
+      "0: F0.0  F3.0 B3.0 B0.0   # rank 0 holds the first and the last virtual stage\n"
+      "   \n"
+      "1: F1.0 F2.0 B2.0 B1.0\n");
+  CATCH_REQUIRE(p.num_ranks() == 2);
+  CATCH_CHECK(p.num_virtual_stages() == 4);
+  CATCH_CHECK(p.chunks() == 2);
+  CATCH_CHECK(p.microbatches == 1);
+  CATCH_CHECK(p.place.kind == "v-shape");
+  CATCH_CHECK(p.place.rank_of == std::vector<int>{0, 1, 1, 0});
+  CATCH_CHECK(p.place.chunk_of == std::vector<int>{0, 0, 1, 1});
+  CATCH_CHECK(p.ranks[0].size() == 4);
+
+  plan loop = parse_plan("1: F1.0 F3.0 B3.0 B1.0\n0: F0.0 F2.0 B2.0 B0.0\n");
+  CATCH_CHECK(loop.place.kind == "loop");
+  CATCH_CHECK(loop.ranks[0].front() == action{op_kind::forward, 0, 0});  // ordered by rank, not by line
+  CATCH_CHECK(parse_plan("0: F1.0 B1.0 F0.0 B0.0\n1: F2.0 B2.0 F3.0 B3.0\n").place.kind == "custom");
+}
+
+CATCH_TEST_CASE("malformed plan text is rejected with the line and the reason", "[schedule][text]") {
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\nfoo\n", "p.txt"), Contains("p.txt:2: expected 'RANK: ACTION ...'"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("x: F0.0\n", "p.txt"), Contains("p.txt:1: rank 'x' is not a non-negative integer"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n0: F0.1\n", "p.txt"),
+                          Contains("p.txt:2: rank 0 is listed twice (first on line 1)"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0 F1.0\n1: F1.0 B1.0\n", "p.txt"),
+                          Contains("virtual stage 1 is listed by rank 1 and by rank 0 (line 1)"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 Z0.0\n", "p.txt"), Contains("p.txt:1: bad action 'Z0.0'"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n2: F2.0 B2.0\n", "p.txt"), Contains("rank 1 is missing"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n1: F2.0 B2.0\n", "p.txt"),
+                          Contains("virtual stage 1 appears on no rank"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 F2.0\n1: F1.0\n", "p.txt"),
+                          Contains("rank 1 owns 1 virtual stages but rank 0 owns 2"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n1:\n", "p.txt"), Contains("rank 1 owns no virtual stage"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("# nothing\n\n", "p.txt"), Contains("p.txt: no ranks listed"));
+  CATCH_CHECK_THROWS_WITH(load_plan_file("/nonexistent/plan.txt"),
+                          Contains("cannot read schedule file '/nonexistent/plan.txt'"));
+}

@@ -1,0 +1,97 @@
+// Validator: hand-written bad plans are rejected with the right message; good ones report
+// their peak activations.
+#include <catch2/catch.hpp>
+
+#include "core/schedule/plan_validator.hpp"
+
+using namespace actorpipe;
+using Catch::Contains;
+
+namespace {
+std::string errors_of(const std::string& text) {
+  auto rep = validate_plan(parse_plan(text, "bad"));
+  std::string all;
+  for (auto& e : rep.errors) all += e + "\n";
+  return all;
+}
+}  // namespace
+
+CATCH_TEST_CASE("a hand-written 1F1B plan is valid and its memory is counted", "[schedule][validator]") {
+  plan p = parse_plan(
+      "0: F0.0 F0.1 B0.0 F0.2 B0.1 B0.2\n"
+      "1: F1.0 B1.0 F1.1 B1.1 F1.2 B1.2\n");
+  auto rep = validate_plan(p);
+  CATCH_REQUIRE(rep.ok());
+  CATCH_CHECK(rep.peak_activations == std::vector<int>{2, 1});
+  CATCH_CHECK(rep.peak_pending_weight_grads == std::vector<int>{0, 0});
+}
+
+CATCH_TEST_CASE("split backward: I frees the activation, W is counted as pending", "[schedule][validator]") {
+  plan p = parse_plan(
+      "0: F0.0 F0.1 I0.0 I0.1 W0.0 W0.1\n"
+      "1: F1.0 I1.0 F1.1 I1.1 W1.0 W1.1\n");
+  auto rep = validate_plan(p);
+  CATCH_REQUIRE(rep.ok());
+  CATCH_CHECK(rep.peak_activations == std::vector<int>{2, 1});
+  CATCH_CHECK(rep.peak_pending_weight_grads == std::vector<int>{2, 2});
+  CATCH_CHECK(p.uses_split_backward());
+}
+
+CATCH_TEST_CASE("incomplete plans are rejected", "[schedule][validator]") {
+  CATCH_CHECK_THAT(errors_of("0: F0.0 F0.1 B0.0\n1: F1.0 B1.0 F1.1 B1.1\n"),
+                   Contains("no backward for virtual stage 0, microbatch 1: needs B0.1 or I0.1 then W0.1 (rank 0)"));
+  CATCH_CHECK_THAT(errors_of("0: F0.0 B0.0 B0.1\n1: F1.0 B1.0 F1.1 B1.1\n"), Contains("F0.1 is missing (rank 0)"));
+  CATCH_CHECK_THAT(errors_of("0: F0.0 B0.0 F0.0\n1: F1.0 B1.0\n"),
+                   Contains("rank 0, position 2 (F0.0): listed twice (first at position 0)"));
+  CATCH_CHECK_THAT(errors_of("0: F0.0 I0.0\n1: F1.0 B1.0\n"), Contains("I0.0 has no matching W0.0"));
+  CATCH_CHECK_THAT(errors_of("0: F0.0 B0.0 W0.0\n1: F1.0 B1.0\n"),
+                   Contains("B0.0 and a split backward (I/W) are both listed"));
+  CATCH_CHECK_THAT(errors_of("0: F0.0 W0.0 B0.0\n1: F1.0 B1.0\n"), Contains("B0.0 and a split backward"));
+}
+
+CATCH_TEST_CASE("out-of-order actions on one rank are a dependency-order error", "[schedule][validator]") {
+  CATCH_CHECK_THAT(errors_of("0: F0.0 W0.0 I0.0\n1: F1.0 B1.0\n"),
+                   Contains("dependency order: rank 0, position 1 (W0.0) needs I0.0, which rank 0 runs later at "
+                            "position 2"));
+  CATCH_CHECK_THAT(errors_of("0: F0.0 B0.0\n1: B1.0 F1.0\n"),
+                   Contains("dependency order: rank 1, position 0 (B1.0) needs F1.0, which rank 1 runs later at "
+                            "position 1"));
+  // A V-shape rank that runs its last-stage forward before its first-stage one.
+  CATCH_CHECK_THAT(errors_of("0: F3.0 F0.0 B3.0 B0.0\n1: F1.0 F2.0 B2.0 B1.0\n"),
+                   Contains("deadlock: no rank can proceed"));
+}
+
+CATCH_TEST_CASE("a cross-rank wait cycle is a deadlock naming the stuck ranks", "[schedule][validator]") {
+  // Rank 1 insists on microbatch 1 first; rank 0 insists on finishing microbatch 0 first.
+  std::string e = errors_of(
+      "0: F0.0 B0.0 F0.1 B0.1\n"
+      "1: F1.1 F1.0 B1.0 B1.1\n");
+  CATCH_CHECK_THAT(e, Contains("deadlock: no rank can proceed"));
+  CATCH_CHECK_THAT(e, Contains("rank 0, position 1 (B0.0) waits for B1.0 on rank 1, position 2"));
+  CATCH_CHECK_THAT(e, Contains("rank 1, position 0 (F1.1) waits for F0.1 on rank 0, position 2"));
+}
+
+CATCH_TEST_CASE("actions outside the plan's ranges or placement are rejected", "[schedule][validator]") {
+  plan p = parse_plan("0: F0.0 B0.0\n1: F1.0 B1.0\n", "p");
+  p.ranks[0].push_back({op_kind::forward, 1, 0});
+  CATCH_CHECK_THAT(validate_plan(p).errors.at(0), Contains("rank 0, position 2 (F1.0): virtual stage 1 lives on rank 1"));
+  p = parse_plan("0: F0.0 B0.0\n1: F1.0 B1.0\n", "p");
+  p.ranks[1].push_back({op_kind::forward, 7, 0});
+  CATCH_CHECK_THAT(validate_plan(p).errors.at(0), Contains("virtual stage 7 is out of range 0..1"));
+  p = parse_plan("0: F0.0 B0.0\n1: F1.0 B1.0\n", "p");
+  p.ranks[1].push_back({op_kind::forward, 1, 3});
+  CATCH_CHECK_THAT(validate_plan(p).errors.at(0), Contains("microbatch 3 is out of range 0..0"));
+}
+
+CATCH_TEST_CASE("require_valid throws one line with the first errors", "[schedule][validator]") {
+  plan p = parse_plan("0: F0.0 F0.1 F0.2 F0.3 F0.4\n", "five-forwards");
+  try {
+    require_valid(p);
+    CATCH_FAIL("expected an exception");
+  } catch (const std::invalid_argument& e) {
+    std::string msg = e.what();
+    CATCH_CHECK_THAT(msg, Contains("invalid schedule 'five-forwards': incomplete: no backward"));
+    CATCH_CHECK_THAT(msg, Contains("; and 2 more"));
+    CATCH_CHECK(msg.find('\n') == std::string::npos);
+  }
+}

@@ -1,0 +1,75 @@
+// Renderers: the ASCII timeline, Chrome trace JSON and SVG show what the simulator computed.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "core/schedule/schedule_registry.hpp"
+#include "core/sim/chrome_trace.hpp"
+#include "core/sim/simulator.hpp"
+#include "core/sim/timeline_ascii.hpp"
+#include "core/sim/timeline_svg.hpp"
+
+using namespace actorpipe;
+using Catch::Contains;
+
+namespace {
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t pos = s.find(what); pos != std::string::npos; pos = s.find(what, pos + 1)) ++n;
+  return n;
+}
+}  // namespace
+
+CATCH_TEST_CASE("ASCII timeline draws every action where the simulator put it", "[sim][render]") {
+  auto r = simulate(make_schedule("1f1b", {2, 2, 1}), cost_model::uniform(1, 2, 1, 1));
+  // F=1 column unit of 3 chars; rank 1 starts after one forward.
+  std::string expected =
+      "rank 0 |F0 F1 ......B0    ...B1    |\n"
+      "rank 1 |...F0 B0    F1 B1    ......|\n";
+  std::string got = render_ascii_timeline(r);
+  CATCH_CHECK(got.substr(0, expected.size()) == expected);
+  CATCH_CHECK_THAT(got, Contains("legend: F forward"));
+
+  auto wide = simulate(make_schedule("interleaved", {4, 8, 2}), cost_model::uniform(1, 2, 1, 1));
+  std::string w = render_ascii_timeline(wide, 80);
+  for (size_t start = 0, nl; (nl = w.find('\n', start)) != std::string::npos && w.compare(start, 4, "rank") == 0;
+       start = nl + 1)
+    CATCH_CHECK(nl - start <= 80);
+  CATCH_CHECK(count(w, "rank ") == 4);
+
+  // Two chunks: chunk 1 is drawn in lower case.
+  auto v = simulate(make_schedule("zbv", {2, 2, 2}), cost_model::uniform(1, 2, 1, 1));
+  std::string zv = render_ascii_timeline(v);
+  // Rank 0 holds virtual stages 0 and 3: f0 waits for F2.0 from rank 1.
+  CATCH_CHECK(zv.rfind("rank 0 |F0 F1 ...f0 i0 f1 i1 I0 w0 I1 w1 W0 W1 |", 0) == 0);
+  CATCH_CHECK_THAT(zv, Contains("lower case = chunk 1"));
+}
+
+CATCH_TEST_CASE("Chrome trace has one complete event per action, in microseconds", "[sim][render]") {
+  auto r = simulate(make_schedule("zb-h1", {3, 4, 1}), cost_model::uniform(2, 4, 2, 2));
+  auto j = nlohmann::json::parse(render_chrome_trace(r));
+  int complete = 0;
+  double last_end = 0;
+  for (auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++complete;
+    last_end = std::max(last_end, e["ts"].get<double>() + e["dur"].get<double>());
+    CATCH_CHECK(e["tid"].get<int>() >= 0);
+    CATCH_CHECK(e["tid"].get<int>() < 3);
+  }
+  CATCH_CHECK(complete == 3 * 4 * 3);
+  CATCH_CHECK(last_end == Approx(r.makespan * 1000));
+  CATCH_CHECK(j["otherData"]["schedule"] == "zb-h1");
+  CATCH_CHECK(j["otherData"]["bubble_ratio"].get<double>() == Approx(r.bubble_ratio));
+}
+
+CATCH_TEST_CASE("SVG draws a box per action and a lane per rank", "[sim][render]") {
+  auto r = simulate(make_schedule("zbv", {4, 8, 2}), cost_model::uniform(1, 2, 1, 1));
+  std::string svg = render_svg_timeline(r);
+  CATCH_CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+  CATCH_CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
+  CATCH_CHECK(count(svg, "<title>") == r.events.size());
+  CATCH_CHECK(count(svg, ">rank ") == 4);
+  CATCH_CHECK_THAT(svg, Contains("zbv: stages=4, chunks=2, microbatches=8"));
+  CATCH_CHECK_THAT(svg, Contains("<title>W7.7 on rank 0"));
+}

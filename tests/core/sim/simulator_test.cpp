@@ -1,0 +1,90 @@
+// Simulator: exact timelines on small plans, latency, per-stage costs, and the --cost parser.
+#include <catch2/catch.hpp>
+
+#include "core/schedule/schedule_registry.hpp"
+#include "core/sim/simulator.hpp"
+
+using namespace actorpipe;
+using Catch::Contains;
+
+CATCH_TEST_CASE("a two-stage plan has the timeline worked out by hand", "[sim]") {
+  plan p = parse_plan("0: F0.0 F0.1 B0.0 B0.1\n1: F1.0 B1.0 F1.1 B1.1\n", "hand");
+  // F=1, B=3.
+  sim_result r = simulate(p, cost_model::uniform(1, 3, 1, 2));
+  // rank0: F0.0 [0,1] F0.1 [1,2]; rank1: F1.0 [1,2] B1.0 [2,5] F1.1 [5,6] B1.1 [6,9];
+  // rank0: B0.0 [5,8] B0.1 [9,12].
+  CATCH_REQUIRE(r.events.size() == 8);
+  auto find = [&](const char* a) {
+    for (auto& e : r.events)
+      if (to_string(e.act) == a) return e;
+    CATCH_FAIL("no event " << a);
+    return r.events[0];
+  };
+  CATCH_CHECK(find("B1.0").start == 2);
+  CATCH_CHECK(find("F1.1").start == 5);
+  CATCH_CHECK(find("B0.0").start == 5);
+  CATCH_CHECK(find("B0.1").start == 9);
+  CATCH_CHECK(find("B0.1").end == 12);
+  CATCH_CHECK(r.makespan == 12);
+  CATCH_CHECK(r.busy == std::vector<double>{8, 8});
+  CATCH_CHECK(r.idle == std::vector<double>{4, 4});
+  CATCH_CHECK(r.ideal_time == 8);
+  CATCH_CHECK(r.bubble_ratio == Approx(1 - 16.0 / 24));
+  CATCH_CHECK(r.peak_activations == std::vector<int>{2, 1});
+}
+
+CATCH_TEST_CASE("send latency delays only messages between ranks", "[sim]") {
+  plan p = make_schedule("gpipe", {2, 1, 1});
+  // F0.0 [0,1], +0.5 on the wire, F1.0 [1.5,2.5], B1.0 [2.5,4.5], +0.5, B0.0 [5,7].
+  auto slow = simulate(p, cost_model::uniform(1, 2, 1, 1, 0.5));
+  CATCH_CHECK(slow.makespan == Approx(7));
+  CATCH_CHECK(slow.events[1].start == Approx(5));  // rank 0's B0.0
+  CATCH_CHECK(slow.busy == std::vector<double>{3, 3});
+  // More latency never shortens a 1f1b run.
+  plan q = make_schedule("1f1b", {4, 8, 1});
+  CATCH_CHECK(simulate(q, cost_model::uniform(1, 2, 1, 1, 0.5)).makespan >
+              simulate(q, cost_model::uniform(1, 2, 1, 1)).makespan + 6 * 0.5 - 1e-9);
+
+  // A single rank with two chunks has no cross-rank message: latency changes nothing
+  // (2 virtual stages x 3 microbatches x (F + B) = 18, no idle time).
+  plan one = make_schedule("gpipe", {1, 3, 2});
+  CATCH_CHECK(simulate(one, cost_model::uniform(1, 2, 1, 1, 5)).makespan == Approx(18));
+}
+
+CATCH_TEST_CASE("per-virtual-stage costs are honoured", "[sim]") {
+  plan p = make_schedule("gpipe", {2, 1, 1});
+  cost_model c;
+  c.forward = {1, 4};
+  c.backward = {2, 8};
+  auto r = simulate(p, c);
+  CATCH_CHECK(r.makespan == Approx(1 + 4 + 8 + 2));
+  CATCH_CHECK(r.busy == std::vector<double>{3, 12});
+  CATCH_CHECK(r.ideal_time == 12);
+  c.forward = {1, 2, 3};  // wrong length for a 2-stage plan
+  CATCH_CHECK_THROWS_WITH(simulate(p, c), "cost model has 3 forward costs but the plan has 2 virtual stages "
+                                          "(give one cost per virtual stage, or a single one for all)");
+}
+
+CATCH_TEST_CASE("the simulator refuses an invalid plan", "[sim]") {
+  plan p = parse_plan("0: B0.0 F0.0\n", "backwards-first");
+  CATCH_CHECK_THROWS_WITH(simulate(p, cost_model{}), Contains("invalid schedule 'backwards-first': dependency order"));
+}
+
+CATCH_TEST_CASE("--cost accepts F,B,I,W and its short forms", "[sim][cost]") {
+  auto c = parse_cost_spec("1,2,0.5,1.5");
+  CATCH_CHECK(c.forward[0] == 1);
+  CATCH_CHECK(c.backward[0] == 2);
+  CATCH_CHECK(c.input_grad[0] == 0.5);
+  CATCH_CHECK(c.weight_grad[0] == 1.5);
+  c = parse_cost_spec("1,,1.25,1");  // B defaults to I + W
+  CATCH_CHECK(c.backward[0] == 2.25);
+  c = parse_cost_spec("2,4");  // no split given: I = W = B / 2
+  CATCH_CHECK(c.input_grad[0] == 2);
+  CATCH_CHECK(c.weight_grad[0] == 2);
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,2,3"), Contains("--cost '1,2,3': needs 2 or 4 comma-separated values"));
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,x,1,1"), Contains("B must be a finite number >= 0, got 'x'"));
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("0,2,1,1"), Contains("F must be > 0"));
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,-2,1,1"), Contains("B must be a finite number >= 0, got '-2'"));
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,,,1"), Contains("give B, or both I and W"));
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,inf,1,1"), Contains("got 'inf'"));
+}
