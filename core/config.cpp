@@ -1,0 +1,368 @@
+// Job configuration: JSON (de)serialization through one field table, overrides, and the
+// resolution / validation rules documented in config.hpp.
+#include "core/config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <variant>
+
+#include "core/schedule/schedule_registry.hpp"
+
+namespace actorpipe {
+namespace {
+
+// One table drives from_json, to_json and overrides, so a new field cannot be half-wired.
+using member =
+    std::variant<int job_config::*, std::uint64_t job_config::*, double job_config::*, std::string job_config::*>;
+
+struct field {
+  const char* name;
+  member ptr;
+};
+
+const std::vector<field>& fields() {
+  static const std::vector<field> all = {
+      {"pp", &job_config::pp},
+      {"dp", &job_config::dp},
+      {"tp", &job_config::tp},
+      {"world_size", &job_config::world_size},
+      {"batch_size", &job_config::batch_size},
+      {"num_microbatches", &job_config::num_microbatches},
+      {"microbatch_size", &job_config::microbatch_size},
+      {"global_batch_size", &job_config::global_batch_size},
+      {"schedule", &job_config::schedule},
+      {"chunks", &job_config::chunks},
+      {"zero_stage", &job_config::zero_stage},
+      {"precision", &job_config::precision},
+      {"layers", &job_config::layers},
+      {"hidden", &job_config::hidden},
+      {"heads", &job_config::heads},
+      {"seq_len", &job_config::seq_len},
+      {"vocab", &job_config::vocab},
+      {"steps", &job_config::steps},
+      {"seed", &job_config::seed},
+      {"lr", &job_config::lr},
+      {"warmup_steps", &job_config::warmup_steps},
+      {"grad_clip", &job_config::grad_clip},
+      {"weight_decay", &job_config::weight_decay},
+  };
+  return all;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+[[noreturn]] void unknown_key(const std::string& key) {
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(2, key.size() / 3) + 1;  // farther is no typo
+  for (const field& f : fields()) {
+    std::size_t d = edit_distance(key, f.name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = f.name;
+    }
+  }
+  std::string msg = "unknown config key '" + key + "'";
+  if (!best.empty()) msg += " (did you mean '" + best + "'?)";
+  throw std::invalid_argument(msg);
+}
+
+const field& find_field(const std::string& key) {
+  for (const field& f : fields())
+    if (key == f.name) return f;
+  unknown_key(key);
+}
+
+std::string shown(const nlohmann::json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+std::string shown(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+[[noreturn]] void wrong_type(const std::string& key, const char* what, const nlohmann::json& v) {
+  throw std::invalid_argument("config key '" + key + "' must be " + what + ", got " + shown(v));
+}
+
+void set_from_json(int& out, const std::string& key, const nlohmann::json& v) {
+  if (!v.is_number_integer()) wrong_type(key, "an integer", v);
+  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT_MAX)
+                             : (v.get<std::int64_t>() < INT_MIN || v.get<std::int64_t>() > INT_MAX))
+    wrong_type(key, "an integer that fits in 32 bits", v);
+  out = static_cast<int>(v.get<std::int64_t>());
+}
+
+void set_from_json(std::uint64_t& out, const std::string& key, const nlohmann::json& v) {
+  // A JSON literal like 7 may be stored signed; only a negative one is wrong.
+  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<std::int64_t>() < 0))
+    wrong_type(key, "a non-negative integer", v);
+  out = v.get<std::uint64_t>();
+}
+
+void set_from_json(double& out, const std::string& key, const nlohmann::json& v) {
+  if (!v.is_number()) wrong_type(key, "a number", v);
+  out = v.get<double>();
+}
+
+void set_from_json(std::string& out, const std::string& key, const nlohmann::json& v) {
+  if (!v.is_string()) wrong_type(key, "a string", v);
+  out = v.get<std::string>();
+}
+
+[[noreturn]] void bad_override(const std::string& key, const std::string& value, const char* what) {
+  throw std::invalid_argument("override " + key + "=" + value + ": " + key + " must be " + what + ", got '" + value +
+                              "'");
+}
+
+// strtol and friends skip leading blanks and accept a prefix; an override must be the number.
+bool plain_number_text(const std::string& value) {
+  return !value.empty() && !std::isspace(static_cast<unsigned char>(value.front()));
+}
+
+void set_from_text(int& out, const std::string& key, const std::string& value) {
+  if (!plain_number_text(value)) bad_override(key, value, "an integer");
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(value.c_str(), &end, 10);
+  if (*end != '\0') bad_override(key, value, "an integer");
+  if (errno == ERANGE || v < INT_MIN || v > INT_MAX) bad_override(key, value, "an integer that fits in 32 bits");
+  out = static_cast<int>(v);
+}
+
+void set_from_text(std::uint64_t& out, const std::string& key, const std::string& value) {
+  // strtoull would wrap "-1" around to a huge seed.
+  if (!plain_number_text(value) || value.front() == '-') bad_override(key, value, "a non-negative integer");
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+  if (*end != '\0' || errno == ERANGE) bad_override(key, value, "a non-negative integer");
+  out = v;
+}
+
+void set_from_text(double& out, const std::string& key, const std::string& value) {
+  if (!plain_number_text(value)) bad_override(key, value, "a number");
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(value.c_str(), &end);
+  if (*end != '\0') bad_override(key, value, "a number");
+  if (errno == ERANGE || !std::isfinite(v)) bad_override(key, value, "a finite number");
+  out = v;
+}
+
+void set_from_text(std::string& out, const std::string&, const std::string& value) { out = value; }
+
+[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
+
+std::string str(long long v) { return std::to_string(v); }
+
+void require_at_least_one(const char* name, int v) {
+  if (v < 1) fail(std::string(name) + "=" + str(v) + " must be >= 1");
+}
+
+void require_not_negative(const char* name, int v, const char* zero_means) {
+  if (v < 0) fail(std::string(name) + "=" + str(v) + " must be >= 0 (0 = " + zero_means + ")");
+}
+
+// A product of config integers as an int, or an error naming the factors.
+int product_or_fail(const std::string& what, long long value) {
+  if (value > INT_MAX) fail(what + " = " + str(value) + " is too large");
+  return static_cast<int>(value);
+}
+
+void resolve_batching(job_config& c) {
+  require_not_negative("batch_size", c.batch_size, "not given");
+  require_not_negative("num_microbatches", c.num_microbatches, "not given");
+  require_not_negative("microbatch_size", c.microbatch_size, "not given");
+  require_not_negative("global_batch_size", c.global_batch_size, "not given");
+
+  int b = c.batch_size, n = c.num_microbatches, m = c.microbatch_size;
+  const int g = c.global_batch_size;
+  if (b == 0 && g > 0) {
+    if (g % c.dp != 0) fail("global_batch_size=" + str(g) + " is not a multiple of dp=" + str(c.dp));
+    b = g / c.dp;
+  }
+  auto require_multiple = [&](const char* name, int divisor) {
+    if (b % divisor != 0)
+      fail("batch_size=" + str(b) + " is not a multiple of " + name + "=" + str(divisor));
+  };
+
+  if (n > 0 && m > 0) {
+    if (b == 0) {
+      b = product_or_fail("batch_size = num_microbatches*microbatch_size", static_cast<long long>(n) * m);
+    } else {
+      // Colossal-AI's rule: the microbatch count wins; the size follows from the batch.
+      require_multiple("num_microbatches", n);
+      if (b / n != m)
+        c.notes.push_back("microbatch_size=" + str(m) + " overridden: num_microbatches=" + str(n) +
+                          " wins, so microbatch_size = batch_size/num_microbatches = " + str(b) + "/" + str(n) +
+                          " = " + str(b / n));
+      m = b / n;
+    }
+  } else if (n > 0) {
+    if (b == 0)
+      fail("num_microbatches=" + str(n) + " needs batch_size (or microbatch_size) to derive microbatch_size");
+    require_multiple("num_microbatches", n);
+    m = b / n;
+  } else if (m > 0) {
+    if (b == 0) {
+      if (c.pp > 1)
+        fail("microbatch_size=" + str(m) + " with pp=" + str(c.pp) +
+             " needs batch_size (or num_microbatches) to derive num_microbatches");
+      b = m;  // one stage, one microbatch: the microbatch is the batch
+      n = 1;
+    } else {
+      require_multiple("microbatch_size", m);
+      n = b / m;
+    }
+  } else {
+    if (c.pp > 1) fail("pp=" + str(c.pp) + " needs num_microbatches or microbatch_size");
+    if (b == 0)
+      fail("batch_size=0: give batch_size, microbatch_size or global_batch_size (there is no default batch size)");
+    n = 1;
+    m = b;
+  }
+
+  long long derived = static_cast<long long>(m) * n * c.dp;
+  if (g > 0 && g != derived)
+    fail("global_batch_size=" + str(g) + " does not equal microbatch_size*num_microbatches*dp = " + str(m) + "*" +
+         str(n) + "*" + str(c.dp) + " = " + str(derived));
+  c.global_batch_size = product_or_fail("global_batch_size = microbatch_size*num_microbatches*dp", derived);
+  c.batch_size = b;
+  c.num_microbatches = n;
+  c.microbatch_size = m;
+}
+
+}  // namespace
+
+job_config config_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) fail("config must be a JSON object, got " + shown(j));
+  job_config c;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const field& f = find_field(it.key());
+    std::visit([&](auto ptr) { set_from_json(c.*ptr, it.key(), it.value()); }, f.ptr);
+  }
+  return c;
+}
+
+job_config load_config_file(const std::string& path) {
+  errno = 0;
+  std::ifstream in(path);
+  if (!in) {
+    std::string why = errno != 0 ? std::strerror(errno) : "cannot be read";
+    fail("cannot open config file '" + path + "': " + why);
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::exception& e) {
+    fail("config file '" + path + "' is not valid JSON: " + e.what());
+  }
+  try {
+    return config_from_json(j);
+  } catch (const std::invalid_argument& e) {
+    fail("config file '" + path + "': " + e.what());
+  }
+}
+
+void apply_override(job_config& config, const std::string& key, const std::string& value) {
+  const field& f = find_field(key);
+  std::visit([&](auto ptr) { set_from_text(config.*ptr, key, value); }, f.ptr);
+}
+
+void apply_override(job_config& config, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) fail("override '" + assignment + "' must look like key=value");
+  apply_override(config, assignment.substr(0, eq), assignment.substr(eq + 1));
+}
+
+void resolve_and_validate(job_config& c) {
+  // Parallelism.
+  require_at_least_one("pp", c.pp);
+  require_at_least_one("dp", c.dp);
+  require_at_least_one("tp", c.tp);
+  require_not_negative("world_size", c.world_size, "pp*dp*tp");
+  long long world = static_cast<long long>(c.pp) * c.dp * c.tp;
+  if (c.world_size == 0) {
+    c.world_size = product_or_fail("world_size = pp*dp*tp", world);
+  } else if (c.world_size != world) {
+    fail("world_size=" + str(c.world_size) + " does not equal pp*dp*tp = " + str(c.pp) + "*" + str(c.dp) + "*" +
+         str(c.tp) + " = " + str(world));
+  }
+
+  // Numerics and memory.
+  if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16")
+    fail("precision='" + c.precision + "' must be one of fp32, bf16, fp16");
+  if (c.zero_stage < 0 || c.zero_stage > 3) fail("zero_stage=" + str(c.zero_stage) + " must be 0, 1, 2 or 3");
+  // ZeRO-2/3 shard gradients / parameters that the pipeline accumulates across microbatches.
+  if (c.pp > 1 && c.zero_stage > 1)
+    fail("zero_stage=" + str(c.zero_stage) + " is not supported with pp=" + str(c.pp) + ": use 0 or 1");
+
+  // Model.
+  require_at_least_one("layers", c.layers);
+  require_at_least_one("hidden", c.hidden);
+  require_at_least_one("heads", c.heads);
+  require_at_least_one("seq_len", c.seq_len);
+  require_at_least_one("vocab", c.vocab);
+  require_at_least_one("chunks", c.chunks);
+  if (c.hidden % c.heads != 0) fail("hidden=" + str(c.hidden) + " is not divisible by heads=" + str(c.heads));
+  if (c.heads % c.tp != 0) fail("heads=" + str(c.heads) + " is not divisible by tp=" + str(c.tp));
+  long long virtual_stages = static_cast<long long>(c.pp) * c.chunks;
+  if (c.layers < virtual_stages)
+    fail("layers=" + str(c.layers) + " cannot be split over pp*chunks = " + str(c.pp) + "*" + str(c.chunks) + " = " +
+         str(virtual_stages) + " virtual stages (each needs at least one layer)");
+
+  // Training.
+  require_at_least_one("steps", c.steps);
+  if (!(c.lr > 0) || !std::isfinite(c.lr)) fail("lr=" + shown(c.lr) + " must be a finite number > 0");
+  if (!(c.grad_clip >= 0) || !std::isfinite(c.grad_clip))
+    fail("grad_clip=" + shown(c.grad_clip) + " must be >= 0 (0 = no clipping)");
+  if (!(c.weight_decay >= 0) || !std::isfinite(c.weight_decay))
+    fail("weight_decay=" + shown(c.weight_decay) + " must be >= 0");
+  require_not_negative("warmup_steps", c.warmup_steps, "no warm-up");
+  if (c.warmup_steps > c.steps) {
+    std::string note = "warmup_steps=" + str(c.warmup_steps) + " exceeds steps=" + str(c.steps) +
+                       ": the learning rate never reaches lr";
+    if (std::find(c.notes.begin(), c.notes.end(), note) == c.notes.end()) c.notes.push_back(note);
+  }
+
+  resolve_batching(c);
+
+  try {
+    make_schedule(c.schedule, schedule_request{c.pp, c.num_microbatches, c.chunks});
+  } catch (const std::invalid_argument& e) {
+    fail(std::string("schedule: ") + e.what());
+  }
+}
+
+nlohmann::json config_to_json(const job_config& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const field& f : fields()) std::visit([&](auto ptr) { j[f.name] = c.*ptr; }, f.ptr);
+  return j;
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,97 @@
+// Job configuration: read from a JSON file, patched by command-line "key=value" overrides, then
+// resolved (derived fields filled in) and validated with messages naming the offending values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace actorpipe {
+
+// JSON keys are the field names. For the integer batching fields and world_size, 0 means
+// "not given": resolve_and_validate derives them.
+struct job_config {
+  // Parallelism.
+  int pp = 1;
+  int dp = 1;
+  int tp = 1;
+  int world_size = 0;  // 0: pp * dp * tp
+
+  // Batching. batch_size is samples per optimizer step per data-parallel replica.
+  int batch_size = 0;
+  int num_microbatches = 0;
+  int microbatch_size = 0;
+  int global_batch_size = 0;  // microbatch_size * num_microbatches * dp
+
+  // Schedule: a name from the schedule registry; chunks = virtual stages per rank.
+  std::string schedule = "1f1b";
+  int chunks = 1;
+
+  int zero_stage = 0;
+  std::string precision = "fp32";  // fp32 | bf16 | fp16
+
+  // Model.
+  int layers = 8;
+  int hidden = 256;
+  int heads = 4;
+  int seq_len = 128;
+  int vocab = 256;
+
+  // Training.
+  int steps = 10;
+  std::uint64_t seed = 1234;
+  double lr = 3e-4;
+  int warmup_steps = 0;
+  double grad_clip = 1.0;  // 0: no clipping
+  double weight_decay = 0.1;
+
+  // Non-fatal notices from resolve_and_validate (e.g. a value it overrode). Not a JSON key.
+  std::vector<std::string> notes;
+};
+
+// Starts from the defaults above and sets the keys `j` gives. Throws std::invalid_argument for
+// a non-object, an unknown key ("unknown config key 'num_microbatch' (did you mean
+// 'num_microbatches'?)") or a value of the wrong type ("config key 'pp' must be an integer,
+// got \"four\""). Does not resolve or validate.
+job_config config_from_json(const nlohmann::json& j);
+
+// config_from_json on a file (JSON; // and /* */ comments allowed). Errors name the path, and
+// for bad JSON the parser's line and column.
+job_config load_config_file(const std::string& path);
+
+// One command-line override: `value` is parsed as the field's type (integers and numbers must
+// be the whole text). Throws std::invalid_argument naming the key and the value.
+void apply_override(job_config& config, const std::string& key, const std::string& value);
+// The same for "key=value" text.
+void apply_override(job_config& config, const std::string& assignment);
+
+// Fills derived fields and checks every rule; throws std::invalid_argument naming the
+// parameter(s) and value(s) of the first rule broken. Calling it again on its result changes
+// nothing. Rules, in order:
+//
+// - pp, dp, tp >= 1; world_size = pp * dp * tp (derived when 0).
+// - precision is fp32, bf16 or fp16; zero_stage is 0..3, and 0 or 1 when pp > 1.
+// - model: layers, hidden, heads, seq_len, vocab >= 1; hidden % heads == 0; heads % tp == 0;
+//   chunks >= 1; layers >= pp * chunks.
+// - training: steps >= 1, lr > 0, grad_clip >= 0, weight_decay >= 0, warmup_steps >= 0 (a
+//   note when warmup_steps > steps).
+// - batching (batch_size B, num_microbatches M, microbatch_size m, global_batch_size G; none
+//   may be negative; 0 = not given):
+//   1. B not given but G given: B = G / dp (G must be a multiple of dp).
+//   2. M and m given: M wins. B not given: B = M * m; else m = B / M (B must be a multiple of
+//      M), with a note when that differs from the given m.
+//   3. Only M: B is required, m = B / M. Only m: with B, M = B / m (B must be a multiple of
+//      m); without B, pp == 1 takes M = 1, B = m, and pp > 1 is an error naming batch_size.
+//   4. Neither: pp > 1 is an error ("pp=4 needs num_microbatches or microbatch_size"); pp == 1
+//      takes M = 1, m = B, and needs B (no default batch size: a silent one hides a typo).
+//   Then G = m * M * dp (an error when G was given and differs).
+// - schedule: make_schedule(schedule, {pp, num_microbatches, chunks}) must succeed; its
+//   message comes through prefixed "schedule: ".
+void resolve_and_validate(job_config& config);
+
+// Every JSON key with its value (notes excluded); config_from_json(config_to_json(c)) == c.
+nlohmann::json config_to_json(const job_config& config);
+
+}  // namespace actorpipe

@@ -1,0 +1,462 @@
+// Tests for core/config: JSON parsing and its errors, overrides, files, the round trip, and one
+// passing and one failing case for every resolve_and_validate rule.
+#include "core/config.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+using namespace actorpipe;
+using nlohmann::json;
+
+namespace {
+
+// A config that resolves as is: pp=1, batch_size given.
+job_config base() {
+  job_config c;
+  c.batch_size = 8;
+  return c;
+}
+
+job_config resolved(job_config c) {
+  resolve_and_validate(c);
+  return c;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("actorpipe_config_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("config_from_json starts from the defaults and sets given keys", "[config]") {
+  job_config c = config_from_json(json::object());
+  CATCH_CHECK(c.pp == 1);
+  CATCH_CHECK(c.dp == 1);
+  CATCH_CHECK(c.tp == 1);
+  CATCH_CHECK(c.world_size == 0);
+  CATCH_CHECK(c.batch_size == 0);
+  CATCH_CHECK(c.schedule == "1f1b");
+  CATCH_CHECK(c.chunks == 1);
+  CATCH_CHECK(c.precision == "fp32");
+  CATCH_CHECK(c.layers == 8);
+  CATCH_CHECK(c.hidden == 256);
+  CATCH_CHECK(c.seed == 1234);
+  CATCH_CHECK(c.lr == 3e-4);
+  CATCH_CHECK(c.grad_clip == 1.0);
+  CATCH_CHECK(c.weight_decay == 0.1);
+
+  c = config_from_json(json{{"pp", 4}, {"lr", 1}, {"schedule", "gpipe"}, {"seed", 7}, {"grad_clip", 0.5}});
+  CATCH_CHECK(c.pp == 4);
+  CATCH_CHECK(c.lr == 1.0);  // an integer is a fine number
+  CATCH_CHECK(c.schedule == "gpipe");
+  CATCH_CHECK(c.seed == 7);
+  CATCH_CHECK(c.grad_clip == 0.5);
+}
+
+CATCH_TEST_CASE("config_from_json names unknown keys and suggests the close one", "[config]") {
+  CATCH_CHECK_THROWS_AS(config_from_json(json{{"num_microbatch", 4}}), std::invalid_argument);
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"num_microbatch", 4}}),
+                          "unknown config key 'num_microbatch' (did you mean 'num_microbatches'?)");
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"precison", "bf16"}}), Catch::Contains("did you mean 'precision'"));
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"banana", 1}}), "unknown config key 'banana'");
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"notes", json::array()}}), Catch::Contains("unknown config key 'notes'"));
+}
+
+CATCH_TEST_CASE("config_from_json names the key and shows the value of a wrong type", "[config]") {
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"pp", "four"}}), "config key 'pp' must be an integer, got \"four\"");
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"layers", 2.5}}),
+                          Catch::Contains("config key 'layers' must be an integer, got 2.5"));
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"dp", nullptr}}), Catch::Contains("'dp' must be an integer, got null"));
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"steps", 5000000000LL}}),
+                          Catch::Contains("'steps'") && Catch::Contains("5000000000"));
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"lr", "fast"}}), "config key 'lr' must be a number, got \"fast\"");
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"schedule", 3}}), "config key 'schedule' must be a string, got 3");
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"seed", -1}}),
+                          "config key 'seed' must be a non-negative integer, got -1");
+  CATCH_CHECK_THROWS_WITH(config_from_json(json::array({1, 2})), Catch::Contains("must be a JSON object"));
+}
+
+CATCH_TEST_CASE("apply_override parses the value as the field's type", "[config]") {
+  job_config c;
+  apply_override(c, "pp", "4");
+  apply_override(c, "lr", "1e-3");
+  apply_override(c, "schedule", "interleaved");
+  apply_override(c, "seed", "18446744073709551615");
+  apply_override(c, "num_microbatches=16");
+  apply_override(c, "precision=bf16");
+  CATCH_CHECK(c.pp == 4);
+  CATCH_CHECK(c.lr == 1e-3);
+  CATCH_CHECK(c.schedule == "interleaved");
+  CATCH_CHECK(c.seed == 18446744073709551615ULL);
+  CATCH_CHECK(c.num_microbatches == 16);
+  CATCH_CHECK(c.precision == "bf16");
+
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "pp", "four"), Catch::Contains("pp") && Catch::Contains("'four'"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "pp", "4x"), Catch::Contains("pp must be an integer, got '4x'"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "pp", ""), Catch::Contains("pp must be an integer"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "pp", " 4"), Catch::Contains("pp must be an integer"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "pp", "99999999999"), Catch::Contains("'99999999999'"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "lr", "abc"), Catch::Contains("lr must be a number, got 'abc'"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "lr", "nan"), Catch::Contains("lr must be a finite number"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "seed", "-1"), Catch::Contains("seed must be a non-negative integer"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "ppp", "4"), Catch::Contains("unknown config key 'ppp'"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "pp4"), Catch::Contains("'pp4' must look like key=value"));
+  CATCH_CHECK(c.pp == 4);  // failed overrides change nothing
+}
+
+CATCH_TEST_CASE("config_to_json round-trips through config_from_json", "[config]") {
+  job_config c;
+  c.pp = 2;
+  c.dp = 3;
+  c.tp = 2;
+  c.world_size = 12;
+  c.batch_size = 48;
+  c.num_microbatches = 6;
+  c.microbatch_size = 8;
+  c.global_batch_size = 144;
+  c.schedule = "interleaved";
+  c.chunks = 2;
+  c.zero_stage = 1;
+  c.precision = "bf16";
+  c.layers = 24;
+  c.hidden = 1024;
+  c.heads = 16;
+  c.seq_len = 2048;
+  c.vocab = 50257;
+  c.steps = 1000;
+  c.seed = 18446744073709551615ULL;
+  c.lr = 0.1 + 0.2;  // not a short decimal: must survive exactly
+  c.warmup_steps = 100;
+  c.grad_clip = 0;
+  c.weight_decay = 0.01;
+  c.notes = {"not serialized"};
+
+  json j = config_to_json(c);
+  CATCH_CHECK(j.size() == 23);
+  CATCH_CHECK(j.count("notes") == 0);
+  CATCH_CHECK(j["pp"] == 2);
+  CATCH_CHECK(j["precision"] == "bf16");
+
+  job_config back = config_from_json(j);
+  CATCH_CHECK(config_to_json(back) == j);
+  CATCH_CHECK(back.lr == c.lr);
+  CATCH_CHECK(back.seed == c.seed);
+  CATCH_CHECK(back.vocab == 50257);
+  CATCH_CHECK(back.schedule == "interleaved");
+  CATCH_CHECK(back.notes.empty());
+  // Through text too, as a file would be.
+  CATCH_CHECK(config_to_json(config_from_json(json::parse(j.dump()))) == j);
+  CATCH_CHECK(config_to_json(job_config{}) == config_to_json(config_from_json(config_to_json(job_config{}))));
+}
+
+CATCH_TEST_CASE("load_config_file reads a file and names the path on errors", "[config]") {
+  std::string good = temp_path("good.json");
+  write_file(good, "{\n  // pipeline of 2\n  \"pp\": 2,\n  \"batch_size\": 16,\n  \"num_microbatches\": 4\n}\n");
+  job_config c = load_config_file(good);
+  CATCH_CHECK(c.pp == 2);
+  CATCH_CHECK(c.num_microbatches == 4);
+  resolve_and_validate(c);
+  CATCH_CHECK(c.microbatch_size == 4);
+  std::remove(good.c_str());
+
+  std::string missing = temp_path("does_not_exist.json");
+  CATCH_CHECK_THROWS_WITH(load_config_file(missing),
+                          Catch::Contains("cannot open config file '" + missing + "'"));
+
+  std::string bad = temp_path("bad.json");
+  write_file(bad, "{\n  \"pp\": 2,,\n}\n");
+  CATCH_CHECK_THROWS_WITH(load_config_file(bad), Catch::Contains("config file '" + bad + "' is not valid JSON") &&
+                                                     Catch::Contains("line 2"));
+  std::remove(bad.c_str());
+
+  std::string typo = temp_path("typo.json");
+  write_file(typo, "{\"num_microbatch\": 4}");
+  CATCH_CHECK_THROWS_WITH(load_config_file(typo), Catch::Contains("config file '" + typo + "'") &&
+                                                      Catch::Contains("did you mean 'num_microbatches'"));
+  std::remove(typo.c_str());
+}
+
+CATCH_TEST_CASE("rule: pp, dp, tp >= 1 and world_size = pp*dp*tp", "[config]") {
+  job_config c = base();
+  c.pp = 2;
+  c.dp = 2;
+  c.tp = 2;
+  c.num_microbatches = 4;
+  job_config ok = resolved(c);
+  CATCH_CHECK(ok.world_size == 8);  // derived
+  c.world_size = 8;
+  CATCH_CHECK_NOTHROW(resolved(c));
+  c.world_size = 6;
+  CATCH_CHECK_THROWS_WITH(resolved(c), "world_size=6 does not equal pp*dp*tp = 2*2*2 = 8");
+
+  job_config z = base();
+  z.pp = 0;
+  CATCH_CHECK_THROWS_WITH(resolved(z), "pp=0 must be >= 1");
+  z = base();
+  z.dp = -2;
+  CATCH_CHECK_THROWS_WITH(resolved(z), "dp=-2 must be >= 1");
+  z = base();
+  z.tp = 0;
+  CATCH_CHECK_THROWS_WITH(resolved(z), "tp=0 must be >= 1");
+  z = base();
+  z.world_size = -1;
+  CATCH_CHECK_THROWS_WITH(resolved(z), Catch::Contains("world_size=-1 must be >= 0"));
+}
+
+CATCH_TEST_CASE("rule: pp > 1 needs num_microbatches or microbatch_size", "[config]") {
+  job_config c = base();
+  c.pp = 4;
+  CATCH_CHECK_THROWS_WITH(resolved(c), "pp=4 needs num_microbatches or microbatch_size");
+  c.microbatch_size = 2;
+  job_config ok = resolved(c);
+  CATCH_CHECK(ok.num_microbatches == 4);
+  CATCH_CHECK(ok.batch_size == 8);
+}
+
+CATCH_TEST_CASE("rule: num_microbatches wins over microbatch_size", "[config]") {
+  job_config c = base();
+  c.batch_size = 32;
+  c.num_microbatches = 8;
+  c.microbatch_size = 5;
+  job_config r = resolved(c);
+  CATCH_CHECK(r.microbatch_size == 4);
+  CATCH_CHECK(r.num_microbatches == 8);
+  CATCH_REQUIRE(r.notes.size() == 1);
+  CATCH_CHECK_THAT(r.notes[0], Catch::Contains("microbatch_size=5 overridden") &&
+                                   Catch::Contains("32/8 = 4"));
+
+  c.microbatch_size = 4;  // agrees: no note
+  CATCH_CHECK(resolved(c).notes.empty());
+
+  c.batch_size = 30;
+  CATCH_CHECK_THROWS_WITH(resolved(c), "batch_size=30 is not a multiple of num_microbatches=8");
+
+  // Without batch_size both given define it.
+  job_config d;
+  d.num_microbatches = 4;
+  d.microbatch_size = 2;
+  d.pp = 2;
+  job_config rd = resolved(d);
+  CATCH_CHECK(rd.batch_size == 8);
+  CATCH_CHECK(rd.global_batch_size == 8);
+}
+
+CATCH_TEST_CASE("rule: one of num_microbatches / microbatch_size derives the other from batch_size",
+                "[config]") {
+  job_config c = base();
+  c.pp = 2;
+  c.batch_size = 32;
+  c.num_microbatches = 8;
+  CATCH_CHECK(resolved(c).microbatch_size == 4);
+  c.batch_size = 30;
+  CATCH_CHECK_THROWS_WITH(resolved(c), "batch_size=30 is not a multiple of num_microbatches=8");
+  c.batch_size = 0;
+  CATCH_CHECK_THROWS_WITH(resolved(c), Catch::Contains("num_microbatches=8 needs batch_size"));
+
+  job_config m = base();
+  m.pp = 2;
+  m.batch_size = 32;
+  m.microbatch_size = 4;
+  CATCH_CHECK(resolved(m).num_microbatches == 8);
+  m.batch_size = 30;
+  CATCH_CHECK_THROWS_WITH(resolved(m), "batch_size=30 is not a multiple of microbatch_size=4");
+  m.batch_size = 0;
+  CATCH_CHECK_THROWS_WITH(resolved(m), Catch::Contains("microbatch_size=4 with pp=2 needs batch_size"));
+}
+
+CATCH_TEST_CASE("rule: pp == 1 batching defaults to one microbatch", "[config]") {
+  job_config c;
+  c.batch_size = 16;
+  job_config r = resolved(c);
+  CATCH_CHECK(r.num_microbatches == 1);
+  CATCH_CHECK(r.microbatch_size == 16);
+  CATCH_CHECK(r.global_batch_size == 16);
+  CATCH_CHECK(r.world_size == 1);
+
+  job_config only_micro;
+  only_micro.microbatch_size = 4;
+  job_config rm = resolved(only_micro);
+  CATCH_CHECK(rm.batch_size == 4);
+  CATCH_CHECK(rm.num_microbatches == 1);
+
+  CATCH_CHECK_THROWS_WITH(resolved(job_config{}), Catch::Contains("batch_size=0") &&
+                                                       Catch::Contains("give batch_size"));
+  job_config negative;
+  negative.batch_size = -4;
+  CATCH_CHECK_THROWS_WITH(resolved(negative), "batch_size=-4 must be >= 0 (0 = not given)");
+  negative = base();
+  negative.num_microbatches = -1;
+  CATCH_CHECK_THROWS_WITH(resolved(negative), Catch::Contains("num_microbatches=-1 must be >= 0"));
+}
+
+CATCH_TEST_CASE("rule: global_batch_size = microbatch_size * num_microbatches * dp", "[config]") {
+  job_config c = base();
+  c.dp = 2;
+  c.batch_size = 16;
+  c.num_microbatches = 4;
+  CATCH_CHECK(resolved(c).global_batch_size == 32);
+  c.global_batch_size = 32;
+  CATCH_CHECK_NOTHROW(resolved(c));
+  c.global_batch_size = 64;
+  CATCH_CHECK_THROWS_WITH(resolved(c),
+                          "global_batch_size=64 does not equal microbatch_size*num_microbatches*dp = 4*4*2 = 32");
+
+  // batch_size from global_batch_size / dp.
+  job_config g;
+  g.dp = 4;
+  g.global_batch_size = 32;
+  g.num_microbatches = 2;
+  job_config rg = resolved(g);
+  CATCH_CHECK(rg.batch_size == 8);
+  CATCH_CHECK(rg.microbatch_size == 4);
+  g.global_batch_size = 30;
+  CATCH_CHECK_THROWS_WITH(resolved(g), "global_batch_size=30 is not a multiple of dp=4");
+}
+
+CATCH_TEST_CASE("rule: zero_stage in 0..3, and 0 or 1 with pipeline parallelism", "[config]") {
+  job_config c = base();
+  c.zero_stage = 3;
+  CATCH_CHECK_NOTHROW(resolved(c));
+  c.zero_stage = 4;
+  CATCH_CHECK_THROWS_WITH(resolved(c), "zero_stage=4 must be 0, 1, 2 or 3");
+  c.zero_stage = -1;
+  CATCH_CHECK_THROWS_WITH(resolved(c), Catch::Contains("zero_stage=-1"));
+
+  job_config p = base();
+  p.pp = 4;
+  p.num_microbatches = 4;
+  p.zero_stage = 1;
+  CATCH_CHECK_NOTHROW(resolved(p));
+  p.zero_stage = 2;
+  CATCH_CHECK_THROWS_WITH(resolved(p), "zero_stage=2 is not supported with pp=4: use 0 or 1");
+}
+
+CATCH_TEST_CASE("rule: precision is fp32, bf16 or fp16", "[config]") {
+  job_config c = base();
+  for (const char* ok : {"fp32", "bf16", "fp16"}) {
+    c.precision = ok;
+    CATCH_CHECK_NOTHROW(resolved(c));
+  }
+  c.precision = "fp8";
+  CATCH_CHECK_THROWS_WITH(resolved(c), "precision='fp8' must be one of fp32, bf16, fp16");
+}
+
+CATCH_TEST_CASE("rule: the schedule must accept pp, num_microbatches and chunks", "[config]") {
+  job_config c = base();
+  c.pp = 4;
+  c.num_microbatches = 2;
+  CATCH_CHECK_THROWS_WITH(resolved(c), Catch::StartsWith("schedule: ") &&
+                                           Catch::Contains("1f1b needs microbatches >= stages") &&
+                                           Catch::Contains("stages=4, microbatches=2"));
+  c.num_microbatches = 4;
+  CATCH_CHECK_NOTHROW(resolved(c));
+
+  c.chunks = 2;  // 1f1b has one chunk per rank
+  CATCH_CHECK_THROWS_WITH(resolved(c), Catch::Contains("schedule: 1f1b needs chunks == 1"));
+  c.schedule = "interleaved";
+  CATCH_CHECK_NOTHROW(resolved(c));
+  c.num_microbatches = 6;
+  c.batch_size = 12;
+  CATCH_CHECK_THROWS_WITH(resolved(c), Catch::Contains("interleaved needs microbatches to be a multiple of stages"));
+
+  job_config u = base();
+  u.schedule = "x";
+  CATCH_CHECK_THROWS_WITH(resolved(u), Catch::Contains("schedule: unknown schedule 'x'"));
+  u.schedule = "gpipe";
+  CATCH_CHECK_NOTHROW(resolved(u));
+}
+
+CATCH_TEST_CASE("rule: model sizes", "[config]") {
+  job_config c = base();
+  c.pp = 4;
+  c.chunks = 2;
+  c.schedule = "interleaved";
+  c.num_microbatches = 4;
+  c.layers = 8;
+  CATCH_CHECK_NOTHROW(resolved(c));
+  c.layers = 6;
+  CATCH_CHECK_THROWS_WITH(resolved(c), Catch::Contains("layers=6 cannot be split over pp*chunks = 4*2 = 8"));
+
+  job_config h = base();
+  h.hidden = 250;
+  CATCH_CHECK_THROWS_WITH(resolved(h), "hidden=250 is not divisible by heads=4");
+  h.hidden = 252;
+  CATCH_CHECK_NOTHROW(resolved(h));
+
+  job_config t = base();
+  t.tp = 3;
+  CATCH_CHECK_THROWS_WITH(resolved(t), "heads=4 is not divisible by tp=3");
+  t.tp = 2;
+  CATCH_CHECK_NOTHROW(resolved(t));
+
+  for (const char* key : {"layers", "hidden", "heads", "seq_len", "vocab", "chunks"}) {
+    job_config z = base();
+    apply_override(z, key, "0");
+    CATCH_CHECK_THROWS_WITH(resolved(z), std::string(key) + "=0 must be >= 1");
+  }
+}
+
+CATCH_TEST_CASE("rule: training settings", "[config]") {
+  job_config c = base();
+  c.steps = 1;
+  c.grad_clip = 0;
+  c.weight_decay = 0;
+  CATCH_CHECK_NOTHROW(resolved(c));
+
+  job_config s = base();
+  s.steps = 0;
+  CATCH_CHECK_THROWS_WITH(resolved(s), "steps=0 must be >= 1");
+  job_config l = base();
+  l.lr = 0;
+  CATCH_CHECK_THROWS_WITH(resolved(l), Catch::Contains("lr=0 must be"));
+  l.lr = -0.5;
+  CATCH_CHECK_THROWS_WITH(resolved(l), Catch::Contains("lr=-0.5 must be"));
+  job_config g = base();
+  g.grad_clip = -0.5;
+  CATCH_CHECK_THROWS_WITH(resolved(g), Catch::Contains("grad_clip=-0.5 must be >= 0"));
+  job_config w = base();
+  w.weight_decay = -0.1;
+  CATCH_CHECK_THROWS_WITH(resolved(w), Catch::Contains("weight_decay=-0.1 must be >= 0"));
+  job_config u = base();
+  u.warmup_steps = -1;
+  CATCH_CHECK_THROWS_WITH(resolved(u), Catch::Contains("warmup_steps=-1 must be >= 0"));
+  u.warmup_steps = 20;  // steps = 10: allowed, with a note
+  job_config ru = resolved(u);
+  CATCH_REQUIRE(ru.notes.size() == 1);
+  CATCH_CHECK_THAT(ru.notes[0], Catch::Contains("warmup_steps=20 exceeds steps=10"));
+}
+
+CATCH_TEST_CASE("resolve_and_validate is idempotent", "[config]") {
+  job_config c = base();
+  c.pp = 2;
+  c.dp = 2;
+  c.batch_size = 32;
+  c.num_microbatches = 8;
+  c.microbatch_size = 3;
+  c.warmup_steps = 50;
+  resolve_and_validate(c);
+  json once = config_to_json(c);
+  auto notes = c.notes;
+  CATCH_CHECK(notes.size() == 2);
+  resolve_and_validate(c);
+  CATCH_CHECK(config_to_json(c) == once);
+  CATCH_CHECK(c.notes == notes);
+  // And the resolved config survives a round trip into a still-valid config.
+  job_config back = config_from_json(once);
+  CATCH_CHECK_NOTHROW(resolve_and_validate(back));
+  CATCH_CHECK(config_to_json(back) == once);
+}
