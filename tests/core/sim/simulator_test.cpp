@@ -70,7 +70,7 @@ CATCH_TEST_CASE("the simulator refuses an invalid plan", "[sim]") {
   CATCH_CHECK_THROWS_WITH(simulate(p, cost_model{}), Contains("invalid schedule 'backwards-first': dependency order"));
 }
 
-CATCH_TEST_CASE("--cost accepts F,B,I,W and its short forms", "[sim][cost]") {
+CATCH_TEST_CASE("the cost flag accepts F,B,I,W and its short forms", "[sim][cost]") {
   auto c = parse_cost_spec("1,2,0.5,1.5");
   CATCH_CHECK(c.forward[0] == 1);
   CATCH_CHECK(c.backward[0] == 2);
