@@ -26,16 +26,22 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "  actorpipe simulate --schedule interleaved --stages 4 --microbatches 8 --chunks 2 --svg interleaved.svg\n"
       "  actorpipe simulate --schedule zbv --stages 4 --microbatches 8 --cost 1,2,1,1 --format json\n"
       "  actorpipe simulate --schedule-file my_plan.txt --trace my_plan.json\n"
+      "  actorpipe simulate --config examples/job.json --set num_microbatches=16\n"
       "\nSchedule file format: one line per rank, 'RANK: ACTION ...', ACTION = <op><virtual_stage>.<microbatch>\n"
       "with op F (forward), B (backward), I (input-grad), W (weight-grad); '#' starts a comment.");
-  auto* opt_schedule = s->add_option("--schedule", sim.schedule, "Registered schedule name (see --list)")
-                           ->default_val("1f1b");
+  std::string schedule;
+  auto* opt_schedule = s->add_option("--schedule", schedule, "Registered schedule name (see --list) [default: 1f1b]");
   auto* opt_file = s->add_option("--schedule-file", sim.schedule_file, "Read the plan from a text file instead");
   opt_schedule->excludes(opt_file);
   auto* opt_stages = s->add_option("--stages,-P", stages, "Pipeline stages (ranks) P [default: 4]");
   auto* opt_mb = s->add_option("--microbatches,-M", microbatches, "Microbatches per step M [default: 8]");
   auto* opt_chunks = s->add_option("--chunks,-V", chunks,
                                    "Virtual stages per rank V [default: 2 for interleaved and zbv, else 1]");
+  auto* opt_config = s->add_option("--config", sim.config_path,
+                                   "Job config (JSON): schedule, pp, num_microbatches, chunks and the batch rules");
+  auto* opt_set = s->add_option("--set", sim.overrides, "Override a config key, KEY=VALUE (repeatable)");
+  opt_file->excludes(opt_config);
+  opt_file->excludes(opt_set);
   s->add_option("--cost", sim.cost, "Costs per virtual stage 'F,B,I,W' (or 'F,,I,W': B = I+W; or 'F,B')")
       ->default_val("1,2,1,1");
   s->add_option("--latency", sim.send_latency, "Send latency added to every message between ranks")->default_val(0);
@@ -78,6 +84,7 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
         list_schedules_command(out);
         return 0;
       }
+      if (*opt_schedule) sim.schedule = schedule;
       if (*opt_stages) sim.stages = stages;
       if (*opt_mb) sim.microbatches = microbatches;
       if (*opt_chunks) sim.chunks = chunks;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/config.hpp"
 #include "core/schedule/plan_validator.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/chrome_trace.hpp"
@@ -38,7 +39,31 @@ std::string num(double x) {
   return buf;
 }
 
-plan build_plan(const simulate_options& opt) {
+// The job config behind a --config / --set request, flags applied last.
+job_config resolve_config(const simulate_options& opt) {
+  job_config c = opt.config_path.empty() ? job_config{} : load_config_file(opt.config_path);
+  for (const auto& kv : opt.overrides) apply_override(c, kv);
+  if (opt.schedule) apply_override(c, "schedule", *opt.schedule);
+  if (opt.stages) apply_override(c, "pp", std::to_string(*opt.stages));
+  if (opt.microbatches) apply_override(c, "num_microbatches", std::to_string(*opt.microbatches));
+  if (opt.chunks) apply_override(c, "chunks", std::to_string(*opt.chunks));
+  resolve_and_validate(c);
+  return c;
+}
+
+plan build_plan(const simulate_options& opt, std::vector<std::string>& summary) {
+  if (!opt.config_path.empty() || !opt.overrides.empty()) {
+    if (!opt.schedule_file.empty()) throw std::invalid_argument("--schedule-file cannot be combined with --config or --set");
+    job_config c = resolve_config(opt);
+    summary.push_back("config" + (opt.config_path.empty() ? std::string() : " " + opt.config_path) +
+                      ": pp=" + std::to_string(c.pp) + " dp=" + std::to_string(c.dp) + " tp=" +
+                      std::to_string(c.tp) + " (world_size=" + std::to_string(c.world_size) +
+                      "), batch_size=" + std::to_string(c.batch_size) + " = num_microbatches " +
+                      std::to_string(c.num_microbatches) + " x microbatch_size " + std::to_string(c.microbatch_size) +
+                      ", global_batch_size=" + std::to_string(c.global_batch_size));
+    for (const auto& n : c.notes) summary.push_back("note: " + n);
+    return make_schedule(c.schedule, {c.pp, c.num_microbatches, c.chunks});
+  }
   if (!opt.schedule_file.empty()) {
     plan p = load_plan_file(opt.schedule_file);
     require_match("--stages", opt.stages, p.num_ranks(), opt.schedule_file);
@@ -49,8 +74,9 @@ plan build_plan(const simulate_options& opt) {
   schedule_request req;
   req.stages = opt.stages.value_or(4);
   req.microbatches = opt.microbatches.value_or(8);
-  req.chunks = opt.chunks.value_or(opt.schedule == "interleaved" || opt.schedule == "zbv" ? 2 : 1);
-  return make_schedule(opt.schedule, req);
+  const std::string name = opt.schedule.value_or("1f1b");
+  req.chunks = opt.chunks.value_or(name == "interleaved" || name == "zbv" ? 2 : 1);
+  return make_schedule(name, req);
 }
 
 }  // namespace
@@ -71,7 +97,8 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   if (opt.width < 40) throw std::invalid_argument("--width must be >= 40, got " + std::to_string(opt.width));
   cost_model costs = parse_cost_spec(opt.cost);
   costs.send_latency = opt.send_latency;
-  plan p = build_plan(opt);
+  std::vector<std::string> summary;  // config lines, shown before the results
+  plan p = build_plan(opt, summary);
   sim_result r = simulate(p, costs);
 
   if (!opt.trace_path.empty()) write_file(opt.trace_path, "the Chrome trace", render_chrome_trace(r));
@@ -89,6 +116,7 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
                         {"makespan", r.makespan},   {"ideal_time", r.ideal_time},
                         {"bubble_ratio", r.bubble_ratio}, {"per_rank", per_rank}};
     if (opt.print_plan) j["plan"] = format_plan(p);
+    if (!summary.empty()) j["config"] = summary;
     out << j.dump(2) << '\n';
     return;
   }
@@ -96,7 +124,9 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   out << "schedule " << r.schedule << ": stages=" << r.stages << ", chunks=" << r.chunks
       << ", microbatches=" << r.microbatches << "; cost F=" << num(costs.forward[0]) << " B=" << num(costs.backward[0])
       << " I=" << num(costs.input_grad[0]) << " W=" << num(costs.weight_grad[0])
-      << ", send latency " << num(costs.send_latency) << "\n\n";
+      << ", send latency " << num(costs.send_latency) << '\n';
+  for (const auto& line : summary) out << line << '\n';
+  out << '\n';
   if (opt.print_plan) out << format_plan(p) << '\n';
   out << render_ascii_timeline(r, opt.width) << '\n';
   out << "makespan      " << num(r.makespan) << '\n';

@@ -5,12 +5,15 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace actorpipe {
 
 struct simulate_options {
-  std::string schedule = "1f1b";
+  std::optional<std::string> schedule;  // default 1f1b (or the config's)
   std::string schedule_file;   // when set, the plan comes from this file instead
+  std::string config_path;     // job config (JSON): schedule, pp, num_microbatches, chunks
+  std::vector<std::string> overrides;  // "key=value" applied to the config, in order
   std::optional<int> stages;   // default 4 (from the file when one is given)
   std::optional<int> microbatches;  // default 8 (from the file)
   std::optional<int> chunks;   // default 2 for interleaved and zbv, 1 otherwise (from the file)
@@ -23,7 +26,9 @@ struct simulate_options {
   int width = 200;
 };
 
-// Throws std::invalid_argument (or std::runtime_error for I/O) with a one-line message.
+// With a config (--config and/or --set), the schedule comes from the resolved, validated job
+// config; --schedule/--stages/--microbatches/--chunks act as overrides of schedule, pp,
+// num_microbatches and chunks. Throws std::invalid_argument (or std::runtime_error for I/O) with a one-line message.
 void run_simulate(const simulate_options& opt, std::ostream& out);
 
 // The registered schedules, one per line with their description.

@@ -137,6 +137,38 @@ CATCH_TEST_CASE("simulate reads a schedule file and checks flags against it", "[
   std::remove(path.c_str());
 }
 
+CATCH_TEST_CASE("simulate takes its schedule from a job config, with overrides", "[apps][simulate][config]") {
+  const std::string job = std::string(ACTORPIPE_SOURCE_DIR) + "/examples/job.json";
+  auto r = cli({"simulate", "--config", job});
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains("schedule interleaved: stages=4, chunks=2, microbatches=8"));
+  CATCH_CHECK_THAT(r.out, Contains("batch_size=32 = num_microbatches 8 x microbatch_size 4, global_batch_size=32"));
+  CATCH_CHECK_THAT(r.out, Contains("bubble ratio  15.79%"));
+
+  // --set and the schedule flags override the file; the batch rules are re-checked.
+  auto o = cli({"simulate", "--config", job, "--set", "num_microbatches=16", "--schedule", "zbv", "--format", "json"});
+  CATCH_REQUIRE(o.code == 0);
+  auto j = nlohmann::json::parse(o.out);
+  CATCH_CHECK(j["schedule"] == "zbv");
+  CATCH_CHECK(j["microbatches"] == 16);
+  CATCH_CHECK_THAT(j["config"][0].get<std::string>(), Contains("num_microbatches 16 x microbatch_size 2"));
+
+  // Both num_microbatches and microbatch_size: num_microbatches wins, and the user is told.
+  auto n = cli({"simulate", "--config", job, "--set", "microbatch_size=2"});
+  CATCH_REQUIRE(n.code == 0);
+  CATCH_CHECK_THAT(n.out, Contains("note: microbatch_size=2 overridden"));
+
+  auto bad = cli({"simulate", "--config", job, "--set", "num_microbatches=12"});
+  CATCH_CHECK(bad.code == 2);
+  CATCH_CHECK(bad.err == "actorpipe simulate: error: batch_size=32 is not a multiple of num_microbatches=12\n");
+  auto typo = cli({"simulate", "--set", "num_microbatch=4"});
+  CATCH_CHECK(typo.code == 2);
+  CATCH_CHECK_THAT(typo.err, Contains("unknown config key 'num_microbatch' (did you mean 'num_microbatches'?)"));
+  auto sched = cli({"simulate", "--config", job, "--stages", "3"});
+  CATCH_CHECK(sched.code == 2);
+  CATCH_CHECK_THAT(sched.err, Contains("interleaved needs microbatches to be a multiple of stages: got stages=3"));
+}
+
 CATCH_TEST_CASE("simulate --list names every registered schedule", "[apps][simulate]") {
   auto r = cli({"simulate", "--list"});
   CATCH_REQUIRE(r.code == 0);
