@@ -37,6 +37,34 @@ int dependencies_of(const action& a, int num_virtual_stages, dependency out[2]) 
   return 0;
 }
 
+std::vector<size_t> walk_plan(const plan& p, const std::function<void(int rank, const action& a)>& visit) {
+  const int P = p.num_ranks(), S = p.num_virtual_stages(), M = p.microbatches;
+  std::vector<char> fwd_done(static_cast<size_t>(S) * M, 0), grad_done(static_cast<size_t>(S) * M, 0);
+  auto idx = [M](int v, int m) { return static_cast<size_t>(v) * M + m; };
+  std::vector<size_t> next(P, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < P; ++r) {
+      while (next[r] < p.ranks[r].size()) {
+        const action& a = p.ranks[r][next[r]];
+        dependency deps[2];
+        int n = dependencies_of(a, S, deps);
+        bool ready = true;
+        for (int k = 0; k < n && ready; ++k)
+          ready = (deps[k].what == dependency::kind::forward ? fwd_done : grad_done)[idx(deps[k].virtual_stage,
+                                                                                        deps[k].microbatch)];
+        if (!ready) break;
+        visit(r, a);
+        if (a.op == op_kind::forward) fwd_done[idx(a.virtual_stage, a.microbatch)] = 1;
+        if (produces_input_grad(a.op)) grad_done[idx(a.virtual_stage, a.microbatch)] = 1;
+        ++next[r];
+        progress = true;
+      }
+    }
+  }
+  return next;
+}
+
 std::string format_plan(const plan& p) {
   std::string out;
   for (size_t r = 0; r < p.ranks.size(); ++r) {

@@ -2,6 +2,7 @@
 // printed, parsed, diffed, validated and simulated before anything runs.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ struct dependency {
 // F(v,m) <- F(v-1,m); B/I(v,m) <- F(v,m) and B-or-I(v+1,m); W(v,m) <- I(v,m).
 // Writes at most two entries into out and returns how many.
 int dependencies_of(const action& a, int num_virtual_stages, dependency out[2]);
+
+// Runs the plan abstractly: each rank advances through its list while its next action's
+// dependencies are done, calling visit(rank, action) for every action in an order that respects
+// them. Returns how far each rank got: all of its list unless the plan deadlocks or lists an
+// action before one it needs. Requires the plan's actions to be in range (validate_plan checks).
+std::vector<size_t> walk_plan(const plan& p, const std::function<void(int rank, const action& a)>& visit);
 
 // The text form: one line per rank, "RANK: ACTION ACTION ...". Round-trips with parse_plan.
 std::string format_plan(const plan& p);

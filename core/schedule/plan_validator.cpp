@@ -92,11 +92,7 @@ validation_report validate_plan(const plan& p) {
   if (!rep.ok()) return rep;
 
   // Abstract run: a rank advances while its next action's dependencies are done.
-  std::vector<char> fwd_done(static_cast<size_t>(S) * M, 0), grad_done(static_cast<size_t>(S) * M, 0);
-  auto done = [&](const dependency& d) -> bool {
-    size_t idx = static_cast<size_t>(d.virtual_stage) * M + d.microbatch;
-    return d.what == dependency::kind::forward ? fwd_done[idx] : grad_done[idx];
-  };
+  std::vector<size_t> next = walk_plan(p, [](int, const action&) {});
   auto producer = [&](const dependency& d) -> position {
     if (d.what == dependency::kind::forward)
       return where.at({static_cast<int>(op_kind::forward), d.virtual_stage, d.microbatch});
@@ -104,42 +100,28 @@ validation_report validate_plan(const plan& p) {
     if (it == where.end()) it = where.find({static_cast<int>(op_kind::backward), d.virtual_stage, d.microbatch});
     return it->second;
   };
-  std::vector<int> next(P, 0);
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (int r = 0; r < P; ++r) {
-      while (next[r] < static_cast<int>(p.ranks[r].size())) {
-        const action& a = p.ranks[r][next[r]];
-        dependency deps[2];
-        int n = dependencies_of(a, S, deps);
-        bool ready = true;
-        for (int k = 0; k < n; ++k) ready = ready && done(deps[k]);
-        if (!ready) break;
-        size_t idx = static_cast<size_t>(a.virtual_stage) * M + a.microbatch;
-        if (a.op == op_kind::forward) fwd_done[idx] = 1;
-        if (produces_input_grad(a.op)) grad_done[idx] = 1;
-        ++next[r];
-        progress = true;
-      }
-    }
-  }
+  // Ranks run their lists in order, so an action is done iff its rank got past it.
+  auto done = [&](const dependency& d) {
+    position src = producer(d);
+    return static_cast<size_t>(src.index) < next[src.rank];
+  };
   std::string stuck;
   for (int r = 0; r < P; ++r) {
-    if (next[r] >= static_cast<int>(p.ranks[r].size())) continue;
-    const action& a = p.ranks[r][next[r]];
+    if (next[r] >= p.ranks[r].size()) continue;
+    const int at_index = static_cast<int>(next[r]);
+    const action& a = p.ranks[r][at_index];
     dependency deps[2];
     int n = dependencies_of(a, S, deps);
     for (int k = 0; k < n; ++k) {
       if (done(deps[k])) continue;
       position src = producer(deps[k]);
-      if (src.rank == r && src.index > next[r]) {
-        err("dependency order: " + at(r, next[r], a) + " needs " + dep_name(deps[k], where) + ", which rank " +
+      if (src.rank == r && src.index > at_index) {
+        err("dependency order: " + at(r, at_index, a) + " needs " + dep_name(deps[k], where) + ", which rank " +
             std::to_string(r) + " runs later at position " + std::to_string(src.index));
         continue;
       }
       if (!stuck.empty()) stuck += "; ";
-      stuck += at(r, next[r], a) + " waits for " + dep_name(deps[k], where) + " on rank " +
+      stuck += at(r, at_index, a) + " waits for " + dep_name(deps[k], where) + " on rank " +
                std::to_string(src.rank) + ", position " + std::to_string(src.index);
     }
   }

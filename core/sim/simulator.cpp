@@ -29,47 +29,28 @@ sim_result simulate(const plan& p, const cost_model& costs) {
   res.peak_activations = rep.peak_activations;
   res.peak_pending_weight_grads = rep.peak_pending_weight_grads;
 
-  constexpr double pending = -1.0;
-  std::vector<double> fwd_end(static_cast<size_t>(S) * M, pending), grad_end(static_cast<size_t>(S) * M, pending);
+  // Finish times; walk_plan only visits an action once its dependencies have finished.
+  std::vector<double> fwd_end(static_cast<size_t>(S) * M, 0.0), grad_end(static_cast<size_t>(S) * M, 0.0);
   auto idx = [M](int v, int m) { return static_cast<size_t>(v) * M + m; };
   std::vector<double> free_at(P, 0.0);
-  std::vector<size_t> next(P, 0);
   std::vector<std::vector<timeline_event>> per_rank(P);
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (int r = 0; r < P; ++r) {
-      while (next[r] < p.ranks[r].size()) {
-        const action& a = p.ranks[r][next[r]];
-        dependency deps[2];
-        int n = dependencies_of(a, S, deps);
-        double start = free_at[r];
-        bool ready = true;
-        for (int k = 0; k < n && ready; ++k) {
-          const auto& d = deps[k];
-          double t = (d.what == dependency::kind::forward ? fwd_end : grad_end)[idx(d.virtual_stage, d.microbatch)];
-          if (t == pending) {
-            ready = false;
-            break;
-          }
-          if (p.place.rank_of[d.virtual_stage] != r) t += costs.send_latency;
-          start = std::max(start, t);
-        }
-        if (!ready) break;
-        double end = start + costs.cost(a);
-        if (a.op == op_kind::forward) fwd_end[idx(a.virtual_stage, a.microbatch)] = end;
-        if (produces_input_grad(a.op)) grad_end[idx(a.virtual_stage, a.microbatch)] = end;
-        per_rank[r].push_back({r, a, p.place.chunk_of[a.virtual_stage], start, end});
-        res.busy[r] += end - start;
-        free_at[r] = end;
-        ++next[r];
-        progress = true;
-      }
+  walk_plan(p, [&](int r, const action& a) {
+    dependency deps[2];
+    int n = dependencies_of(a, S, deps);
+    double start = free_at[r];
+    for (int k = 0; k < n; ++k) {
+      const auto& d = deps[k];
+      double t = (d.what == dependency::kind::forward ? fwd_end : grad_end)[idx(d.virtual_stage, d.microbatch)];
+      if (p.place.rank_of[d.virtual_stage] != r) t += costs.send_latency;
+      start = std::max(start, t);
     }
-  }
-  for (int r = 0; r < P; ++r)
-    if (next[r] != p.ranks[r].size())  // the validator proved this cannot happen
-      throw std::logic_error("simulator stalled on rank " + std::to_string(r));
+    double end = start + costs.cost(a);
+    if (a.op == op_kind::forward) fwd_end[idx(a.virtual_stage, a.microbatch)] = end;
+    if (produces_input_grad(a.op)) grad_end[idx(a.virtual_stage, a.microbatch)] = end;
+    per_rank[r].push_back({r, a, p.place.chunk_of[a.virtual_stage], start, end});
+    res.busy[r] += end - start;
+    free_at[r] = end;
+  });
   res.makespan = *std::max_element(free_at.begin(), free_at.end());
   res.ideal_time = *std::max_element(res.busy.begin(), res.busy.end());
   double total_busy = 0;
