@@ -36,7 +36,7 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   auto* opt_stages = s->add_option("--stages,-P", stages, "Pipeline stages (ranks) P [default: 4]");
   auto* opt_mb = s->add_option("--microbatches,-M", microbatches, "Microbatches per step M [default: 8]");
   auto* opt_chunks = s->add_option("--chunks,-V", chunks,
-                                   "Virtual stages per rank V [default: 2 for interleaved and zbv, else 1]");
+                                   "Virtual stages per rank V [default: 2 for interleaved, zbv, dualpipev; else 1]");
   auto* opt_config = s->add_option("--config", sim.config_path,
                                    "Job config (JSON): schedule, pp, num_microbatches, chunks and the batch rules");
   auto* opt_set = s->add_option("--set", sim.overrides, "Override a config key, KEY=VALUE (repeatable)");

@@ -75,7 +75,7 @@ plan build_plan(const simulate_options& opt, std::vector<std::string>& summary) 
   req.stages = opt.stages.value_or(4);
   req.microbatches = opt.microbatches.value_or(8);
   const std::string name = opt.schedule.value_or("1f1b");
-  req.chunks = opt.chunks.value_or(name == "interleaved" || name == "zbv" ? 2 : 1);
+  req.chunks = opt.chunks.value_or(default_chunks(name));
   return make_schedule(name, req);
 }
 

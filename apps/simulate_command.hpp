@@ -16,7 +16,7 @@ struct simulate_options {
   std::vector<std::string> overrides;  // "key=value" applied to the config, in order
   std::optional<int> stages;   // default 4 (from the file when one is given)
   std::optional<int> microbatches;  // default 8 (from the file)
-  std::optional<int> chunks;   // default 2 for interleaved and zbv, 1 otherwise (from the file)
+  std::optional<int> chunks;   // default: the schedule's default_chunks (from the file)
   std::string cost = "1,2,1,1";  // F,B,I,W
   double send_latency = 0;
   std::string format = "text";  // text | json

@@ -24,18 +24,24 @@ struct registry {
   std::map<std::string, entry> entries;
   int next_order = 0;
 
-  void add(const std::string& name, schedule_generator g, std::string description, bool builtin) {
-    entries[name] = entry{std::move(g), schedule_info{name, std::move(description), builtin}, next_order++};
+  void add(const std::string& name, schedule_generator g, std::string description, bool builtin,
+           int default_chunks = 1) {
+    entries[name] =
+        entry{std::move(g), schedule_info{name, std::move(description), builtin, default_chunks}, next_order++};
   }
 
   registry() {
     add("gpipe", make_gpipe, "all forwards, then all backwards; any chunks (loop placement)", true);
     add("1f1b", make_one_f_one_b, "warm-up of P-rank-1 forwards, then one forward one backward; chunks=1", true);
     add("interleaved", make_interleaved,
-        "Megatron's virtual pipeline, loop placement; chunks>=2, microbatches a multiple of stages", true);
+        "Megatron's virtual pipeline, loop placement; chunks>=2, microbatches a multiple of stages", true, 2);
     add("zb-h1", make_zb_h1, "zero bubble H1: backward split into I and W, W fills the bubbles, 1F1B memory; chunks=1",
         true);
-    add("zbv", make_zbv, "zero bubble V-shape: 2 chunks per rank in V placement, split backward; chunks=2", true);
+    add("zbv", make_zbv, "zero bubble V-shape: 2 chunks per rank in V placement, split backward; chunks=2", true, 2);
+    add("dualpipev", make_dualpipev,
+        "DeepSeek's DualPipeV: V placement, forward/backward pairs, split backward in the tail; chunks=2, "
+        "microbatches >= 2*stages",
+        true, 2);
   }
 };
 
@@ -52,16 +58,27 @@ registry& the_registry() {
                               ", chunks=" + std::to_string(r.chunks));
 }
 
-void register_schedule(const std::string& name, schedule_generator generator, std::string description) {
+void register_schedule(const std::string& name, schedule_generator generator, std::string description,
+                       int default_chunks) {
   if (name.empty() || std::any_of(name.begin(), name.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n'; }))
     throw std::invalid_argument("register_schedule: name '" + name + "' must be non-empty without whitespace");
   if (!generator) throw std::invalid_argument("register_schedule: generator for '" + name + "' is empty");
+  if (default_chunks < 1)
+    throw std::invalid_argument("register_schedule: default_chunks=" + std::to_string(default_chunks) + " for '" +
+                                name + "' must be >= 1");
   auto& reg = the_registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   auto it = reg.entries.find(name);
   if (it != reg.entries.end() && it->second.info.builtin)
     throw std::invalid_argument("register_schedule: '" + name + "' is a built-in schedule; pick another name");
-  reg.add(name, std::move(generator), std::move(description), false);
+  reg.add(name, std::move(generator), std::move(description), false, default_chunks);
+}
+
+int default_chunks(const std::string& name) {
+  auto& reg = the_registry();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto it = reg.entries.find(name);
+  return it == reg.entries.end() ? 1 : it->second.info.default_chunks;
 }
 
 bool has_schedule(const std::string& name) {

@@ -1,5 +1,5 @@
 // Schedules by name. Each is a generator: (stages P, microbatches M, chunks V) -> plan.
-// Built-ins: gpipe, 1f1b, interleaved, zb-h1, zbv. User code adds its own at run time:
+// Built-ins: gpipe, 1f1b, interleaved, zb-h1, zbv, dualpipev. User code adds its own at run time:
 //
 //   actorpipe::register_schedule("my-1f1b", [](const actorpipe::schedule_request& r) { ... },
 //                                "what it does");
@@ -25,13 +25,18 @@ struct schedule_info {
   std::string name;
   std::string description;
   bool builtin = false;
+  int default_chunks = 1;  // what front ends use when the user gives no chunk count
 };
 
 // Adds (or replaces a user-registered) schedule. Throws std::invalid_argument for an empty or
 // whitespace-containing name, a name of a built-in, or an empty generator.
-void register_schedule(const std::string& name, schedule_generator generator, std::string description = "");
+void register_schedule(const std::string& name, schedule_generator generator, std::string description = "",
+                       int default_chunks = 1);
 
 bool has_schedule(const std::string& name);
+
+// The schedule's default_chunks (1 for an unknown name: make_schedule reports those).
+int default_chunks(const std::string& name);
 
 // Registered schedules, built-ins first, then user ones in name order.
 std::vector<schedule_info> list_schedules();

@@ -91,10 +91,12 @@ CATCH_TEST_CASE("simulate --format json has the documented keys", "[apps][simula
     CATCH_CHECK(rank.contains("peak_activations"));
   }
   CATCH_CHECK(j["per_rank"][0]["peak_activations"] == 11);
-  // Chunks default to 2 for interleaved and zbv.
-  auto d = cli({"simulate", "--schedule", "zbv", "--format", "json"});
-  CATCH_REQUIRE(d.code == 0);
-  CATCH_CHECK(nlohmann::json::parse(d.out)["chunks"] == 2);
+  // Chunks default to the schedule's own default: 2 for interleaved, zbv and dualpipev.
+  for (const char* name : {"zbv", "dualpipev"}) {
+    auto d = cli({"simulate", "--schedule", name, "--format", "json"});
+    CATCH_REQUIRE(d.code == 0);
+    CATCH_CHECK(nlohmann::json::parse(d.out)["chunks"] == 2);
+  }
 }
 
 CATCH_TEST_CASE("simulate writes a Chrome trace and an SVG", "[apps][simulate]") {
@@ -172,7 +174,7 @@ CATCH_TEST_CASE("simulate takes its schedule from a job config, with overrides",
 CATCH_TEST_CASE("simulate --list names every registered schedule", "[apps][simulate]") {
   auto r = cli({"simulate", "--list"});
   CATCH_REQUIRE(r.code == 0);
-  for (const char* name : {"gpipe ", "1f1b ", "interleaved ", "zb-h1 ", "zbv "}) CATCH_CHECK_THAT(r.out, Contains(name));
+  for (const char* name : {"gpipe ", "1f1b ", "interleaved ", "zb-h1 ", "zbv ", "dualpipev "}) CATCH_CHECK_THAT(r.out, Contains(name));
 }
 
 CATCH_TEST_CASE("bad requests exit non-zero with one clear line on stderr", "[apps][simulate]") {

@@ -30,6 +30,9 @@ CATCH_TEST_CASE("schedules reject requests they cannot serve, naming the values"
                           "chunks=2");
   CATCH_CHECK_THROWS_WITH(make_schedule("zbv", {4, 8, 1}), Contains("zbv needs chunks == 2"));
   CATCH_CHECK_THROWS_WITH(make_schedule("zbv", {4, 8, 3}), Contains("got stages=4, microbatches=8, chunks=3"));
+  CATCH_CHECK_THROWS_WITH(make_schedule("dualpipev", {4, 7, 2}),
+                          "dualpipev needs microbatches >= 2 * stages: got stages=4, microbatches=7, chunks=2");
+  CATCH_CHECK_THROWS_WITH(make_schedule("dualpipev", {4, 8, 1}), Contains("dualpipev needs chunks == 2"));
   CATCH_CHECK_THROWS_WITH(make_schedule("gpipe", {0, 8, 1}), "stages must be >= 1: got stages=0");
   CATCH_CHECK_THROWS_WITH(make_schedule("gpipe", {2, 0, 1}), "microbatches must be >= 1: got microbatches=0");
   CATCH_CHECK_THROWS_WITH(make_schedule("gpipe", {2, 2, 0}), "chunks must be >= 1: got chunks=0");
@@ -108,6 +111,33 @@ CATCH_TEST_CASE("zero bubble: zb-h1 meets the paper's bubble at 1F1B memory; zbv
   CATCH_CHECK(run("zb-h1", 4, 8, 1).idle[0] == Approx(3.0));  // (P-1)(F+I-W)
 }
 
+CATCH_TEST_CASE("dualpipev: zbv's bubble with a W backlog of rank + 1", "[schedule][generators][theory]") {
+  for (int P : {1, 2, 3, 4, 6, 8})
+    for (int M : {2 * P, 2 * P + 1, 4 * P}) {
+      CATCH_CAPTURE(P, M);
+      auto d = run("dualpipev", P, M, 2);
+      // Each rank computes 2 chunks x M x (F + I + W) = 6M and idles only P - 1: the
+      // (P-1)(F+I-W) of zero bubble, without the overlap of F and B a GPU adds.
+      CATCH_CHECK(d.makespan == Approx(6.0 * M + P - 1));
+      if (P > 1) CATCH_CHECK(d.bubble_ratio < run("1f1b", P, M, 1).bubble_ratio);
+      for (int r = 0; r < P; ++r) {
+        CATCH_CHECK(d.peak_activations[r] == 2 * P + 1);  // chunk-sized: P + 1/2 stages, as the paper's PP + 1
+        CATCH_CHECK(d.peak_pending_weight_grads[r] == r + 1);
+      }
+    }
+  plan p = make_schedule("dualpipev", {4, 8, 2});
+  CATCH_CHECK(p.place.kind == "v-shape");
+  // Full backwards in the steady state, split ones in the tail.
+  CATCH_CHECK(p.ranks[0][2 * 3] == action{op_kind::forward, 0, 6});
+  bool has_b = false, has_i = false;
+  for (auto& a : p.ranks[2]) {
+    has_b = has_b || a.op == op_kind::backward;
+    has_i = has_i || a.op == op_kind::input_grad;
+  }
+  CATCH_CHECK(has_b);
+  CATCH_CHECK(has_i);
+}
+
 CATCH_TEST_CASE("zbv uses the V placement and splits every backward", "[schedule][generators]") {
   plan p = make_schedule("zbv", {4, 8, 2});
   CATCH_CHECK(p.place.kind == "v-shape");
@@ -124,7 +154,7 @@ CATCH_TEST_CASE("every generated plan validates across a sweep of (P, M, V)", "[
   for (int P = 1; P <= 8; ++P)
     for (int M = 1; M <= 24; ++M)
       for (int V = 1; V <= 4; ++V)
-        for (const char* name : {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv"}) {
+        for (const char* name : {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev"}) {
           plan p;
           try {
             p = make_schedule(name, {P, M, V});  // make_schedule validates: a bad plan throws
@@ -141,7 +171,10 @@ CATCH_TEST_CASE("every generated plan validates across a sweep of (P, M, V)", "[
           CATCH_CHECK(p.microbatches == M);
           size_t total = 0;
           for (auto& r : p.ranks) total += r.size();
-          CATCH_CHECK(total == static_cast<size_t>(P * V * M * (p.uses_split_backward() ? 3 : 2)));
+          size_t weight_grads = 0;
+          for (auto& r : p.ranks)
+            for (auto& a : r) weight_grads += a.op == op_kind::weight_grad;
+          CATCH_CHECK(total == static_cast<size_t>(P * V * M * 2) + weight_grads);
           ++checked;
         }
   CATCH_CHECK(checked > 1000);

@@ -9,13 +9,18 @@ using Catch::Contains;
 
 CATCH_TEST_CASE("the built-ins are registered in a fixed order", "[schedule][registry]") {
   auto all = list_schedules();
-  CATCH_REQUIRE(all.size() >= 5);
-  const char* expected[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv"};
-  for (int i = 0; i < 5; ++i) {
+  CATCH_REQUIRE(all.size() >= 6);
+  const char* expected[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev"};
+  for (int i = 0; i < 6; ++i) {
     CATCH_CHECK(all[i].name == expected[i]);
     CATCH_CHECK(all[i].builtin);
     CATCH_CHECK(!all[i].description.empty());
+    CATCH_CHECK(all[i].default_chunks == default_chunks(all[i].name));
   }
+  CATCH_CHECK(default_chunks("1f1b") == 1);
+  CATCH_CHECK(default_chunks("interleaved") == 2);
+  CATCH_CHECK(default_chunks("zbv") == 2);
+  CATCH_CHECK(default_chunks("dualpipev") == 2);
 }
 
 CATCH_TEST_CASE("user code registers a schedule at run time and uses it by name", "[schedule][registry]") {
@@ -52,8 +57,10 @@ CATCH_TEST_CASE("registry errors are clear", "[schedule][registry]") {
   CATCH_CHECK_THROWS_WITH(register_schedule("my schedule", trivial), Contains("must be non-empty without whitespace"));
   CATCH_CHECK_THROWS_WITH(register_schedule("", trivial), Contains("must be non-empty"));
   CATCH_CHECK_THROWS_WITH(register_schedule("empty-fn", schedule_generator{}), Contains("generator for 'empty-fn' is empty"));
+  CATCH_CHECK_THROWS_WITH(register_schedule("zero-chunks", trivial, "", 0),
+                          "register_schedule: default_chunks=0 for 'zero-chunks' must be >= 1");
   CATCH_CHECK_THROWS_WITH(make_schedule("no-such", {2, 2, 1}),
-                          Contains("unknown schedule 'no-such' (known: 1f1b, gpipe, interleaved,"));
+                          Contains("unknown schedule 'no-such' (known: 1f1b, dualpipev, gpipe, interleaved,"));
 
   // A user generator whose plan is broken is caught before anything runs.
   register_schedule("test-broken", [](const schedule_request& r) {
