@@ -1,0 +1,120 @@
+// Event-driven simulation of rank policies.
+#include "core/sim/policy_simulator.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+#include <stdexcept>
+
+#include "core/schedule/plan_validator.hpp"
+
+namespace actorpipe {
+
+policy_sim_result simulate_policies(const placement& place, int microbatches,
+                                    std::vector<std::unique_ptr<rank_policy>>& policies, const cost_model& costs,
+                                    const std::string& name) {
+  const int P = place.ranks, S = place.num_virtual_stages(), M = microbatches;
+  if (static_cast<int>(policies.size()) != P)
+    throw std::invalid_argument("simulate_policies: " + std::to_string(policies.size()) + " policies for " +
+                                std::to_string(P) + " ranks");
+  constexpr double never = std::numeric_limits<double>::infinity();
+  auto idx = [M](int v, int m) { return static_cast<size_t>(v) * M + m; };
+  const size_t n = static_cast<size_t>(S) * M;
+  std::vector<double> input_at(n, never), grad_at(n, never), f_done(n, never), i_done(n, never);
+  for (int m = 0; m < M; ++m) input_at[idx(0, m)] = 0;  // the feeder hands every microbatch over at once
+
+  std::priority_queue<double, std::vector<double>, std::greater<>> events;
+  events.push(0);
+  std::vector<double> busy_until(P, 0);
+  std::vector<std::optional<timeline_event>> running(P);
+  policy_sim_result out;
+  out.executed.name = name;
+  out.executed.place = place;
+  out.executed.microbatches = M;
+  out.executed.ranks.resize(P);
+  std::vector<std::vector<timeline_event>> per_rank(P);
+  for (auto& p : policies) p->reset();
+
+  auto finish = [&](int r) {
+    const timeline_event& e = *running[r];
+    const action& a = e.act;
+    const int v = a.virtual_stage, m = a.microbatch;
+    auto deliver = [&](int to_v, std::vector<double>& table) {
+      double t = e.end + (place.rank_of[to_v] != r ? costs.send_latency : 0.0);
+      table[idx(to_v, m)] = t;
+      events.push(t);
+    };
+    if (a.op == op_kind::forward) {
+      f_done[idx(v, m)] = e.end;
+      if (v + 1 < S) deliver(v + 1, input_at);
+    } else if (produces_input_grad(a.op)) {
+      i_done[idx(v, m)] = e.end;
+      if (v > 0) deliver(v - 1, grad_at);
+    }
+    policies[r]->completed(a);
+    per_rank[r].push_back(e);
+    running[r].reset();
+  };
+
+  while (!events.empty()) {
+    const double t = events.top();
+    while (!events.empty() && events.top() <= t) events.pop();
+    for (int r = 0; r < P; ++r)
+      if (running[r] && running[r]->end <= t) finish(r);
+    auto ready = [&](const action& a) {
+      const size_t k = idx(a.virtual_stage, a.microbatch);
+      switch (a.op) {
+        case op_kind::forward: return input_at[k] <= t;
+        case op_kind::backward:
+        case op_kind::input_grad: return f_done[k] <= t && (a.virtual_stage + 1 == S || grad_at[k] <= t);
+        case op_kind::weight_grad: return i_done[k] <= t;
+      }
+      return false;
+    };
+    for (int r = 0; r < P; ++r) {
+      if (running[r]) continue;
+      auto a = policies[r]->next(ready);
+      if (!a) continue;
+      if (place.rank_of.at(a->virtual_stage) != r)
+        throw std::logic_error("policy of rank " + std::to_string(r) + " chose " + to_string(*a) +
+                               " of another rank");
+      const double start = std::max(t, busy_until[r]);
+      const double end = start + costs.cost(*a);
+      running[r] = timeline_event{r, *a, place.chunk_of[a->virtual_stage], start, end};
+      busy_until[r] = end;
+      out.executed.ranks[r].push_back(*a);
+      events.push(end);
+    }
+  }
+  std::string stuck;
+  for (int r = 0; r < P; ++r)
+    if (!policies[r]->finished())
+      stuck += (stuck.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " waits for " +
+               policies[r]->waiting_for();
+  if (!stuck.empty()) throw std::runtime_error("policies deadlocked: " + stuck);
+
+  auto rep = require_valid(out.executed);
+  sim_result& res = out.timeline;
+  res.schedule = name;
+  res.stages = P;
+  res.chunks = place.chunks();
+  res.microbatches = M;
+  res.busy.assign(P, 0);
+  for (int r = 0; r < P; ++r) {
+    for (auto& e : per_rank[r]) res.busy[r] += e.end - e.start;
+    res.makespan = std::max(res.makespan, busy_until[r]);
+    res.events.insert(res.events.end(), per_rank[r].begin(), per_rank[r].end());
+  }
+  double total = 0;
+  for (int r = 0; r < P; ++r) {
+    res.idle.push_back(res.makespan - res.busy[r]);
+    total += res.busy[r];
+  }
+  res.ideal_time = *std::max_element(res.busy.begin(), res.busy.end());
+  res.bubble_ratio = res.makespan > 0 ? 1 - total / (P * res.makespan) : 0;
+  res.peak_activations = rep.peak_activations;
+  res.peak_pending_weight_grads = rep.peak_pending_weight_grads;
+  return out;
+}
+
+}  // namespace actorpipe
