@@ -1,0 +1,22 @@
+// Cutting a step's samples into microbatches as tensors (int64 [B, S] inputs and targets).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "core/data/token_source.hpp"
+#include "core/model/tensor_box.hpp"
+
+namespace actorpipe {
+
+struct microbatch_tensors {
+  tensor_box inputs;   // [microbatch_size, seq_len] int64
+  tensor_box targets;  // [microbatch_size, seq_len] int64, inputs shifted by one
+};
+
+// Microbatch m of step k holds samples m * microbatch_size .. (m + 1) * microbatch_size - 1
+// (offset by data_parallel_rank * samples_per_replica when data parallelism lands).
+microbatch_tensors make_microbatch(const token_source& src, std::uint64_t step, int microbatch, int microbatch_size,
+                                   int seq_len, std::uint64_t sample_offset = 0);
+
+}  // namespace actorpipe

@@ -1,0 +1,37 @@
+// Where training tokens come from. A source is a deterministic function of (step, sample):
+// the same run reads the same tokens whatever the schedule, process layout or timing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace actorpipe {
+
+class token_source {
+ public:
+  virtual ~token_source() = default;
+  virtual int vocab() const = 0;
+  // Writes seq_len + 1 tokens (inputs and the targets shifted by one) for sample `index` of
+  // optimizer step `step`; every token is in [0, vocab()).
+  virtual void sequence(std::uint64_t step, std::uint64_t index, int seq_len, std::int32_t* out) const = 0;
+  // One line for logs: "synthetic Markov source (vocab 256, floor 2.31 nats/token)".
+  virtual std::string describe() const = 0;
+  // Entropy rate in nats per token when known (the loss cannot go below it), else < 0.
+  virtual double entropy_floor() const { return -1; }
+};
+
+// The embedded default: a seeded sparse Markov source over `vocab` tokens, so the loss has a
+// known floor and visibly falls. Throws std::invalid_argument for vocab < 2.
+std::unique_ptr<token_source> make_synthetic_source(int vocab, std::uint64_t seed);
+
+// A flat file of little-endian uint16 tokens (the nanoGPT / Megatron .bin convention).
+// Sample i of step s starts at a deterministic offset. Throws std::invalid_argument naming
+// the path when it is missing, unreadable, of odd size, shorter than min_tokens, or holds a
+// token >= vocab (naming the token and its position).
+std::unique_ptr<token_source> open_token_file(const std::string& path, int vocab, std::int64_t min_tokens);
+
+// A UTF-8 (or any) text file read as bytes: vocab 256. Same errors as open_token_file.
+std::unique_ptr<token_source> open_text_file(const std::string& path, std::int64_t min_tokens);
+
+}  // namespace actorpipe

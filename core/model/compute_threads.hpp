@@ -1,0 +1,10 @@
+// Torch's intra-op thread count for the calling thread (thread-local in torch and in the
+// OpenMP OpenBLAS): each rank's compute thread sets its own.
+#pragma once
+
+namespace actorpipe {
+
+// Throws std::invalid_argument for threads < 1.
+void set_compute_threads(int threads);
+
+}  // namespace actorpipe

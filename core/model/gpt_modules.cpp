@@ -1,0 +1,197 @@
+// GPT modules: name-seeded parameter init and the forward math of embeddings, blocks and head.
+#include "core/model/gpt_modules.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+namespace actorpipe {
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string describe(const at::Tensor& t) {
+  std::ostringstream os;
+  os << c10::toString(t.scalar_type()) << " " << t.sizes();
+  return os.str();
+}
+
+layer_norm make_layer_norm(const gpt_config& config, const std::string& prefix) {
+  return {init_parameter(config, prefix + ".weight", {config.hidden}),
+          init_parameter(config, prefix + ".bias", {config.hidden})};
+}
+
+split_linear_layer make_linear(const gpt_config& config, const std::string& prefix, std::int64_t in, std::int64_t out) {
+  return {init_parameter(config, prefix + ".weight", {out, in}), init_parameter(config, prefix + ".bias", {out})};
+}
+
+}  // namespace
+
+void validate_gpt_config(const gpt_config& config) {
+  auto positive = [](const char* name, int v) {
+    if (v <= 0) throw std::invalid_argument(std::string("gpt_config.") + name + " must be positive, got " + std::to_string(v));
+  };
+  positive("vocab", config.vocab);
+  positive("seq_len", config.seq_len);
+  positive("hidden", config.hidden);
+  positive("heads", config.heads);
+  positive("layers", config.layers);
+  if (config.hidden % config.heads != 0) {
+    throw std::invalid_argument("gpt_config.hidden must be divisible by heads: got hidden=" +
+                                std::to_string(config.hidden) + ", heads=" + std::to_string(config.heads));
+  }
+  if (!(config.init_std >= 0)) {
+    throw std::invalid_argument("gpt_config.init_std must be >= 0, got " + std::to_string(config.init_std));
+  }
+}
+
+std::uint64_t parameter_seed(std::uint64_t seed, const std::string& global_name) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the name, then mixed with the seed
+  for (unsigned char c : global_name) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return splitmix64(seed ^ splitmix64(h));
+}
+
+at::Tensor init_parameter(const gpt_config& config, const std::string& global_name, at::IntArrayRef shape) {
+  torch::NoGradGuard no_grad;
+  const auto options = at::TensorOptions().dtype(at::kFloat);
+  at::Tensor t;
+  const auto last_dot = global_name.rfind('.');
+  const std::string module = global_name.substr(0, last_dot == std::string::npos ? 0 : last_dot);
+  const std::string module_leaf = module.substr(module.rfind('.') == std::string::npos ? 0 : module.rfind('.') + 1);
+  if (ends_with(global_name, ".bias")) {
+    t = at::zeros(shape, options);
+  } else if (module_leaf.rfind("ln", 0) == 0) {
+    t = at::ones(shape, options);
+  } else {
+    double std = config.init_std;
+    if (ends_with(global_name, ".proj.weight")) std /= std::sqrt(2.0 * config.layers);
+    at::Generator gen = at::detail::createCPUGenerator(parameter_seed(config.seed, global_name));
+    t = at::normal(0.0, std, shape, gen, options);
+  }
+  t.set_requires_grad(true);
+  return t;
+}
+
+void check_token_ids(const gpt_config& config, const at::Tensor& ids, const std::string& what) {
+  if (!ids.defined()) throw std::invalid_argument(what + " must be int64 token ids [B, S], got an undefined tensor");
+  if (ids.dim() != 2 || ids.scalar_type() != at::kLong) {
+    throw std::invalid_argument(what + " must be int64 token ids of shape [B, S], got " + describe(ids));
+  }
+  if (ids.size(1) > config.seq_len) {
+    throw std::invalid_argument(what + ": sequence length " + std::to_string(ids.size(1)) +
+                                " exceeds the model's seq_len=" + std::to_string(config.seq_len));
+  }
+  if (ids.numel() == 0) return;
+  const auto hi = ids.max().item<std::int64_t>();
+  const auto lo = ids.min().item<std::int64_t>();
+  if (hi >= config.vocab || lo < 0) {
+    throw std::invalid_argument(what + ": token id " + std::to_string(hi >= config.vocab ? hi : lo) +
+                                " is out of range for vocab=" + std::to_string(config.vocab) + " (ids must be in [0, " +
+                                std::to_string(config.vocab) + "))");
+  }
+}
+
+at::Tensor layer_norm::forward(const at::Tensor& x) const {
+  return at::layer_norm(x, {weight.size(0)}, weight, bias, 1e-5);
+}
+
+at::Tensor causal_attention(const at::Tensor& qkv, int heads) {
+  const auto b = qkv.size(0);
+  const auto s = qkv.size(1);
+  const auto h = qkv.size(2) / 3;
+  const auto d = h / heads;
+  auto parts = qkv.split(h, -1);
+  // [B, S, H] -> [B, heads, S, d]
+  auto per_head = [&](const at::Tensor& t) { return t.view({b, s, heads, d}).transpose(1, 2); };
+  const at::Tensor q = per_head(parts[0]);
+  const at::Tensor k = per_head(parts[1]);
+  const at::Tensor v = per_head(parts[2]);
+  at::Tensor att = q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d)));
+  const at::Tensor future = at::ones({s, s}, at::TensorOptions().dtype(at::kBool)).triu(1);
+  att = att.masked_fill(future, -std::numeric_limits<float>::infinity()).softmax(-1);
+  return att.matmul(v).transpose(1, 2).contiguous().view({b, s, h});
+}
+
+gpt_embedding::gpt_embedding(const gpt_config& config)
+    : config_(config),
+      tok_(init_parameter(config, "tok_emb.weight", {config.vocab, config.hidden})),
+      pos_(init_parameter(config, "pos_emb.weight", {config.seq_len, config.hidden})) {}
+
+at::Tensor gpt_embedding::forward(const at::Tensor& ids) const {
+  check_token_ids(config_, ids, "input");
+  return at::embedding(tok_, ids) + pos_.slice(0, 0, ids.size(1));
+}
+
+void gpt_embedding::append_parameters(named_tensors& out) const {
+  out.emplace_back("tok_emb.weight", tok_);
+  out.emplace_back("pos_emb.weight", pos_);
+}
+
+gpt_block::gpt_block(const gpt_config& config, int index)
+    : index_(index),
+      heads_(config.heads),
+      ln1_(make_layer_norm(config, "blocks." + std::to_string(index) + ".ln1")),
+      qkv_(make_linear(config, "blocks." + std::to_string(index) + ".attn.qkv", config.hidden, 3 * config.hidden)),
+      attn_proj_(make_linear(config, "blocks." + std::to_string(index) + ".attn.proj", config.hidden, config.hidden)),
+      ln2_(make_layer_norm(config, "blocks." + std::to_string(index) + ".ln2")),
+      fc_(make_linear(config, "blocks." + std::to_string(index) + ".mlp.fc", config.hidden, 4 * config.hidden)),
+      mlp_proj_(make_linear(config, "blocks." + std::to_string(index) + ".mlp.proj", 4 * config.hidden, config.hidden)) {}
+
+at::Tensor gpt_block::forward(const at::Tensor& x) const {
+  at::Tensor h = x + attn_proj_.forward(causal_attention(qkv_.forward(ln1_.forward(x)), heads_));
+  return h + mlp_proj_.forward(at::gelu(fc_.forward(ln2_.forward(h)), "tanh"));
+}
+
+void gpt_block::append_parameters(named_tensors& out) const {
+  const std::string p = "blocks." + std::to_string(index_) + ".";
+  out.emplace_back(p + "ln1.weight", ln1_.weight);
+  out.emplace_back(p + "ln1.bias", ln1_.bias);
+  out.emplace_back(p + "attn.qkv.weight", qkv_.weight);
+  out.emplace_back(p + "attn.qkv.bias", qkv_.bias);
+  out.emplace_back(p + "attn.proj.weight", attn_proj_.weight);
+  out.emplace_back(p + "attn.proj.bias", attn_proj_.bias);
+  out.emplace_back(p + "ln2.weight", ln2_.weight);
+  out.emplace_back(p + "ln2.bias", ln2_.bias);
+  out.emplace_back(p + "mlp.fc.weight", fc_.weight);
+  out.emplace_back(p + "mlp.fc.bias", fc_.bias);
+  out.emplace_back(p + "mlp.proj.weight", mlp_proj_.weight);
+  out.emplace_back(p + "mlp.proj.bias", mlp_proj_.bias);
+}
+
+gpt_head::gpt_head(const gpt_config& config, at::Tensor tied_weight)
+    : ln_f_(make_layer_norm(config, "ln_f")), tied_(std::move(tied_weight)) {
+  if (!tied_.defined() || tied_.dim() != 2 || tied_.size(0) != config.vocab || tied_.size(1) != config.hidden) {
+    throw std::invalid_argument("gpt_head: tied_weight must be [vocab=" + std::to_string(config.vocab) +
+                                ", hidden=" + std::to_string(config.hidden) + "]");
+  }
+}
+
+at::Tensor gpt_head::logits(const at::Tensor& h) const { return ln_f_.forward(h).matmul(tied_.t()); }
+
+at::Tensor gpt_head::loss(const at::Tensor& h, const at::Tensor& targets) const {
+  const at::Tensor l = logits(h);
+  return torch::nn::functional::cross_entropy(l.reshape({-1, l.size(-1)}), targets.reshape({-1}));
+}
+
+void gpt_head::append_parameters(named_tensors& out) const {
+  out.emplace_back("ln_f.weight", ln_f_.weight);
+  out.emplace_back("ln_f.bias", ln_f_.bias);
+}
+
+}  // namespace actorpipe

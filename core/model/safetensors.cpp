@@ -1,0 +1,244 @@
+// safetensors reader and writer: strict header validation on load, atomic replace on save.
+#include "core/model/safetensors.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model/tensor_box_torch.hpp"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "safetensors data is little-endian; this writer copies host memory as is");
+
+namespace actorpipe {
+namespace {
+
+// The Rust reference implementation refuses headers above 100 MB; so do we, so a corrupt
+// size field cannot make us allocate gigabytes.
+constexpr std::uint64_t max_header_bytes = 100ull * 1000 * 1000;
+
+struct dtype_entry {
+  const char* name;
+  at::ScalarType type;
+};
+
+const dtype_entry dtype_table[] = {
+    {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf}, {"BF16", at::kBFloat16}, {"I64", at::kLong},
+    {"I32", at::kInt},    {"I16", at::kShort}, {"I8", at::kChar},  {"U8", at::kByte},       {"BOOL", at::kBool},
+};
+
+const char* dtype_name(at::ScalarType t) {
+  for (const auto& e : dtype_table) {
+    if (e.type == t) return e.name;
+  }
+  return nullptr;
+}
+
+bool dtype_from_name(const std::string& name, at::ScalarType* out) {
+  for (const auto& e : dtype_table) {
+    if (name == e.name) {
+      *out = e.type;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string in_file(const std::string& path) { return "safetensors file '" + path + "'"; }
+
+void write_all(int fd, const char* data, std::size_t n, const std::string& tmp) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error("cannot write '" + tmp + "': " + why);
+    }
+    data += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, tensor_box>>& tensors) {
+  if (path.empty()) throw std::invalid_argument("save_safetensors: path is empty");
+  std::map<std::string, at::Tensor> by_name;  // sorted: header keys and data in name order
+  for (const auto& [name, boxed] : tensors) {
+    if (name.empty()) throw std::invalid_argument("save_safetensors('" + path + "'): a tensor has an empty name");
+    if (name == "__metadata__") {
+      throw std::invalid_argument("save_safetensors('" + path + "'): the name '__metadata__' is reserved");
+    }
+    const at::Tensor& t = unbox(boxed);
+    if (!t.defined()) throw std::invalid_argument("save_safetensors('" + path + "'): tensor '" + name + "' is undefined");
+    if (!dtype_name(t.scalar_type())) {
+      throw std::invalid_argument("save_safetensors('" + path + "'): tensor '" + name + "' has unsupported dtype " +
+                                  std::string(c10::toString(t.scalar_type())));
+    }
+    if (!by_name.emplace(name, t.detach().to(at::kCPU).contiguous()).second) {
+      throw std::invalid_argument("save_safetensors('" + path + "'): duplicate tensor name '" + name + "'");
+    }
+  }
+
+  nlohmann::json header = nlohmann::json::object();
+  std::uint64_t offset = 0;
+  for (const auto& [name, t] : by_name) {
+    const std::uint64_t n = t.nbytes();
+    header[name] = {{"dtype", dtype_name(t.scalar_type())},
+                    {"shape", std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end())},
+                    {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
+  const std::uint64_t header_size = text.size();
+  char size_bytes[8];
+  for (int i = 0; i < 8; ++i) size_bytes[i] = static_cast<char>((header_size >> (8 * i)) & 0xff);
+
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create '" + tmp + "': " + std::strerror(errno));
+  write_all(fd, size_bytes, sizeof size_bytes, tmp);
+  write_all(fd, text.data(), text.size(), tmp);
+  for (const auto& entry : by_name) {
+    write_all(fd, static_cast<const char*>(entry.second.data_ptr()), entry.second.nbytes(), tmp);
+  }
+  // Data on disk before the rename makes it visible under `path`.
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot flush '" + tmp + "': " + why);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot rename '" + tmp + "' to '" + path + "': " + why);
+  }
+}
+
+std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument("cannot open " + in_file(path) + ": " + std::strerror(errno));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw std::invalid_argument("cannot read " + in_file(path));
+
+  if (bytes.size() < 8) {
+    throw std::invalid_argument(in_file(path) + " is truncated: " + std::to_string(bytes.size()) +
+                                " bytes, shorter than the 8-byte header size");
+  }
+  std::uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<unsigned char>(bytes[i]);
+  if (header_size > max_header_bytes) {
+    throw std::invalid_argument(in_file(path) + " is corrupt: header size " + std::to_string(header_size) +
+                                " exceeds the " + std::to_string(max_header_bytes) + "-byte limit");
+  }
+  if (header_size > bytes.size() - 8) {
+    throw std::invalid_argument(in_file(path) + " is truncated: header size " + std::to_string(header_size) +
+                                " but only " + std::to_string(bytes.size() - 8) + " bytes follow");
+  }
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(in_file(path) + " is corrupt: header is not valid JSON (" + e.what() + ")");
+  }
+  if (!header.is_object()) throw std::invalid_argument(in_file(path) + " is corrupt: header is not a JSON object");
+
+  const char* data = bytes.data() + 8 + header_size;
+  const std::uint64_t data_size = bytes.size() - 8 - header_size;
+  struct entry {
+    std::string name;
+    at::ScalarType type;
+    std::vector<std::int64_t> shape;
+    std::uint64_t begin;
+    std::uint64_t end;
+  };
+  std::vector<entry> entries;
+  for (const auto& [name, info] : header.items()) {
+    if (name == "__metadata__") continue;
+    const std::string bad = in_file(path) + " is corrupt: tensor '" + name + "' ";
+    if (!info.is_object()) throw std::invalid_argument(bad + "is not a JSON object");
+    entry e{name, at::kFloat, {}, 0, 0};
+    const auto dtype = info.find("dtype");
+    if (dtype == info.end() || !dtype->is_string() || !dtype_from_name(dtype->get<std::string>(), &e.type)) {
+      throw std::invalid_argument(bad + "has a missing or unsupported dtype" +
+                                  (dtype != info.end() ? " " + dtype->dump() : std::string()));
+    }
+    const auto shape = info.find("shape");
+    if (shape == info.end() || !shape->is_array()) throw std::invalid_argument(bad + "has no shape array");
+    std::uint64_t expected = c10::elementSize(e.type);
+    for (const auto& d : *shape) {
+      if (!d.is_number_unsigned()) throw std::invalid_argument(bad + "has a bad dimension " + d.dump());
+      const auto dim = d.get<std::uint64_t>();
+      if (dim > static_cast<std::uint64_t>(INT64_MAX) || __builtin_mul_overflow(expected, dim, &expected)) {
+        throw std::invalid_argument(bad + "has an impossibly large shape " + shape->dump());
+      }
+      e.shape.push_back(static_cast<std::int64_t>(dim));
+    }
+    const auto offsets = info.find("data_offsets");
+    if (offsets == info.end() || !offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+        !(*offsets)[1].is_number_unsigned()) {
+      throw std::invalid_argument(bad + "needs data_offsets [begin, end] of non-negative integers");
+    }
+    e.begin = (*offsets)[0].get<std::uint64_t>();
+    e.end = (*offsets)[1].get<std::uint64_t>();
+    if (e.begin > e.end) {
+      throw std::invalid_argument(bad + "has data_offsets " + offsets->dump() + " with begin after end");
+    }
+    if (e.end > data_size) {
+      throw std::invalid_argument(in_file(path) + " is truncated: tensor '" + name + "' ends at data byte " +
+                                  std::to_string(e.end) + " but the data section has " + std::to_string(data_size) +
+                                  " bytes");
+    }
+    if (e.end - e.begin != expected) {
+      throw std::invalid_argument(bad + "spans " + std::to_string(e.end - e.begin) + " bytes but dtype and shape " +
+                                  shape->dump() + " need " + std::to_string(expected));
+    }
+    entries.push_back(std::move(e));
+  }
+
+  // The tensors must tile the data section exactly: no overlap, no hole, nothing after.
+  std::vector<const entry*> by_offset;
+  for (const auto& e : entries) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(), [](const entry* a, const entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  std::uint64_t covered = 0;
+  for (const entry* e : by_offset) {
+    if (e->begin != covered) {
+      throw std::invalid_argument(in_file(path) + " is corrupt: tensor '" + e->name + "' starts at data byte " +
+                                  std::to_string(e->begin) + ", expected " + std::to_string(covered) +
+                                  (e->begin < covered ? " (overlap)" : " (hole)"));
+    }
+    covered = e->end;
+  }
+  if (covered != data_size) {
+    throw std::invalid_argument(in_file(path) + " is corrupt: " + std::to_string(data_size - covered) +
+                                " bytes after the last tensor");
+  }
+
+  std::vector<std::pair<std::string, tensor_box>> out;
+  out.reserve(entries.size());
+  for (const auto& e : entries) {
+    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.type));
+    if (e.end > e.begin) std::memcpy(t.data_ptr(), data + e.begin, e.end - e.begin);
+    out.emplace_back(e.name, box(std::move(t)));
+  }
+  return out;
+}
+
+}  // namespace actorpipe

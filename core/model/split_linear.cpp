@@ -1,0 +1,129 @@
+// split_linear: a custom autograd Function whose weight-gradient half can wait in a
+// weight_grad_store until the schedule's W action (no second autograd pass needed).
+#include "core/model/split_linear.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace actorpipe {
+namespace {
+
+thread_local weight_grad_store* active_store = nullptr;
+
+// d/dweight = grad_y^T x and d/dbias = sum(grad_y), flattening the leading dimensions.
+std::pair<at::Tensor, at::Tensor> weight_bias_grads(const at::Tensor& x, const at::Tensor& grad_y, bool need_weight,
+                                                    bool need_bias) {
+  const auto out = grad_y.size(-1);
+  const auto in = x.size(-1);
+  const at::Tensor g2 = grad_y.reshape({-1, out});
+  at::Tensor grad_weight = need_weight ? g2.t().mm(x.reshape({-1, in})) : at::Tensor();
+  at::Tensor grad_bias = need_bias ? g2.sum(0) : at::Tensor();
+  return {grad_weight, grad_bias};
+}
+
+// Same effect as autograd's AccumulateGrad: the first gradient becomes .grad, later ones add.
+void accumulate_grad(const at::Tensor& param, const at::Tensor& grad) {
+  if (!grad.defined()) return;
+  if (!param.grad().defined()) {
+    param.mutable_grad() = grad;
+  } else {
+    param.mutable_grad().add_(grad);
+  }
+}
+
+// Backward shared by the with-bias and bias-free Functions (LibTorch 1.13 rejects undefined
+// tensors as custom Function inputs, so "no bias" is a Function of its own).
+torch::autograd::variable_list split_backward(torch::autograd::AutogradContext* ctx,
+                                              const torch::autograd::variable_list& grads, bool has_bias) {
+  const auto saved = ctx->get_saved_variables();
+  const at::Tensor& x = saved[0];
+  const at::Tensor& weight = saved[1];  // a leaf: unpacks to the parameter itself
+  const at::Tensor bias = has_bias ? saved[2] : at::Tensor();
+  const at::Tensor grad_y = grads[0];
+
+  torch::autograd::variable_list out(has_bias ? 3 : 2);
+  if (ctx->needs_input_grad(0)) out[0] = grad_y.matmul(weight);
+  const bool need_weight = ctx->needs_input_grad(1);
+  const bool need_bias = has_bias && ctx->needs_input_grad(2);
+  if (!need_weight && !need_bias) return out;
+
+  if (weight_grad_store* store = weight_grad_deferral::active()) {
+    // Keep x and grad_y alive until W; the parameters get the products directly, so autograd
+    // sees no gradient for them now.
+    store->push([x, grad_y, weight, bias, need_weight, need_bias] {
+      torch::NoGradGuard no_grad;
+      auto grads_wb = weight_bias_grads(x, grad_y, need_weight, need_bias);
+      accumulate_grad(weight, grads_wb.first);
+      accumulate_grad(bias, grads_wb.second);
+    });
+    return out;
+  }
+  auto grads_wb = weight_bias_grads(x, grad_y, need_weight, need_bias);
+  out[1] = grads_wb.first;
+  if (has_bias) out[2] = grads_wb.second;
+  return out;
+}
+
+struct split_linear_function : public torch::autograd::Function<split_linear_function> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                                                const at::Tensor& weight, const at::Tensor& bias) {
+    ctx->save_for_backward({x, weight, bias});
+    return {at::linear(x, weight, bias)};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    return split_backward(ctx, grads, true);
+  }
+};
+
+struct split_linear_no_bias_function : public torch::autograd::Function<split_linear_no_bias_function> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                                                const at::Tensor& weight) {
+    ctx->save_for_backward({x, weight});
+    return {at::linear(x, weight)};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    return split_backward(ctx, grads, false);
+  }
+};
+
+}  // namespace
+
+void weight_grad_store::push(std::function<void()> product) { products_.push_back(std::move(product)); }
+
+void weight_grad_store::run() {
+  // Move out first so a throwing product cannot leave half-run closures to run twice.
+  auto products = std::move(products_);
+  products_.clear();
+  for (auto& product : products) product();
+}
+
+weight_grad_deferral::weight_grad_deferral(weight_grad_store& store) : previous_(active_store) {
+  active_store = &store;
+}
+
+weight_grad_deferral::~weight_grad_deferral() { active_store = previous_; }
+
+weight_grad_store* weight_grad_deferral::active() { return active_store; }
+
+at::Tensor split_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (!x.defined() || !weight.defined()) throw std::invalid_argument("split_linear: x and weight must be defined");
+  if (weight.dim() != 2) {
+    throw std::invalid_argument("split_linear: weight must be 2-D [out, in], got " + std::to_string(weight.dim()) +
+                                "-D");
+  }
+  if (x.dim() < 1 || x.size(-1) != weight.size(1)) {
+    throw std::invalid_argument("split_linear: x's last dimension must equal weight's in=" +
+                                std::to_string(weight.size(1)) + ", got x of " + std::to_string(x.dim()) +
+                                "-D with last dimension " + (x.dim() ? std::to_string(x.size(-1)) : std::string("none")));
+  }
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0))) {
+    throw std::invalid_argument("split_linear: bias must be [out=" + std::to_string(weight.size(0)) + "]");
+  }
+  if (!bias.defined()) return split_linear_no_bias_function::apply(x, weight)[0];
+  return split_linear_function::apply(x, weight, bias)[0];
+}
+
+}  // namespace actorpipe

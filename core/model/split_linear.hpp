@@ -1,0 +1,59 @@
+// A linear layer whose backward can split in two (Zero-Bubble's I and W): the input gradient
+// now, the weight/bias gradient products later from a per-microbatch weight_grad_store.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace actorpipe {
+
+// The deferred weight-gradient products of one (chunk, microbatch), in the order autograd
+// produced them. Running them in that order keeps the accumulation bit-for-bit repeatable.
+class weight_grad_store {
+ public:
+  void push(std::function<void()> product);
+  // Runs every deferred product in push order, then empties the store.
+  void run();
+  std::size_t size() const { return products_.size(); }
+  bool empty() const { return products_.empty(); }
+
+ private:
+  std::vector<std::function<void()>> products_;
+};
+
+// While alive, split_linear backward on THIS thread defers its weight/bias products into
+// `store` instead of computing them. Thread-local because CPU autograd runs backward on the
+// thread that called torch::autograd::backward, and two ranks' compute threads may be in
+// backward at once. Scopes nest (the innermost wins) and restore the outer one on exit.
+class weight_grad_deferral {
+ public:
+  explicit weight_grad_deferral(weight_grad_store& store);
+  ~weight_grad_deferral();
+  weight_grad_deferral(const weight_grad_deferral&) = delete;
+  weight_grad_deferral& operator=(const weight_grad_deferral&) = delete;
+
+  // The store of the innermost active scope on this thread, or nullptr.
+  static weight_grad_store* active();
+
+ private:
+  weight_grad_store* previous_;
+};
+
+// y = x @ weight^T + bias over the last dimension of x (bias may be undefined). Backward
+// always returns d/dx = grad_y @ weight; d/dweight = grad_y^T x and d/dbias = sum(grad_y) are
+// returned to autograd too, unless a weight_grad_deferral is active, in which case a closure
+// holding x and grad_y is pushed to its store and adds them into weight.grad() / bias.grad()
+// when the store runs.
+at::Tensor split_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// Parameters of one split linear layer: weight [out, in], bias [out] (or undefined).
+struct split_linear_layer {
+  at::Tensor weight;
+  at::Tensor bias;
+  at::Tensor forward(const at::Tensor& x) const { return split_linear(x, weight, bias); }
+};
+
+}  // namespace actorpipe

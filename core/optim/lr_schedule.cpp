@@ -1,0 +1,57 @@
+// The learning-rate schedule (linear warm-up, then linear decay) and the gradient-clip
+// coefficient: plain arithmetic, kept out of the torch library so core/ can use it.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "core/optim/optimizer.hpp"
+
+namespace actorpipe {
+
+namespace {
+std::string shown(double x) {
+  std::ostringstream s;
+  s << x;
+  return s.str();
+}
+}  // namespace
+
+// Warm-up: lr = base_lr * (step + 1) / warmup_steps for step < warmup_steps, so step 0 already
+// trains (at base_lr / warmup_steps) and step warmup_steps - 1 reaches base_lr.
+// Decay: from base_lr at step warmup_steps down to base_lr * min_ratio at step total_steps - 1.
+// When no decay step is left after the warm-up (total_steps == 1, or warmup_steps >=
+// total_steps - 1) the post-warm-up steps use base_lr.
+double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double min_ratio) {
+  if (step < 0) throw std::invalid_argument("lr_at: step=" + std::to_string(step) + " must be >= 0");
+  if (!(base_lr >= 0) || !std::isfinite(base_lr))
+    throw std::invalid_argument("lr_at: base_lr=" + shown(base_lr) + " must be a finite number >= 0");
+  if (warmup_steps < 0)
+    throw std::invalid_argument("lr_at: warmup_steps=" + std::to_string(warmup_steps) + " must be >= 0");
+  if (total_steps < 1)
+    throw std::invalid_argument("lr_at: total_steps=" + std::to_string(total_steps) + " must be >= 1");
+  if (!(min_ratio >= 0 && min_ratio <= 1))
+    throw std::invalid_argument("lr_at: min_ratio=" + shown(min_ratio) + " must be in [0, 1]");
+  if (step >= total_steps)
+    throw std::invalid_argument("lr_at: step=" + std::to_string(step) + " is past the schedule (total_steps=" +
+                                std::to_string(total_steps) + ": steps 0.." + std::to_string(total_steps - 1) + ")");
+
+  if (step < warmup_steps) return base_lr * (static_cast<double>(step) + 1) / warmup_steps;
+  const int decay_steps = total_steps - 1 - warmup_steps;  // steps after the first full-lr step
+  if (decay_steps <= 0) return base_lr;
+  const double progress = static_cast<double>(step - warmup_steps) / decay_steps;  // 0 .. 1
+  return base_lr * (1.0 - (1.0 - min_ratio) * progress);
+}
+
+double clip_coefficient(double global_norm, double max_norm) {
+  // A NaN norm means the gradients are already broken; stepping with them would silently
+  // poison the weights, so say so instead of returning a coefficient.
+  if (!(global_norm >= 0))
+    throw std::invalid_argument("clip_coefficient: global_norm=" + shown(global_norm) + " must be a number >= 0");
+  if (std::isnan(max_norm)) throw std::invalid_argument("clip_coefficient: max_norm=nan is not a number");
+  if (max_norm <= 0) return 1.0;
+  return std::min(1.0, max_norm / (global_norm + 1e-6));
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,141 @@
+// AdamW over one shard of named parameters, written out step by step (not torch::optim::AdamW)
+// so the update is fixed by this file, whatever the LibTorch version.
+#include "core/optim/optimizer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "core/model/tensor_box_torch.hpp"
+
+namespace actorpipe {
+
+namespace {
+std::string shown(double x) {
+  std::ostringstream s;
+  s << x;
+  return s.str();
+}
+
+void require_beta(const char* name, double b) {
+  if (!(b >= 0 && b < 1)) throw std::invalid_argument(std::string("adamw ") + name + "=" + shown(b) + " must be in [0, 1)");
+}
+}  // namespace
+
+struct shard_optimizer::impl {
+  struct slot {
+    std::string name;
+    at::Tensor param;
+    at::Tensor exp_avg;     // m
+    at::Tensor exp_avg_sq;  // v
+    long long steps = 0;    // updates this parameter has had (bias correction is per parameter)
+    bool decay = false;     // dim >= 2: matrices and embeddings
+  };
+  adamw_options options;
+  std::vector<slot> slots;
+};
+
+shard_optimizer::shard_optimizer(std::vector<std::pair<std::string, tensor_box>> params, const adamw_options& options)
+    : impl_(std::make_unique<impl>()) {
+  require_beta("beta1", options.beta1);
+  require_beta("beta2", options.beta2);
+  if (!(options.eps > 0) || !std::isfinite(options.eps))
+    throw std::invalid_argument("adamw eps=" + shown(options.eps) + " must be a finite number > 0");
+  if (!(options.weight_decay >= 0) || !std::isfinite(options.weight_decay))
+    throw std::invalid_argument("adamw weight_decay=" + shown(options.weight_decay) + " must be a finite number >= 0");
+  impl_->options = options;
+
+  std::unordered_map<std::string, std::size_t> seen;
+  impl_->slots.reserve(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const std::string& name = params[i].first;
+    auto [it, inserted] = seen.emplace(name, i);
+    if (!inserted)
+      throw std::invalid_argument("duplicate parameter name '" + name + "' (positions " + std::to_string(it->second) +
+                                  " and " + std::to_string(i) + ")");
+    const at::Tensor& p = unbox(params[i].second);
+    if (!p.defined()) throw std::invalid_argument("parameter '" + name + "' is undefined");
+    if (!p.is_floating_point())
+      throw std::invalid_argument("parameter '" + name + "' has dtype " + std::string(c10::toString(p.scalar_type())) +
+                                  ": AdamW needs a floating-point tensor");
+    impl::slot s;
+    s.name = name;
+    s.param = p;  // shares storage: the update lands in the model's own tensor
+    // Moments allocated up front, so the memory a shard needs is known at construction.
+    s.exp_avg = torch::zeros_like(p, at::MemoryFormat::Contiguous);
+    s.exp_avg_sq = torch::zeros_like(p, at::MemoryFormat::Contiguous);
+    s.decay = p.dim() >= 2;
+    impl_->slots.push_back(std::move(s));
+  }
+}
+
+shard_optimizer::~shard_optimizer() = default;
+
+double shard_optimizer::grad_sq_sum(const std::vector<std::string>& skip) const {
+  torch::NoGradGuard no_grad;
+  double total = 0;
+  for (const auto& s : impl_->slots) {
+    if (std::find(skip.begin(), skip.end(), s.name) != skip.end()) continue;
+    const at::Tensor& g = s.param.grad();
+    if (!g.defined()) continue;  // no gradient counts as zero
+    total += g.to(torch::kDouble).pow(2).sum().item<double>();
+  }
+  return total;
+}
+
+void shard_optimizer::scale_grads(double factor) {
+  if (!std::isfinite(factor)) throw std::invalid_argument("scale_grads: factor=" + shown(factor) + " must be finite");
+  torch::NoGradGuard no_grad;
+  for (auto& s : impl_->slots) {
+    const at::Tensor& g = s.param.grad();
+    if (g.defined()) g.mul_(factor);
+  }
+}
+
+// Per parameter with a defined gradient g (t = that parameter's update count, from 1):
+//   p -= lr * wd * p                        (decoupled decay, only when p.dim() >= 2)
+//   m  = b1 * m + (1 - b1) * g
+//   v  = b2 * v + (1 - b2) * g * g
+//   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+// Parameters whose gradient is undefined are left alone: no decay, no moment update, t unchanged.
+void shard_optimizer::step(double lr) {
+  if (!(lr >= 0) || !std::isfinite(lr)) throw std::invalid_argument("step: lr=" + shown(lr) + " must be a finite number >= 0");
+  const adamw_options& o = impl_->options;
+  torch::NoGradGuard no_grad;
+  for (auto& s : impl_->slots) {
+    const at::Tensor& g = s.param.grad();
+    if (!g.defined()) continue;
+    ++s.steps;
+    at::Tensor& p = s.param;
+    if (s.decay && o.weight_decay != 0) p.mul_(1.0 - lr * o.weight_decay);
+    s.exp_avg.mul_(o.beta1).add_(g, 1.0 - o.beta1);
+    s.exp_avg_sq.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
+    const double bias1 = 1.0 - std::pow(o.beta1, static_cast<double>(s.steps));
+    const double bias2 = 1.0 - std::pow(o.beta2, static_cast<double>(s.steps));
+    at::Tensor denom = (s.exp_avg_sq / bias2).sqrt_().add_(o.eps);
+    p.addcdiv_(s.exp_avg, denom, -lr / bias1);
+  }
+}
+
+// Zeroes gradients in place rather than dropping them: the buffers stay allocated, backward
+// accumulates into the same memory every step, and tied-gradient sums and data-parallel
+// reductions always find a tensor. A gradient that was never created stays undefined.
+void shard_optimizer::zero_grad() {
+  torch::NoGradGuard no_grad;
+  for (auto& s : impl_->slots) {
+    const at::Tensor& g = s.param.grad();
+    if (g.defined()) g.zero_();
+  }
+}
+
+int shard_optimizer::num_parameters() const { return static_cast<int>(impl_->slots.size()); }
+
+long long shard_optimizer::num_elements() const {
+  long long n = 0;
+  for (const auto& s : impl_->slots) n += s.param.numel();
+  return n;
+}
+
+}  // namespace actorpipe

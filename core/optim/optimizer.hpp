@@ -1,0 +1,51 @@
+// AdamW over one shard of named parameters (a rank's, or a virtual stage's), plus the
+// learning-rate schedule. Decay applies to matrices and embeddings; biases and LayerNorm
+// weights (every 1-D parameter) get none.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/model/tensor_box.hpp"
+
+namespace actorpipe {
+
+struct adamw_options {
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+};
+
+class shard_optimizer {
+ public:
+  shard_optimizer(std::vector<std::pair<std::string, tensor_box>> params, const adamw_options& options);
+  ~shard_optimizer();
+  shard_optimizer(const shard_optimizer&) = delete;
+  shard_optimizer& operator=(const shard_optimizer&) = delete;
+
+  // Sum of squared gradient entries over the shard, accumulated in double in parameter order.
+  // Parameters named in `skip` (e.g. the tied head copy) are left out.
+  double grad_sq_sum(const std::vector<std::string>& skip = {}) const;
+  void scale_grads(double factor);
+  void step(double lr);
+  void zero_grad();
+  int num_parameters() const;  // tensors
+  long long num_elements() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// Linear warm-up from 0 to base_lr over warmup_steps, then linear decay to
+// base_lr * min_ratio at total_steps. step counts from 0.
+double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double min_ratio = 0.1);
+
+// Clip coefficient for a global gradient norm: min(1, max_norm / (norm + 1e-6)); 1 when
+// max_norm <= 0 (clipping off).
+double clip_coefficient(double global_norm, double max_norm);
+
+}  // namespace actorpipe

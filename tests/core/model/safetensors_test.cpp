@@ -1,0 +1,215 @@
+// Tests for core/model/safetensors: round trips, the exact on-disk layout, atomic replace,
+// and clear errors for duplicate names and truncated or corrupt files.
+#include "core/model/safetensors.hpp"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model/chunk_runner.hpp"
+#include "core/model/tensor_box_torch.hpp"
+
+#include <catch2/catch.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using actorpipe::box;
+using actorpipe::load_safetensors;
+using actorpipe::save_safetensors;
+using actorpipe::tensor_box;
+using actorpipe::unbox;
+
+// A fresh directory per test case, removed at the end.
+struct temp_dir {
+  fs::path path;
+  explicit temp_dir(const std::string& tag)
+      : path(fs::temp_directory_path() / ("actorpipe_safetensors_" + tag + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string le64(std::uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+// A file made of a given header text and data section.
+std::string file_with(const std::string& header, const std::string& data) { return le64(header.size()) + header + data; }
+
+at::Tensor randn(at::IntArrayRef shape, std::uint64_t seed) {
+  return at::normal(0.0, 1.0, shape, at::detail::createCPUGenerator(seed), at::TensorOptions().dtype(at::kFloat));
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("safetensors round trip keeps names, dtypes, shapes and bits", "[model][safetensors]") {
+  temp_dir dir("roundtrip");
+  const std::string path = dir.file("model.safetensors");
+  const at::Tensor w = randn({3, 4}, 1);
+  const at::Tensor scalar = at::full({}, 2.5f);
+  const at::Tensor empty = at::zeros({0, 5});
+  const at::Tensor ids = at::arange(6, at::TensorOptions().dtype(at::kLong)).view({2, 3});
+  const at::Tensor strided = randn({4, 3}, 2).t();  // non-contiguous: written in logical order
+  save_safetensors(path, {{"w", box(w)}, {"b.scalar", box(scalar)}, {"a.empty", box(empty)}, {"ids", box(ids)},
+                          {"strided", box(strided)}});
+  CATCH_CHECK_FALSE(fs::exists(path + ".tmp"));
+
+  const auto loaded = load_safetensors(path);
+  CATCH_REQUIRE(loaded.size() == 5);
+  const std::vector<std::string> names = {"a.empty", "b.scalar", "ids", "strided", "w"};  // name order
+  const std::vector<at::Tensor> expected = {empty, scalar, ids, strided, w};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    CATCH_INFO("tensor " << names[i]);
+    CATCH_CHECK(loaded[i].first == names[i]);
+    const at::Tensor& t = unbox(loaded[i].second);
+    CATCH_CHECK(t.scalar_type() == expected[i].scalar_type());
+    CATCH_CHECK(t.sizes() == expected[i].sizes());
+    CATCH_CHECK(torch::equal(t, expected[i]));
+  }
+}
+
+CATCH_TEST_CASE("safetensors layout: LE header size, sorted JSON header, aligned packed data", "[model][safetensors]") {
+  temp_dir dir("layout");
+  const std::string path = dir.file("x.safetensors");
+  const at::Tensor a = at::tensor({1.0f, 2.0f, 3.0f});
+  const at::Tensor z = at::tensor({-1.0f});
+  save_safetensors(path, {{"z", box(z)}, {"a", box(a)}});
+
+  const std::string bytes = read_bytes(path);
+  CATCH_REQUIRE(bytes.size() >= 8);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  CATCH_CHECK(n % 8 == 0);
+  CATCH_REQUIRE(bytes.size() == 8 + n + 16);
+  const auto header = nlohmann::json::parse(bytes.substr(8, n));
+  CATCH_CHECK(header.dump() ==
+              R"({"a":{"data_offsets":[0,12],"dtype":"F32","shape":[3]},"z":{"data_offsets":[12,16],"dtype":"F32","shape":[1]}})");
+  float data[4];
+  std::memcpy(data, bytes.data() + 8 + n, sizeof data);
+  CATCH_CHECK(data[0] == 1.0f);
+  CATCH_CHECK(data[2] == 3.0f);
+  CATCH_CHECK(data[3] == -1.0f);
+}
+
+CATCH_TEST_CASE("safetensors save replaces the file whole and rejects bad names", "[model][safetensors]") {
+  temp_dir dir("save");
+  const std::string path = dir.file("ckpt.safetensors");
+  save_safetensors(path, {{"x", box(at::ones({2}))}});
+  save_safetensors(path, {{"y", box(at::zeros({3}))}});
+  const auto loaded = load_safetensors(path);
+  CATCH_REQUIRE(loaded.size() == 1);
+  CATCH_CHECK(loaded[0].first == "y");
+  CATCH_CHECK_FALSE(fs::exists(path + ".tmp"));
+
+  CATCH_CHECK_THROWS_WITH(save_safetensors(path, {{"x", box(at::ones({2}))}, {"x", box(at::ones({2}))}}),
+                          Catch::Contains("duplicate tensor name 'x'"));
+  CATCH_CHECK_THROWS_WITH(save_safetensors(path, {{"__metadata__", box(at::ones({2}))}}), Catch::Contains("reserved"));
+  CATCH_CHECK_THROWS_WITH(save_safetensors(path, {{"u", tensor_box()}}), Catch::Contains("'u' is undefined"));
+  CATCH_CHECK_THROWS_AS(save_safetensors(dir.file("no/such/dir/f.safetensors"), {{"x", box(at::ones({1}))}}),
+                        std::runtime_error);
+  // The failed saves left the earlier file alone.
+  CATCH_CHECK(load_safetensors(path)[0].first == "y");
+}
+
+CATCH_TEST_CASE("safetensors load reports truncated and corrupt files by path", "[model][safetensors]") {
+  temp_dir dir("corrupt");
+  const std::string good = dir.file("good.safetensors");
+  save_safetensors(good, {{"a", box(randn({4, 4}, 3))}, {"b", box(randn({2}, 4))}});
+  const std::string bytes = read_bytes(good);
+  const std::string bad = dir.file("bad.safetensors");
+
+  CATCH_CHECK_THROWS_WITH(load_safetensors(dir.file("missing.safetensors")), Catch::Contains("missing.safetensors"));
+
+  write_bytes(bad, bytes.substr(0, 5));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("bad.safetensors") && Catch::Contains("truncated"));
+  write_bytes(bad, bytes.substr(0, 20));  // header cut short
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("bad.safetensors") && Catch::Contains("truncated"));
+  write_bytes(bad, bytes.substr(0, bytes.size() - 3));  // data cut short
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("bad.safetensors") && Catch::Contains("truncated"));
+  write_bytes(bad, bytes + "junk");
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("4 bytes after the last tensor"));
+  write_bytes(bad, le64(1ull << 40) + bytes.substr(8));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("header size"));
+
+  const std::string four(16, '\0');
+  write_bytes(bad, file_with("{not json}      ", four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("bad.safetensors") && Catch::Contains("not valid JSON"));
+  write_bytes(bad, file_with(R"([1,2])", ""));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("not a JSON object"));
+  write_bytes(bad, file_with(R"({"t":{"dtype":"Q7","shape":[4],"data_offsets":[0,16]}})", four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("'t'") && Catch::Contains("dtype"));
+  write_bytes(bad, file_with(R"({"t":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("bad dimension -4"));
+  write_bytes(bad, file_with(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("spans 16 bytes") && Catch::Contains("need 12"));
+  write_bytes(bad, file_with(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,32]}})", four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("truncated") && Catch::Contains("'t' ends at data byte 32"));
+  write_bytes(bad, file_with(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[16,0]}})", four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("begin after end"));
+  write_bytes(bad, file_with(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"u":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("overlap"));
+  write_bytes(bad, file_with(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("hole"));
+  write_bytes(bad, file_with(R"({"t":{"dtype":"F32","shape":[4]}})", four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("data_offsets"));
+
+  // Files from other writers may carry __metadata__; it is skipped.
+  write_bytes(bad, file_with(R"({"__metadata__":{"format":"pt"},"t":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})", four));
+  const auto loaded = load_safetensors(bad);
+  CATCH_REQUIRE(loaded.size() == 1);
+  CATCH_CHECK(torch::equal(unbox(loaded[0].second), at::zeros({2, 2})));
+}
+
+CATCH_TEST_CASE("a chunk's parameters survive a safetensors round trip", "[model][safetensors]") {
+  temp_dir dir("chunk");
+  actorpipe::gpt_config cfg;
+  cfg.vocab = 32;
+  cfg.seq_len = 8;
+  cfg.hidden = 16;
+  cfg.heads = 2;
+  cfg.layers = 3;
+  actorpipe::chunk_spec s;
+  s.block_begin = 0;
+  s.block_end = 3;
+  s.first = s.last = true;
+  actorpipe::chunk_runner model(cfg, s);
+  const std::string path = dir.file("model.safetensors");
+  save_safetensors(path, model.named_parameters());
+  const auto loaded = load_safetensors(path);
+  std::map<std::string, at::Tensor> by_name;
+  for (const auto& p : loaded) by_name[p.first] = unbox(p.second);
+  const auto params = model.named_parameters();
+  CATCH_CHECK(by_name.size() == params.size());
+  for (const auto& [name, t] : params) {
+    CATCH_INFO("parameter " << name);
+    CATCH_REQUIRE(by_name.count(name));
+    CATCH_CHECK(torch::equal(by_name.at(name), unbox(t)));
+  }
+}
