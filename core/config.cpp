@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <variant>
 
+#include "core/schedule/policy.hpp"
 #include "core/schedule/schedule_registry.hpp"
 
 namespace actorpipe {
@@ -353,7 +354,8 @@ void resolve_and_validate(job_config& c) {
   resolve_batching(c);
 
   try {
-    make_schedule(c.schedule, schedule_request{c.pp, c.num_microbatches, c.chunks});
+    // A dynamic policy has no plan to generate; its only rule is the layer split, checked above.
+    if (!is_dynamic_policy(c.schedule)) make_schedule(c.schedule, schedule_request{c.pp, c.num_microbatches, c.chunks});
   } catch (const std::invalid_argument& e) {
     fail(std::string("schedule: ") + e.what());
   }

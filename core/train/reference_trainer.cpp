@@ -1,0 +1,51 @@
+// Reference trainer: the whole model as one chunk on the calling thread; per step, every
+// microbatch's forward and backward in order (gradient accumulation), then clip and AdamW.
+#include "core/train/reference_trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include "core/data/microbatch.hpp"
+#include "core/model/compute_threads.hpp"
+#include "core/train/run_setup.hpp"
+
+namespace actorpipe {
+
+train_result run_reference(const train_options& options, const std::function<void(const step_metrics&)>& on_step) {
+  train_options o = options;
+  o.no_pipeline = true;
+  run_setup s = prepare_run(o);
+  set_compute_threads(o.threads_per_stage);
+  chunk_runner& runner = *s.runners.front();
+  shard_optimizer& opt = *s.optimizers.front();
+  const int M = o.microbatches;
+  train_result result;
+  result.data_description = s.source->describe();
+  for (int k = 0; k < o.steps; ++k) {
+    auto t0 = std::chrono::steady_clock::now();
+    double loss = 0;
+    for (int m = 0; m < M; ++m) {
+      microbatch_tensors mt = make_microbatch(*s.source, static_cast<std::uint64_t>(k), m, o.microbatch_size, o.model.seq_len);
+      loss += runner.forward(m, mt.inputs, mt.targets, 1.0 / M).loss;
+      runner.backward(m, {}, false);
+    }
+    step_metrics sm;
+    sm.step = k;
+    sm.loss = loss / M;
+    sm.grad_norm = std::sqrt(opt.grad_sq_sum());
+    sm.lr = lr_at(k, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio);
+    const double coef = clip_coefficient(sm.grad_norm, o.grad_clip);
+    if (coef < 1.0) opt.scale_grads(coef);
+    opt.step(sm.lr);
+    opt.zero_grad();
+    sm.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sm.tokens_per_s = sm.seconds > 0 ? double(M) * o.microbatch_size * o.model.seq_len / sm.seconds : 0;
+    sm.peak_activations = {1};
+    result.steps.push_back(sm);
+    if (on_step) on_step(sm);
+  }
+  result.parameters = collect_parameters(s.runners);
+  return result;
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,42 @@
+// Turning train_options into the pieces of a run, shared by the actor runtime and the
+// reference trainer: validated options, placement, plan (or none for a dynamic policy),
+// partition, chunk runners, optimizers and the token source.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/data/token_source.hpp"
+#include "core/model/chunk_runner.hpp"
+#include "core/optim/optimizer.hpp"
+#include "core/partition.hpp"
+#include "core/schedule/plan.hpp"
+#include "core/train/train_options.hpp"
+
+namespace actorpipe {
+
+struct run_setup {
+  placement place;
+  std::shared_ptr<const plan> static_plan;  // null for the dynamic "greedy" policy
+  std::vector<layer_range> blocks;          // per virtual stage
+  std::vector<std::shared_ptr<chunk_runner>> runners;
+  std::vector<std::shared_ptr<shard_optimizer>> optimizers;
+  std::shared_ptr<const token_source> source;
+  int greedy_budget = 0;  // as in train_options: 0 = stages - rank
+};
+
+// Checks every option (std::invalid_argument naming the option and value) and builds the run.
+// With no_pipeline: one chunk holding the whole model on one rank.
+run_setup prepare_run(const train_options& options);
+
+// Opens the data the options name (synthetic or a file).
+std::shared_ptr<const token_source> open_source(const train_options& options);
+
+// Every parameter once, by global name, in virtual stage order (the tied copy left out).
+std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::vector<std::shared_ptr<chunk_runner>>& runners);
+
+// The simulator's view of the measured step: the same plan (or policy) on per-(op, virtual
+// stage) costs averaged from the measured timeline.
+sim_result predict_from_measured(const run_setup& setup, const sim_result& measured);
+
+}  // namespace actorpipe

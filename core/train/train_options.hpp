@@ -1,0 +1,60 @@
+// What a training run is asked to do and what it reports; shared by the actor runtime, the
+// single-thread reference trainer and the CLI. No torch, no CAF.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/model/gpt_config.hpp"
+#include "core/model/tensor_box.hpp"
+#include "core/sim/simulator.hpp"
+
+namespace actorpipe {
+
+struct train_options {
+  gpt_config model;
+  // Schedule: a registered plan generator, a plan file, or the dynamic policy "greedy".
+  std::string schedule = "1f1b";
+  std::string schedule_file;
+  int stages = 2;
+  int chunks = 1;
+  int microbatches = 4;
+  int microbatch_size = 4;
+  int greedy_budget = 0;  // greedy: live activations on a rank's first chunk; 0 = stages - rank
+  int steps = 10;
+  double lr = 3e-4;
+  int warmup_steps = 0;
+  double min_lr_ratio = 0.1;
+  double grad_clip = 1.0;
+  double weight_decay = 0.1;
+  std::string data = "synthetic";  // "synthetic" or "file"
+  std::string data_file;           // .bin: uint16 tokens; anything else: UTF-8 text as bytes
+  std::uint64_t data_seed = 1234;
+  int threads_per_stage = 1;
+  bool activation_checkpointing = false;
+  double step_timeout_s = 600;  // a step that takes longer stops the job naming the stuck ranks
+  bool no_pipeline = false;     // the reference: unpartitioned, one thread, same microbatches
+};
+
+struct step_metrics {
+  int step = 0;
+  double loss = 0;  // mean over the step's microbatches
+  double lr = 0;
+  double grad_norm = 0;  // before clipping
+  double seconds = 0;
+  double tokens_per_s = 0;
+  double bubble_ratio = 0;  // measured: 1 - busy / (ranks * step time)
+  std::vector<int> peak_activations;  // per rank, measured in the chunk runners' stashes
+};
+
+struct train_result {
+  std::vector<step_metrics> steps;
+  std::vector<std::pair<std::string, tensor_box>> parameters;  // final, by global name, each once
+  sim_result last_step;   // the measured timeline of the last step (seconds)
+  sim_result predicted;   // the simulator's prediction for the same plan on unit costs
+  std::string data_description;
+};
+
+}  // namespace actorpipe
