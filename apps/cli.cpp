@@ -2,9 +2,16 @@
 #include "apps/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iostream>
 #include <ostream>
 
 #include "apps/simulate_command.hpp"
+#ifdef ACTORPIPE_WITH_TORCH
+#include <unistd.h>
+
+#include "apps/train_command.hpp"
+#endif
 
 namespace actorpipe {
 
@@ -52,6 +59,63 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   s->add_option("--width", sim.width, "Maximum width of the ASCII timeline in columns")->default_val(200);
   s->add_flag("--list", list, "List the registered schedules and exit");
 
+#ifdef ACTORPIPE_WITH_TORCH
+  train_cli_options tr;
+  auto* t = app.add_subcommand("train",
+                               "Train a GPT with pipeline parallelism: every stage, chunk and optimizer is an actor; the "
+                               "schedule decides the order of their messages.");
+  t->footer(
+      "\nExamples:\n"
+      "  actorpipe train                                      # the default job: 2 stages, 1f1b, synthetic data\n"
+      "  actorpipe train --schedule zbv --stages 2 --microbatches 8 --trace trace.json\n"
+      "  actorpipe train --schedule interleaved --chunks 2 --layers 8 --save-final model.safetensors\n"
+      "  actorpipe train --no-pipeline                        # the single-thread reference\n"
+      "  actorpipe train --config examples/job.json --set lr=1e-3 --metrics metrics.jsonl\n"
+      "\nSchedules: gpipe, 1f1b, interleaved, zb-h1, zbv, dualpipev (plans; see simulate --list), greedy (a dynamic\n"
+      "policy: backward first, forwards of new microbatches while the rank holds fewer than --budget).");
+  std::string t_schedule;
+  auto* t_sched = t->add_option("--schedule", t_schedule, "Schedule name, or greedy [default: 1f1b]");
+  auto* t_file = t->add_option("--schedule-file", tr.schedule_file, "Train with a plan read from a text file");
+  t_sched->excludes(t_file);
+  t->add_option("--config", tr.config_path, "Job config (JSON); flags override it");
+  t->add_option("--set", tr.overrides, "Override a config key, KEY=VALUE (repeatable)");
+  int t_int[12];
+  CLI::Option* t_opts[12];
+  const char* t_names[12] = {"--stages,-P", "--chunks,-V", "--microbatches,-M", "--microbatch-size,-B", "--batch-size",
+                              "--steps", "--layers", "--hidden", "--heads", "--seq-len", "--vocab", "--warmup-steps"};
+  const char* t_help[12] = {"Pipeline stages P [default: 2]",
+                             "Virtual stages per rank V [default: 1]",
+                             "Microbatches per step M [default: 8]",
+                             "Sequences per microbatch [default: 4]",
+                             "Sequences per step (= microbatches x microbatch size)",
+                             "Optimizer steps [default: 10]",
+                             "Transformer blocks [default: 8]",
+                             "Hidden size [default: 256]",
+                             "Attention heads [default: 4]",
+                             "Sequence length in tokens [default: 128]",
+                             "Vocabulary size [default: 256]",
+                             "Linear learning-rate warm-up steps [default: 0]"};
+  for (int i = 0; i < 12; ++i) t_opts[i] = t->add_option(t_names[i], t_int[i], t_help[i]);
+  std::uint64_t t_seed = 0;
+  double t_lr = 0, t_clip = 0, t_wd = 0;
+  auto* t_seed_opt = t->add_option("--seed", t_seed, "Seed of parameters and data [default: 1234]");
+  auto* t_lr_opt = t->add_option("--lr", t_lr, "Peak learning rate [default: 3e-4]");
+  auto* t_clip_opt = t->add_option("--grad-clip", t_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
+  auto* t_wd_opt = t->add_option("--weight-decay", t_wd, "AdamW weight decay on matrices [default: 0.1]");
+  auto* t_syn = t->add_flag("--data-synthetic", tr.synthetic_data, "Train on the embedded synthetic corpus (the default)");
+  auto* t_data = t->add_option("--data-file", tr.data_file,
+                               "Train on a file: .bin = flat uint16 tokens (nanoGPT/Megatron), else UTF-8 text as bytes");
+  t_syn->excludes(t_data);
+  t->add_option("--threads-per-stage", tr.threads_per_stage, "Torch threads on each rank's compute thread")->default_val(1);
+  t->add_option("--budget", tr.budget, "greedy: live activations a rank may hold (0 = stages - rank)")->default_val(0);
+  t->add_flag("--activation-checkpointing", tr.activation_checkpointing, "Recompute each chunk's forward in backward");
+  t->add_option("--step-timeout", tr.step_timeout_s, "Seconds a step may take before the job stops")->default_val(600);
+  t->add_option("--metrics", tr.metrics_path, "Write one JSON line per step");
+  t->add_option("--trace", tr.trace_path, "Write the last step's measured timeline as Chrome trace JSON");
+  t->add_option("--save-final", tr.save_final_path, "Write the final parameters (safetensors, global names)");
+  t->add_flag("--no-pipeline", tr.no_pipeline, "Train the same model unpartitioned in one thread: the reference");
+#endif
+
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;
     bool known = false;
@@ -73,12 +137,29 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
     if (what.find("subcommand") != std::string::npos && what.find("required") != std::string::npos)
-      what = "missing command (try: actorpipe simulate, or actorpipe --help)";
+      what = "missing command (try: actorpipe train, actorpipe simulate, or actorpipe --help)";
     err << "actorpipe: error: " << what << '\n';
     return 2;
   }
 
   try {
+#ifdef ACTORPIPE_WITH_TORCH
+    if (t->parsed()) {
+      std::optional<int>* targets[12] = {&tr.stages, &tr.chunks, &tr.microbatches, &tr.microbatch_size,
+                                         &tr.batch_size, &tr.steps, &tr.layers, &tr.hidden,
+                                         &tr.heads, &tr.seq_len, &tr.vocab, &tr.warmup_steps};
+      for (int i = 0; i < 12; ++i)
+        if (*t_opts[i]) *targets[i] = t_int[i];
+      if (*t_sched) tr.schedule = t_schedule;
+      if (*t_seed_opt) tr.seed = t_seed;
+      if (*t_lr_opt) tr.lr = t_lr;
+      if (*t_clip_opt) tr.grad_clip = t_clip;
+      if (*t_wd_opt) tr.weight_decay = t_wd;
+      tr.interactive_progress = &err == &std::cerr && isatty(STDERR_FILENO);
+      run_train(tr, out, err);
+      return 0;
+    }
+#endif
     if (s->parsed()) {
       if (list) {
         list_schedules_command(out);
@@ -91,7 +172,9 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       run_simulate(sim, out);
     }
   } catch (const std::exception& e) {
-    err << "actorpipe simulate: error: " << e.what() << '\n';
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');  // one line, whatever the source
+    err << "actorpipe " << (s->parsed() ? "simulate" : "train") << ": error: " << what << '\n';
     return 2;
   }
   return 0;

@@ -1,0 +1,16 @@
+// Entry point of the actor runtime: builds the run (partition, plan or policy, chunk runners,
+// optimizers, data), spawns the actors in one actor system, trains, and returns the metrics,
+// the measured timeline and the final parameters. No torch or CAF in this header.
+#pragma once
+
+#include <functional>
+
+#include "core/train/train_options.hpp"
+
+namespace actorpipe {
+
+// Throws std::invalid_argument for bad options (naming the option and value) and
+// std::runtime_error when the run fails (an action threw, an actor died, a step timed out).
+train_result run_pipeline(const train_options& options, const std::function<void(const step_metrics&)>& on_step = {});
+
+}  // namespace actorpipe

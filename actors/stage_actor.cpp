@@ -1,0 +1,102 @@
+// Stage actor: one per rank. Owns the rank's policy, knows which actions are ready (inputs
+// arrived, local prerequisites done), hands one action at a time to its chunk, measures what
+// ran, and reports the flush when the rank has run every action of the step.
+#include <algorithm>
+#include <set>
+
+#include "actors/messages.hpp"
+#include "actors/run_context.hpp"
+
+namespace actorpipe {
+namespace {
+
+struct stage_state {
+  std::unique_ptr<rank_policy> policy;
+  int step = -1;
+  std::set<std::pair<int, int>> fwd_in, grad_in, f_done, i_done;  // (virtual stage, microbatch)
+  bool busy = false;
+  std::map<int, int> live, pending;  // per virtual stage, as the chunk runners last reported
+  int peak = 0, peak_pending = 0;
+  std::vector<timeline_event> events;
+  std::string last_waiting;
+};
+
+}  // namespace
+
+std::unique_ptr<rank_policy> run_context::make_policy(int rank) const {
+  if (static_plan) return make_static_policy(*static_plan, rank);
+  const int budget = options.greedy_budget > 0 ? options.greedy_budget : std::max(1, ranks - rank);
+  return make_greedy_policy(place, microbatches, rank, budget, false);
+}
+
+caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int rank) {
+  auto st = std::make_shared<stage_state>();
+  st->policy = ctx->make_policy(rank);
+  auto enter = [st](int step) {
+    if (step == st->step) return;
+    st->step = step;
+    st->policy->reset();
+    st->fwd_in.clear(), st->grad_in.clear(), st->f_done.clear(), st->i_done.clear();
+    st->busy = false;
+    st->live.clear(), st->pending.clear();
+    st->peak = st->peak_pending = 0;
+    st->events.clear();
+    st->last_waiting.clear();
+  };
+  auto ready = [st, ctx](const action& a) {
+    const auto key = std::make_pair(a.virtual_stage, a.microbatch);
+    switch (a.op) {
+      case op_kind::forward: return st->fwd_in.count(key) > 0;
+      case op_kind::backward:
+      case op_kind::input_grad:
+        return st->f_done.count(key) > 0 && (a.virtual_stage + 1 == ctx->stages || st->grad_in.count(key) > 0);
+      case op_kind::weight_grad: return st->i_done.count(key) > 0;
+    }
+    return false;
+  };
+  auto dispatch = [=] {
+    if (st->busy || st->policy->finished()) return;
+    if (auto a = st->policy->next(ready)) {
+      st->busy = true;
+      self->send(ctx->chunks[a->virtual_stage], msg::run{st->step, *a});
+      return;
+    }
+    // Idle: tell the supervisor what we wait for, so a stall can be explained.
+    std::string what = st->policy->waiting_for();
+    if (what != st->last_waiting) {
+      st->last_waiting = what;
+      self->send(ctx->supervisor, msg::waiting{st->step, rank, what});
+    }
+  };
+  return {
+      [=](msg::input_ready& r) {
+        enter(r.step);
+        (r.is_gradient ? st->grad_in : st->fwd_in).insert({r.virtual_stage, r.microbatch});
+        dispatch();
+      },
+      [=](msg::action_done& d) {
+        const action a = d.act;
+        st->policy->completed(a);
+        st->busy = false;
+        const auto key = std::make_pair(a.virtual_stage, a.microbatch);
+        if (a.op == op_kind::forward) st->f_done.insert(key);
+        if (produces_input_grad(a.op)) st->i_done.insert(key);
+        st->live[a.virtual_stage] = d.live_stashes;
+        st->pending[a.virtual_stage] = d.pending_weight_grads;
+        int live = 0, pending = 0;
+        for (auto& [v, n] : st->live) live += n;
+        for (auto& [v, n] : st->pending) pending += n;
+        st->peak = std::max(st->peak, live);
+        st->peak_pending = std::max(st->peak_pending, pending);
+        st->events.push_back({rank, a, ctx->place.chunk_of[a.virtual_stage], d.start, d.end});
+        if (st->policy->finished()) {
+          self->send(ctx->supervisor, msg::flush{st->step, rank, std::move(st->events), st->peak, st->peak_pending});
+          st->events.clear();
+          return;
+        }
+        dispatch();
+      },
+  };
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,217 @@
+// Supervisor actor: runs the steps. Feed, wait for every rank's flush (with a deadline), sum
+// the tied embedding gradients, take the global gradient norm (summed per virtual stage in
+// order, so the number does not depend on the rank layout), clip, step the optimizers, report
+// metrics. Any failure, timeout or dead actor stops the job with a message naming the culprit.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "actors/messages.hpp"
+#include "actors/run_context.hpp"
+
+namespace actorpipe {
+namespace {
+
+struct supervisor_state {
+  caf::actor reply_to;
+  int step = 0;
+  bool stopped = false;
+  double started = 0;
+  std::vector<double> losses;
+  int losses_got = 0;
+  std::vector<msg::flush> flushes;
+  std::map<int, std::string> waiting;  // rank -> what it waits for
+  std::map<int, double> sq_parts;      // virtual stage -> sum of squares
+  int parts_got = 0, optimizers_done = 0;
+  double grad_norm = 0, lr = 0;
+  std::map<caf::actor_addr, std::string> names;
+};
+
+}  // namespace
+
+caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx) {
+  auto st = std::make_shared<supervisor_state>();
+  const int P = ctx->ranks, M = ctx->microbatches;
+
+  auto all_actors = [ctx] {
+    std::vector<caf::actor> all = ctx->compute;
+    all.insert(all.end(), ctx->chunks.begin(), ctx->chunks.end());
+    all.insert(all.end(), ctx->stage.begin(), ctx->stage.end());
+    all.insert(all.end(), ctx->optimizer.begin(), ctx->optimizer.end());
+    all.push_back(ctx->feeder);
+    return all;
+  };
+  auto stop = [=](std::string error) {
+    if (st->stopped) return;
+    st->stopped = true;
+    for (auto& a : all_actors()) self->send_exit(a, caf::exit_reason::user_shutdown);
+    self->send(st->reply_to, msg::run_finished{std::move(error)});
+    self->quit();
+  };
+  auto begin_step = [=](int k) {
+    st->step = k;
+    st->started = ctx->now();
+    st->losses.assign(M, 0.0);
+    st->losses_got = 0;
+    st->flushes.clear();
+    st->waiting.clear();
+    st->sq_parts.clear();
+    st->parts_got = st->optimizers_done = 0;
+    self->send(ctx->feeder, msg::start_step{k});
+    self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(ctx->options.step_timeout_s)),
+                       msg::step_deadline{k});
+  };
+  // After every flush and loss: tied-weight sync, then the norm.
+  auto maybe_flushed = [=] {
+    if (static_cast<int>(st->flushes.size()) < P || st->losses_got < M) return;
+    const int k = st->step;
+    if (!ctx->ties_embedding_copy()) {
+      for (auto& o : ctx->optimizer) self->send(o, msg::grad_norm_request{k});
+      return;
+    }
+    auto first = ctx->runners.front(), last = ctx->runners.back();
+    auto me = caf::actor_cast<caf::actor>(self);
+    self->send(ctx->compute[ctx->place.rank_of[0]], msg::compute_job{[first, last, me, k] {
+                 auto find = [](const chunk_runner& r) {
+                   for (auto& [name, t] : r.named_parameters())
+                     if (name == "tok_emb.weight") return t;
+                   return tensor_box{};
+                 };
+                 sum_tied_gradients(find(*first), find(*last));
+                 caf::anon_send(me, msg::tied_sync_done{k});
+               }});
+  };
+
+  self->set_down_handler([=](caf::down_msg& dm) {
+    if (st->stopped) return;
+    auto it = st->names.find(dm.source);
+    std::string who = it != st->names.end() ? it->second : "an actor";
+    stop(who + " stopped unexpectedly during step " + std::to_string(st->step) + ": " + self->system().render(dm.reason));
+  });
+
+  return {
+      [=](msg::start_run& s) {
+        st->reply_to = s.reply_to;
+        auto watch = [&](const caf::actor& a, std::string name) {
+          self->monitor(a);
+          st->names[a.address()] = std::move(name);
+        };
+        for (int r = 0; r < P; ++r) {
+          watch(ctx->compute[r], "compute actor of rank " + std::to_string(r));
+          watch(ctx->stage[r], "stage actor of rank " + std::to_string(r));
+          watch(ctx->optimizer[r], "optimizer actor of rank " + std::to_string(r));
+        }
+        for (int v = 0; v < ctx->stages; ++v) watch(ctx->chunks[v], "chunk actor of virtual stage " + std::to_string(v));
+        watch(ctx->feeder, "feeder");
+        begin_step(0);
+      },
+      [=](msg::loss_report& l) {
+        if (l.step != st->step) return;
+        st->losses[l.microbatch] = l.loss;
+        ++st->losses_got;
+        maybe_flushed();
+      },
+      [=](msg::waiting& w) {
+        if (w.step == st->step) st->waiting[w.rank] = w.what;
+      },
+      [=](msg::flush& f) {
+        if (f.step != st->step) return;
+        st->flushes.push_back(std::move(f));
+        maybe_flushed();
+      },
+      [=](msg::tied_sync_done& t) {
+        if (t.step != st->step) return;
+        for (auto& o : ctx->optimizer) self->send(o, msg::grad_norm_request{t.step});
+      },
+      [=](msg::grad_sq_parts& g) {
+        if (g.step != st->step) return;
+        for (auto& [v, sq] : g.per_stage) st->sq_parts[v] = sq;
+        if (++st->parts_got < P) return;
+        double total = 0;
+        for (auto& [v, sq] : st->sq_parts) total += sq;  // virtual stage order
+        st->grad_norm = std::sqrt(total);
+        const auto& o = ctx->options;
+        st->lr = lr_at(st->step, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio);
+        const double coef = clip_coefficient(st->grad_norm, o.grad_clip);
+        for (auto& opt : ctx->optimizer) self->send(opt, msg::optimizer_step{st->step, coef, st->lr});
+      },
+      [=](msg::optimizer_done& d) {
+        if (d.step != st->step || ++st->optimizers_done < P) return;
+        const int k = st->step;
+        step_metrics m;
+        m.step = k;
+        for (double l : st->losses) m.loss += l;  // microbatch order
+        m.loss /= M;
+        m.lr = st->lr;
+        m.grad_norm = st->grad_norm;
+        m.seconds = ctx->now() - st->started;
+        const auto& o = ctx->options;
+        m.tokens_per_s = m.seconds > 0 ? double(M) * o.microbatch_size * o.model.seq_len / m.seconds : 0;
+        // Measured bubble over the pipelined part of the step (first action start to last end).
+        double first = 1e300, end = 0, busy = 0;
+        m.peak_activations.assign(P, 0);
+        std::vector<msg::flush> by_rank(P);
+        for (auto& f : st->flushes) {
+          m.peak_activations[f.rank] = f.peak_activations;
+          for (auto& e : f.events) {
+            first = std::min(first, e.start);
+            end = std::max(end, e.end);
+            busy += e.end - e.start;
+          }
+        }
+        m.bubble_ratio = end > first ? 1.0 - busy / (P * (end - first)) : 0;
+        if (ctx->result) {
+          ctx->result->steps.push_back(m);
+          if (k + 1 == o.steps) {
+            sim_result& t = ctx->result->last_step;
+            t = sim_result{};
+            t.schedule = o.schedule;
+            t.stages = P;
+            t.chunks = ctx->place.chunks();
+            t.microbatches = M;
+            t.busy.assign(P, 0);
+            t.peak_activations.assign(P, 0);
+            t.peak_pending_weight_grads.assign(P, 0);
+            for (auto& f : st->flushes) {
+              t.peak_activations[f.rank] = f.peak_activations;
+              t.peak_pending_weight_grads[f.rank] = f.peak_pending_weight_grads;
+              for (auto e : f.events) {
+                e.start -= first, e.end -= first;
+                t.busy[f.rank] += e.end - e.start;
+                t.events.push_back(e);
+              }
+            }
+            std::stable_sort(t.events.begin(), t.events.end(),
+                             [](const timeline_event& a, const timeline_event& b) { return a.rank < b.rank; });
+            t.makespan = end - first;
+            for (double b : t.busy) t.idle.push_back(t.makespan - b);
+            t.ideal_time = *std::max_element(t.busy.begin(), t.busy.end());
+            t.bubble_ratio = m.bubble_ratio;
+          }
+        }
+        if (ctx->on_step) ctx->on_step(m);
+        if (k + 1 < o.steps)
+          begin_step(k + 1);
+        else
+          stop("");
+      },
+      [=](msg::step_deadline& d) {
+        if (d.step != st->step || st->stopped) return;
+        std::string detail;
+        for (int r = 0; r < P; ++r) {
+          bool flushed = std::any_of(st->flushes.begin(), st->flushes.end(), [r](auto& f) { return f.rank == r; });
+          if (flushed) continue;
+          auto it = st->waiting.find(r);
+          detail += (detail.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " waits for " +
+                    (it != st->waiting.end() ? it->second : "its first input");
+        }
+        if (detail.empty()) detail = "every rank flushed; the optimizer step did not finish";
+        char secs[32];
+        std::snprintf(secs, sizeof secs, "%g", ctx->options.step_timeout_s);
+        stop("step " + std::to_string(d.step) + " did not finish within " + secs + " s (--step-timeout): " + detail);
+      },
+      [=](msg::failure& f) { stop(f.what); },
+  };
+}
+
+}  // namespace actorpipe

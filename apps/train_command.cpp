@@ -1,0 +1,209 @@
+// `actorpipe train` implementation (CLI parsing lives in cli.cpp).
+#include "apps/train_command.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <ostream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/pipeline_runtime.hpp"
+#include "core/config.hpp"
+#include "core/model/safetensors.hpp"
+#include "core/partition.hpp"
+#include "core/sim/chrome_trace.hpp"
+#include "core/train/reference_trainer.hpp"
+
+namespace actorpipe {
+namespace {
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+std::string si(double x) {
+  if (x >= 1e6) return fmt("%.2fM", x / 1e6);
+  if (x >= 1e3) return fmt("%.1fk", x / 1e3);
+  return fmt("%.0f", x);
+}
+
+// Job config from --config, --set and the flags (flags last), resolved by the config rules.
+job_config resolve_job(const train_cli_options& o) {
+  job_config c = o.config_path.empty() ? job_config{} : load_config_file(o.config_path);
+  for (const auto& kv : o.overrides) apply_override(c, kv);
+  auto set = [&](const char* key, const auto& value) {
+    if (value) apply_override(c, key, std::to_string(*value));
+  };
+  if (o.schedule) apply_override(c, "schedule", *o.schedule);
+  set("pp", o.stages);
+  set("chunks", o.chunks);
+  set("num_microbatches", o.microbatches);
+  set("microbatch_size", o.microbatch_size);
+  set("batch_size", o.batch_size);
+  set("steps", o.steps);
+  set("layers", o.layers);
+  set("hidden", o.hidden);
+  set("heads", o.heads);
+  set("seq_len", o.seq_len);
+  set("vocab", o.vocab);
+  set("warmup_steps", o.warmup_steps);
+  set("seed", o.seed);
+  if (o.lr) apply_override(c, "lr", fmt("%.17g", *o.lr));
+  if (o.grad_clip) apply_override(c, "grad_clip", fmt("%.17g", *o.grad_clip));
+  if (o.weight_decay) apply_override(c, "weight_decay", fmt("%.17g", *o.weight_decay));
+  // The embedded default job: two stages, 8 microbatches of 4 sequences.
+  if (o.config_path.empty() && !o.stages) {
+    bool pp_overridden = std::any_of(o.overrides.begin(), o.overrides.end(), [](auto& s) { return s.rfind("pp=", 0) == 0; });
+    if (!pp_overridden) c.pp = 2;
+  }
+  if (c.batch_size == 0 && c.global_batch_size == 0) {
+    if (c.num_microbatches == 0) c.num_microbatches = 8;
+    if (c.microbatch_size == 0) c.microbatch_size = 4;
+  }
+  resolve_and_validate(c);
+  if (c.dp != 1 || c.tp != 1)
+    throw std::invalid_argument("dp=" + std::to_string(c.dp) + ", tp=" + std::to_string(c.tp) +
+                                ": this build trains with pipeline parallelism only (dp = tp = 1)");
+  if (c.precision != "fp32")
+    throw std::invalid_argument("precision=" + c.precision + " is not supported yet: use fp32");
+  return c;
+}
+
+train_options to_train_options(const job_config& c, const train_cli_options& o) {
+  train_options t;
+  t.model.vocab = c.vocab;
+  t.model.seq_len = c.seq_len;
+  t.model.hidden = c.hidden;
+  t.model.heads = c.heads;
+  t.model.layers = c.layers;
+  t.model.seed = c.seed;
+  t.data_seed = c.seed;
+  t.schedule = c.schedule;
+  t.schedule_file = o.schedule_file;
+  t.stages = c.pp;
+  t.chunks = c.chunks;
+  t.microbatches = c.num_microbatches;
+  t.microbatch_size = c.microbatch_size;
+  t.steps = c.steps;
+  t.lr = c.lr;
+  t.warmup_steps = c.warmup_steps;
+  t.grad_clip = c.grad_clip;
+  t.weight_decay = c.weight_decay;
+  t.greedy_budget = o.budget;
+  t.threads_per_stage = o.threads_per_stage;
+  t.activation_checkpointing = o.activation_checkpointing;
+  t.step_timeout_s = o.step_timeout_s;
+  t.no_pipeline = o.no_pipeline;
+  if (!o.data_file.empty()) {
+    t.data = "file";
+    t.data_file = o.data_file;
+  }
+  return t;
+}
+
+long long count_elements(const std::vector<std::pair<std::string, tensor_box>>& params) {
+  long long n = 0;
+  for (auto& [name, t] : params) {
+    long long k = 1;
+    for (auto d : t.shape()) k *= d;
+    n += k;
+  }
+  return n;
+}
+
+// Seconds -> the trace's milliseconds, so measured and simulated traces share a shape.
+sim_result in_milliseconds(sim_result r) {
+  for (auto& e : r.events) e.start *= 1000, e.end *= 1000;
+  r.makespan *= 1000;
+  return r;
+}
+
+}  // namespace
+
+void run_train(const train_cli_options& o, std::ostream& out, std::ostream& progress) {
+  if (!o.schedule_file.empty() && o.schedule) throw std::invalid_argument("give --schedule or --schedule-file, not both");
+  if (!o.trace_path.empty() && o.no_pipeline) throw std::invalid_argument("--trace needs the pipeline (not --no-pipeline)");
+  job_config c = resolve_job(o);
+  train_options t = to_train_options(c, o);
+  // Open output files first: a typo in a path should not cost a training run.
+  std::ofstream metrics;
+  if (!o.metrics_path.empty()) {
+    metrics.open(o.metrics_path);
+    if (!metrics) throw std::runtime_error("cannot write --metrics file '" + o.metrics_path + "'");
+  }
+
+  const std::string what = o.no_pipeline ? "reference (--no-pipeline: one thread, unpartitioned)"
+                                         : (o.schedule_file.empty() ? t.schedule : o.schedule_file) + ", " +
+                                               std::to_string(t.stages) + " stages x " + std::to_string(t.chunks) +
+                                               (t.chunks == 1 ? " chunk" : " chunks");
+  out << "actorpipe train: " << what << "; " << t.microbatches << " microbatches x " << t.microbatch_size
+      << " sequences of " << t.model.seq_len << " tokens; " << t.steps << " steps\n";
+  for (auto& n : c.notes) out << "note: " << n << '\n';
+  if (!o.no_pipeline) {
+    auto counts = distribute_layers(t.model.layers, t.stages, t.chunks);
+    out << "partition: blocks per virtual stage";
+    for (int n : counts) out << ' ' << n;
+    out << " (embedding on the first, LM head tied to it on the last)\n";
+  }
+  out.flush();
+
+  const int width = 24;
+  auto show = [&](const step_metrics& m) {
+    const int done = m.step + 1;
+    const int filled = width * done / t.steps;
+    std::string line = "step " + std::to_string(done) + "/" + std::to_string(t.steps) + " [" + std::string(filled, '#') +
+                       std::string(width - filled, '.') + "] loss " + fmt("%.4f", m.loss) + "  lr " + fmt("%.2e", m.lr) +
+                       "  tokens/s " + si(m.tokens_per_s) + (o.no_pipeline ? "" : "  bubble " + fmt("%.1f%%", 100 * m.bubble_ratio));
+    if (o.interactive_progress)
+      progress << '\r' << line << (done == t.steps ? "\n" : "") << std::flush;
+    else
+      progress << line << '\n' << std::flush;
+    if (metrics) {
+      nlohmann::json j = {{"step", m.step},          {"loss", m.loss},         {"lr", m.lr},
+                          {"grad_norm", m.grad_norm}, {"seconds", m.seconds},   {"tokens_per_s", m.tokens_per_s},
+                          {"bubble_ratio", m.bubble_ratio}, {"peak_activations", m.peak_activations}};
+      metrics << j.dump() << '\n' << std::flush;
+    }
+  };
+  train_result r = o.no_pipeline ? run_reference(t, show) : run_pipeline(t, show);
+
+  out << "model: GPT, " << t.model.layers << " layers, hidden " << t.model.hidden << ", " << t.model.heads
+      << " heads, vocab " << t.model.vocab << ": " << si(static_cast<double>(count_elements(r.parameters)))
+      << " parameters; data: " << r.data_description << '\n';
+  if (!o.no_pipeline) {
+    const sim_result& m = r.last_step;
+    const sim_result& p = r.predicted;
+    out << "\nlast step, measured vs simulated (the same schedule on the measured per-stage costs):\n";
+    out << "rank  busy %  idle %  peak activations  |  simulated busy %  idle %  peak activations\n";
+    for (int rank = 0; rank < m.stages; ++rank) {
+      char line[160];
+      std::snprintf(line, sizeof line, "%-5d %6.1f  %6.1f  %-16d  |  %16.1f  %6.1f  %d\n", rank,
+                    100 * m.busy[rank] / m.makespan, 100 * m.idle[rank] / m.makespan, m.peak_activations[rank],
+                    100 * p.busy[rank] / p.makespan, 100 * p.idle[rank] / p.makespan, p.peak_activations[rank]);
+      out << line;
+    }
+    out << "pipeline time " << fmt("%.4f", m.makespan) << " s measured, " << fmt("%.4f", p.makespan)
+        << " s simulated (ratio " << fmt("%.3f", m.makespan / p.makespan) << "); bubble " << fmt("%.1f%%", 100 * m.bubble_ratio)
+        << " measured, " << fmt("%.1f%%", 100 * p.bubble_ratio) << " simulated\n";
+  }
+  const auto& last = r.steps.back();
+  out << "final loss " << fmt("%.4f", last.loss) << " (first step " << fmt("%.4f", r.steps.front().loss) << ")\n";
+  if (!o.trace_path.empty()) {
+    std::ofstream f(o.trace_path);
+    if (!(f << render_chrome_trace(in_milliseconds(r.last_step))))
+      throw std::runtime_error("cannot write --trace file '" + o.trace_path + "'");
+    out << "wrote the last step's measured timeline to " << o.trace_path << " (open in ui.perfetto.dev)\n";
+  }
+  if (!o.save_final_path.empty()) {
+    save_safetensors(o.save_final_path, r.parameters);
+    out << "wrote " << r.parameters.size() << " parameters to " << o.save_final_path << '\n';
+  }
+  if (metrics) out << "wrote per-step metrics to " << o.metrics_path << '\n';
+}
+
+}  // namespace actorpipe

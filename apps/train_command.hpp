@@ -1,0 +1,38 @@
+// `actorpipe train`: the main job. Builds the run from a job config, flags and overrides,
+// trains with the actor runtime (or the --no-pipeline reference), shows progress and a
+// summary against the simulator, and writes metrics, a trace and the final parameters.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace actorpipe {
+
+struct train_cli_options {
+  std::string config_path;
+  std::vector<std::string> overrides;  // KEY=VALUE on the job config
+  std::optional<std::string> schedule;
+  std::string schedule_file;
+  std::optional<int> stages, chunks, microbatches, microbatch_size, batch_size, steps;
+  std::optional<int> layers, hidden, heads, seq_len, vocab, warmup_steps;
+  std::optional<std::uint64_t> seed;
+  std::optional<double> lr, grad_clip, weight_decay;
+  bool synthetic_data = false;
+  std::string data_file;
+  int threads_per_stage = 1;
+  int budget = 0;
+  bool activation_checkpointing = false;
+  double step_timeout_s = 600;
+  std::string metrics_path, trace_path, save_final_path;
+  bool no_pipeline = false;
+  bool interactive_progress = false;  // redraw one progress line (a terminal) or print a line per step
+};
+
+// Throws std::invalid_argument / std::runtime_error with a one-line message on bad input or
+// a failed run.
+void run_train(const train_cli_options& options, std::ostream& out, std::ostream& progress);
+
+}  // namespace actorpipe

@@ -1,0 +1,152 @@
+// `actorpipe train` end to end: progress, summary, metrics, trace, safetensors (read back by
+// Python's safetensors where it is installed), the reference mode and the error contract.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/cli.hpp"
+#include "core/model/safetensors.hpp"
+
+using namespace actorpipe;
+using Catch::Contains;
+
+namespace {
+
+struct cli_run {
+  int code;
+  std::string out, err;
+};
+
+cli_run cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "actorpipe");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  int code = cli_main(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::string temp_path(const std::string& suffix) {
+  static int counter = 0;
+  return (std::filesystem::temp_directory_path() /
+          ("actorpipe_train_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + suffix))
+      .string();
+}
+
+const std::vector<std::string> tiny = {"--layers", "4", "--hidden", "32", "--heads", "2", "--seq-len", "16",
+                                       "--vocab", "64", "--microbatches", "4", "--microbatch-size", "2"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("train runs, reports and writes metrics, trace and parameters", "[apps][train]") {
+  const std::string metrics = temp_path(".jsonl"), trace = temp_path(".json"), final_params = temp_path(".safetensors");
+  auto r = cli(with({"train", "--schedule", "zbv", "--chunks", "2", "--steps", "3", "--metrics", metrics, "--trace", trace,
+                     "--save-final", final_params},
+                    tiny));
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains("actorpipe train: zbv, 2 stages x 2 chunks; 4 microbatches x 2 sequences of 16 tokens"));
+  CATCH_CHECK_THAT(r.out, Contains("last step, measured vs simulated"));
+  CATCH_CHECK_THAT(r.out, Contains("pipeline time"));
+  CATCH_CHECK_THAT(r.err, Contains("step 3/3 [########################] loss "));
+
+  std::ifstream m(metrics);
+  std::string line;
+  int lines = 0;
+  while (std::getline(m, line)) {
+    auto j = nlohmann::json::parse(line);
+    CATCH_CHECK(j["step"] == lines);
+    for (const char* key : {"loss", "lr", "tokens_per_s", "bubble_ratio", "peak_activations", "grad_norm"})
+      CATCH_CHECK(j.contains(key));
+    CATCH_CHECK(j["peak_activations"].size() == 2);
+    ++lines;
+  }
+  CATCH_CHECK(lines == 3);
+
+  std::ifstream t(trace);
+  auto tj = nlohmann::json::parse(t);
+  int complete = 0;
+  for (auto& e : tj["traceEvents"]) complete += e["ph"] == "X";
+  CATCH_CHECK(complete == 2 * 2 * 4 * 3);  // P * V * M * (F, I, W)
+
+  auto params = load_safetensors(final_params);
+  CATCH_CHECK(params.size() == 2 + 4 * 12 + 2);  // embeddings, 4 blocks, final LayerNorm
+  // Python's safetensors reads it too, when installed (make deps installs it).
+  if (std::system("python3 -c 'import safetensors.numpy' 2>/dev/null") == 0) {
+    std::string cmd = "python3 -c \"from safetensors.numpy import load_file; d = load_file('" + final_params +
+                      "'); assert d['tok_emb.weight'].shape == (64, 32), d['tok_emb.weight'].shape; "
+                      "assert len(d) == 52, len(d)\"";
+    CATCH_CHECK(std::system(cmd.c_str()) == 0);
+  } else {
+    CATCH_WARN("python3 with safetensors not found: skipped reading the file from Python");
+  }
+  std::remove(metrics.c_str());
+  std::remove(trace.c_str());
+  std::remove(final_params.c_str());
+}
+
+CATCH_TEST_CASE("train --no-pipeline is the reference and matches the pipeline", "[apps][train]") {
+  const std::string a = temp_path(".safetensors"), b = temp_path(".safetensors");
+  auto ref = cli(with({"train", "--no-pipeline", "--steps", "2", "--save-final", a}, tiny));
+  CATCH_REQUIRE(ref.code == 0);
+  CATCH_CHECK_THAT(ref.out, Contains("reference (--no-pipeline"));
+  auto pipe = cli(with({"train", "--schedule", "1f1b", "--steps", "2", "--save-final", b}, tiny));
+  CATCH_REQUIRE(pipe.code == 0);
+  auto pa = load_safetensors(a), pb = load_safetensors(b);
+  CATCH_REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) CATCH_CHECK(pa[i].first == pb[i].first);
+  std::remove(a.c_str());
+  std::remove(b.c_str());
+}
+
+CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", "[apps][train][errors]") {
+  const std::string deadlock = temp_path(".txt"), short_bin = temp_path(".bin"), text = temp_path(".txt");
+  {
+    std::ofstream f(deadlock);
+    f << "0: F0.0 B0.0 F0.1 B0.1\n1: F1.1 F1.0 B1.0 B1.1\n";
+    std::ofstream s(short_bin, std::ios::binary);
+    for (int i = 0; i < 10; ++i) s.put(static_cast<char>(i)).put(0);
+    std::ofstream x(text);
+    x << "hello, pipeline\n";
+  }
+  struct bad_case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  std::vector<bad_case> cases = {
+      {with({"train", "--schedule-file", deadlock, "--microbatches", "2"}, {}), "deadlock: no rank can proceed"},
+      {with({"train", "--schedule", "nope"}, tiny), "unknown schedule 'nope'"},
+      {with({"train", "--data-file", "/nonexistent/data.bin"}, tiny), "/nonexistent/data.bin"},
+      {with({"train", "--data-file", short_bin}, tiny), "holds 10 tokens"},
+      {with({"train", "--data-file", text}, tiny), "needs --vocab >= 256"},
+      {with({"train", "--hidden", "30", "--heads", "4"}, {}), "hidden"},
+      {with({"train", "--set", "dp=2"}, tiny), "pipeline parallelism only"},
+      {with({"train", "--set", "precision=bf16"}, tiny), "precision=bf16 is not supported yet"},
+      {with({"train", "--stages", "4", "--layers", "2"}, {"--hidden", "32", "--heads", "2"}), "layers=2 cannot be split"},
+      {with({"train", "--threads-per-stage", "0"}, tiny), "--threads-per-stage must be >= 1: got 0"},
+      {with({"train", "--no-pipeline", "--trace", "x.json"}, tiny), "--trace needs the pipeline"},
+      {with({"train", "--metrics", "/nonexistent/dir/m.jsonl"}, tiny), "cannot write --metrics file"},
+  };
+  for (auto& c : cases) {
+    auto r = cli(c.args);
+    CATCH_CAPTURE(c.message, r.err);
+    CATCH_CHECK(r.code == 2);
+    CATCH_CHECK_THAT(r.err, Contains(c.message));
+    CATCH_CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CATCH_CHECK(r.err.rfind("actorpipe train: error: ", 0) == 0);
+  }
+  std::remove(deadlock.c_str());
+  std::remove(short_bin.c_str());
+  std::remove(text.c_str());
+}
