@@ -40,6 +40,11 @@ $(BUILD_DIR)/build.ninja: CMakeLists.txt | deps
 build: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# Benchmarks: runtime overhead against the simulator, and GPT tokens/s against the reference.
+bench: build
+	./$(BUILD_DIR)/bench/pipeline_overhead
+	./$(BUILD_DIR)/bench/gpt_throughput
+
 # The README's schedule pictures.
 pictures: build
 	./$(BUILD_DIR)/apps/actorpipe simulate --schedule 1f1b --stages 4 --microbatches 8 --svg docs/1f1b.svg > /dev/null

@@ -14,10 +14,11 @@
 
 namespace actorpipe {
 
-train_result run_pipeline(const train_options& o, const std::function<void(const step_metrics&)>& on_step) {
+train_result run_pipeline(const train_options& o, const std::function<void(const step_metrics&)>& on_step,
+                          const chunk_factory& make_chunk) {
   auto ctx = std::make_shared<run_context>();
   ctx->options = o;
-  run_setup setup = prepare_run(o);
+  run_setup setup = prepare_run(o, make_chunk);
   ctx->place = setup.place;
   ctx->ranks = setup.place.ranks;
   ctx->stages = setup.place.num_virtual_stages();

@@ -1,16 +1,18 @@
 // Entry point of the actor runtime: builds the run (partition, plan or policy, chunk runners,
-// optimizers, data), spawns the actors in one actor system, trains, and returns the metrics,
+// optimizers, data; make_chunk replaces the GPT, e.g. by a fixed-cost stage), spawns the actors in one actor system, trains, and returns the metrics,
 // the measured timeline and the final parameters. No torch or CAF in this header.
 #pragma once
 
 #include <functional>
 
+#include "core/train/run_setup.hpp"
 #include "core/train/train_options.hpp"
 
 namespace actorpipe {
 
 // Throws std::invalid_argument for bad options (naming the option and value) and
 // std::runtime_error when the run fails (an action threw, an actor died, a step timed out).
-train_result run_pipeline(const train_options& options, const std::function<void(const step_metrics&)>& on_step = {});
+train_result run_pipeline(const train_options& options, const std::function<void(const step_metrics&)>& on_step = {},
+                          const chunk_factory& make_chunk = {});
 
 }  // namespace actorpipe

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/data/token_source.hpp"
-#include "core/model/chunk_runner.hpp"
+#include "core/model/chunk_compute.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/schedule/plan.hpp"
 #include "core/schedule/policy.hpp"
@@ -24,7 +24,7 @@ struct run_context {
   placement place;
   int ranks = 0, stages = 0, microbatches = 0;  // P, S = P * V virtual stages, M
   std::shared_ptr<const plan> static_plan;      // null for a dynamic policy
-  std::vector<std::shared_ptr<chunk_runner>> runners;        // per virtual stage
+  std::vector<std::shared_ptr<chunk_compute>> runners;       // per virtual stage
   std::vector<std::shared_ptr<shard_optimizer>> optimizers;  // per virtual stage
   std::shared_ptr<const token_source> source;
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();

@@ -8,6 +8,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
+#include "core/model/chunk_runner.hpp"
 
 namespace actorpipe {
 namespace {
@@ -72,12 +73,13 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
     auto first = ctx->runners.front(), last = ctx->runners.back();
     auto me = caf::actor_cast<caf::actor>(self);
     self->send(ctx->compute[ctx->place.rank_of[0]], msg::compute_job{[first, last, me, k] {
-                 auto find = [](const chunk_runner& r) {
+                 auto find = [](const chunk_compute& r) {
                    for (auto& [name, t] : r.named_parameters())
                      if (name == "tok_emb.weight") return t;
                    return tensor_box{};
                  };
-                 sum_tied_gradients(find(*first), find(*last));
+                 tensor_box a = find(*first), b = find(*last);
+                 if (a.defined() && b.defined()) sum_tied_gradients(a, b);
                  caf::anon_send(me, msg::tied_sync_done{k});
                }});
   };

@@ -9,29 +9,16 @@
 #include <utility>
 #include <vector>
 
+#include "core/model/chunk_compute.hpp"
 #include "core/model/gpt_config.hpp"
 #include "core/model/tensor_box.hpp"
 
 namespace actorpipe {
 
-struct chunk_spec {
-  int virtual_stage = 0;
-  int block_begin = 0;  // transformer blocks [block_begin, block_end)
-  int block_end = 0;
-  bool first = false;   // owns token + position embeddings; input is token ids
-  bool last = false;    // owns final LayerNorm + LM head (tied to the token embedding); computes the loss
-  bool activation_checkpointing = false;  // keep only the input; recompute the forward in backward
-};
-
-struct forward_result {
-  tensor_box output;  // activation for the next virtual stage (undefined on the last stage)
-  double loss = 0;    // last stage only: this microbatch's mean token loss (unscaled)
-};
-
-class chunk_runner {
+class chunk_runner final : public chunk_compute {
  public:
   chunk_runner(const gpt_config& model, const chunk_spec& spec);
-  ~chunk_runner();
+  ~chunk_runner() override;
   chunk_runner(const chunk_runner&) = delete;
   chunk_runner& operator=(const chunk_runner&) = delete;
 
@@ -40,26 +27,26 @@ class chunk_runner {
   // F: input = token ids [B, S] int64 on the first stage, else hidden [B, S, H] float.
   // The last stage needs targets [B, S] int64 and scales its loss by loss_scale (1/M) before
   // backward. Stashes what backward needs under `microbatch`.
-  forward_result forward(int microbatch, const tensor_box& input, const tensor_box& targets, double loss_scale);
+  forward_result forward(int microbatch, const tensor_box& input, const tensor_box& targets, double loss_scale) override;
 
   // B (split = false) or I (split = true): grad_output is d loss / d output (ignored on the
   // last stage, which starts from its loss). Returns d loss / d input (undefined on the first
   // stage). B accumulates every parameter gradient; I accumulates all but the linear weights
   // and biases, whose products wait for weight_grad(microbatch). Frees the stash.
-  tensor_box backward(int microbatch, const tensor_box& grad_output, bool split);
+  tensor_box backward(int microbatch, const tensor_box& grad_output, bool split) override;
 
   // W: the deferred weight-gradient products of `microbatch`, accumulated into .grad.
-  void weight_grad(int microbatch);
+  void weight_grad(int microbatch) override;
 
-  int live_stashes() const;          // microbatches forwarded, not yet backpropagated
-  int pending_weight_grads() const;  // microbatches whose W has not run
+  int live_stashes() const override;          // microbatches forwarded, not yet backpropagated
+  int pending_weight_grads() const override;  // microbatches whose W has not run
 
   // Parameters by global name ("blocks.3.attn.qkv.weight", "tok_emb.weight", ...). The LM head
   // on a last stage that is not also first holds a copy of "tok_emb.weight", listed under
   // that same name (the tie is kept by summing the two gradients at flush).
-  std::vector<std::pair<std::string, tensor_box>> named_parameters() const;
+  std::vector<std::pair<std::string, tensor_box>> named_parameters() const override;
 
-  void zero_grad();
+  void zero_grad() override;
 
  private:
   struct impl;

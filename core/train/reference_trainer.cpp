@@ -16,7 +16,7 @@ train_result run_reference(const train_options& options, const std::function<voi
   o.no_pipeline = true;
   run_setup s = prepare_run(o);
   set_compute_threads(o.threads_per_stage);
-  chunk_runner& runner = *s.runners.front();
+  chunk_compute& runner = *s.runners.front();
   shard_optimizer& opt = *s.optimizers.front();
   const int M = o.microbatches;
   train_result result;

@@ -59,7 +59,7 @@ std::shared_ptr<const token_source> open_source(const train_options& o) {
   return open_text_file(p, need_tokens);
 }
 
-run_setup prepare_run(const train_options& o) {
+run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk) {
   check_options(o);
   run_setup s;
   const int P = o.no_pipeline ? 1 : o.stages, V = o.no_pipeline ? 1 : o.chunks, M = o.microbatches;
@@ -101,13 +101,13 @@ run_setup prepare_run(const train_options& o) {
     spec.first = v == 0;
     spec.last = v + 1 == S;
     spec.activation_checkpointing = o.activation_checkpointing;
-    s.runners.push_back(std::make_shared<chunk_runner>(o.model, spec));
+    s.runners.push_back(make_chunk ? make_chunk(o.model, spec) : std::make_shared<chunk_runner>(o.model, spec));
     s.optimizers.push_back(std::make_shared<shard_optimizer>(s.runners.back()->named_parameters(), adamw));
   }
   return s;
 }
 
-std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::vector<std::shared_ptr<chunk_runner>>& runners) {
+std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::vector<std::shared_ptr<chunk_compute>>& runners) {
   std::vector<std::pair<std::string, tensor_box>> out;
   for (size_t v = 0; v < runners.size(); ++v)
     for (auto& [name, t] : runners[v]->named_parameters())

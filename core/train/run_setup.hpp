@@ -3,6 +3,7 @@
 // partition, chunk runners, optimizers and the token source.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -19,21 +20,24 @@ struct run_setup {
   placement place;
   std::shared_ptr<const plan> static_plan;  // null for the dynamic "greedy" policy
   std::vector<layer_range> blocks;          // per virtual stage
-  std::vector<std::shared_ptr<chunk_runner>> runners;
+  std::vector<std::shared_ptr<chunk_compute>> runners;
   std::vector<std::shared_ptr<shard_optimizer>> optimizers;
   std::shared_ptr<const token_source> source;
   int greedy_budget = 0;  // as in train_options: 0 = stages - rank
 };
 
+// Makes the compute of one virtual stage; the default builds the GPT's chunk_runner.
+using chunk_factory = std::function<std::shared_ptr<chunk_compute>(const gpt_config&, const chunk_spec&)>;
+
 // Checks every option (std::invalid_argument naming the option and value) and builds the run.
 // With no_pipeline: one chunk holding the whole model on one rank.
-run_setup prepare_run(const train_options& options);
+run_setup prepare_run(const train_options& options, const chunk_factory& make_chunk = {});
 
 // Opens the data the options name (synthetic or a file).
 std::shared_ptr<const token_source> open_source(const train_options& options);
 
 // Every parameter once, by global name, in virtual stage order (the tied copy left out).
-std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::vector<std::shared_ptr<chunk_runner>>& runners);
+std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::vector<std::shared_ptr<chunk_compute>>& runners);
 
 // The simulator's view of the measured step: the same plan (or policy) on per-(op, virtual
 // stage) costs averaged from the measured timeline.

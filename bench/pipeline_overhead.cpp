@@ -1,0 +1,84 @@
+// Benchmark: how much the actor runtime adds to a schedule's ideal time. Every virtual stage
+// is a fixed-cost stand-in (F, B, I, W sleep for set times), so the simulator's makespan for
+// the same plan is exactly what a zero-overhead runtime would take; the ratio measured /
+// simulated is the runtime's cost. Target: <= 1.03. A second ratio replays the plan in the
+// simulator on the action times actually measured, which takes the stand-in's own timing
+// error (the OS's sleep) out and leaves the runtime's: dispatch and message hops.
+//
+//   bench/pipeline_overhead [--quick]      (--quick: P in {2, 4}, M = 8)
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "actors/pipeline_runtime.hpp"
+#include "core/schedule/policy.hpp"
+#include "core/schedule/schedule_registry.hpp"
+#include "core/sim/policy_simulator.hpp"
+#include "core/train/fixed_cost_chunk.hpp"
+
+using namespace actorpipe;
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  fixed_costs fc;
+  fc.forward_s = 0.004;
+  fc.backward_s = 0.008;
+  fc.input_grad_s = 0.004;
+  fc.weight_grad_s = 0.004;
+  const cost_model costs = cost_model::uniform(fc.forward_s, fc.backward_s, fc.input_grad_s, fc.weight_grad_s);
+  std::printf("fixed costs per virtual stage: F %.0f ms, B %.0f ms, I %.0f ms, W %.0f ms; last of 2 steps measured\n\n",
+              fc.forward_s * 1e3, fc.backward_s * 1e3, fc.input_grad_s * 1e3, fc.weight_grad_s * 1e3);
+  std::printf("| schedule | P | M | V | simulated ms | measured ms | measured / simulated | measured / replayed |\n"
+              "|---|---|---|---|---|---|---|---|\n");
+  double worst = 0, log_sum = 0, worst_replay = 0, log_replay = 0;
+  int n = 0;
+  for (const char* name : {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev", "greedy"})
+    for (int P : quick ? std::vector<int>{2, 4} : std::vector<int>{2, 4, 8})
+      for (int M : quick ? std::vector<int>{8} : std::vector<int>{8, 32}) {
+        const int V = is_dynamic_policy(name) ? 1 : default_chunks(name);
+        train_options o;  // the model fields only feed the (ignored) token tensors
+        o.schedule = name;
+        o.stages = P;
+        o.chunks = V;
+        o.microbatches = M;
+        o.microbatch_size = 1;
+        o.model.layers = P * V;
+        o.model.seq_len = 8;
+        o.model.vocab = 16;
+        o.model.hidden = 8;
+        o.model.heads = 1;
+        o.steps = 2;
+        double simulated = 0;
+        try {
+          if (is_dynamic_policy(name)) {
+            std::vector<std::unique_ptr<rank_policy>> policies;
+            for (int r = 0; r < P; ++r) policies.push_back(make_greedy_policy(loop_placement(P, V), M, r, P - r, false));
+            simulated = simulate_policies(loop_placement(P, V), M, policies, costs).timeline.makespan;
+          } else {
+            simulated = simulate(make_schedule(name, {P, M, V}), costs).makespan;
+          }
+        } catch (const std::invalid_argument& e) {
+          std::printf("| %s | %d | %d | %d | - | - | not run: %s |\n", name, P, M, V, e.what());
+          continue;
+        }
+        train_result r = run_pipeline(o, {}, fixed_cost_factory(fc));
+        const double measured = r.last_step.makespan;
+        const double ratio = measured / simulated;
+        const double replay = measured / r.predicted.makespan;
+        worst = std::max(worst, ratio);
+        worst_replay = std::max(worst_replay, replay);
+        log_sum += std::log(ratio);
+        log_replay += std::log(replay);
+        ++n;
+        std::printf("| %s | %d | %d | %d | %.1f | %.1f | %.3f | %.3f |\n", name, P, M, V, simulated * 1e3, measured * 1e3,
+                    ratio, replay);
+        std::fflush(stdout);
+      }
+  std::printf("\n%d runs: measured / simulated: geometric mean %.3f, worst %.3f (target <= 1.03); "
+              "measured / replayed: geometric mean %.3f, worst %.3f\n",
+              n, std::exp(log_sum / n), worst, std::exp(log_replay / n), worst_replay);
+  return 0;
+}
