@@ -15,9 +15,10 @@ PACKAGES := build-essential cmake ninja-build ccache pkg-config \
 .PHONY: run test deps build bench pictures clean
 
 run: build
-	./$(BUILD_DIR)/apps/actorpipe simulate
+	./$(BUILD_DIR)/apps/actorpipe train --trace $(BUILD_DIR)/trace.json
 	@echo
-	@echo "Next: ./$(BUILD_DIR)/apps/actorpipe simulate --help   (schedules: --list; pictures: --svg out.svg)"
+	@echo "Next: ./$(BUILD_DIR)/apps/actorpipe train --help, ./$(BUILD_DIR)/apps/actorpipe simulate --help"
+	@echo "      (the timeline of the last step is in $(BUILD_DIR)/trace.json: open it in ui.perfetto.dev)"
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
@@ -33,6 +34,9 @@ deps:
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@# Python's safetensors reads --save-final files in a test; optional, from PyPI.
+	@python3 -c 'import safetensors.numpy' 2>/dev/null || python3 -m pip install -q safetensors numpy 2>/dev/null || \
+	  echo "note: python3 safetensors not installed; its read-back check will be skipped"
 
 $(BUILD_DIR)/build.ninja: CMakeLists.txt | deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja $(CMAKE_FLAGS)

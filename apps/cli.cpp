@@ -67,6 +67,8 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   t->footer(
       "\nExamples:\n"
       "  actorpipe train                                      # the default job: 2 stages, 1f1b, synthetic data\n"
+      "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
+      "config defaults: see README) apply, and flags and --set override them.\n"
       "  actorpipe train --schedule zbv --stages 2 --microbatches 8 --trace trace.json\n"
       "  actorpipe train --schedule interleaved --chunks 2 --layers 8 --save-final model.safetensors\n"
       "  actorpipe train --no-pipeline                        # the single-thread reference\n"
@@ -88,18 +90,18 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
                              "Microbatches per step M [default: 8]",
                              "Sequences per microbatch [default: 4]",
                              "Sequences per step (= microbatches x microbatch size)",
-                             "Optimizer steps [default: 10]",
-                             "Transformer blocks [default: 8]",
-                             "Hidden size [default: 256]",
+                             "Optimizer steps [default: 60]",
+                             "Transformer blocks [default: 4]",
+                             "Hidden size [default: 128]",
                              "Attention heads [default: 4]",
-                             "Sequence length in tokens [default: 128]",
+                             "Sequence length in tokens [default: 64]",
                              "Vocabulary size [default: 256]",
-                             "Linear learning-rate warm-up steps [default: 0]"};
+                             "Linear learning-rate warm-up steps [default: 5]"};
   for (int i = 0; i < 12; ++i) t_opts[i] = t->add_option(t_names[i], t_int[i], t_help[i]);
   std::uint64_t t_seed = 0;
   double t_lr = 0, t_clip = 0, t_wd = 0;
   auto* t_seed_opt = t->add_option("--seed", t_seed, "Seed of parameters and data [default: 1234]");
-  auto* t_lr_opt = t->add_option("--lr", t_lr, "Peak learning rate [default: 3e-4]");
+  auto* t_lr_opt = t->add_option("--lr", t_lr, "Peak learning rate [default: 3e-3]");
   auto* t_clip_opt = t->add_option("--grad-clip", t_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
   auto* t_wd_opt = t->add_option("--weight-decay", t_wd, "AdamW weight decay on matrices [default: 0.1]");
   auto* t_syn = t->add_flag("--data-synthetic", tr.synthetic_data, "Train on the embedded synthetic corpus (the default)");

@@ -32,9 +32,25 @@ std::string si(double x) {
   return fmt("%.0f", x);
 }
 
-// Job config from --config, --set and the flags (flags last), resolved by the config rules.
+// The embedded default job (`make run`): a small GPT on the synthetic corpus whose loss falls
+// from ~5.5 towards the corpus's floor of 1.43 nats in about half a minute on 2 cores.
+job_config default_job() {
+  job_config c;
+  c.pp = 2;
+  c.layers = 4;
+  c.hidden = 128;
+  c.heads = 4;
+  c.seq_len = 64;
+  c.steps = 60;
+  c.lr = 3e-3;
+  c.warmup_steps = 5;
+  return c;
+}
+
+// Job config from --config (or the default job), --set and the flags (flags last), resolved
+// by the config rules.
 job_config resolve_job(const train_cli_options& o) {
-  job_config c = o.config_path.empty() ? job_config{} : load_config_file(o.config_path);
+  job_config c = o.config_path.empty() ? default_job() : load_config_file(o.config_path);
   for (const auto& kv : o.overrides) apply_override(c, kv);
   auto set = [&](const char* key, const auto& value) {
     if (value) apply_override(c, key, std::to_string(*value));
@@ -56,11 +72,7 @@ job_config resolve_job(const train_cli_options& o) {
   if (o.lr) apply_override(c, "lr", fmt("%.17g", *o.lr));
   if (o.grad_clip) apply_override(c, "grad_clip", fmt("%.17g", *o.grad_clip));
   if (o.weight_decay) apply_override(c, "weight_decay", fmt("%.17g", *o.weight_decay));
-  // The embedded default job: two stages, 8 microbatches of 4 sequences.
-  if (o.config_path.empty() && !o.stages) {
-    bool pp_overridden = std::any_of(o.overrides.begin(), o.overrides.end(), [](auto& s) { return s.rfind("pp=", 0) == 0; });
-    if (!pp_overridden) c.pp = 2;
-  }
+  // Without a batch size, 8 microbatches of 4 sequences unless one of them was given.
   if (c.batch_size == 0 && c.global_batch_size == 0) {
     if (c.num_microbatches == 0) c.num_microbatches = 8;
     if (c.microbatch_size == 0) c.microbatch_size = 4;
