@@ -14,7 +14,7 @@ struct stage_state {
   std::unique_ptr<rank_policy> policy;
   int step = -1;
   std::set<std::pair<int, int>> fwd_in, grad_in, f_done, i_done;  // (virtual stage, microbatch)
-  bool busy = false;
+  std::vector<std::pair<action, double>> running;  // handed to the compute thread, with start times
   std::map<int, int> live, pending;  // per virtual stage, as the chunk runners last reported
   int peak = 0, peak_pending = 0;
   std::vector<timeline_event> events;
@@ -37,7 +37,7 @@ caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const ru
     st->step = step;
     st->policy->reset();
     st->fwd_in.clear(), st->grad_in.clear(), st->f_done.clear(), st->i_done.clear();
-    st->busy = false;
+    st->running.clear();
     st->live.clear(), st->pending.clear();
     st->peak = st->peak_pending = 0;
     st->events.clear();
@@ -54,13 +54,26 @@ caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const ru
     }
     return false;
   };
+  // Up to two actions in flight: the second waits in the compute actor's mailbox and starts the
+  // moment the first ends, instead of after a done -> stage -> chunk -> compute round trip.
+  // So a stall report can say what a busy rank is stuck in: the oldest action in flight.
+  auto report_running = [=] {
+    if (st->running.empty()) return;
+    std::string what = to_string(st->running.front().first) + " to finish (handed to the compute thread at " +
+                       std::to_string(st->running.front().second) + " s)";
+    if (what == st->last_waiting) return;
+    st->last_waiting = what;
+    self->send(ctx->supervisor, msg::waiting{st->step, rank, what});
+  };
   auto dispatch = [=] {
-    if (st->busy || st->policy->finished()) return;
-    if (auto a = st->policy->next(ready)) {
-      st->busy = true;
+    while (st->running.size() < 2 && !st->policy->finished()) {
+      auto a = st->policy->next(ready);
+      if (!a) break;
+      st->running.emplace_back(*a, ctx->now());
       self->send(ctx->chunks[a->virtual_stage], msg::run{st->step, *a});
-      return;
     }
+    report_running();
+    if (!st->running.empty() || st->policy->finished()) return;
     // Idle: tell the supervisor what we wait for, so a stall can be explained.
     std::string what = st->policy->waiting_for();
     if (what != st->last_waiting) {
@@ -77,7 +90,8 @@ caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const ru
       [=](msg::action_done& d) {
         const action a = d.act;
         st->policy->completed(a);
-        st->busy = false;
+        st->running.erase(std::find_if(st->running.begin(), st->running.end(),
+                                       [&](const std::pair<action, double>& r) { return r.first == a; }));
         const auto key = std::make_pair(a.virtual_stage, a.microbatch);
         if (a.op == op_kind::forward) st->f_done.insert(key);
         if (produces_input_grad(a.op)) st->i_done.insert(key);

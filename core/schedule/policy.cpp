@@ -8,30 +8,39 @@ namespace {
 
 class static_policy final : public rank_policy {
  public:
-  static_policy(const plan& p, int rank) : actions_(p.ranks.at(rank)) {}
-  void reset() override { next_ = 0, started_ = false; }
-  std::optional<action> next(const std::function<bool(const action&)>& ready) override {
-    if (started_ || next_ >= actions_.size() || !ready(actions_[next_])) return std::nullopt;
-    started_ = true;
-    return actions_[next_];
+  static_policy(const plan& p, int rank) : actions_(p.ranks.at(rank)) { reset(); }
+  void reset() override {
+    next_ = handed_ = 0;
+    done_.assign(actions_.size(), false);
   }
+  // Hands out the listed actions in order; the next one may go out before the previous one
+  // completes (the rank's compute thread runs them one after another).
+  std::optional<action> next(const std::function<bool(const action&)>& ready) override {
+    if (handed_ >= actions_.size() || !ready(actions_[handed_])) return std::nullopt;
+    return actions_[handed_++];
+  }
+  // Completions may be reported out of order (they reach the stage through different chunk
+  // actors); any handed-out action may complete.
   void completed(const action& a) override {
-    if (!started_ || a != actions_[next_])
-      throw std::logic_error("static policy: completed " + to_string(a) + " but expected " + waiting_for());
-    started_ = false;
-    ++next_;
+    size_t i = next_;
+    while (i < handed_ && (done_[i] || actions_[i] != a)) ++i;
+    if (i >= handed_)
+      throw std::logic_error("static policy: completed " + to_string(a) + ", which was not handed out");
+    done_[i] = true;
+    while (next_ < handed_ && done_[next_]) ++next_;
   }
   bool finished() const override { return next_ >= actions_.size(); }
   std::string waiting_for() const override {
-    if (finished()) return "nothing (done)";
-    return to_string(actions_[next_]) + " (position " + std::to_string(next_) + ")";
+    if (handed_ >= actions_.size()) return finished() ? "nothing (done)" : "its last actions to finish";
+    return to_string(actions_[handed_]) + " (position " + std::to_string(handed_) + ")";
   }
   std::vector<action> all_actions() const override { return actions_; }
 
  private:
   std::vector<action> actions_;
-  size_t next_ = 0;
-  bool started_ = false;  // actions_[next_] was handed out and has not completed
+  size_t next_ = 0;    // first action not completed
+  size_t handed_ = 0;  // first action not handed out
+  std::vector<bool> done_;
 };
 
 class greedy_policy final : public rank_policy {

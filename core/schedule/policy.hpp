@@ -21,6 +21,9 @@ class rank_policy {
   virtual void reset() = 0;
   // The action to start now, or nullopt to wait for more inputs. `ready(a)` tells whether a's
   // inputs are here; the policy must only return ready actions it has not returned before.
+  // It may be asked again while earlier actions still run (the stage keeps up to two in
+  // flight, so the compute thread never waits for a message round trip); a policy that wants
+  // to decide only when the rank is idle returns nullopt until then.
   virtual std::optional<action> next(const std::function<bool(const action&)>& ready) = 0;
   virtual void completed(const action& a) = 0;
   // Every action of the step is done.

@@ -7,6 +7,7 @@
 #include "core/model/tensor_box_torch.hpp"
 #include "core/schedule/plan_validator.hpp"
 #include "core/schedule/schedule_registry.hpp"
+#include "core/train/fixed_cost_chunk.hpp"
 #include "core/train/reference_trainer.hpp"
 
 #include <catch2/catch.hpp>
@@ -90,6 +91,15 @@ CATCH_TEST_CASE("every schedule trains to the reference's parameters and losses"
   }
 }
 
+CATCH_TEST_CASE("activation checkpointing changes memory, not the result", "[actors][runtime][equivalence]") {
+  train_options o = tiny("zb-h1", 2, 1);
+  train_result plain = run_pipeline(o);
+  o.activation_checkpointing = true;
+  train_result ckpt = run_pipeline(o);
+  CATCH_CHECK(bit_identical(plain, ckpt));
+  CATCH_CHECK(relative_difference(ckpt, reference()) <= 1e-5);
+}
+
 CATCH_TEST_CASE("runs are bit-for-bit repeatable and schedules agree bit for bit", "[actors][runtime][determinism]") {
   train_result a = run_pipeline(tiny("zbv", 2, 2));
   train_result b = run_pipeline(tiny("zbv", 2, 2));
@@ -151,4 +161,34 @@ CATCH_TEST_CASE("bad runs stop with one clear error", "[actors][runtime][errors]
   o.data = "file";
   o.data_file = "/nonexistent/tokens.bin";
   CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("/nonexistent/tokens.bin"));
+}
+
+CATCH_TEST_CASE("a failing action or a stalled rank stops the job naming it, without hanging", "[actors][runtime][errors]") {
+  fixed_costs fc;
+  fc.forward_s = fc.backward_s = fc.input_grad_s = fc.weight_grad_s = 0.001;
+  fc.fail_op = 'B';
+  fc.fail_microbatch = 1;
+  fc.fail_virtual_stage = 0;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(tiny("1f1b", 2, 1), {}, fixed_cost_factory(fc)),
+                          "rank 0, step 0: B0.1 failed: injected failure in B0.1");
+  fc.fail_op = 'I';
+  fc.fail_virtual_stage = 3;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(tiny("zbv", 2, 2), {}, fixed_cost_factory(fc)),
+                          "rank 0, step 0: I3.1 failed: injected failure in I3.1");
+
+  // Rank 1's F1.2 stalls for 1.5 s; the step deadline is 0.3 s.
+  fc = fixed_costs{};
+  fc.forward_s = fc.backward_s = 0.001;
+  fc.fail_op = 'F';
+  fc.fail_microbatch = 2;
+  fc.fail_virtual_stage = 1;
+  fc.stall_s = 1.5;
+  train_options o = tiny("1f1b", 2, 1);
+  o.step_timeout_s = 0.3;
+  auto t0 = std::chrono::steady_clock::now();
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o, {}, fixed_cost_factory(fc)),
+                          Contains("step 0 did not finish within 0.3 s (--step-timeout): rank 0 waits for B0.2 "
+                                   "(position 6); rank 1 waits for F1.2 to finish (handed to the compute thread at"));
+  // Returns once the stalled action ends: nothing is left waiting forever.
+  CATCH_CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10);
 }

@@ -110,6 +110,25 @@ CATCH_TEST_CASE("train --no-pipeline is the reference and matches the pipeline",
   std::remove(b.c_str());
 }
 
+CATCH_TEST_CASE("train reads a text file as bytes and a .bin file as uint16 tokens", "[apps][train]") {
+  const std::string text = temp_path(".txt"), bin = temp_path(".bin");
+  {
+    std::ofstream t(text);
+    for (int i = 0; i < 50; ++i) t << "the quick brown fox jumps over the lazy dog; pipelines all the way down\n";
+    std::ofstream b(bin, std::ios::binary);
+    for (int i = 0; i < 4000; ++i) b.put(static_cast<char>((i * 7) % 64)).put(0);
+  }
+  auto t = cli({"train", "--data-file", text, "--vocab", "256", "--layers", "2", "--hidden", "32", "--heads", "2",
+                "--seq-len", "16", "--steps", "2", "--microbatches", "2", "--microbatch-size", "2"});
+  CATCH_CHECK(t.code == 0);
+  CATCH_CHECK_THAT(t.out, Contains("bytes"));
+  auto b = cli(with({"train", "--data-file", bin, "--steps", "2"}, tiny));
+  CATCH_CHECK(b.code == 0);
+  CATCH_CHECK_THAT(b.out, Contains("uint16"));
+  std::remove(text.c_str());
+  std::remove(bin.c_str());
+}
+
 CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", "[apps][train][errors]") {
   const std::string deadlock = temp_path(".txt"), short_bin = temp_path(".bin"), text = temp_path(".txt");
   {
