@@ -37,7 +37,8 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "\nSchedule file format: one line per rank, 'RANK: ACTION ...', ACTION = <op><virtual_stage>.<microbatch>\n"
       "with op F (forward), B (backward), I (input-grad), W (weight-grad); '#' starts a comment.");
   std::string schedule;
-  auto* opt_schedule = s->add_option("--schedule", schedule, "Registered schedule name (see --list) [default: 1f1b]");
+  auto* opt_schedule =
+      s->add_option("--schedule", schedule, "Registered schedule name (see --list), or greedy [default: 1f1b]");
   auto* opt_file = s->add_option("--schedule-file", sim.schedule_file, "Read the plan from a text file instead");
   opt_schedule->excludes(opt_file);
   auto* opt_stages = s->add_option("--stages,-P", stages, "Pipeline stages (ranks) P [default: 4]");

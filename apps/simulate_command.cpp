@@ -11,6 +11,8 @@
 
 #include "core/config.hpp"
 #include "core/schedule/plan_validator.hpp"
+#include "core/schedule/policy.hpp"
+#include "core/sim/policy_simulator.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/chrome_trace.hpp"
 #include "core/sim/simulator.hpp"
@@ -98,8 +100,25 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   cost_model costs = parse_cost_spec(opt.cost);
   costs.send_latency = opt.send_latency;
   std::vector<std::string> summary;  // config lines, shown before the results
-  plan p = build_plan(opt, summary);
-  sim_result r = simulate(p, costs);
+  plan p;
+  sim_result r;
+  const std::string name = opt.schedule.value_or("1f1b");
+  if (opt.schedule_file.empty() && opt.config_path.empty() && opt.overrides.empty() && is_dynamic_policy(name)) {
+    // A dynamic policy has no plan up front: run it in the policy simulator, then show the
+    // order it chose as a plan.
+    const int P = opt.stages.value_or(4), M = opt.microbatches.value_or(8), V = opt.chunks.value_or(1);
+    if (P < 1 || M < 1 || V < 1)
+      throw std::invalid_argument("stages, microbatches and chunks must be >= 1: got stages=" + std::to_string(P) +
+                                  ", microbatches=" + std::to_string(M) + ", chunks=" + std::to_string(V));
+    std::vector<std::unique_ptr<rank_policy>> policies;
+    for (int rank = 0; rank < P; ++rank) policies.push_back(make_greedy_policy(loop_placement(P, V), M, rank, P - rank, false));
+    auto res = simulate_policies(loop_placement(P, V), M, policies, costs, name);
+    p = std::move(res.executed);
+    r = std::move(res.timeline);
+  } else {
+    p = build_plan(opt, summary);
+    r = simulate(p, costs);
+  }
 
   if (!opt.trace_path.empty()) write_file(opt.trace_path, "the Chrome trace", render_chrome_trace(r));
   if (!opt.svg_path.empty()) write_file(opt.svg_path, "the SVG timeline", render_svg_timeline(r));

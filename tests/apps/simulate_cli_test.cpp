@@ -171,6 +171,15 @@ CATCH_TEST_CASE("simulate takes its schedule from a job config, with overrides",
   CATCH_CHECK_THAT(sched.err, Contains("interleaved needs microbatches to be a multiple of stages: got stages=3"));
 }
 
+CATCH_TEST_CASE("simulate runs the greedy policy and prints the order it chose", "[apps][simulate]") {
+  auto r = cli({"simulate", "--schedule", "greedy", "--stages", "4", "--microbatches", "8", "--print-plan"});
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains("schedule greedy: stages=4, chunks=1, microbatches=8"));
+  // With a 1F1B budget on unit costs, greedy runs 1F1B's order.
+  CATCH_CHECK_THAT(r.out, Contains("0: F0.0 F0.1 F0.2 F0.3 B0.0 F0.4 B0.1"));
+  CATCH_CHECK_THAT(r.out, Contains("bubble ratio  27.27%"));
+}
+
 CATCH_TEST_CASE("simulate --list names every registered schedule", "[apps][simulate]") {
   auto r = cli({"simulate", "--list"});
   CATCH_REQUIRE(r.code == 0);
