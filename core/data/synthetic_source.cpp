@@ -7,20 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "core/data/splitmix64.hpp"
 #include "core/data/token_source.hpp"
 
 namespace actorpipe {
 
 namespace {
 
-// splitmix64 (Steele, Lea, Flood 2014): a bijective 64-bit mix. Used both to derive a key from
-// (seed, step, index) and as the per-sequence generator, so sampling has no shared state.
-std::uint64_t splitmix64(std::uint64_t x) {
-  std::uint64_t z = x + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // A small counter-based generator: the i-th output is splitmix64(key + i * golden ratio).
 class splitmix_stream {

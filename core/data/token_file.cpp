@@ -10,18 +10,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/data/splitmix64.hpp"
 #include "core/data/token_source.hpp"
 
 namespace actorpipe {
 
 namespace {
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  std::uint64_t z = x + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw std::invalid_argument("data file '" + path + "' " + what);

@@ -12,33 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/cli.hpp"
+#include "tests/apps/cli_runner.hpp"
 
 using namespace actorpipe;
 using Catch::Contains;
+using namespace actorpipe::testing;
 
 namespace {
-
-struct cli_run {
-  int code;
-  std::string out, err;
-};
-
-cli_run cli(std::vector<std::string> args) {
-  args.insert(args.begin(), "actorpipe");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  int code = cli_main(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
-
-std::string temp_path(const char* suffix) {
-  static int counter = 0;
-  return (std::filesystem::temp_directory_path() /
-          ("actorpipe_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + suffix))
-      .string();
-}
 
 // Runs the built binary through the shell; returns exit status and stdout+stderr separately.
 cli_run binary(const std::string& args) {
