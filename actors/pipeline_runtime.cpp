@@ -2,6 +2,7 @@
 // chunk / stage / optimizer actors, a feeder and a supervisor.
 #include "actors/pipeline_runtime.hpp"
 
+#include <set>
 #include <stdexcept>
 
 #include "actors/messages.hpp"
@@ -58,8 +59,16 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
     ctx->feeder = sys.spawn(feeder_actor, shared);
     ctx->supervisor = sys.spawn(supervisor_actor, shared);
     caf::scoped_actor self{sys};
+    self->monitor(ctx->supervisor);  // should it ever die without answering, we still return
     self->send(ctx->supervisor, msg::start_run{self});
-    self->receive([&](msg::run_finished& f) { error = std::move(f.error); });
+    self->receive([&](msg::run_finished& f) { error = std::move(f.error); },
+                  [&](const caf::down_msg& d) {
+                    error = "the supervisor stopped without finishing the run: " + sys.render(d.reason);
+                    for (auto& a : ctx->compute) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+                    for (auto* group : {&ctx->chunks, &ctx->stage, &ctx->optimizer})
+                      for (auto& a : *group) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+                    caf::anon_send_exit(ctx->feeder, caf::exit_reason::user_shutdown);
+                  });
     // The context holds handles to the actors and the actors hold the context: wait until
     // every actor is down, then drop the handles, or a detached thread waits forever for its
     // actor's last reference and the actor system never shuts down.
@@ -67,8 +76,12 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
     for (auto* group : {&ctx->chunks, &ctx->stage, &ctx->optimizer}) all.insert(all.end(), group->begin(), group->end());
     all.push_back(ctx->feeder);
     all.push_back(ctx->supervisor);
-    for (auto& a : all) self->monitor(a);
-    for (size_t i = 0; i < all.size(); ++i) self->receive([](const caf::down_msg&) {});
+    std::set<caf::actor_addr> alive;
+    for (auto& a : all) {
+      alive.insert(a.address());
+      self->monitor(a);
+    }
+    while (!alive.empty()) self->receive([&](const caf::down_msg& d) { alive.erase(d.source); });
     ctx->compute.clear(), ctx->chunks.clear(), ctx->stage.clear(), ctx->optimizer.clear();
     ctx->feeder = caf::actor{};
     ctx->supervisor = caf::actor{};

@@ -132,6 +132,11 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
         double total = 0;
         for (auto& [v, sq] : st->sq_parts) total += sq;  // virtual stage order
         st->grad_norm = std::sqrt(total);
+        if (!std::isfinite(st->grad_norm)) {
+          stop("step " + std::to_string(st->step) + ": the gradient norm is " + std::to_string(st->grad_norm) +
+               ": training diverged (try a lower --lr or --grad-clip)");
+          return;
+        }
         const auto& o = ctx->options;
         st->lr = lr_at(st->step, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio);
         const double coef = clip_coefficient(st->grad_norm, o.grad_clip);
