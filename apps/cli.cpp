@@ -105,7 +105,8 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   auto* t_lr_opt = t->add_option("--lr", t_lr, "Peak learning rate [default: 3e-3]");
   auto* t_clip_opt = t->add_option("--grad-clip", t_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
   auto* t_wd_opt = t->add_option("--weight-decay", t_wd, "AdamW weight decay on matrices [default: 0.1]");
-  auto* t_syn = t->add_flag("--data-synthetic", tr.synthetic_data, "Train on the embedded synthetic corpus (the default)");
+  auto* t_syn = t->add_option("--data", tr.data, "synthetic: the embedded Markov corpus (the default)")
+                    ->check(CLI::IsMember({"synthetic"}));
   auto* t_data = t->add_option("--data-file", tr.data_file,
                                "Train on a file: .bin = flat uint16 tokens (nanoGPT/Megatron), else UTF-8 text as bytes");
   t_syn->excludes(t_data);
@@ -141,7 +142,8 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
     std::string what = e.what();
     if (what.find("subcommand") != std::string::npos && what.find("required") != std::string::npos)
       what = "missing command (try: actorpipe train, actorpipe simulate, or actorpipe --help)";
-    err << "actorpipe: error: " << what << '\n';
+    const bool in_command = argc > 1 && (std::string(argv[1]) == "simulate" || std::string(argv[1]) == "train");
+    err << "actorpipe" << (in_command ? std::string(" ") + argv[1] : std::string()) << ": error: " << what << '\n';
     return 2;
   }
 

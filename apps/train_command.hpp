@@ -20,7 +20,7 @@ struct train_cli_options {
   std::optional<int> layers, hidden, heads, seq_len, vocab, warmup_steps;
   std::optional<std::uint64_t> seed;
   std::optional<double> lr, grad_clip, weight_decay;
-  bool synthetic_data = false;
+  std::string data = "synthetic";  // --data; a file comes through --data-file
   std::string data_file;
   int threads_per_stage = 1;
   int budget = 0;

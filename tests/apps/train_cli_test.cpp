@@ -136,6 +136,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--threads-per-stage", "0"}, tiny), "--threads-per-stage must be >= 1: got 0"},
       {with({"train", "--no-pipeline", "--trace", "x.json"}, tiny), "--trace needs the pipeline"},
       {with({"train", "--metrics", "/nonexistent/dir/m.jsonl"}, tiny), "cannot write --metrics file"},
+      {with({"train", "--data", "imagenet"}, tiny), "--data"},
   };
   for (auto& c : cases) {
     auto r = cli(c.args);
