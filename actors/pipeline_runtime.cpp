@@ -8,9 +8,6 @@
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
 #include "core/model/compute_threads.hpp"
-#include "core/partition.hpp"
-#include "core/schedule/plan_validator.hpp"
-#include "core/schedule/schedule_registry.hpp"
 #include "core/train/run_setup.hpp"
 
 namespace actorpipe {

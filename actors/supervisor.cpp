@@ -157,7 +157,6 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
         // Measured bubble over the pipelined part of the step (first action start to last end).
         double first = 1e300, end = 0, busy = 0;
         m.peak_activations.assign(P, 0);
-        std::vector<msg::flush> by_rank(P);
         for (auto& f : st->flushes) {
           m.peak_activations[f.rank] = f.peak_activations;
           for (auto& e : f.events) {
@@ -176,24 +175,19 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
             t.stages = P;
             t.chunks = ctx->place.chunks();
             t.microbatches = M;
-            t.busy.assign(P, 0);
             t.peak_activations.assign(P, 0);
             t.peak_pending_weight_grads.assign(P, 0);
             for (auto& f : st->flushes) {
               t.peak_activations[f.rank] = f.peak_activations;
               t.peak_pending_weight_grads[f.rank] = f.peak_pending_weight_grads;
               for (auto e : f.events) {
-                e.start -= first, e.end -= first;
-                t.busy[f.rank] += e.end - e.start;
+                e.start -= first, e.end -= first;  // the pipelined part starts at 0
                 t.events.push_back(e);
               }
             }
             std::stable_sort(t.events.begin(), t.events.end(),
                              [](const timeline_event& a, const timeline_event& b) { return a.rank < b.rank; });
-            t.makespan = end - first;
-            for (double b : t.busy) t.idle.push_back(t.makespan - b);
-            t.ideal_time = *std::max_element(t.busy.begin(), t.busy.end());
-            t.bubble_ratio = m.bubble_ratio;
+            summarize_timeline(t);
           }
         }
         if (ctx->on_step) ctx->on_step(m);

@@ -99,19 +99,8 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
   res.stages = P;
   res.chunks = place.chunks();
   res.microbatches = M;
-  res.busy.assign(P, 0);
-  for (int r = 0; r < P; ++r) {
-    for (auto& e : per_rank[r]) res.busy[r] += e.end - e.start;
-    res.makespan = std::max(res.makespan, busy_until[r]);
-    res.events.insert(res.events.end(), per_rank[r].begin(), per_rank[r].end());
-  }
-  double total = 0;
-  for (int r = 0; r < P; ++r) {
-    res.idle.push_back(res.makespan - res.busy[r]);
-    total += res.busy[r];
-  }
-  res.ideal_time = *std::max_element(res.busy.begin(), res.busy.end());
-  res.bubble_ratio = res.makespan > 0 ? 1 - total / (P * res.makespan) : 0;
+  for (int r = 0; r < P; ++r) res.events.insert(res.events.end(), per_rank[r].begin(), per_rank[r].end());
+  summarize_timeline(res);
   res.peak_activations = rep.peak_activations;
   res.peak_pending_weight_grads = rep.peak_pending_weight_grads;
   return out;

@@ -25,7 +25,6 @@ sim_result simulate(const plan& p, const cost_model& costs) {
   res.stages = P;
   res.chunks = p.chunks();
   res.microbatches = M;
-  res.busy.assign(P, 0.0);
   res.peak_activations = rep.peak_activations;
   res.peak_pending_weight_grads = rep.peak_pending_weight_grads;
 
@@ -48,19 +47,28 @@ sim_result simulate(const plan& p, const cost_model& costs) {
     if (a.op == op_kind::forward) fwd_end[idx(a.virtual_stage, a.microbatch)] = end;
     if (produces_input_grad(a.op)) grad_end[idx(a.virtual_stage, a.microbatch)] = end;
     per_rank[r].push_back({r, a, p.place.chunk_of[a.virtual_stage], start, end});
-    res.busy[r] += end - start;
     free_at[r] = end;
   });
-  res.makespan = *std::max_element(free_at.begin(), free_at.end());
-  res.ideal_time = *std::max_element(res.busy.begin(), res.busy.end());
-  double total_busy = 0;
-  for (int r = 0; r < P; ++r) {
-    res.idle.push_back(res.makespan - res.busy[r]);
-    total_busy += res.busy[r];
-  }
-  res.bubble_ratio = res.makespan > 0 ? 1.0 - total_busy / (P * res.makespan) : 0.0;
   for (auto& evs : per_rank) res.events.insert(res.events.end(), evs.begin(), evs.end());
+  summarize_timeline(res);
   return res;
+}
+
+void summarize_timeline(sim_result& r) {
+  r.busy.assign(r.stages, 0.0);
+  r.idle.clear();
+  r.makespan = 0;
+  for (const auto& e : r.events) {
+    r.busy.at(e.rank) += e.end - e.start;
+    r.makespan = std::max(r.makespan, e.end);
+  }
+  double total = 0;
+  for (double b : r.busy) {
+    r.idle.push_back(r.makespan - b);
+    total += b;
+  }
+  r.ideal_time = r.busy.empty() ? 0 : *std::max_element(r.busy.begin(), r.busy.end());
+  r.bubble_ratio = r.makespan > 0 && r.stages > 0 ? 1.0 - total / (r.stages * r.makespan) : 0.0;
 }
 
 }  // namespace actorpipe

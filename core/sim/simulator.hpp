@@ -38,4 +38,8 @@ struct sim_result {
 // Validates first (throws std::invalid_argument for an invalid plan).
 sim_result simulate(const plan& p, const cost_model& costs);
 
+// Fills busy, idle, makespan (the last end), ideal_time and bubble_ratio from r.events and
+// r.stages; shared by the simulators and the runtime's measured timeline.
+void summarize_timeline(sim_result& r);
+
 }  // namespace actorpipe
