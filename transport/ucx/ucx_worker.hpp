@@ -1,0 +1,108 @@
+// One UCX context + worker driven by its own progress thread: the data plane's raw byte mover.
+// Worker addresses travel over the control plane; tagged messages then go peer to peer.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+// Opaque UCX handles, so users of this header do not need <ucp/api/ucp.h>.
+struct ucp_context;
+struct ucp_worker;
+struct ucp_ep;
+
+namespace actorpipe::transport::ucx {
+
+/// Thread-safe front for a single-threaded UCX worker. Every public call hands its work to the
+/// progress thread (the only thread that touches the ucp_worker); completion callbacks run on
+/// that thread, so they must be short and must not destroy this object.
+class ucx_worker {
+public:
+  using send_callback = std::function<void(std::string error)>;
+  using receive_callback = std::function<void(std::string error, std::size_t received)>;
+  using failure_callback = std::function<void(int peer, std::string reason)>;
+
+  /// Creates the UCX context (TAG + WAKEUP features) and worker and starts the progress thread.
+  /// Throws std::runtime_error when UCX refuses (message carries ucs_status_string).
+  ucx_worker();
+  ~ucx_worker();
+
+  ucx_worker(const ucx_worker&) = delete;
+  ucx_worker& operator=(const ucx_worker&) = delete;
+
+  /// This worker's address blob, to hand to peers through the control plane.
+  std::vector<std::uint8_t> address() const;
+
+  /// Creates an endpoint to a peer's address blob (peer error handling on). Returns the peer id.
+  int connect(const std::vector<std::uint8_t>& peer_address);
+
+  /// Sends nbytes from data under tag. data must stay valid until done runs; error is empty on
+  /// success.
+  void send(int peer, std::uint64_t tag, const void* data, std::size_t nbytes, send_callback done);
+
+  /// Receives one message with exactly this tag straight into data (no staging copy). A message
+  /// longer than nbytes completes with an error, never a crash.
+  void receive(std::uint64_t tag, void* data, std::size_t nbytes, receive_callback done);
+
+  /// Called on the progress thread when UCX reports a peer's endpoint as failed.
+  void on_peer_failure(failure_callback callback);
+
+  /// Sends and receives posted but not yet completed (for tests and diagnostics).
+  std::size_t pending_operations() const { return pending_count_.load(); }
+
+private:
+  struct operation;
+  struct peer;
+  using task = std::function<void()>;
+
+  void enqueue(task t);
+  void wake();
+  void progress_loop();
+  void run_tasks();
+  void shutdown_on_progress_thread();
+  int connect_on_progress_thread(int id, const std::vector<std::uint8_t>& peer_address);
+  void start_send(int peer_id, std::uint64_t tag, const void* data, std::size_t nbytes,
+                  send_callback done);
+  void start_receive(std::uint64_t tag, void* data, std::size_t nbytes, receive_callback done);
+  void handle_failures();
+  operation* track(std::unique_ptr<operation> op);
+  void finish(operation* op, std::string error, std::size_t received);
+  bool on_progress_thread() const;
+
+  void sweep_close_requests();
+  void close_endpoint(peer& p, bool force);
+
+  ucp_context* context_ = nullptr;
+  ucp_worker* worker_ = nullptr;
+  int event_fd_ = -1;   // the worker's own fd (from ucp_worker_get_efd)
+  int wake_fd_ = -1;    // eventfd: other threads poke the progress thread through it
+  std::vector<std::uint8_t> address_;
+
+  mutable std::mutex mutex_;  // guards tasks_, stopping_, failure_callback_
+  std::deque<task> tasks_;
+  bool stopping_ = false;
+  failure_callback failure_callback_;
+
+  std::atomic<int> next_peer_id_{0};
+  std::atomic<std::size_t> pending_count_{0};
+
+  // Progress-thread-only state.
+  bool shutting_down_ = false;
+  std::unordered_map<int, std::unique_ptr<peer>> peers_;
+  std::unordered_map<operation*, std::unique_ptr<operation>> pending_;
+  std::vector<int> newly_failed_;
+  std::vector<void*> closing_;  // ucp_ep_close_nbx requests still in flight
+
+  std::thread thread_;
+};
+
+}  // namespace actorpipe::transport::ucx
