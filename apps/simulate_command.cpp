@@ -1,5 +1,6 @@
 // `actorpipe simulate` implementation (no CLI parsing here; see cli.cpp).
 #include "apps/simulate_command.hpp"
+#include "core/number_text.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -35,11 +36,6 @@ void require_match(const char* flag, const std::optional<int>& given, int in_fil
                                 "' has " + std::to_string(in_file));
 }
 
-std::string num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
-}
 
 // The job config behind a --config / --set request, flags applied last.
 job_config resolve_config(const simulate_options& opt) {
@@ -95,7 +91,7 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   if (opt.format != "text" && opt.format != "json")
     throw std::invalid_argument("--format must be text or json, got '" + opt.format + "'");
   if (!std::isfinite(opt.send_latency) || opt.send_latency < 0)
-    throw std::invalid_argument("--latency must be a finite number >= 0, got " + num(opt.send_latency));
+    throw std::invalid_argument("--latency must be a finite number >= 0, got " + number_text(opt.send_latency));
   if (opt.width < 40) throw std::invalid_argument("--width must be >= 40, got " + std::to_string(opt.width));
   cost_model costs = parse_cost_spec(opt.cost);
   costs.send_latency = opt.send_latency;
@@ -141,15 +137,15 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   }
 
   out << "schedule " << r.schedule << ": stages=" << r.stages << ", chunks=" << r.chunks
-      << ", microbatches=" << r.microbatches << "; cost F=" << num(costs.forward[0]) << " B=" << num(costs.backward[0])
-      << " I=" << num(costs.input_grad[0]) << " W=" << num(costs.weight_grad[0])
-      << ", send latency " << num(costs.send_latency) << '\n';
+      << ", microbatches=" << r.microbatches << "; cost F=" << number_text(costs.forward[0]) << " B=" << number_text(costs.backward[0])
+      << " I=" << number_text(costs.input_grad[0]) << " W=" << number_text(costs.weight_grad[0])
+      << ", send latency " << number_text(costs.send_latency) << '\n';
   for (const auto& line : summary) out << line << '\n';
   out << '\n';
   if (opt.print_plan) out << format_plan(p) << '\n';
   out << render_ascii_timeline(r, opt.width) << '\n';
-  out << "makespan      " << num(r.makespan) << '\n';
-  out << "ideal time    " << num(r.ideal_time) << "  (busiest rank's compute, no bubble)\n";
+  out << "makespan      " << number_text(r.makespan) << '\n';
+  out << "ideal time    " << number_text(r.ideal_time) << "  (busiest rank's compute, no bubble)\n";
   char pct[32];
   std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * r.bubble_ratio);
   out << "bubble ratio  " << pct << "  (1 - total busy / (stages * makespan))\n\n";
@@ -157,8 +153,8 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   out << "rank  busy        idle        peak activations" << (split ? "  peak pending W" : "") << '\n';
   for (int rank = 0; rank < r.stages; ++rank) {
     char line[128];
-    std::snprintf(line, sizeof line, "%-5d %-11s %-11s %-17d", rank, num(r.busy[rank]).c_str(),
-                  num(r.idle[rank]).c_str(), r.peak_activations[rank]);
+    std::snprintf(line, sizeof line, "%-5d %-11s %-11s %-17d", rank, number_text(r.busy[rank]).c_str(),
+                  number_text(r.idle[rank]).c_str(), r.peak_activations[rank]);
     std::string l = line;
     if (split) l += " " + std::to_string(r.peak_pending_weight_grads[rank]);
     while (!l.empty() && l.back() == ' ') l.pop_back();

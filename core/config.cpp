@@ -1,6 +1,7 @@
 // Job configuration: JSON (de)serialization through one field table, overrides, and the
 // resolution / validation rules documented in config.hpp.
 #include "core/config.hpp"
+#include "core/number_text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -100,11 +101,7 @@ std::string shown(const nlohmann::json& v) {
   return s;
 }
 
-std::string shown(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
+std::string shown(double v) { return number_text(v); }
 
 [[noreturn]] void wrong_type(const std::string& key, const char* what, const nlohmann::json& v) {
   throw std::invalid_argument("config key '" + key + "' must be " + what + ", got " + shown(v));

@@ -7,15 +7,11 @@
 #include <string>
 
 #include "core/optim/optimizer.hpp"
+#include "core/number_text.hpp"
 
 namespace actorpipe {
 
 namespace {
-std::string shown(double x) {
-  std::ostringstream s;
-  s << x;
-  return s.str();
-}
 }  // namespace
 
 // Warm-up: lr = base_lr * (step + 1) / warmup_steps for step < warmup_steps, so step 0 already
@@ -26,13 +22,13 @@ std::string shown(double x) {
 double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double min_ratio) {
   if (step < 0) throw std::invalid_argument("lr_at: step=" + std::to_string(step) + " must be >= 0");
   if (!(base_lr >= 0) || !std::isfinite(base_lr))
-    throw std::invalid_argument("lr_at: base_lr=" + shown(base_lr) + " must be a finite number >= 0");
+    throw std::invalid_argument("lr_at: base_lr=" + number_text(base_lr) + " must be a finite number >= 0");
   if (warmup_steps < 0)
     throw std::invalid_argument("lr_at: warmup_steps=" + std::to_string(warmup_steps) + " must be >= 0");
   if (total_steps < 1)
     throw std::invalid_argument("lr_at: total_steps=" + std::to_string(total_steps) + " must be >= 1");
   if (!(min_ratio >= 0 && min_ratio <= 1))
-    throw std::invalid_argument("lr_at: min_ratio=" + shown(min_ratio) + " must be in [0, 1]");
+    throw std::invalid_argument("lr_at: min_ratio=" + number_text(min_ratio) + " must be in [0, 1]");
   if (step >= total_steps)
     throw std::invalid_argument("lr_at: step=" + std::to_string(step) + " is past the schedule (total_steps=" +
                                 std::to_string(total_steps) + ": steps 0.." + std::to_string(total_steps - 1) + ")");
@@ -48,7 +44,7 @@ double clip_coefficient(double global_norm, double max_norm) {
   // A NaN norm means the gradients are already broken; stepping with them would silently
   // poison the weights, so say so instead of returning a coefficient.
   if (!(global_norm >= 0))
-    throw std::invalid_argument("clip_coefficient: global_norm=" + shown(global_norm) + " must be a number >= 0");
+    throw std::invalid_argument("clip_coefficient: global_norm=" + number_text(global_norm) + " must be a number >= 0");
   if (std::isnan(max_norm)) throw std::invalid_argument("clip_coefficient: max_norm=nan is not a number");
   if (max_norm <= 0) return 1.0;
   return std::min(1.0, max_norm / (global_norm + 1e-6));

@@ -1,6 +1,7 @@
 // AdamW over one shard of named parameters, written out step by step (not torch::optim::AdamW)
 // so the update is fixed by this file, whatever the LibTorch version.
 #include "core/optim/optimizer.hpp"
+#include "core/number_text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,14 +14,9 @@
 namespace actorpipe {
 
 namespace {
-std::string shown(double x) {
-  std::ostringstream s;
-  s << x;
-  return s.str();
-}
 
 void require_beta(const char* name, double b) {
-  if (!(b >= 0 && b < 1)) throw std::invalid_argument(std::string("adamw ") + name + "=" + shown(b) + " must be in [0, 1)");
+  if (!(b >= 0 && b < 1)) throw std::invalid_argument(std::string("adamw ") + name + "=" + number_text(b) + " must be in [0, 1)");
 }
 }  // namespace
 
@@ -42,9 +38,9 @@ shard_optimizer::shard_optimizer(std::vector<std::pair<std::string, tensor_box>>
   require_beta("beta1", options.beta1);
   require_beta("beta2", options.beta2);
   if (!(options.eps > 0) || !std::isfinite(options.eps))
-    throw std::invalid_argument("adamw eps=" + shown(options.eps) + " must be a finite number > 0");
+    throw std::invalid_argument("adamw eps=" + number_text(options.eps) + " must be a finite number > 0");
   if (!(options.weight_decay >= 0) || !std::isfinite(options.weight_decay))
-    throw std::invalid_argument("adamw weight_decay=" + shown(options.weight_decay) + " must be a finite number >= 0");
+    throw std::invalid_argument("adamw weight_decay=" + number_text(options.weight_decay) + " must be a finite number >= 0");
   impl_->options = options;
 
   std::unordered_map<std::string, std::size_t> seen;
@@ -86,7 +82,7 @@ double shard_optimizer::grad_sq_sum(const std::vector<std::string>& skip) const 
 }
 
 void shard_optimizer::scale_grads(double factor) {
-  if (!std::isfinite(factor)) throw std::invalid_argument("scale_grads: factor=" + shown(factor) + " must be finite");
+  if (!std::isfinite(factor)) throw std::invalid_argument("scale_grads: factor=" + number_text(factor) + " must be finite");
   torch::NoGradGuard no_grad;
   for (auto& s : impl_->slots) {
     const at::Tensor& g = s.param.grad();
@@ -101,7 +97,7 @@ void shard_optimizer::scale_grads(double factor) {
 //   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 // Parameters whose gradient is undefined are left alone: no decay, no moment update, t unchanged.
 void shard_optimizer::step(double lr) {
-  if (!(lr >= 0) || !std::isfinite(lr)) throw std::invalid_argument("step: lr=" + shown(lr) + " must be a finite number >= 0");
+  if (!(lr >= 0) || !std::isfinite(lr)) throw std::invalid_argument("step: lr=" + number_text(lr) + " must be a finite number >= 0");
   const adamw_options& o = impl_->options;
   torch::NoGradGuard no_grad;
   for (auto& s : impl_->slots) {

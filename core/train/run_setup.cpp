@@ -1,5 +1,6 @@
 // Validating train_options and building the pieces of a run.
 #include "core/train/run_setup.hpp"
+#include "core/number_text.hpp"
 
 #include <algorithm>
 #include <map>
@@ -17,11 +18,6 @@ void need(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument(message);
 }
 
-std::string num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
 
 void check_options(const train_options& o) {
   need(o.stages >= 1, "--stages must be >= 1: got " + std::to_string(o.stages));
@@ -30,11 +26,11 @@ void check_options(const train_options& o) {
   need(o.microbatch_size >= 1, "--microbatch-size must be >= 1: got " + std::to_string(o.microbatch_size));
   need(o.steps >= 1, "--steps must be >= 1: got " + std::to_string(o.steps));
   need(o.threads_per_stage >= 1, "--threads-per-stage must be >= 1: got " + std::to_string(o.threads_per_stage));
-  need(o.lr > 0, "--lr must be > 0: got " + num(o.lr));
+  need(o.lr > 0, "--lr must be > 0: got " + number_text(o.lr));
   need(o.warmup_steps >= 0, "--warmup-steps must be >= 0: got " + std::to_string(o.warmup_steps));
-  need(o.grad_clip >= 0, "--grad-clip must be >= 0 (0 = off): got " + num(o.grad_clip));
-  need(o.weight_decay >= 0, "--weight-decay must be >= 0: got " + num(o.weight_decay));
-  need(o.step_timeout_s > 0, "--step-timeout must be > 0 seconds: got " + num(o.step_timeout_s));
+  need(o.grad_clip >= 0, "--grad-clip must be >= 0 (0 = off): got " + number_text(o.grad_clip));
+  need(o.weight_decay >= 0, "--weight-decay must be >= 0: got " + number_text(o.weight_decay));
+  need(o.step_timeout_s > 0, "--step-timeout must be > 0 seconds: got " + number_text(o.step_timeout_s));
   need(o.greedy_budget >= 0, "--budget must be >= 0 (0 = stages - rank): got " + std::to_string(o.greedy_budget));
   const gpt_config& m = o.model;
   need(m.vocab >= 2, "--vocab must be >= 2: got " + std::to_string(m.vocab));
