@@ -1,0 +1,66 @@
+// Reading the launcher's environment variables.
+#include "core/launch_env.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace actorpipe {
+namespace {
+
+int parse_int(const char* name, const char* text) {
+  const std::string s = text;
+  bool digits = !s.empty() && s.size() <= 9;
+  for (char c : s) digits = digits && c >= '0' && c <= '9';
+  if (!digits) throw std::invalid_argument(std::string(name) + "='" + s + "' is not a non-negative integer");
+  return std::stoi(s);
+}
+
+struct family {
+  const char* launcher;
+  const char* rank;
+  const char* size;
+  const char* local;
+};
+
+}  // namespace
+
+launch_env read_launch_env(const std::function<const char*(const char*)>& env) {
+  static const family families[] = {
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+  };
+  launch_env out;
+  for (const family& f : families) {
+    const char* rank = env(f.rank);
+    const char* size = env(f.size);
+    if (!rank && !size) continue;
+    if (!rank) throw std::invalid_argument(std::string(f.size) + " is set but " + f.rank + " is not");
+    if (!size) throw std::invalid_argument(std::string(f.rank) + " is set but " + f.size + " is not");
+    out.launcher = f.launcher;
+    out.rank = parse_int(f.rank, rank);
+    out.world_size = parse_int(f.size, size);
+    if (out.world_size < 1) throw std::invalid_argument(std::string(f.size) + "=" + size + " must be >= 1");
+    if (out.rank >= out.world_size)
+      throw std::invalid_argument(std::string(f.rank) + "=" + rank + " is not below " + f.size + "=" + size);
+    const char* local = env(f.local);
+    out.local_rank = local ? parse_int(f.local, local) : out.rank;
+    break;
+  }
+  if (const char* addr = env("MASTER_ADDR")) {
+    if (*addr == '\0') throw std::invalid_argument("MASTER_ADDR is set but empty");
+    out.master_addr = addr;
+  }
+  if (const char* port = env("MASTER_PORT")) {
+    out.master_port = parse_int("MASTER_PORT", port);
+    if (out.master_port < 1 || out.master_port > 65535)
+      throw std::invalid_argument(std::string("MASTER_PORT=") + port + " is not a port (1..65535)");
+  }
+  return out;
+}
+
+launch_env read_launch_env() {
+  return read_launch_env([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+}  // namespace actorpipe

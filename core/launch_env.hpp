@@ -1,0 +1,30 @@
+// Where a worker process learns its place in the job from what its launcher set: torchrun
+// (RANK, WORLD_SIZE, LOCAL_RANK), srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) or mpirun
+// (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK), plus MASTER_ADDR /
+// MASTER_PORT for the supervisor's control port. No variables: a single process.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace actorpipe {
+
+struct launch_env {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";  // loopback unless the launcher says otherwise
+  int master_port = 29500;
+  std::string launcher = "none";  // "torchrun", "slurm", "openmpi" or "none"
+};
+
+// torchrun's variables win over srun's, which win over mpirun's (srun may start torchrun).
+// Throws std::invalid_argument naming the variable and its value: a missing partner
+// ("RANK is set but WORLD_SIZE is not"), a non-integer, a rank outside [0, world size), a
+// port outside 1..65535.
+launch_env read_launch_env(const std::function<const char*(const char*)>& getenv_fn);
+
+// The same, from the process environment.
+launch_env read_launch_env();
+
+}  // namespace actorpipe

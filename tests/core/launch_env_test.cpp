@@ -1,0 +1,62 @@
+// Launch environment: each launcher's variables, their precedence, and every bad value.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "core/launch_env.hpp"
+
+using namespace actorpipe;
+using Catch::Contains;
+
+namespace {
+launch_env read(const std::map<std::string, std::string>& vars) {
+  return read_launch_env([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+}  // namespace
+
+CATCH_TEST_CASE("no launcher: one process on loopback", "[launch]") {
+  auto e = read({});
+  CATCH_CHECK(e.launcher == "none");
+  CATCH_CHECK(e.rank == 0);
+  CATCH_CHECK(e.world_size == 1);
+  CATCH_CHECK(e.master_addr == "127.0.0.1");
+  CATCH_CHECK(e.master_port == 29500);
+}
+
+CATCH_TEST_CASE("torchrun, srun and mpirun variables", "[launch]") {
+  auto t = read({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "6000"}});
+  CATCH_CHECK(t.launcher == "torchrun");
+  CATCH_CHECK(t.rank == 3);
+  CATCH_CHECK(t.world_size == 8);
+  CATCH_CHECK(t.local_rank == 1);
+  CATCH_CHECK(t.master_addr == "10.1.2.3");
+  CATCH_CHECK(t.master_port == 6000);
+  auto s = read({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"}});
+  CATCH_CHECK(s.launcher == "slurm");
+  CATCH_CHECK(s.rank == 5);
+  CATCH_CHECK(s.local_rank == 2);
+  auto o = read({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  CATCH_CHECK(o.launcher == "openmpi");
+  CATCH_CHECK(o.local_rank == 0);  // defaults to the rank
+  // srun starting torchrun: torchrun's variables describe this process.
+  auto both = read({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  CATCH_CHECK(both.launcher == "torchrun");
+  CATCH_CHECK(both.rank == 1);
+}
+
+CATCH_TEST_CASE("bad launcher variables name the variable and the value", "[launch]") {
+  CATCH_CHECK_THROWS_WITH(read({{"RANK", "1"}}), "RANK is set but WORLD_SIZE is not");
+  CATCH_CHECK_THROWS_WITH(read({{"SLURM_NTASKS", "4"}}), "SLURM_NTASKS is set but SLURM_PROCID is not");
+  CATCH_CHECK_THROWS_WITH(read({{"RANK", "x"}, {"WORLD_SIZE", "2"}}), "RANK='x' is not a non-negative integer");
+  CATCH_CHECK_THROWS_WITH(read({{"RANK", "-1"}, {"WORLD_SIZE", "2"}}), "RANK='-1' is not a non-negative integer");
+  CATCH_CHECK_THROWS_WITH(read({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), "RANK=2 is not below WORLD_SIZE=2");
+  CATCH_CHECK_THROWS_WITH(read({{"RANK", "0"}, {"WORLD_SIZE", "0"}}), "WORLD_SIZE=0 must be >= 1");
+  CATCH_CHECK_THROWS_WITH(read({{"MASTER_PORT", "70000"}}), "MASTER_PORT=70000 is not a port (1..65535)");
+  CATCH_CHECK_THROWS_WITH(read({{"MASTER_PORT", "0"}}), Contains("is not a port"));
+  CATCH_CHECK_THROWS_WITH(read({{"MASTER_ADDR", ""}}), "MASTER_ADDR is set but empty");
+  CATCH_CHECK_THROWS_WITH(read({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "a"}}),
+                          "OMPI_COMM_WORLD_LOCAL_RANK='a' is not a non-negative integer");
+}
