@@ -44,10 +44,13 @@ $(BUILD_DIR)/build.ninja: CMakeLists.txt | deps
 build: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# Benchmarks: runtime overhead against the simulator, and GPT tokens/s against the reference.
+# Benchmarks: runtime overhead against the simulator, GPT tokens/s against the reference, and
+# the UCX worker's bandwidth against ucx_perftest (from ucx-utils).
 bench: build
 	./$(BUILD_DIR)/bench/pipeline_overhead
 	./$(BUILD_DIR)/bench/gpt_throughput
+	@command -v ucx_perftest >/dev/null || apt-get install -y -qq ucx-utils >/dev/null || true
+	./$(BUILD_DIR)/bench/ucx_bandwidth
 
 # The README's schedule pictures.
 pictures: build
