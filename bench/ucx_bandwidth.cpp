@@ -1,12 +1,21 @@
-// Benchmark: bandwidth of actorpipe's UCX worker between two processes against ucx_perftest
-// (tag_bw) on the same sizes and transports, in the same run. Target: >= 80% of ucx_perftest
-// at >= 1 MiB. The worker runs with peer-failure detection on, which needs tcp (UCX's shared
-// memory transports refuse it), so both sides use UCX_TLS=tcp,self.
+// Benchmark: bandwidth between two processes of actorpipe's raw UCX worker and of ucx_transport
+// (tensors: frame + payload + a fresh tensor allocated on the receiving side) against
+// ucx_perftest (tag_bw) on the same sizes and UCX_TLS, in the same run. Target: transport >= 80%
+// of ucx_perftest at >= 1 MiB. Each measurement runs `reps` times, interleaved (worker,
+// transport, perftest per size); cells are "median (best)" in MiB/s (2^20 bytes, as
+// ucx_perftest prints them), ratios "median of the per-run ratios (ratio of the bests)".
 //
-//   bench/ucx_bandwidth        (needs ucx_perftest: apt-get install ucx-utils)
+// Our endpoints ask for peer-failure detection (UCP_ERR_HANDLING_MODE_PEER), which changes what
+// UCX may use (over tcp: no put/get-zcopy rendezvous lanes, as tcp memory cannot be
+// invalidated), so the reference is ucx_perftest -e (same mode); plain ucx_perftest is shown
+// beside it. With shm-only UCX_TLS UCX refuses that mode and both sides run without it.
+//
+//   UCX_TLS=tcp,self bench/ucx_bandwidth [reps=3]      (needs ucx_perftest: ucx-utils)
+//   UCX_TLS=posix,sysv,cma,self bench/ucx_bandwidth    (shm: endpoints without peer-failure mode)
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -18,8 +27,14 @@
 #include <string>
 #include <vector>
 
+#include "transport/ucx/ucx_transport.hpp"
 #include "transport/ucx/ucx_worker.hpp"
 
+using actorpipe::frame_limits;
+using actorpipe::tensor_box;
+using actorpipe::tensor_dtype;
+using actorpipe::tensor_meta;
+using actorpipe::transport::ucx_transport;
 using actorpipe::transport::ucx::ucx_worker;
 
 namespace {
@@ -42,6 +57,16 @@ std::vector<std::uint8_t> read_blob(int fd) {
   return b;
 }
 
+void write_byte(int fd) {
+  const char c = 1;
+  if (write(fd, &c, 1) != 1) std::exit(3);
+}
+
+void read_byte(int fd) {
+  char c = 0;
+  if (read(fd, &c, 1) != 1) std::exit(3);
+}
+
 // Waits until `count` callbacks have fired.
 struct latch {
   std::mutex mu;
@@ -62,83 +87,233 @@ struct latch {
 
 int iterations_for(size_t size) { return static_cast<int>(std::max<size_t>(8, (512u << 20) / size)); }
 
-// Receiver: posts every receive of a size, then acknowledges with one byte.
-int child(int from_parent, int to_parent, const std::vector<size_t>& sizes) {
-  ucx_worker w;
-  write_blob(to_parent, w.address());
-  const int parent = w.connect(read_blob(from_parent));
-  std::vector<std::uint8_t> buf(sizes.back());
-  std::uint8_t ack = 1;
-  for (size_t s = 0; s < sizes.size(); ++s) {
-    const int n = iterations_for(sizes[s]);
-    latch got(n);
-    for (int i = 0; i < n; ++i)
-      w.receive((s << 32) | static_cast<std::uint64_t>(i), buf.data(), sizes[s],
-                [&](std::string e, std::size_t) { got.done(e); });
-    if (!got.wait(120) || !got.error.empty()) return 4;
-    latch sent(1);
-    w.send(parent, (s << 32) | 0xffffffffu, &ack, 1, [&](std::string e) { sent.done(e); });
-    if (!sent.wait(30)) return 5;
+enum class mode { worker, transport };
+
+// Both processes walk the same list of rounds in lockstep (a ready byte on a pipe per round).
+struct round {
+  mode how;
+  size_t size;
+  int count;
+  bool timed;
+  size_t size_index;
+  int rep;
+};
+
+std::vector<round> schedule(const std::vector<size_t>& sizes, int reps) {
+  std::vector<round> rounds;
+  // Warm-up: wire up both connections and touch both protocols (eager, rendezvous) once.
+  for (mode how : {mode::worker, mode::transport}) {
+    rounds.push_back({how, sizes.front(), 16, false, 0, -1});
+    rounds.push_back({how, sizes.back(), 2, false, sizes.size() - 1, -1});
   }
+  for (int rep = 0; rep < reps; ++rep)
+    for (size_t s = 0; s < sizes.size(); ++s)
+      for (mode how : {mode::worker, mode::transport})
+        rounds.push_back({how, sizes[s], iterations_for(sizes[s]), true, s, rep});
+  return rounds;
+}
+
+frame_limits bench_limits() {
+  frame_limits l;
+  l.max_bytes = std::uint64_t{1} << 32;
+  return l;
+}
+
+tensor_meta bench_meta() { return tensor_meta{}; }  // process 0's activation, step 0, microbatch 0
+
+tensor_box filled_tensor(size_t bytes, int value) {
+  tensor_box t = tensor_box::empty(tensor_dtype::f32, {static_cast<std::int64_t>(bytes / 4)});
+  std::memset(t.data(), value, bytes);
+  return t;
+}
+
+// Receiving side: per round, posts the worker's receives (or arms the transport's counter),
+// says ready, and acknowledges once everything arrived.
+int child(int from_parent, int to_parent, const std::vector<round>& rounds, size_t max_size) {
+  ucx_worker w;
+  ucx_transport t(1, 2, bench_limits());
+  std::atomic<int> arrived{0}, target{-1};
+  std::atomic<bool> failed{false};
+  const tensor_box ack = filled_tensor(4, 1);
+  latch* round_done = nullptr;
+  t.set_handlers(
+      [&](const tensor_meta&, tensor_box) {
+        if (arrived.fetch_add(1) + 1 == target.load()) {
+          t.send(0, bench_meta(), ack);
+          round_done->done("");
+        }
+      },
+      [&](int, const std::string& reason) {
+        std::fprintf(stderr, "ucx_bandwidth (receiver): %s\n", reason.c_str());
+        failed = true;
+      });
+  write_blob(to_parent, w.address());
+  write_blob(to_parent, t.address());
+  const int parent = w.connect(read_blob(from_parent));
+  t.connect({read_blob(from_parent), {}});
+
+  std::vector<std::uint8_t> buf(max_size);
+  std::uint8_t ack_byte = 1;
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    const round& rd = rounds[r];
+    latch got(rd.how == mode::worker ? rd.count : 1);
+    if (rd.how == mode::worker) {
+      for (int i = 0; i < rd.count; ++i)
+        w.receive((r << 32) | static_cast<std::uint64_t>(i), buf.data(), rd.size,
+                  [&](std::string e, std::size_t) { got.done(e); });
+    } else {
+      round_done = &got;
+      arrived = 0;
+      target = rd.count;
+    }
+    write_byte(to_parent);
+    if (!got.wait(120) || !got.error.empty() || failed) return 4;
+    if (rd.how == mode::worker) {
+      latch sent(1);
+      w.send(parent, (r << 32) | 0xffffffffu, &ack_byte, 1, [&](std::string e) { sent.done(e); });
+      if (!sent.wait(30) || !sent.error.empty()) return 5;
+    } else {
+      target = -1;
+    }
+  }
+  read_byte(from_parent);  // stay up until the parent's last ack has arrived
   return 0;
 }
 
-double perftest_mb_s(size_t size, int iterations) {
-  const std::string args = " -t tag_bw -s " + std::to_string(size) + " -n " + std::to_string(iterations);
-  const std::string server = "UCX_TLS=tcp,self timeout 120 ucx_perftest" + args + " > /dev/null 2>&1 &";
+double perftest_mib_s(const std::string& tls, size_t size, int iterations, bool error_handling) {
+  const std::string args = " -t tag_bw -s " + std::to_string(size) + " -n " + std::to_string(iterations) +
+                           (error_handling ? " -e" : "");
+  const std::string env = "UCX_TLS=" + tls + " timeout 120 ucx_perftest";
+  const std::string server = env + args + " > /dev/null 2>&1 &";
   if (std::system(server.c_str()) != 0) return -1;
   usleep(500000);  // let the server listen
-  const std::string client = "UCX_TLS=tcp,self timeout 120 ucx_perftest 127.0.0.1" + args + " 2>/dev/null";
+  const std::string client = env + " 127.0.0.1" + args + " 2>/dev/null";
   FILE* p = popen(client.c_str(), "r");
   if (!p) return -1;
   char line[512];
-  double mb_s = -1;
+  double mib_s = -1;
   while (fgets(line, sizeof line, p)) {
     if (std::strncmp(line, "Final:", 6) != 0) continue;
     std::istringstream in(line + 6);
     double v[6] = {0};
     for (double& x : v) in >> x;
-    mb_s = v[5];  // iterations, 50%ile, avg, overall latency, avg bw, overall bw
+    mib_s = v[5];  // iterations, 50%ile, avg, overall latency, avg bw, overall bw (MiB/s)
   }
   pclose(p);
-  return mb_s;
+  usleep(200000);  // let the server exit before the next measurement
+  return mib_s;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double best(const std::vector<double>& v) { return v.empty() ? -1 : *std::max_element(v.begin(), v.end()); }
+
+std::string cell(const std::vector<double>& v) {
+  if (v.empty() || best(v) <= 0) return "n/a";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.0f (%.0f)", median(v), best(v));
+  return text;
+}
+
+// Median of the per-run ratios (runs are interleaved, so a slow spell hits both) and the ratio
+// of the bests (interference only ever slows a run down).
+std::string ratio(const std::vector<double>& ours, const std::vector<double>& ref) {
+  std::vector<double> per_run;
+  for (size_t i = 0; i < ours.size() && i < ref.size(); ++i)
+    if (ref[i] > 0) per_run.push_back(ours[i] / ref[i]);
+  if (per_run.empty()) return "-";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f (%.2f)", median(per_run), best(ours) / best(ref));
+  return text;
 }
 
 }  // namespace
 
-int main() {
-  setenv("UCX_TLS", "tcp,self", 1);
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 3;
+  setenv("UCX_TLS", "tcp,self", 0);  // keep the caller's choice
+  const std::string tls = std::getenv("UCX_TLS");
   const std::vector<size_t> sizes = {64u << 10, 256u << 10, 1u << 20, 4u << 20, 16u << 20, 64u << 20};
+  const std::vector<round> rounds = schedule(sizes, reps);
   int to_child[2], from_child[2];
   if (pipe(to_child) || pipe(from_child)) return 2;
   const pid_t pid = fork();
-  if (pid == 0) _exit(child(to_child[0], from_child[1], sizes));
+  if (pid == 0) _exit(child(to_child[0], from_child[1], rounds, sizes.back()));
 
-  std::vector<double> ours(sizes.size());
+  // [size][rep] -> MiB/s
+  std::vector<std::vector<double>> worker_bw(sizes.size()), transport_bw(sizes.size());
+  std::vector<std::vector<double>> perftest_bw(sizes.size()), perftest_plain_bw(sizes.size());
+  bool shm_only_endpoints = false;
   {
     ucx_worker w;
+    ucx_transport t(0, 2, bench_limits());
+    latch* acked_round = nullptr;
+    std::string failure;
+    std::mutex failure_mutex;
+    t.set_handlers([&](const tensor_meta&, tensor_box) { acked_round->done(""); },
+                   [&](int, const std::string& reason) {
+                     std::lock_guard<std::mutex> g(failure_mutex);
+                     failure = reason;
+                   });
+    const auto child_worker = read_blob(from_child[0]);
+    const auto child_transport = read_blob(from_child[0]);
     write_blob(to_child[1], w.address());
-    const int peer = w.connect(read_blob(from_child[0]));
+    write_blob(to_child[1], t.address());
+    const int peer = w.connect(child_worker);
+    t.connect({{}, child_transport});
+    shm_only_endpoints = !w.detects_peer_failure(peer);
+
     std::vector<std::uint8_t> buf(sizes.back(), 7);
+    std::vector<tensor_box> tensors;
+    for (size_t s : sizes) tensors.push_back(filled_tensor(s, 7));
     std::uint8_t ack = 0;
-    for (size_t s = 0; s < sizes.size(); ++s) {
-      const int n = iterations_for(sizes[s]);
+    for (size_t r = 0; r < rounds.size(); ++r) {
+      const round& rd = rounds[r];
       latch acked(1);
-      w.receive((s << 32) | 0xffffffffu, &ack, 1, [&](std::string e, std::size_t) { acked.done(e); });
-      latch sent(n);
+      latch sent(rd.how == mode::worker ? rd.count : 0);
+      if (rd.how == mode::worker) {
+        w.receive((r << 32) | 0xffffffffu, &ack, 1, [&](std::string e, std::size_t) { acked.done(e); });
+      } else {
+        acked_round = &acked;
+      }
+      read_byte(from_child[0]);  // the receiver is ready
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < n; ++i)
-        w.send(peer, (s << 32) | static_cast<std::uint64_t>(i), buf.data(), sizes[s],
-               [&](std::string e) { sent.done(e); });
-      if (!acked.wait(120) || !sent.wait(30) || !acked.error.empty() || !sent.error.empty()) {
-        std::fprintf(stderr, "ucx_bandwidth: transfer of %zu-byte messages failed: %s%s\n", sizes[s], acked.error.c_str(),
-                     sent.error.c_str());
+      if (rd.how == mode::worker) {
+        for (int i = 0; i < rd.count; ++i)
+          w.send(peer, (r << 32) | static_cast<std::uint64_t>(i), buf.data(), rd.size,
+                 [&](std::string e) { sent.done(e); });
+      } else {
+        for (int i = 0; i < rd.count; ++i) t.send(1, bench_meta(), tensors[rd.size_index]);
+      }
+      const bool ok = acked.wait(120) && (rd.how == mode::transport || sent.wait(30));
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::string error = acked.error + sent.error;
+      {
+        std::lock_guard<std::mutex> g(failure_mutex);
+        error += failure;
+      }
+      if (!ok || !error.empty()) {
+        std::fprintf(stderr, "ucx_bandwidth: %s round of %zu-byte messages failed: %s\n",
+                     rd.how == mode::worker ? "worker" : "transport", rd.size, ok ? error.c_str() : "timed out");
         kill(pid, SIGKILL);
         return 1;
       }
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      ours[s] = double(n) * sizes[s] / secs / 1e6;
+      if (!rd.timed) continue;
+      const double mib_s = double(rd.count) * rd.size / secs / double(1 << 20);
+      (rd.how == mode::worker ? worker_bw : transport_bw)[rd.size_index].push_back(mib_s);
+      // Interleave ucx_perftest with our own measurements of the same size.
+      if (rd.how == mode::transport) {
+        perftest_bw[rd.size_index].push_back(perftest_mib_s(tls, rd.size, rd.count, !shm_only_endpoints));
+        if (!shm_only_endpoints)
+          perftest_plain_bw[rd.size_index].push_back(perftest_mib_s(tls, rd.size, rd.count, false));
+      }
     }
+    write_byte(to_child[1]);
   }
   int status = 0;
   waitpid(pid, &status, 0);
@@ -146,15 +321,24 @@ int main() {
     std::fprintf(stderr, "ucx_bandwidth: the receiving process failed (status %d)\n", status);
     return 1;
   }
-  std::printf("two processes on loopback, UCX_TLS=tcp,self, unidirectional tagged messages\n\n");
-  std::printf("| size | actorpipe MB/s | ucx_perftest MB/s | ratio |\n|---|---|---|---|\n");
+  const char* reference = shm_only_endpoints ? "ucx_perftest" : "ucx_perftest -e";
+  std::printf("two processes on one host, UCX_TLS=%s, unidirectional, %d interleaved runs; MiB/s as median (best)\n",
+              tls.c_str(), reps);
+  std::printf("endpoints: %s\n\n",
+              shm_only_endpoints ? "without peer-failure detection (UCX refuses it for these transports)"
+                                 : "with peer-failure detection (UCP_ERR_HANDLING_MODE_PEER)");
+  std::printf("| size | worker | transport | %s | worker/ref | transport/ref |%s\n", reference,
+              shm_only_endpoints ? "" : " ucx_perftest (no -e) | transport/no -e |");
+  std::printf("|---|---|---|---|---|---|%s\n", shm_only_endpoints ? "" : "---|---|");
   for (size_t s = 0; s < sizes.size(); ++s) {
-    const double ref = perftest_mb_s(sizes[s], iterations_for(sizes[s]));
-    if (ref > 0)
-      std::printf("| %zu KiB | %.0f | %.0f | %.2f |\n", sizes[s] >> 10, ours[s], ref, ours[s] / ref);
-    else
-      std::printf("| %zu KiB | %.0f | (ucx_perftest not available) | - |\n", sizes[s] >> 10, ours[s]);
-    std::fflush(stdout);
+    const std::string label = sizes[s] >= (1u << 20) ? std::to_string(sizes[s] >> 20) + " MiB" : std::to_string(sizes[s] >> 10) + " KiB";
+    std::printf("| %s | %s | %s | %s | %s | %s |", label.c_str(), cell(worker_bw[s]).c_str(), cell(transport_bw[s]).c_str(),
+                cell(perftest_bw[s]).c_str(), ratio(worker_bw[s], perftest_bw[s]).c_str(),
+                ratio(transport_bw[s], perftest_bw[s]).c_str());
+    if (!shm_only_endpoints)
+      std::printf(" %s | %s |", cell(perftest_plain_bw[s]).c_str(), ratio(transport_bw[s], perftest_plain_bw[s]).c_str());
+    std::printf("\n");
   }
+  if (best(perftest_bw[0]) <= 0) std::printf("\n(ucx_perftest not available: apt-get install ucx-utils)\n");
   return 0;
 }

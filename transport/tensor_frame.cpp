@@ -81,7 +81,7 @@ std::int64_t get_i64(const std::uint8_t* p) {
 }
 
 bool known_dtype(std::uint8_t v) { return v >= 1 && v <= 5; }
-bool known_kind(std::uint8_t v) { return v >= 1 && v <= 4; }
+bool known_kind(std::uint8_t v) { return v >= 1 && v <= 6; }
 
 const char* dtype_name(wire_dtype dtype) {
   switch (dtype) {
@@ -212,7 +212,10 @@ tensor_meta decode_frame(const std::uint8_t* data, std::size_t size, const frame
   }
 
   if (meta.step < 0) fail("step=" + std::to_string(meta.step) + " must be >= 0");
-  check_range("microbatch", meta.microbatch, limits.microbatches);
+  if (meta.kind == tensor_kind::parameter)
+    check_range("parameter index", meta.microbatch, limits.max_parameters);
+  else
+    check_range("microbatch", meta.microbatch, limits.microbatches);
   check_range("virtual_stage", meta.virtual_stage, limits.virtual_stages);
   check_range("source_rank", meta.source_rank, limits.ranks);
 

@@ -10,10 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "core/model/tensor_box.hpp"
+
 namespace actorpipe {
 
-enum class tensor_kind : std::uint8_t { activation = 1, gradient = 2, targets = 3, tokens = 4 };
-enum class wire_dtype : std::uint8_t { f32 = 1, f16 = 2, bf16 = 3, i64 = 4, i32 = 5 };
+// tied_gradient: a tied parameter's gradient (embedding <-> LM head); parameter: a final
+// parameter gathered to process 0 (microbatch holds the parameter's index in its chunk).
+enum class tensor_kind : std::uint8_t { activation = 1, gradient = 2, targets = 3, tokens = 4, tied_gradient = 5, parameter = 6 };
+using wire_dtype = tensor_dtype;
 
 struct tensor_meta {
   wire_dtype dtype = wire_dtype::f32;
@@ -39,6 +43,7 @@ struct frame_limits {
   int virtual_stages = 1;
   int microbatches = 1;
   int max_dims = 8;
+  int max_parameters = 1 << 16;  // kind parameter: microbatch is an index below this
   std::uint64_t max_bytes = 1ull << 32;  // per tensor
 };
 

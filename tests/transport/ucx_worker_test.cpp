@@ -424,3 +424,129 @@ CATCH_TEST_CASE("ucx_worker reports a peer that died", "[transport][ucx]") {
   ::close(to_child[1]);
   ::close(to_parent[0]);
 }
+
+CATCH_TEST_CASE("ucx_worker masked receive matches any source and reports the sender's tag",
+                "[transport][ucx]") {
+  ucx_worker a;
+  ucx_worker b;
+  const int a_to_b = a.connect(b.address());
+  const std::uint64_t type_bits = std::uint64_t{0xff} << 56;
+  const std::uint64_t header = std::uint64_t{1} << 56, other = std::uint64_t{2} << 56;
+  const auto small = pattern(100, 1), other_bytes = pattern(8, 2);
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::pair<std::uint64_t, std::size_t>> got;
+  std::vector<std::string> errors;
+  std::vector<std::uint8_t> in(256), in_other(8);
+  auto post = [&] {
+    b.receive(header, type_bits, in.data(), in.size(),
+              [&](std::string e, std::size_t n, std::uint64_t sender_tag) {
+                std::lock_guard<std::mutex> lock(mutex);
+                errors.push_back(std::move(e));
+                got.emplace_back(sender_tag, n);
+                changed.notify_all();
+              });
+  };
+  completions sent, exact;
+  // A message of another type must not match the masked receive.
+  a.send(a_to_b, other | 7, other_bytes.data(), other_bytes.size(), [&](std::string e) { sent.add(e); });
+  post();
+  a.send(a_to_b, header | (std::uint64_t{3} << 40) | 42, small.data(), small.size(),
+         [&](std::string e) { sent.add(e); });
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    CATCH_REQUIRE(changed.wait_for(lock, 10s, [&] { return got.size() == 1; }));
+  }
+  CATCH_CHECK(errors[0].empty());
+  CATCH_CHECK(got[0].first == (header | (std::uint64_t{3} << 40) | 42));
+  CATCH_CHECK(got[0].second == small.size());
+  CATCH_CHECK(std::memcmp(in.data(), small.data(), small.size()) == 0);
+
+  // Truncation still names the sender, so a receiver can tell whom to blame.
+  const auto big = pattern(1000, 3);
+  post();
+  a.send(a_to_b, header | 9, big.data(), big.size(), [&](std::string e) { sent.add(e); });
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    CATCH_REQUIRE(changed.wait_for(lock, 10s, [&] { return got.size() == 2; }));
+  }
+  CATCH_CHECK_THAT(errors[1], Catch::Contains("truncated"));
+  CATCH_CHECK(got[1].first == (header | 9));
+
+  b.receive(other | 7, in_other.data(), in_other.size(),
+            [&](std::string e, std::size_t n) { exact.add(std::move(e), n); });
+  CATCH_REQUIRE(exact.wait_for_count(1, 10s));
+  CATCH_CHECK(exact.errors()[0].empty());
+  CATCH_CHECK(same_bytes(in_other, other_bytes));
+  CATCH_REQUIRE(sent.wait_for_count(3, 10s));
+}
+
+CATCH_TEST_CASE("ucx_worker runs work on its progress thread in call order", "[transport][ucx]") {
+  ucx_worker w;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<int> order;
+  std::thread::id ran_on;
+  for (int i = 0; i < 100; ++i) {
+    w.execute([&, i] {
+      std::lock_guard<std::mutex> lock(mutex);
+      order.push_back(i);
+      ran_on = std::this_thread::get_id();
+      // Inline from the progress thread: runs before this task returns.
+      if (i == 99) w.execute([&] { order.push_back(100); });
+      changed.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> lock(mutex);
+  CATCH_REQUIRE(changed.wait_for(lock, 5s, [&] { return order.size() == 101; }));
+  for (int i = 0; i <= 100; ++i) CATCH_CHECK(order[static_cast<std::size_t>(i)] == i);
+  CATCH_CHECK(ran_on != std::this_thread::get_id());
+}
+
+CATCH_TEST_CASE("ucx_worker disconnect fails later sends to that peer and keeps the others",
+                "[transport][ucx]") {
+  ucx_worker a;
+  ucx_worker b;
+  ucx_worker c;
+  const int a_to_b = a.connect(b.address());
+  const int a_to_c = a.connect(c.address());
+  CATCH_CHECK(a.detects_peer_failure(a_to_b));
+  CATCH_CHECK_FALSE(a.detects_peer_failure(12345));
+  bool failure_reported = false;
+  a.on_peer_failure([&](int, std::string) { failure_reported = true; });
+  a.disconnect(a_to_b);
+  const auto bytes = pattern(64, 4);
+  completions after;
+  a.send(a_to_b, 1, bytes.data(), bytes.size(), [&](std::string e) { after.add(std::move(e)); });
+  CATCH_REQUIRE(after.wait_for_count(1, 5s));
+  CATCH_CHECK_THAT(after.errors()[0], Catch::Contains("disconnected"));
+
+  std::vector<std::uint8_t> in(64);
+  completions ok;
+  c.receive(2, in.data(), in.size(), [&](std::string e, std::size_t n) { ok.add(std::move(e), n); });
+  a.send(a_to_c, 2, bytes.data(), bytes.size(), [&](std::string e) { ok.add(std::move(e)); });
+  CATCH_REQUIRE(ok.wait_for_count(2, 10s));
+  for (const auto& e : ok.errors()) CATCH_CHECK(e.empty());
+  CATCH_CHECK(same_bytes(in, bytes));
+  std::this_thread::sleep_for(100ms);
+  CATCH_CHECK_FALSE(failure_reported);
+}
+
+CATCH_TEST_CASE("ucx_worker connects over shared memory only, without peer-failure detection",
+                "[transport][ucx]") {
+  // UCX 1.13's shm transports refuse UCP_ERR_HANDLING_MODE_PEER; connect falls back.
+  scoped_env tls("UCX_TLS", "posix,sysv,cma,self");
+  ucx_worker a;
+  ucx_worker b;
+  const int a_to_b = a.connect(b.address());
+  CATCH_CHECK_FALSE(a.detects_peer_failure(a_to_b));
+  const auto out = pattern(std::size_t{4} << 20, 8);
+  std::vector<std::uint8_t> in(out.size());
+  completions done;
+  b.receive(5, in.data(), in.size(), [&](std::string e, std::size_t n) { done.add(std::move(e), n); });
+  a.send(a_to_b, 5, out.data(), out.size(), [&](std::string e) { done.add(std::move(e)); });
+  CATCH_REQUIRE(done.wait_for_count(2, 10s));
+  for (const auto& e : done.errors()) CATCH_CHECK(e.empty());
+  CATCH_CHECK(same_bytes(in, out));
+}

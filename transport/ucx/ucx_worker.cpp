@@ -44,7 +44,7 @@ struct ucx_worker::operation {
   int peer_id = -1;
   std::uint64_t tag = 0;
   send_callback send_done;
-  receive_callback receive_done;
+  tagged_receive_callback receive_done;
 };
 
 struct ucx_worker::peer {
@@ -52,6 +52,7 @@ struct ucx_worker::peer {
   int id = -1;
   ucp_ep_h ep = nullptr;
   bool failed = false;
+  bool closed = false;  // disconnect()ed: forgotten, failures no longer reported
   std::string reason;
 };
 
@@ -183,7 +184,9 @@ int ucx_worker::connect_on_progress_thread(int id, const std::vector<std::uint8_
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.address = reinterpret_cast<const ucp_address_t*>(peer_address.data());
-  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  // Asking once per worker keeps UCX's "no peer failure handler" error line to one.
+  bool detects_failure = !peer_mode_refused_;
+  params.err_mode = detects_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
   params.err_handler.arg = p.get();
   // Runs inside ucp_worker_progress: only record; handle_failures closes and notifies.
   params.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t status) {
@@ -194,18 +197,48 @@ int ucx_worker::connect_on_progress_thread(int id, const std::vector<std::uint8_
     failed->owner->newly_failed_.push_back(failed->id);
   };
   ucs_status_t status = ucp_ep_create(worker_, &params, &p->ep);
+  if (status == UCS_ERR_UNREACHABLE && detects_failure) {
+    // UCX 1.13 shm transports (posix, sysv, cma) cannot detect peer failure, so they are
+    // refused under UCP_ERR_HANDLING_MODE_PEER. Connect without it: the bytes still move,
+    // but a dead peer of this endpoint is not reported.
+    params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    detects_failure = false;
+    peer_mode_refused_ = true;
+    status = ucp_ep_create(worker_, &params, &p->ep);
+  }
   if (status == UCS_ERR_UNREACHABLE) {
-    // UCX 1.13 shm transports (self, posix, sysv) cannot detect peer failure, so they are
-    // refused under UCP_ERR_HANDLING_MODE_PEER.
-    throw std::runtime_error(
-        "ucx_worker: ucp_ep_create failed: " + std::string(ucs_status_string(status)) +
-        " (peer-failure handling needs a transport that detects it, e.g. tcp or rdma; "
-        "check UCX_TLS includes tcp)");
+    throw std::runtime_error("ucx_worker: ucp_ep_create failed: " +
+                             std::string(ucs_status_string(status)) +
+                             " (no transport in UCX_TLS reaches this peer)");
   }
   if (status != UCS_OK) throw_status("ucp_ep_create", status);
   peers_.emplace(id, std::move(p));
+  {
+    std::lock_guard<std::mutex> lock(peer_modes_mutex_);
+    detects_failure_[id] = detects_failure;
+  }
   return id;
 }
+
+bool ucx_worker::detects_peer_failure(int peer_id) const {
+  std::lock_guard<std::mutex> lock(peer_modes_mutex_);
+  auto found = detects_failure_.find(peer_id);
+  return found != detects_failure_.end() && found->second;
+}
+
+void ucx_worker::disconnect(int peer_id) {
+  enqueue([this, peer_id] {
+    auto found = peers_.find(peer_id);
+    if (found == peers_.end()) return;
+    // The peer object stays (UCX may still hold it as the error handler's argument); only
+    // the endpoint goes.
+    found->second->closed = true;
+    if (found->second->reason.empty()) found->second->reason = "disconnected";
+    close_endpoint(*found->second, true);
+  });
+}
+
+void ucx_worker::execute(std::function<void()> work) { enqueue(std::move(work)); }
 
 void ucx_worker::send(int peer_id, std::uint64_t tag, const void* data, std::size_t nbytes,
                       send_callback done) {
@@ -216,8 +249,16 @@ void ucx_worker::send(int peer_id, std::uint64_t tag, const void* data, std::siz
 
 void ucx_worker::receive(std::uint64_t tag, void* data, std::size_t nbytes,
                          receive_callback done) {
-  enqueue([this, tag, data, nbytes, done = std::move(done)]() mutable {
-    start_receive(tag, data, nbytes, std::move(done));
+  receive(tag, ~std::uint64_t{0}, data, nbytes,
+          [done = std::move(done)](std::string error, std::size_t received, std::uint64_t) {
+            done(std::move(error), received);
+          });
+}
+
+void ucx_worker::receive(std::uint64_t tag, std::uint64_t tag_mask, void* data,
+                         std::size_t nbytes, tagged_receive_callback done) {
+  enqueue([this, tag, tag_mask, data, nbytes, done = std::move(done)]() mutable {
+    start_receive(tag, tag_mask, data, nbytes, std::move(done));
   });
 }
 
@@ -233,6 +274,10 @@ void ucx_worker::start_send(int peer_id, std::uint64_t tag, const void* data, st
     return;
   }
   peer& p = *found->second;
+  if (p.closed) {
+    done("ucx send: peer " + std::to_string(peer_id) + " was disconnected");
+    return;
+  }
   if (p.failed || p.ep == nullptr) {
     done("ucx send: peer " + std::to_string(peer_id) + " has failed: " + p.reason);
     return;
@@ -252,7 +297,7 @@ void ucx_worker::start_send(int peer_id, std::uint64_t tag, const void* data, st
   param.cb.send = [](void* request, ucs_status_t status, void* user_data) {
     auto* o = static_cast<operation*>(user_data);
     o->request = request;
-    o->owner->finish(o, status == UCS_OK ? std::string() : describe("send", o->tag, status), 0);
+    o->owner->finish(o, status == UCS_OK ? std::string() : describe("send", o->tag, status), 0, 0);
   };
 
   operation* key = track(std::move(op));
@@ -262,14 +307,14 @@ void ucx_worker::start_send(int peer_id, std::uint64_t tag, const void* data, st
     if (tracked != pending_.end()) tracked->second->request = request;
   } else {
     const ucs_status_t status = UCS_PTR_STATUS(request);
-    finish(key, status == UCS_OK ? std::string() : describe("send", tag, status), 0);
+    finish(key, status == UCS_OK ? std::string() : describe("send", tag, status), 0, 0);
   }
 }
 
-void ucx_worker::start_receive(std::uint64_t tag, void* data, std::size_t nbytes,
-                               receive_callback done) {
+void ucx_worker::start_receive(std::uint64_t tag, std::uint64_t tag_mask, void* data,
+                               std::size_t nbytes, tagged_receive_callback done) {
   if (shutting_down_) {
-    done("ucx receive: worker is shutting down", 0);
+    done("ucx receive: worker is shutting down", 0, 0);
     return;
   }
   auto op = std::make_unique<operation>();
@@ -292,17 +337,21 @@ void ucx_worker::start_receive(std::uint64_t tag, void* data, std::size_t nbytes
     o->request = request;
     const std::size_t length = tag_info != nullptr ? tag_info->length : 0;
     std::string error;
+    std::uint64_t sender_tag = 0;
     if (status == UCS_ERR_MESSAGE_TRUNCATED) {
       error = describe("receive", o->tag, status) + " (message is larger than the posted buffer)";
     } else if (status != UCS_OK) {
       error = describe("receive", o->tag, status);
     }
-    o->owner->finish(o, std::move(error), status == UCS_OK ? length : 0);
+    // A cancelled request's tag info was never filled in.
+    if ((status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) && tag_info != nullptr) {
+      sender_tag = tag_info->sender_tag;
+    }
+    o->owner->finish(o, std::move(error), status == UCS_OK ? length : 0, sender_tag);
   };
 
-  const ucp_tag_t full_mask = ~ucp_tag_t{0};
   operation* key = track(std::move(op));
-  ucs_status_ptr_t request = ucp_tag_recv_nbx(worker_, data, nbytes, tag, full_mask, &param);
+  ucs_status_ptr_t request = ucp_tag_recv_nbx(worker_, data, nbytes, tag, tag_mask, &param);
   if (UCS_PTR_IS_PTR(request)) {
     auto found = pending_.find(key);
     if (found != pending_.end()) found->second->request = request;
@@ -315,7 +364,7 @@ void ucx_worker::start_receive(std::uint64_t tag, void* data, std::size_t nbytes
     } else if (status != UCS_OK) {
       error = describe("receive", tag, status);
     }
-    finish(key, std::move(error), 0);
+    finish(key, std::move(error), 0, 0);
   }
 }
 
@@ -327,7 +376,8 @@ ucx_worker::operation* ucx_worker::track(std::unique_ptr<operation> op) {
   return key;
 }
 
-void ucx_worker::finish(operation* op, std::string error, std::size_t received) {
+void ucx_worker::finish(operation* op, std::string error, std::size_t received,
+                        std::uint64_t sender_tag) {
   auto found = pending_.find(op);
   if (found == pending_.end()) return;  // cannot happen: every in-flight request is tracked
   std::unique_ptr<operation> owned = std::move(found->second);
@@ -336,7 +386,7 @@ void ucx_worker::finish(operation* op, std::string error, std::size_t received) 
   if (owned->abandoned) return;
   --pending_count_;
   if (owned->is_receive) {
-    owned->receive_done(std::move(error), received);
+    owned->receive_done(std::move(error), received, sender_tag);
   } else {
     owned->send_done(std::move(error));
   }
@@ -390,7 +440,7 @@ void ucx_worker::handle_failures() {
     if (found == peers_.end()) continue;
     // A failed endpoint must be force-closed; its in-flight sends complete with errors.
     close_endpoint(*found->second, true);
-    if (callback && !shutting_down_) callback(id, found->second->reason);
+    if (callback && !shutting_down_ && !found->second->closed) callback(id, found->second->reason);
   }
 }
 
@@ -454,7 +504,7 @@ void ucx_worker::shutdown_on_progress_thread() {
     op.abandoned = true;
     --pending_count_;
     if (op.is_receive) {
-      op.receive_done("ucx receive: worker shut down before the message arrived", 0);
+      op.receive_done("ucx receive: worker shut down before the message arrived", 0, 0);
     } else {
       op.send_done("ucx send: worker shut down before the send completed");
     }

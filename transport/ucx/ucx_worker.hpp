@@ -29,6 +29,10 @@ class ucx_worker {
 public:
   using send_callback = std::function<void(std::string error)>;
   using receive_callback = std::function<void(std::string error, std::size_t received)>;
+  /// sender_tag: the matched message's full tag (valid when error is empty or the message was
+  /// truncated; 0 when UCX reported none).
+  using tagged_receive_callback =
+      std::function<void(std::string error, std::size_t received, std::uint64_t sender_tag)>;
   using failure_callback = std::function<void(int peer, std::string reason)>;
 
   /// Creates the UCX context (TAG + WAKEUP features) and worker and starts the progress thread.
@@ -42,8 +46,22 @@ public:
   /// This worker's address blob, to hand to peers through the control plane.
   std::vector<std::uint8_t> address() const;
 
-  /// Creates an endpoint to a peer's address blob (peer error handling on). Returns the peer id.
+  /// Creates an endpoint to a peer's address blob. Returns the peer id. Peer error handling is
+  /// on when the transports allow it; UCX 1.13's shared-memory transports refuse it, so with
+  /// UCX_TLS naming only those (no tcp, no rdma) the endpoint is made without it and a dead
+  /// peer of that endpoint goes unreported (see detects_peer_failure).
   int connect(const std::vector<std::uint8_t>& peer_address);
+
+  /// Whether the endpoint of this peer id reports peer failure (false for an unknown id).
+  bool detects_peer_failure(int peer) const;
+
+  /// Closes a peer's endpoint at once (in-flight sends to it complete with errors) and
+  /// forgets it: later sends to it fail, and its failure is no longer reported.
+  void disconnect(int peer);
+
+  /// Runs work on the progress thread, in order with the other calls made from this thread;
+  /// inline when called on the progress thread (from a completion callback).
+  void execute(std::function<void()> work);
 
   /// Sends nbytes from data under tag. data must stay valid until done runs; error is empty on
   /// success.
@@ -52,6 +70,11 @@ public:
   /// Receives one message with exactly this tag straight into data (no staging copy). A message
   /// longer than nbytes completes with an error, never a crash.
   void receive(std::uint64_t tag, void* data, std::size_t nbytes, receive_callback done);
+
+  /// Receives one message whose tag matches `tag` on the bits set in tag_mask (0 bits are
+  /// wildcards); done gets the sender's full tag.
+  void receive(std::uint64_t tag, std::uint64_t tag_mask, void* data, std::size_t nbytes,
+               tagged_receive_callback done);
 
   /// Called on the progress thread when UCX reports a peer's endpoint as failed.
   void on_peer_failure(failure_callback callback);
@@ -72,10 +95,11 @@ private:
   int connect_on_progress_thread(int id, const std::vector<std::uint8_t>& peer_address);
   void start_send(int peer_id, std::uint64_t tag, const void* data, std::size_t nbytes,
                   send_callback done);
-  void start_receive(std::uint64_t tag, void* data, std::size_t nbytes, receive_callback done);
+  void start_receive(std::uint64_t tag, std::uint64_t tag_mask, void* data, std::size_t nbytes,
+                     tagged_receive_callback done);
   void handle_failures();
   operation* track(std::unique_ptr<operation> op);
-  void finish(operation* op, std::string error, std::size_t received);
+  void finish(operation* op, std::string error, std::size_t received, std::uint64_t sender_tag);
   bool on_progress_thread() const;
 
   void sweep_close_requests();
@@ -94,9 +118,12 @@ private:
 
   std::atomic<int> next_peer_id_{0};
   std::atomic<std::size_t> pending_count_{0};
+  mutable std::mutex peer_modes_mutex_;
+  std::unordered_map<int, bool> detects_failure_;  // peer id -> endpoint in peer error mode
 
   // Progress-thread-only state.
   bool shutting_down_ = false;
+  bool peer_mode_refused_ = false;  // UCX refused peer error handling once: do not ask again
   std::unordered_map<int, std::unique_ptr<peer>> peers_;
   std::unordered_map<operation*, std::unique_ptr<operation>> pending_;
   std::vector<int> newly_failed_;

@@ -1,0 +1,347 @@
+// `actorpipe launch` implementation (no CLI parsing here; see cli.cpp): fork/exec the local
+// processes and watch them with SIGCHLD, SIGINT and SIGTERM blocked and taken by sigtimedwait,
+// so no signal handler and no global state is needed.
+#include "apps/launch_command.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+
+#include "core/job_token.hpp"
+#include "core/number_text.hpp"
+
+extern char** environ;
+
+namespace actorpipe {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+// The variables launch sets; any value launch itself inherited for them is replaced.
+const char* const kJobVariables[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",         "LOCAL_WORLD_SIZE",
+                                     "MASTER_ADDR", "MASTER_PORT", "ACTORPIPE_JOB_TOKEN"};
+
+[[noreturn]] void bad_value(const std::string& flag, const std::string& value, const std::string& rule) {
+  throw std::invalid_argument(flag + "=" + value + " " + rule);
+}
+
+void validate(const launch_options& o) {
+  if (o.nproc_per_node < 1) bad_value("--nproc-per-node", std::to_string(o.nproc_per_node), "must be >= 1");
+  if (o.nnodes < 1) bad_value("--nnodes", std::to_string(o.nnodes), "must be >= 1");
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes)
+    bad_value("--node-rank", std::to_string(o.node_rank),
+              "must be in [0, " + std::to_string(o.nnodes) + ") for --nnodes=" + std::to_string(o.nnodes));
+  if (static_cast<long long>(o.nnodes) * o.nproc_per_node > INT_MAX)
+    throw std::invalid_argument("--nnodes=" + std::to_string(o.nnodes) + " x --nproc-per-node=" +
+                                std::to_string(o.nproc_per_node) + " is more processes than a job can have");
+  if (o.master_addr.empty()) throw std::invalid_argument("--master-addr must not be empty");
+  if (o.master_port < 1 || o.master_port > 65535)
+    bad_value("--master-port", std::to_string(o.master_port), "must be in 1..65535");
+  if (!std::isfinite(o.grace_s) || o.grace_s < 0)
+    bad_value("--grace", number_text(o.grace_s), "must be a finite number of seconds >= 0");
+  if (!std::isfinite(o.kill_after_s) || o.kill_after_s < 0)
+    bad_value("kill_after_s", number_text(o.kill_after_s), "must be a finite number of seconds >= 0");
+  if (o.command.empty())
+    throw std::invalid_argument(
+        "missing the command to run: put it after --, e.g. actorpipe launch --nproc-per-node 2 -- train --stages 2");
+  if (o.command.front() == "launch")
+    throw std::invalid_argument("the command after -- cannot be launch itself: give the command each process runs, "
+                                "e.g. -- train --stages 2");
+  if (o.program.empty()) throw std::invalid_argument("no program to run (launch_options::program is empty)");
+  if (access(o.program.c_str(), X_OK) != 0)
+    throw std::runtime_error("cannot run '" + o.program + "': " + std::strerror(errno));
+}
+
+// The token every process of the job shares. Several nodes cannot agree on a token made here.
+std::string job_token(const launch_options& o, bool& generated) {
+  generated = false;
+  if (const char* env = std::getenv("ACTORPIPE_JOB_TOKEN")) {
+    check_job_token(env);
+    return env;
+  }
+  if (o.nnodes > 1)
+    throw std::invalid_argument(
+        "--nnodes=" + std::to_string(o.nnodes) +
+        " needs one job token shared by every node and ACTORPIPE_JOB_TOKEN is not set: make one "
+        "(openssl rand -hex 32) and run export ACTORPIPE_JOB_TOKEN=<that token> on every node before actorpipe launch");
+  generated = true;
+  return generate_job_token();
+}
+
+std::string shell_quoted(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) || std::strchr("_./=:,@%+-", c) != nullptr;
+  });
+  if (plain) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGKILL: return "SIGKILL";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+std::string plural(int n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); }
+
+// A seconds value as a steady-clock duration; huge values are capped (a year) so they cannot overflow.
+steady::duration seconds(double s) {
+  return std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(std::min(s, 3.2e7)));
+}
+
+struct child {
+  pid_t pid = -1;
+  int rank = 0, local_rank = 0;
+  bool running = false;
+  bool stopped_by_us = false;  // launch sent it a signal: its end is expected, not a failure to report
+  std::string name() const {
+    return "process " + std::to_string(rank) + " (local " + std::to_string(local_rank) + ")";
+  }
+};
+
+// Blocks the signals launch waits for and makes sure children are not reaped behind its back
+// (SIGCHLD ignored); restores both on the way out. Also owns the children: whatever ends the
+// watch early (an exception), none is left running or unreaped.
+class watch_scope {
+ public:
+  explicit watch_scope(std::vector<child>& kids) : kids_(kids) {
+    sigemptyset(&waited_);
+    sigaddset(&waited_, SIGCHLD);
+    for (int sig : {SIGINT, SIGTERM}) {
+      struct sigaction current {};
+      sigaction(sig, nullptr, &current);
+      if (current.sa_handler != SIG_IGN) sigaddset(&waited_, sig);  // launched with it ignored (nohup, &): keep so
+    }
+    pthread_sigmask(SIG_BLOCK, &waited_, &old_mask_);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGCHLD, &dfl, &old_chld_);
+  }
+  ~watch_scope() {
+    for (auto& c : kids_)
+      if (c.running) {
+        kill(c.pid, SIGKILL);
+        int status;
+        while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        c.running = false;
+      }
+    sigaction(SIGCHLD, &old_chld_, nullptr);
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  watch_scope(const watch_scope&) = delete;
+  watch_scope& operator=(const watch_scope&) = delete;
+
+  const sigset_t& waited() const { return waited_; }
+  const sigset_t& old_mask() const { return old_mask_; }
+
+  // Waits up to `timeout` for one of the signals; returns SIGINT/SIGTERM when launch got one, else 0.
+  int wait(steady::duration timeout) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(timeout, steady::duration::zero()));
+    timespec ts{static_cast<time_t>(ns.count() / 1000000000), static_cast<long>(ns.count() % 1000000000)};
+    siginfo_t info;
+    const int sig = sigtimedwait(&waited_, &info, &ts);
+    return sig == SIGINT || sig == SIGTERM ? sig : 0;
+  }
+
+ private:
+  std::vector<child>& kids_;
+  sigset_t waited_, old_mask_;
+  struct sigaction old_chld_ {};
+};
+
+// fork + exec one process. Only async-signal-safe calls between fork and exec.
+pid_t start_process(const char* program, char* const* argv, char* const* envp, const sigset_t& child_mask,
+                    const std::string& exec_failed_message) {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  // If launch dies without stopping us (SIGKILL), stop too rather than run on unwatched.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(128 + SIGTERM);
+  sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+  execve(program, argv, envp);
+  const ssize_t ignored = write(STDERR_FILENO, exec_failed_message.data(), exec_failed_message.size());
+  (void)ignored;
+  _exit(127);
+}
+
+}  // namespace
+
+std::string running_executable(const std::string& argv0) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec && !self.empty()) return self.string();
+  if (argv0.find('/') != std::string::npos) return std::filesystem::absolute(argv0, ec).string();
+  return std::string();
+}
+
+int run_launch(const launch_options& opt, std::ostream& log) {
+  validate(opt);
+  bool generated = false;
+  const std::string token = job_token(opt, generated);
+  const int n = opt.nproc_per_node;
+  const int world = opt.nnodes * n;
+  const int first_rank = opt.node_rank * n;
+
+  // Everything the children need is built before the first fork.
+  std::vector<std::string> arg_text{opt.program};
+  arg_text.insert(arg_text.end(), opt.command.begin(), opt.command.end());
+  std::vector<char*> argv;
+  for (auto& a : arg_text) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> shared_env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const std::string key = kv.substr(0, kv.find('='));
+    if (std::none_of(std::begin(kJobVariables), std::end(kJobVariables), [&](const char* v) { return key == v; }))
+      shared_env.push_back(kv);
+  }
+  shared_env.push_back("WORLD_SIZE=" + std::to_string(world));
+  shared_env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(n));
+  shared_env.push_back("MASTER_ADDR=" + opt.master_addr);
+  shared_env.push_back("MASTER_PORT=" + std::to_string(opt.master_port));
+  shared_env.push_back("ACTORPIPE_JOB_TOKEN=" + token);
+  std::vector<std::vector<std::string>> env_text(n, shared_env);
+  std::vector<std::vector<char*>> envp(n);
+  for (int i = 0; i < n; ++i) {
+    env_text[i].push_back("RANK=" + std::to_string(first_rank + i));
+    env_text[i].push_back("LOCAL_RANK=" + std::to_string(i));
+    for (auto& kv : env_text[i]) envp[i].push_back(kv.data());
+    envp[i].push_back(nullptr);
+  }
+  const std::string exec_failed = "actorpipe launch: cannot run '" + opt.program + "'\n";
+
+  std::string what;
+  for (const auto& a : arg_text) what += (what.empty() ? "" : " ") + shell_quoted(a);
+  log << "actorpipe launch: starting " << plural(n, "process", "processes") << " on node " << opt.node_rank << " of "
+      << opt.nnodes << (n > 1 ? ": ranks " + std::to_string(first_rank) + "-" + std::to_string(first_rank + n - 1)
+                : ": rank " + std::to_string(first_rank))
+      << " of world size " << world << ", master " << opt.master_addr << ':' << opt.master_port << ", "
+      << (generated ? "a new job token" : "job token from ACTORPIPE_JOB_TOKEN") << "; each runs: " << what << '\n';
+  log.flush();
+
+  std::vector<child> kids(n);
+  watch_scope scope(kids);
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid = start_process(opt.program.c_str(), argv.data(), envp[i].data(), scope.old_mask(), exec_failed);
+    if (pid < 0)
+      throw std::runtime_error("cannot start process " + std::to_string(first_rank + i) + ": " + std::strerror(errno));
+    kids[i] = child{pid, first_rank + i, i, true, false};
+  }
+
+  int alive = n;
+  int result = 0;  // the first failure's code
+  int signals_received = 0;
+  std::optional<steady::time_point> term_at, kill_at;
+  auto signal_running = [&](int sig) {
+    std::string names;
+    for (auto& c : kids)
+      if (c.running) {
+        kill(c.pid, sig);
+        c.stopped_by_us = true;
+        names += (names.empty() ? "" : ", ") + c.name();
+      }
+    return names;
+  };
+
+  while (alive > 0) {
+    bool first_failure_now = false;
+    for (auto& c : kids) {
+      if (!c.running) continue;
+      int status = 0;
+      const pid_t r = waitpid(c.pid, &status, WNOHANG);
+      if (r == 0 || (r < 0 && errno == EINTR)) continue;
+      c.running = false;
+      --alive;
+      int code;
+      std::string how;
+      if (r < 0) {  // reaped by someone else: its status is lost, so count it as a failure
+        code = 1;
+        how = "ended, but its exit status was lost";
+      } else if (WIFSIGNALED(status)) {
+        code = 128 + WTERMSIG(status);
+        how = "was killed by signal " + std::to_string(WTERMSIG(status));
+      } else {
+        code = WEXITSTATUS(status);
+        how = "exited with code " + std::to_string(code);
+      }
+      if (code == 0 || c.stopped_by_us) continue;
+      log << "actorpipe launch: " << c.name() << ' ' << how << '\n';
+      if (result == 0) {
+        result = code;
+        first_failure_now = true;
+      }
+    }
+    if (alive == 0) break;
+    const auto now = steady::now();
+    if (first_failure_now && signals_received == 0) {
+      log << "actorpipe launch: giving the other " << plural(alive, "running process", "running processes") << ' '
+          << number_text(opt.grace_s) << " s to exit, then stopping them\n";
+      term_at = now + seconds(opt.grace_s);
+    }
+    if (kill_at && now >= *kill_at) {
+      log << "actorpipe launch: still running " << number_text(opt.kill_after_s)
+          << " s after being told to stop, sending SIGKILL to " << signal_running(SIGKILL) << '\n';
+      kill_at.reset();
+    } else if (term_at && now >= *term_at) {
+      log << "actorpipe launch: still running after the " << number_text(opt.grace_s)
+          << " s grace period, sending SIGTERM to " << signal_running(SIGTERM) << '\n';
+      term_at.reset();
+      kill_at = now + seconds(opt.kill_after_s);
+    }
+    log.flush();
+
+    // Sleep until a child changes state, launch gets a signal, or the next deadline; the 100 ms
+    // cap keeps the loop correct even if a SIGCHLD is lost.
+    auto timeout = std::chrono::duration_cast<steady::duration>(std::chrono::milliseconds(100));
+    for (const auto& at : {term_at, kill_at})
+      if (at) timeout = std::min(timeout, *at - now);
+    const int sig = scope.wait(timeout);
+    if (sig == 0) continue;
+    ++signals_received;
+    if (result == 0) result = 128 + sig;
+    if (signals_received == 1) {
+      log << "actorpipe launch: got " << signal_name(sig) << ", passing it on to " << signal_running(sig)
+          << "; SIGKILL follows in " << number_text(opt.kill_after_s) << " s\n";
+      term_at.reset();
+      const auto k = steady::now() + seconds(opt.kill_after_s);
+      kill_at = kill_at ? std::min(*kill_at, k) : k;
+    } else {
+      log << "actorpipe launch: got " << signal_name(sig) << " again, sending SIGKILL to " << signal_running(SIGKILL)
+          << '\n';
+    }
+    log.flush();
+  }
+
+  // A SIGINT/SIGTERM that came after the last child ended still counts, and must not be left
+  // pending for when the mask is restored.
+  const timespec zero{0, 0};
+  for (int sig; (sig = sigtimedwait(&scope.waited(), nullptr, &zero)) > 0;)
+    if ((sig == SIGINT || sig == SIGTERM) && result == 0) result = 128 + sig;
+  log.flush();
+  return result;
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,40 @@
+// `actorpipe launch`: start this node's worker processes of a multi-process job (like torchrun),
+// give each its place in the job through the environment, and watch them until they end.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace actorpipe {
+
+struct launch_options {
+  int nproc_per_node = 1;                 // processes started on this node
+  int nnodes = 1;                         // nodes in the job, each running one launch
+  int node_rank = 0;                      // this node's index in [0, nnodes)
+  std::string master_addr = "127.0.0.1";  // where rank 0's supervisor listens
+  int master_port = 29500;
+  double grace_s = 15;      // after a failure, how long the others may take to exit on their own
+  double kill_after_s = 5;  // after SIGTERM, how long before SIGKILL (the CLI keeps 5)
+  std::string program;      // the executable every process runs; the CLI sets the running actorpipe
+  std::vector<std::string> command;  // its arguments (an actorpipe subcommand and its flags)
+};
+
+// Validates the options, then starts nproc_per_node processes of `program command...`, each with
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
+// ACTORPIPE_JOB_TOKEN set (the token from the environment, or a new one on a single node), and
+// waits for all of them. The processes share launch's stdout and stderr; launch's own lines
+// (what it starts, which process failed, what it stops) go to `log` and never show the token.
+// On the first failure the others get grace_s to exit, then SIGTERM, then SIGKILL; SIGINT and
+// SIGTERM sent to launch are forwarded. Returns 0 when every process exits 0, else the first
+// failure's exit code (128 + signal for a process killed by a signal, or for a signal that
+// stopped launch). Every process is reaped before it returns.
+// Throws std::invalid_argument for a bad option (one line naming the flag and its value) and
+// std::runtime_error when the processes cannot be started; nothing keeps running then.
+int run_launch(const launch_options& opt, std::ostream& log);
+
+// The absolute path of the running executable (/proc/self/exe), or argv0 when that cannot be
+// read and argv0 names a path.
+std::string running_executable(const std::string& argv0);
+
+}  // namespace actorpipe
