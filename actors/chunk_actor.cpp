@@ -5,6 +5,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
+#include "core/model/chunk_runner.hpp"
 
 namespace actorpipe {
 namespace {
@@ -12,6 +13,9 @@ namespace {
 struct chunk_state {
   int step = -1;
   std::map<int, tensor_box> inputs, grads, targets;  // by microbatch
+  // Tied embedding sync: our copy is sent, and the other copy's gradient has arrived.
+  int tied_sent_step = -1;
+  std::map<int, tensor_box> tied_other;  // by step
 };
 
 }  // namespace
@@ -27,6 +31,27 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
     st->inputs.clear();
     st->grads.clear();
     st->targets.clear();
+  };
+  auto fail = [=](std::string what) {
+    self->send(ctx->supervisor, msg::failure{"virtual stage " + std::to_string(v) + " (rank " + std::to_string(rank) +
+                                             "): " + std::move(what)});
+  };
+  // Both halves of the tied sync are here: add the other copy's gradient to ours.
+  auto maybe_sum_tied = [=](int step) {
+    auto it = st->tied_other.find(step);
+    if (st->tied_sent_step != step || it == st->tied_other.end()) return;
+    tensor_box other = std::move(it->second);
+    st->tied_other.erase(it);
+    auto runner = ctx->runners[v];
+    auto sup = ctx->supervisor;
+    self->send(ctx->compute[rank], msg::compute_job{[=] {
+                 try {
+                   add_tied_gradient(*runner, other);
+                   caf::anon_send(sup, msg::tied_sync_done{step, v});
+                 } catch (const std::exception& e) {
+                   caf::anon_send(sup, msg::failure{"virtual stage " + std::to_string(v) + ": tied gradient sync failed: " + e.what()});
+                 }
+               }});
   };
   auto forward_ready = [=](int step, int m) {
     if (st->inputs.count(m) && (!last || st->targets.count(m)))
@@ -47,6 +72,49 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
         enter(g.step);
         st->grads[g.microbatch] = std::move(g.tensor);
         self->send(ctx->stage[rank], msg::input_ready{g.step, true, v, g.microbatch});
+      },
+      [=](msg::tied_sync& t) {
+        // Send a copy of our tied gradient to the other copy (first <-> last virtual stage).
+        const int other = v == 0 ? ctx->stages - 1 : 0;
+        auto runner = ctx->runners[v];
+        auto me = caf::actor_cast<caf::actor>(self);
+        auto sup = ctx->supervisor;
+        const int step = t.step;
+        self->send(ctx->compute[rank], msg::compute_job{[=] {
+                     try {
+                       ctx->send_tensor(tensor_kind::tied_gradient, step, other, 0, rank, tied_gradient_copy(*runner));
+                       caf::anon_send(me, msg::tied_sent{step});
+                     } catch (const std::exception& e) {
+                       caf::anon_send(sup, msg::failure{"virtual stage " + std::to_string(v) + ": tied gradient sync failed: " + e.what()});
+                     }
+                   }});
+      },
+      [=](msg::tied_sent& t) {
+        st->tied_sent_step = t.step;
+        maybe_sum_tied(t.step);
+      },
+      [=](msg::tied_gradient& g) {
+        st->tied_other[g.step] = std::move(g.tensor);
+        maybe_sum_tied(g.step);
+      },
+      [=](msg::gather_parameters& g) {
+        // --save-final across processes: every parameter to process 0, names by control message.
+        auto runner = ctx->runners[v];
+        auto sup = ctx->supervisor;
+        const int step = g.step;
+        self->send(ctx->compute[rank], msg::compute_job{[=] {
+                     try {
+                       msg::parameter_names names{v, {}};
+                       int index = 0;
+                       for (auto& [name, t] : runner->named_parameters()) {
+                         names.names.push_back(name);
+                         ctx->send_tensor_to_process(0, tensor_kind::parameter, step, v, index++, rank, t.contiguous());
+                       }
+                       caf::anon_send(sup, std::move(names));
+                     } catch (const std::exception& e) {
+                       caf::anon_send(sup, msg::failure{"virtual stage " + std::to_string(v) + ": sending parameters failed: " + e.what()});
+                     }
+                   }});
       },
       [=](msg::run& r) {
         const action a = r.act;
@@ -99,13 +167,17 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
                                                    ": " + to_string(a) + " failed: " + d.error});
           return;
         }
+        if (!d.output.defined() && ((a.op == op_kind::forward && !last) || (produces_input_grad(a.op) && v > 0))) {
+          fail(to_string(a) + " produced no tensor to send");
+          return;
+        }
         if (a.op == op_kind::forward) {
           if (last)
             self->send(ctx->supervisor, msg::loss_report{d.step, a.microbatch, d.loss});
           else
-            self->send(ctx->chunks[v + 1], msg::activation{d.step, v + 1, a.microbatch, std::move(d.output)});
+            ctx->send_tensor(tensor_kind::activation, d.step, v + 1, a.microbatch, rank, std::move(d.output));
         } else if (produces_input_grad(a.op) && v > 0) {
-          self->send(ctx->chunks[v - 1], msg::gradient{d.step, v - 1, a.microbatch, std::move(d.output)});
+          ctx->send_tensor(tensor_kind::gradient, d.step, v - 1, a.microbatch, rank, std::move(d.output));
         }
         self->send(ctx->stage[rank],
                    msg::action_done{d.step, a, d.start, d.end, d.live_stashes, d.pending_weight_grads});

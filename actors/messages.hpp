@@ -1,6 +1,7 @@
-// Every message the actors exchange. In one process a tensor rides inside the message as a
-// tensor_box (shared, zero copy); these types are whitelisted for local delivery only. The
-// cross-process transport (issue 4) adds serializable metadata twins.
+// Every message the actors exchange. Messages that carry a tensor_box or a closure stay inside
+// one process (whitelisted for local delivery only); tensors cross processes through the
+// transport (transport/transport.hpp). The control messages that cross processes have an
+// inspect() below and are registered by add_message_types; the control plane serializes them.
 #pragma once
 
 #include <caf/all.hpp>
@@ -128,9 +129,112 @@ struct grad_norm_request {
 };
 struct tied_sync_done {
   int step;
+  int virtual_stage;
 };
 
+// Supervisor -> the first and last chunks: exchange and sum the tied embedding gradients.
+struct tied_sync {
+  int step;
+};
+// Chunk -> itself: its own tied gradient is on its way to the other copy.
+struct tied_sent {
+  int step;
+};
+// Transport -> chunk: the other copy's tied gradient.
+struct tied_gradient {
+  int step;
+  int virtual_stage;  // receiver
+  tensor_box tensor;
+};
+
+// Supervisor -> chunks in other processes: send your parameters to process 0 (--save-final).
+struct gather_parameters {
+  int step;
+};
+// Chunk -> supervisor: the names of the parameters it sent (in index order).
+struct parameter_names {
+  int virtual_stage;
+  std::vector<std::string> names;
+};
+// Transport -> supervisor: one gathered parameter.
+struct parameter_arrived {
+  int virtual_stage;
+  int index;
+  tensor_box tensor;
+};
+
+// Runtime -> supervisor: the run ended (error empty on success); also process 0 -> the other
+// processes' runtimes.
+struct run_finished {
+  std::string error;
+};
+
+// Serialization of the messages that cross processes (CAF 0.17 inspectors).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, loss_report& x) {
+  return f(caf::meta::type_name("loss_report"), x.step, x.microbatch, x.loss);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, flush& x) {
+  return f(caf::meta::type_name("flush"), x.step, x.rank, x.events, x.peak_activations, x.peak_pending_weight_grads);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, waiting& x) {
+  return f(caf::meta::type_name("waiting"), x.step, x.rank, x.what);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, failure& x) {
+  return f(caf::meta::type_name("failure"), x.what);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grad_sq_parts& x) {
+  return f(caf::meta::type_name("grad_sq_parts"), x.step, x.rank, x.per_stage);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, optimizer_step& x) {
+  return f(caf::meta::type_name("optimizer_step"), x.step, x.clip_coefficient, x.lr);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, optimizer_done& x) {
+  return f(caf::meta::type_name("optimizer_done"), x.step, x.rank);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grad_norm_request& x) {
+  return f(caf::meta::type_name("grad_norm_request"), x.step);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tied_sync_done& x) {
+  return f(caf::meta::type_name("tied_sync_done"), x.step, x.virtual_stage);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tied_sync& x) {
+  return f(caf::meta::type_name("tied_sync"), x.step);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gather_parameters& x) {
+  return f(caf::meta::type_name("gather_parameters"), x.step);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, parameter_names& x) {
+  return f(caf::meta::type_name("parameter_names"), x.virtual_stage, x.names);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_finished& x) {
+  return f(caf::meta::type_name("run_finished"), x.error);
+}
 }  // namespace actorpipe::msg
+
+namespace actorpipe {
+// timeline_event and action are core types (no CAF); their inspectors live here, found by ADL.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, action& x) {
+  return f(caf::meta::type_name("action"), x.op, x.virtual_stage, x.microbatch);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, timeline_event& x) {
+  return f(caf::meta::type_name("timeline_event"), x.rank, x.act, x.chunk, x.start, x.end);
+}
+}  // namespace actorpipe
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::activation)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::targets)
@@ -139,16 +243,10 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::input_ready)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::run)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::compute_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::job_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::tied_sent)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::tied_gradient)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::parameter_arrived)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::action_done)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::loss_report)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::flush)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::waiting)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::failure)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::grad_sq_parts)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::optimizer_step)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::optimizer_done)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::grad_norm_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::tied_sync_done)
 
 namespace actorpipe::msg {
 
@@ -156,14 +254,14 @@ namespace actorpipe::msg {
 struct start_run {
   caf::actor reply_to;
 };
-// Supervisor -> runtime: the run ended (error empty on success).
-struct run_finished {
-  std::string error;
-};
 // Supervisor -> feeder: feed step `step`.
 struct start_step {
   int step;
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, start_step& x) {
+  return f(caf::meta::type_name("start_step"), x.step);
+}
 // Supervisor -> itself: the deadline of a step.
 struct step_deadline {
   int step;
@@ -172,6 +270,10 @@ struct step_deadline {
 }  // namespace actorpipe::msg
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::start_run)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::run_finished)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::start_step)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::step_deadline)
+
+namespace actorpipe {
+// Registers every message type that crosses processes with the actor system (names are part
+// of the control-plane wire format).
+void add_message_types(caf::actor_system_config& cfg);
+}  // namespace actorpipe

@@ -1,22 +1,135 @@
-// Builds a run and drives it: one actor system, detached compute actors (one thread per rank),
-// chunk / stage / optimizer actors, a feeder and a supervisor.
+// Builds a run and drives it: one actor system per process, detached compute actors (one
+// thread per local rank), chunk / stage / optimizer actors for the local ranks, a feeder, and
+// on process 0 the supervisor. Actors in other processes are reached through proxies and the
+// control plane; tensors through the transport (local hand-off, or UCX across processes).
 #include "actors/pipeline_runtime.hpp"
 
+#include <caf/io/all.hpp>
+
+#include <cstdio>
+#include <mutex>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
+#include "actors/control_plane.hpp"
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
 #include "core/model/compute_threads.hpp"
+#include "core/process_layout.hpp"
 #include "core/train/run_setup.hpp"
+#include "transport/local/local_transport.hpp"
+#include "transport/ucx/ucx_transport.hpp"
 
 namespace actorpipe {
+namespace {
+
+// What every process must agree on (anything that changes the numbers or the plan).
+std::string job_fingerprint(const train_options& o, const process_group& g) {
+  std::ostringstream s;
+  s.precision(17);
+  s << "schedule=" << o.schedule << " schedule_file=" << o.schedule_file << " stages=" << o.stages
+    << " chunks=" << o.chunks << " microbatches=" << o.microbatches << " microbatch_size=" << o.microbatch_size
+    << " steps=" << o.steps << " lr=" << o.lr << " warmup=" << o.warmup_steps << " min_lr_ratio=" << o.min_lr_ratio
+    << " grad_clip=" << o.grad_clip << " weight_decay=" << o.weight_decay << " data=" << o.data
+    << " data_file=" << o.data_file << " data_seed=" << o.data_seed << " greedy_budget=" << o.greedy_budget
+    << " activation_checkpointing=" << o.activation_checkpointing << " vocab=" << o.model.vocab
+    << " seq_len=" << o.model.seq_len << " hidden=" << o.model.hidden << " heads=" << o.model.heads
+    << " layers=" << o.model.layers << " init_std=" << o.model.init_std << " seed=" << o.model.seed
+    << " world_size=" << g.processes << " ranks_per_process=";
+  for (int c : g.ranks_per_process) s << c << ";";
+  return s.str();
+}
+
+std::string ranks_text(const std::vector<int>& process_of_rank, int p) {
+  std::string out;
+  for (size_t r = 0; r < process_of_rank.size(); ++r)
+    if (process_of_rank[r] == p) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+// Where arrived tensors go. Holds the context weakly: the transport outlives no run, but a
+// late arrival must not keep the context (and its actors) alive.
+transport::receive_handler make_dispatch(const std::weak_ptr<const run_context>& weak) {
+  return [weak](const tensor_meta& m, tensor_box t) {
+    auto ctx = weak.lock();
+    if (!ctx) return;
+    const int v = m.virtual_stage;
+    if (m.kind == tensor_kind::parameter && ctx->process == 0 && v >= 0 && v < ctx->stages && !ctx->is_local_stage(v)) {
+      caf::anon_send(ctx->supervisor, msg::parameter_arrived{v, m.microbatch, std::move(t)});  // v: the sender's stage
+      return;
+    }
+    if (v < 0 || v >= ctx->stages || !ctx->is_local_stage(v) || m.kind == tensor_kind::parameter) {
+      caf::anon_send(ctx->supervisor, msg::failure{"rank " + std::to_string(m.source_rank) + " sent a tensor for virtual stage " +
+                                                   std::to_string(v) + ", which is not in process " + std::to_string(ctx->process)});
+      return;
+    }
+    switch (m.kind) {
+      case tensor_kind::activation:
+        caf::anon_send(ctx->chunks[v], msg::activation{m.step, v, m.microbatch, std::move(t)});
+        break;
+      case tensor_kind::gradient:
+        caf::anon_send(ctx->chunks[v], msg::gradient{m.step, v, m.microbatch, std::move(t)});
+        break;
+      case tensor_kind::tied_gradient:
+        caf::anon_send(ctx->chunks[v], msg::tied_gradient{m.step, v, std::move(t)});
+        break;
+      default:
+        caf::anon_send(ctx->supervisor, msg::failure{"rank " + std::to_string(m.source_rank) +
+                                                     " sent a tensor of a kind no actor expects"});
+    }
+  };
+}
+
+// Tensors that arrive before this process's actors exist (a fast peer may start sending as
+// soon as the job has formed) wait here until the dispatch opens.
+struct arrival_gate {
+  std::mutex mutex;
+  bool open = false;
+  std::vector<std::pair<tensor_meta, tensor_box>> held;
+  transport::receive_handler dispatch;
+
+  void arrive(const tensor_meta& m, tensor_box t) {
+    transport::receive_handler f;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!open) {
+        held.emplace_back(m, std::move(t));
+        return;
+      }
+      f = dispatch;
+    }
+    f(m, std::move(t));
+  }
+  void open_with(transport::receive_handler f) {
+    std::vector<std::pair<tensor_meta, tensor_box>> early;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      dispatch = f;
+      open = true;
+      early.swap(held);
+    }
+    for (auto& [m, t] : early) f(m, std::move(t));
+  }
+};
+
+}  // namespace
 
 train_result run_pipeline(const train_options& o, const std::function<void(const step_metrics&)>& on_step,
-                          const chunk_factory& make_chunk) {
+                          const chunk_factory& make_chunk, const process_group& group) {
+  const bool multi = group.processes > 1;
+  if (multi && o.no_pipeline) throw std::invalid_argument("--no-pipeline runs in one process: got WORLD_SIZE=" + std::to_string(group.processes));
+  if (group.process < 0 || group.process >= group.processes)
+    throw std::invalid_argument("RANK=" + std::to_string(group.process) + " outside [0, " + std::to_string(group.processes) + ")");
+  const int stages_requested = o.no_pipeline ? 1 : o.stages;
+  const std::vector<int> process_of_rank = assign_ranks_to_processes(stages_requested, group.processes, group.ranks_per_process);
+
   auto ctx = std::make_shared<run_context>();
   ctx->options = o;
-  run_setup setup = prepare_run(o, make_chunk);
+  ctx->process = group.process;
+  ctx->processes = group.processes;
+  ctx->process_of_rank = process_of_rank;
+  run_setup setup = prepare_run(o, make_chunk, [&](int r) { return process_of_rank[r] == group.process; });
   ctx->place = setup.place;
   ctx->ranks = setup.place.ranks;
   ctx->stages = setup.place.num_virtual_stages();
@@ -28,7 +141,32 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   ctx->on_step = on_step;
   train_result result;
   result.data_description = ctx->source->describe();
-  ctx->result = &result;
+  ctx->result = group.process == 0 ? &result : nullptr;
+
+  std::shared_ptr<transport::ucx_transport> ucx;
+  if (multi) {
+    frame_limits limits;
+    limits.ranks = ctx->ranks;
+    limits.virtual_stages = ctx->stages;
+    limits.microbatches = ctx->microbatches;
+    ucx = std::make_shared<transport::ucx_transport>(group.process, group.processes, limits);
+    ctx->data = ucx;
+  } else {
+    ctx->data = transport::make_local_transport();
+  }
+  auto gate = std::make_shared<arrival_gate>();
+  auto failure_sink = std::make_shared<std::function<void(int, const std::string&)>>();
+  auto failures_gate = std::make_shared<std::mutex>();
+  ctx->data->set_handlers([gate](const tensor_meta& m, tensor_box t) { gate->arrive(m, std::move(t)); },
+                          [failure_sink, failures_gate](int p, const std::string& reason) {
+                            std::function<void(int, const std::string&)> f;
+                            {
+                              std::lock_guard<std::mutex> lock(*failures_gate);
+                              f = *failure_sink;
+                            }
+                            if (f) f(p, reason);
+                            else std::fprintf(stderr, "actorpipe: transport: %s\n", reason.c_str());
+                          });
 
   std::string error;
   {
@@ -39,52 +177,154 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
     // condition variable and is woken by each message: no polling, no 10 ms stalls.
     cfg.set("scheduler.policy", caf::atom("sharing"));
     cfg.set("scheduler.max-threads", size_t{1});
+    add_message_types(cfg);
+    if (multi) cfg.load<caf::io::middleman>();
     caf::actor_system sys{cfg};
-    for (int r = 0; r < ctx->ranks; ++r) {
-      ctx->compute.push_back(sys.spawn<caf::detached>(compute_actor));
-      const int threads = o.threads_per_stage;
-      caf::anon_send(ctx->compute.back(), msg::compute_job{[threads] { set_compute_threads(threads); }});
+    caf::scoped_actor self{sys};
+
+    // A multi-process job forms first: process 0 admits every other process, the transport
+    // addresses are exchanged, and the run's clock is aligned with process 0's.
+    caf::actor control;
+    if (multi) {
+      cluster_options c;
+      c.processes = group.processes;
+      c.process = group.process;
+      c.master_addr = group.master_addr;
+      c.master_port = group.master_port;
+      c.token = group.token;
+      c.fingerprint = job_fingerprint(o, group);
+      c.join_timeout_s = group.join_timeout_s;
+      c.process_of_rank = process_of_rank;
+      c.clock = [ctx] { return ctx->now(); };
+      control = spawn_control_plane(sys, c, ucx->address(), self);
+      msg::cluster_ready ready;
+      self->receive([&](msg::cluster_ready& r) { ready = std::move(r); });
+      if (!ready.error.empty()) {
+        caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
+        throw std::runtime_error(ready.error);
+      }
+      ucx->connect(ready.addresses);
+      if (group.process != 0)
+        ctx->epoch = std::chrono::steady_clock::now() -
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(ready.clock));
     }
-    // Spawned before wiring finishes, but no message reaches them until start_run below, and
-    // the context is complete by then (CAF's mailbox hands it over with a happens-before).
-    std::shared_ptr<const run_context> shared = ctx;
-    for (int v = 0; v < ctx->stages; ++v) ctx->chunks.push_back(sys.spawn(chunk_actor, shared, v));
+
+    auto proxy = [&](int p, target_kind kind, int index) { return spawn_remote_proxy(sys, control, p, kind, index); };
+    ctx->compute.resize(ctx->ranks);
     for (int r = 0; r < ctx->ranks; ++r) {
-      ctx->stage.push_back(sys.spawn(stage_actor, shared, r));
-      ctx->optimizer.push_back(sys.spawn(optimizer_actor, shared, r));
+      if (!ctx->is_local_rank(r)) continue;
+      ctx->compute[r] = sys.spawn<caf::detached>(compute_actor);
+      const int threads = o.threads_per_stage;
+      caf::anon_send(ctx->compute[r], msg::compute_job{[threads] { set_compute_threads(threads); }});
+    }
+    // Spawned before wiring finishes, but no message reaches them until start_run below (or,
+    // in another process, until the control plane gets its targets), and the context is
+    // complete by then (CAF's mailbox hands it over with a happens-before).
+    std::shared_ptr<const run_context> shared = ctx;
+    for (int v = 0; v < ctx->stages; ++v)
+      ctx->chunks.push_back(ctx->is_local_stage(v) ? sys.spawn(chunk_actor, shared, v)
+                                                   : proxy(ctx->process_of_stage(v), target_kind::chunk, v));
+    for (int r = 0; r < ctx->ranks; ++r) {
+      const bool local = ctx->is_local_rank(r);
+      ctx->stage.push_back(local ? sys.spawn(stage_actor, shared, r) : proxy(process_of_rank[r], target_kind::stage, r));
+      ctx->optimizer.push_back(local ? sys.spawn(optimizer_actor, shared, r)
+                                     : proxy(process_of_rank[r], target_kind::optimizer, r));
     }
     ctx->feeder = sys.spawn(feeder_actor, shared);
-    ctx->supervisor = sys.spawn(supervisor_actor, shared);
-    caf::scoped_actor self{sys};
-    self->monitor(ctx->supervisor);  // should it ever die without answering, we still return
-    self->send(ctx->supervisor, msg::start_run{self});
-    self->receive([&](msg::run_finished& f) { error = std::move(f.error); },
-                  [&](const caf::down_msg& d) {
-                    error = "the supervisor stopped without finishing the run: " + sys.render(d.reason);
-                    for (auto& a : ctx->compute) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-                    for (auto* group : {&ctx->chunks, &ctx->stage, &ctx->optimizer})
-                      for (auto& a : *group) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-                    caf::anon_send_exit(ctx->feeder, caf::exit_reason::user_shutdown);
-                  });
+    for (int p = 0; p < ctx->processes; ++p) ctx->feeders.push_back(p == ctx->process ? ctx->feeder : proxy(p, target_kind::feeder, 0));
+    ctx->supervisor = ctx->process == 0 ? sys.spawn(supervisor_actor, shared) : proxy(0, target_kind::supervisor, 0);
+
+    std::weak_ptr<const run_context> weak = shared;
+    {
+      std::lock_guard<std::mutex> lock(*failures_gate);
+      *failure_sink = [weak, process_of_rank](int p, const std::string& reason) {
+        auto c = weak.lock();
+        if (!c) return;
+        const std::string ranks = ranks_text(process_of_rank, p);
+        caf::anon_send(c->supervisor, msg::failure{"lost process " + std::to_string(p) +
+                                                   (ranks.find(',') == std::string::npos ? " (rank " : " (ranks ") + ranks +
+                                                   "): process " + std::to_string(c->process) +
+                                                   "'s data connection to it failed: " + reason});
+      };
+    }
+    gate->open_with(make_dispatch(weak));
+
+    // This process's actors, for shutdown and for reporting one that dies.
+    std::vector<caf::actor> local;
+    for (int r = 0; r < ctx->ranks; ++r)
+      if (ctx->is_local_rank(r)) local.insert(local.end(), {ctx->compute[r], ctx->stage[r], ctx->optimizer[r]});
+    for (int v = 0; v < ctx->stages; ++v)
+      if (ctx->is_local_stage(v)) local.push_back(ctx->chunks[v]);
+    local.push_back(ctx->feeder);
+    if (ctx->process == 0) local.push_back(ctx->supervisor);
+    auto stop_local = [&] {
+      for (auto& a : local) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    };
+
+    if (multi) {
+      msg::set_targets t;
+      auto add = [&](target_kind k, int i, const caf::actor& a) { t.targets[{static_cast<std::uint8_t>(k), i}] = a; };
+      for (int r = 0; r < ctx->ranks; ++r)
+        if (ctx->is_local_rank(r)) add(target_kind::stage, r, ctx->stage[r]), add(target_kind::optimizer, r, ctx->optimizer[r]);
+      for (int v = 0; v < ctx->stages; ++v)
+        if (ctx->is_local_stage(v)) add(target_kind::chunk, v, ctx->chunks[v]);
+      add(target_kind::feeder, 0, ctx->feeder);
+      add(target_kind::runtime, 0, caf::actor_cast<caf::actor>(self));
+      if (ctx->process == 0) add(target_kind::supervisor, 0, ctx->supervisor);
+      self->send(control, std::move(t));
+    }
+
+    if (ctx->process == 0) {
+      self->monitor(ctx->supervisor);  // should it ever die without answering, we still return
+      self->send(ctx->supervisor, msg::start_run{self});
+      self->receive([&](msg::run_finished& f) { error = std::move(f.error); },
+                    [&](const caf::down_msg& d) {
+                      error = "the supervisor stopped without finishing the run: " + sys.render(d.reason);
+                      stop_local();
+                    });
+      if (multi) {  // tell the other processes, and wait until they hung up
+        self->send(control, msg::shutdown_cluster{error});
+        self->receive([](msg::cluster_closed&) {}, caf::after(std::chrono::seconds(10)) >> [] {});
+      }
+    } else {
+      // A worker process: run until process 0 says the run is over (or is lost). A local
+      // actor that dies is reported to the supervisor, which stops the job.
+      std::map<caf::actor_addr, std::string> names;
+      for (auto& a : local) self->monitor(a);
+      bool done = false;
+      while (!done)
+        self->receive([&](msg::run_finished& f) { error = std::move(f.error), done = true; },
+                      [&](const caf::down_msg& d) {
+                        caf::anon_send(ctx->supervisor, msg::failure{"an actor of process " + std::to_string(ctx->process) +
+                                                                     " stopped unexpectedly: " + sys.render(d.reason)});
+                      });
+      stop_local();
+    }
     // The context holds handles to the actors and the actors hold the context: wait until
-    // every actor is down, then drop the handles, or a detached thread waits forever for its
-    // actor's last reference and the actor system never shuts down.
-    std::vector<caf::actor> all = ctx->compute;
-    for (auto* group : {&ctx->chunks, &ctx->stage, &ctx->optimizer}) all.insert(all.end(), group->begin(), group->end());
-    all.push_back(ctx->feeder);
-    all.push_back(ctx->supervisor);
+    // every local actor is down, then drop the handles, or a detached thread waits forever for
+    // its actor's last reference and the actor system never shuts down.
     std::set<caf::actor_addr> alive;
-    for (auto& a : all) {
+    for (auto& a : local) {
       alive.insert(a.address());
       self->monitor(a);
     }
+    if (ctx->process != 0) stop_local();
     while (!alive.empty()) self->receive([&](const caf::down_msg& d) { alive.erase(d.source); });
-    ctx->compute.clear(), ctx->chunks.clear(), ctx->stage.clear(), ctx->optimizer.clear();
+    if (control) caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
+    gate->open_with([](const tensor_meta&, tensor_box) {});
+    {
+      std::lock_guard<std::mutex> lock(*failures_gate);
+      *failure_sink = [](int, const std::string&) {};
+    }
+    ctx->compute.clear(), ctx->chunks.clear(), ctx->stage.clear(), ctx->optimizer.clear(), ctx->feeders.clear();
     ctx->feeder = caf::actor{};
     ctx->supervisor = caf::actor{};
   }
+  ctx->data.reset();
+  ucx.reset();
   if (!error.empty()) throw std::runtime_error(error);
-  result.parameters = collect_parameters(ctx->runners);
+  if (group.process != 0) return result;
+  if (!multi) result.parameters = collect_parameters(ctx->runners);
   result.predicted = predict_from_measured(setup, result.last_step);
   return result;
 }

@@ -16,6 +16,7 @@
 #include "core/schedule/plan.hpp"
 #include "core/schedule/policy.hpp"
 #include "core/train/train_options.hpp"
+#include "transport/transport.hpp"
 
 namespace actorpipe {
 
@@ -29,11 +30,19 @@ struct run_context {
   std::shared_ptr<const token_source> source;
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
 
-  std::vector<caf::actor> compute;     // per rank: detached, the rank's own thread
+  // Processes of the job: which one hosts each rank, and which one this is. Handles of actors
+  // in other processes are local proxies that forward over the control plane; compute actors
+  // and runners exist only for local ranks. Tensors move through `data`.
+  int process = 0, processes = 1;
+  std::vector<int> process_of_rank;  // per rank
+  std::shared_ptr<transport::tensor_transport> data;
+
+  std::vector<caf::actor> compute;     // per rank (empty handle for a rank in another process)
   std::vector<caf::actor> chunks;      // per virtual stage
   std::vector<caf::actor> stage;       // per rank
   std::vector<caf::actor> optimizer;   // per rank
-  caf::actor feeder;
+  std::vector<caf::actor> feeders;     // per process
+  caf::actor feeder;                   // this process's
   caf::actor supervisor;
 
   std::function<void(const step_metrics&)> on_step;  // progress, called from the supervisor
@@ -41,6 +50,23 @@ struct run_context {
 
   double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch).count(); }
   bool ties_embedding_copy() const { return stages > 1; }  // first and last chunk hold separate copies
+  int process_of_stage(int v) const { return process_of_rank[place.rank_of[v]]; }
+  bool is_local_rank(int r) const { return process_of_rank[r] == process; }
+  bool is_local_stage(int v) const { return process_of_stage(v) == process; }
+  // Sends a tensor to the chunk of virtual stage `to` (any process) through the transport.
+  void send_tensor(tensor_kind kind, int step, int to, int microbatch, int from_rank, tensor_box t) const {
+    send_tensor_to_process(process_of_stage(to), kind, step, to, microbatch, from_rank, std::move(t));
+  }
+  void send_tensor_to_process(int process_index, tensor_kind kind, int step, int v, int microbatch, int from_rank,
+                              tensor_box t) const {
+    tensor_meta meta;
+    meta.kind = kind;
+    meta.step = step;
+    meta.virtual_stage = v;
+    meta.microbatch = microbatch;
+    meta.source_rank = from_rank;
+    data->send(process_index, std::move(meta), std::move(t));
+  }
   std::unique_ptr<rank_policy> make_policy(int rank) const;
 };
 

@@ -23,7 +23,11 @@ struct supervisor_state {
   std::vector<msg::flush> flushes;
   std::map<int, std::string> waiting;  // rank -> what it waits for
   std::map<int, double> sq_parts;      // virtual stage -> sum of squares
-  int parts_got = 0, optimizers_done = 0;
+  int parts_got = 0, optimizers_done = 0, tied_done = 0;
+  // --save-final across processes: parameters of the other processes' virtual stages.
+  std::map<int, std::vector<std::string>> gathered_names;           // virtual stage -> names
+  std::map<std::pair<int, int>, tensor_box> gathered;                // (virtual stage, index)
+  int gather_expected = 0;                                           // remote virtual stages
   double grad_norm = 0, lr = 0;
   std::map<caf::actor_addr, std::string> names;
 };
@@ -34,11 +38,14 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
   auto st = std::make_shared<supervisor_state>();
   const int P = ctx->ranks, M = ctx->microbatches;
 
+  // The actors of this process (the others' are proxies; their processes stop on their own
+  // when the runtime tells them the run is over).
   auto all_actors = [ctx] {
-    std::vector<caf::actor> all = ctx->compute;
-    all.insert(all.end(), ctx->chunks.begin(), ctx->chunks.end());
-    all.insert(all.end(), ctx->stage.begin(), ctx->stage.end());
-    all.insert(all.end(), ctx->optimizer.begin(), ctx->optimizer.end());
+    std::vector<caf::actor> all;
+    for (int r = 0; r < ctx->ranks; ++r)
+      if (ctx->is_local_rank(r)) all.insert(all.end(), {ctx->compute[r], ctx->stage[r], ctx->optimizer[r]});
+    for (int v = 0; v < ctx->stages; ++v)
+      if (ctx->is_local_stage(v)) all.push_back(ctx->chunks[v]);
     all.push_back(ctx->feeder);
     return all;
   };
@@ -57,8 +64,8 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
     st->flushes.clear();
     st->waiting.clear();
     st->sq_parts.clear();
-    st->parts_got = st->optimizers_done = 0;
-    self->send(ctx->feeder, msg::start_step{k});
+    st->parts_got = st->optimizers_done = st->tied_done = 0;
+    for (auto& f : ctx->feeders) self->send(f, msg::start_step{k});
     self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(ctx->options.step_timeout_s)),
                        msg::step_deadline{k});
   };
@@ -70,18 +77,43 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
       for (auto& o : ctx->optimizer) self->send(o, msg::grad_norm_request{k});
       return;
     }
-    auto first = ctx->runners.front(), last = ctx->runners.back();
-    auto me = caf::actor_cast<caf::actor>(self);
-    self->send(ctx->compute[ctx->place.rank_of[0]], msg::compute_job{[first, last, me, k] {
-                 auto find = [](const chunk_compute& r) {
-                   for (auto& [name, t] : r.named_parameters())
-                     if (name == "tok_emb.weight") return t;
-                   return tensor_box{};
-                 };
-                 tensor_box a = find(*first), b = find(*last);
-                 if (a.defined() && b.defined()) sum_tied_gradients(a, b);
-                 caf::anon_send(me, msg::tied_sync_done{k});
-               }});
+    // The two copies swap gradients through the transport and each adds the other's.
+    self->send(ctx->chunks.front(), msg::tied_sync{k});
+    self->send(ctx->chunks.back(), msg::tied_sync{k});
+  };
+  // After the last step: every parameter on this process (--save-final in a multi-process job).
+  auto finish = [=] {
+    if (ctx->processes == 1 || !ctx->options.gather_parameters) {
+      stop("");
+      return;
+    }
+    st->gather_expected = 0;
+    for (int v = 0; v < ctx->stages; ++v)
+      if (!ctx->is_local_stage(v)) {
+        self->send(ctx->chunks[v], msg::gather_parameters{st->step});
+        ++st->gather_expected;
+      }
+    if (st->gather_expected == 0) stop("");
+  };
+  auto maybe_gathered = [=] {
+    if (static_cast<int>(st->gathered_names.size()) < st->gather_expected) return;
+    size_t expected = 0;
+    for (auto& [v, names] : st->gathered_names) expected += names.size();
+    if (st->gathered.size() < expected) return;
+    std::vector<std::pair<std::string, tensor_box>> all;
+    for (int v = 0; v < ctx->stages; ++v) {
+      std::vector<std::pair<std::string, tensor_box>> mine;
+      if (ctx->is_local_stage(v)) {
+        mine = ctx->runners[v]->named_parameters();
+      } else {
+        auto& names = st->gathered_names[v];
+        for (size_t i = 0; i < names.size(); ++i) mine.emplace_back(names[i], st->gathered[{v, int(i)}]);
+      }
+      for (auto& [name, t] : mine)  // the tied copy once, as collect_parameters does
+        if (!(v > 0 && v + 1 == ctx->stages && name == "tok_emb.weight")) all.emplace_back(name, t);
+    }
+    if (ctx->result) ctx->result->parameters = std::move(all);
+    stop("");
   };
 
   self->set_down_handler([=](caf::down_msg& dm) {
@@ -99,11 +131,13 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
           st->names[a.address()] = std::move(name);
         };
         for (int r = 0; r < P; ++r) {
+          if (!ctx->is_local_rank(r)) continue;  // another process: its link reports its loss
           watch(ctx->compute[r], "compute actor of rank " + std::to_string(r));
           watch(ctx->stage[r], "stage actor of rank " + std::to_string(r));
           watch(ctx->optimizer[r], "optimizer actor of rank " + std::to_string(r));
         }
-        for (int v = 0; v < ctx->stages; ++v) watch(ctx->chunks[v], "chunk actor of virtual stage " + std::to_string(v));
+        for (int v = 0; v < ctx->stages; ++v)
+          if (ctx->is_local_stage(v)) watch(ctx->chunks[v], "chunk actor of virtual stage " + std::to_string(v));
         watch(ctx->feeder, "feeder");
         begin_step(0);
       },
@@ -122,7 +156,7 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
         maybe_flushed();
       },
       [=](msg::tied_sync_done& t) {
-        if (t.step != st->step) return;
+        if (t.step != st->step || ++st->tied_done < 2) return;
         for (auto& o : ctx->optimizer) self->send(o, msg::grad_norm_request{t.step});
       },
       [=](msg::grad_sq_parts& g) {
@@ -194,7 +228,7 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
         if (k + 1 < o.steps)
           begin_step(k + 1);
         else
-          stop("");
+          finish();
       },
       [=](msg::step_deadline& d) {
         if (d.step != st->step || st->stopped) return;
@@ -212,6 +246,14 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
         stop("step " + std::to_string(d.step) + " did not finish within " + secs + " s (--step-timeout): " + detail);
       },
       [=](msg::failure& f) { stop(f.what); },
+      [=](msg::parameter_names& n) {
+        st->gathered_names[n.virtual_stage] = std::move(n.names);
+        maybe_gathered();
+      },
+      [=](msg::parameter_arrived& p) {
+        st->gathered[{p.virtual_stage, p.index}] = std::move(p.tensor);
+        maybe_gathered();
+      },
   };
 }
 

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <iostream>
 #include <ostream>
+#include <stdexcept>
 
+#include "apps/launch_command.hpp"
 #include "apps/simulate_command.hpp"
 #ifdef ACTORPIPE_WITH_TORCH
 #include <unistd.h>
@@ -117,8 +119,45 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   t->add_option("--metrics", tr.metrics_path, "Write one JSON line per step");
   t->add_option("--trace", tr.trace_path, "Write the last step's measured timeline as Chrome trace JSON");
   t->add_option("--save-final", tr.save_final_path, "Write the final parameters (safetensors, global names)");
+  t->add_option("--ranks-per-process", tr.ranks_per_process,
+                 "Multi-process jobs: pipeline ranks of each process, e.g. 1,3 (default: spread evenly)");
+  t->add_option("--join-timeout", tr.join_timeout_s, "Multi-process jobs: seconds for every process to join")->default_val(60);
   t->add_flag("--no-pipeline", tr.no_pipeline, "Train the same model unpartitioned in one thread: the reference");
 #endif
+
+  launch_options la;
+  auto* l = app.add_subcommand("launch",
+                               "Start this node's processes of a multi-process job and watch them (like torchrun): each "
+                               "runs the actorpipe command given after --, told its place in the job by environment "
+                               "variables.");
+  l->footer(
+      "\nThe command each process runs, and its flags, come last, after --:\n"
+      "  actorpipe launch --nproc-per-node N [OPTIONS] -- COMMAND [FLAGS...]\n"
+      "\nExamples:\n"
+      "  # one node, 4 processes (ranks 0-3):\n"
+      "  actorpipe launch --nproc-per-node 4 -- train --stages 4 --microbatches 8\n"
+      "\n"
+      "  # two nodes with 4 processes each (ranks 0-3 on node 0, 4-7 on node 1). Every node needs the same\n"
+      "  # job token: make one once (openssl rand -hex 32) and export it on both nodes first.\n"
+      "  export ACTORPIPE_JOB_TOKEN=<the token>                                  # on both nodes\n"
+      "  actorpipe launch --nproc-per-node 4 --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 -- train --stages 8\n"
+      "  actorpipe launch --nproc-per-node 4 --nnodes 2 --node-rank 1 --master-addr 10.0.0.1 -- train --stages 8\n"
+      "  # (the first on 10.0.0.1, the node that hosts rank 0; the second on the other node)\n"
+      "\nEach process gets RANK = node-rank x nproc-per-node + LOCAL_RANK, WORLD_SIZE = nnodes x nproc-per-node,\n"
+      "LOCAL_RANK (0 .. nproc-per-node-1), LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and ACTORPIPE_JOB_TOKEN\n"
+      "(from the environment, or a new one when there is a single node; it is never printed).\n"
+      "The processes write to this terminal. launch exits 0 when all exit 0. When one fails, the others get\n"
+      "--grace seconds to exit, then SIGTERM, then SIGKILL 5 s later, and launch exits with the first failure's\n"
+      "code (128 + N for a process killed by signal N). Ctrl-C (SIGINT) and SIGTERM are passed on to the processes.");
+  l->add_option("--nproc-per-node", la.nproc_per_node, "Processes to start on this node (usually one per GPU)")
+      ->required();
+  l->add_option("--nnodes", la.nnodes, "Nodes in the job, each running its own actorpipe launch [default: 1]");
+  l->add_option("--node-rank", la.node_rank, "This node's index, 0 .. nnodes-1 [default: 0]");
+  l->add_option("--master-addr", la.master_addr,
+                "Address of the node that runs rank 0 (its supervisor listens there) [default: 127.0.0.1]");
+  l->add_option("--master-port", la.master_port, "Port of rank 0's supervisor [default: 29500]");
+  l->add_option("--grace", la.grace_s, "Seconds the other processes get to exit after one fails [default: 15]");
+  l->add_option("command", la.command, "The actorpipe command each process runs, with its flags, after --");
 
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;
@@ -142,7 +181,10 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
     std::string what = e.what();
     if (what.find("subcommand") != std::string::npos && what.find("required") != std::string::npos)
       what = "missing command (try: actorpipe train, actorpipe simulate, or actorpipe --help)";
-    const bool in_command = argc > 1 && (std::string(argv[1]) == "simulate" || std::string(argv[1]) == "train");
+    const bool in_command = argc > 1 && (std::string(argv[1]) == "simulate" || std::string(argv[1]) == "train" ||
+                                         std::string(argv[1]) == "launch");
+    if (argc > 1 && std::string(argv[1]) == "launch" && dynamic_cast<const CLI::ExtrasError*>(&e))
+      what += " (the command to run and its flags go after --)";
     err << "actorpipe" << (in_command ? std::string(" ") + argv[1] : std::string()) << ": error: " << what << '\n';
     return 2;
   }
@@ -165,6 +207,19 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       return 0;
     }
 #endif
+    if (l->parsed()) {
+      std::string names;
+      bool known = la.command.empty() || la.command.front() == "launch";  // run_launch explains those
+      for (const auto* sub : app.get_subcommands({}))
+        if (sub != l) {
+          known = known || sub->get_name() == la.command.front();
+          names += (names.empty() ? "" : ", ") + sub->get_name();
+        }
+      if (!known)
+        throw std::invalid_argument("unknown command '" + la.command.front() + "' after -- (commands: " + names + ")");
+      la.program = running_executable(argv[0]);
+      return run_launch(la, err);
+    }
     if (s->parsed()) {
       if (list) {
         list_schedules_command(out);
@@ -179,7 +234,7 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   } catch (const std::exception& e) {
     std::string what = e.what();
     std::replace(what.begin(), what.end(), '\n', ' ');  // one line, whatever the source
-    err << "actorpipe " << (s->parsed() ? "simulate" : "train") << ": error: " << what << '\n';
+    err << "actorpipe " << (s->parsed() ? "simulate" : l->parsed() ? "launch" : "train") << ": error: " << what << '\n';
     return 2;
   }
   return 0;

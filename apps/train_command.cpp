@@ -3,15 +3,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <ostream>
+#include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "actors/pipeline_runtime.hpp"
 #include "core/config.hpp"
+#include "core/job_token.hpp"
+#include "core/launch_env.hpp"
+#include "core/process_layout.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/partition.hpp"
 #include "core/sim/chrome_trace.hpp"
@@ -137,11 +142,39 @@ sim_result in_milliseconds(sim_result r) {
 
 }  // namespace
 
-void run_train(const train_cli_options& o, std::ostream& out, std::ostream& progress) {
+void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {
   if (!o.schedule_file.empty() && o.schedule) throw std::invalid_argument("give --schedule or --schedule-file, not both");
   if (!o.trace_path.empty() && o.no_pipeline) throw std::invalid_argument("--trace needs the pipeline (not --no-pipeline)");
   job_config c = resolve_job(o);
   train_options t = to_train_options(c, o);
+
+  // A multi-process job when the launcher says so. Process 0 reports; the others stay quiet.
+  const launch_env env = read_launch_env();
+  process_group group;
+  group.processes = env.world_size;
+  group.process = env.rank;
+  group.master_addr = env.master_addr;
+  group.master_port = env.master_port;
+  group.join_timeout_s = o.join_timeout_s;
+  if (!(o.join_timeout_s > 0)) throw std::invalid_argument("--join-timeout=" + fmt("%g", o.join_timeout_s) + " must be > 0");
+  if (!o.ranks_per_process.empty()) group.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
+  if (group.processes > 1) {
+    if (o.no_pipeline) throw std::invalid_argument("--no-pipeline runs in one process, but WORLD_SIZE=" + std::to_string(group.processes));
+    const char* token = std::getenv("ACTORPIPE_JOB_TOKEN");
+    if (!token || !*token)
+      throw std::invalid_argument("WORLD_SIZE=" + std::to_string(group.processes) +
+                                  " but ACTORPIPE_JOB_TOKEN is not set: start the job with actorpipe launch (which makes one), "
+                                  "or export the same token to every process");
+    check_job_token(token);
+    group.token = token;
+    assign_ranks_to_processes(t.stages, group.processes, group.ranks_per_process);  // errors before any training
+    t.gather_parameters = !o.save_final_path.empty();
+  } else if (!o.ranks_per_process.empty()) {
+    throw std::invalid_argument("--ranks-per-process=" + o.ranks_per_process + " needs a multi-process job (WORLD_SIZE > 1)");
+  }
+  std::ostringstream quiet;
+  std::ostream& out = group.process == 0 ? out_stream : quiet;
+  std::ostream& progress = group.process == 0 ? progress_stream : quiet;
   // Open output files first: a typo in a path should not cost a training run.
   std::ofstream metrics;
   if (!o.metrics_path.empty()) {
@@ -153,6 +186,12 @@ void run_train(const train_cli_options& o, std::ostream& out, std::ostream& prog
                                          : (o.schedule_file.empty() ? t.schedule : o.schedule_file) + ", " +
                                                std::to_string(t.stages) + " stages x " + std::to_string(t.chunks) +
                                                (t.chunks == 1 ? " chunk" : " chunks");
+  if (group.processes > 1) {
+    const auto layout = assign_ranks_to_processes(t.stages, group.processes, group.ranks_per_process);
+    out << "processes: " << group.processes << " (this one hosts the supervisor); ranks per process";
+    for (int p = 0; p < group.processes; ++p) out << ' ' << std::count(layout.begin(), layout.end(), p);
+    out << "; control port " << group.master_addr << ':' << group.master_port << '\n';
+  }
   out << "actorpipe train: " << what << "; " << t.microbatches << " microbatches x " << t.microbatch_size
       << " sequences of " << t.model.seq_len << " tokens; " << t.steps << " steps\n";
   for (auto& n : c.notes) out << "note: " << n << '\n';
@@ -182,11 +221,13 @@ void run_train(const train_cli_options& o, std::ostream& out, std::ostream& prog
       metrics << j.dump() << '\n' << std::flush;
     }
   };
-  train_result r = o.no_pipeline ? run_reference(t, show) : run_pipeline(t, show);
+  train_result r = o.no_pipeline ? run_reference(t, show) : run_pipeline(t, show, {}, group);
+  if (group.process != 0) return;  // process 0 reports and writes the files
 
   out << "model: GPT, " << t.model.layers << " layers, hidden " << t.model.hidden << ", " << t.model.heads
-      << " heads, vocab " << t.model.vocab << ": " << si(static_cast<double>(count_elements(r.parameters)))
-      << " parameters; data: " << r.data_description << '\n';
+      << " heads, vocab " << t.model.vocab
+      << (r.parameters.empty() ? std::string() : ": " + si(static_cast<double>(count_elements(r.parameters))) + " parameters")
+      << "; data: " << r.data_description << '\n';
   if (!o.no_pipeline) {
     const sim_result& m = r.last_step;
     const sim_result& p = r.predicted;

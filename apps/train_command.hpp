@@ -29,6 +29,9 @@ struct train_cli_options {
   std::string metrics_path, trace_path, save_final_path;
   bool no_pipeline = false;
   bool interactive_progress = false;  // redraw one progress line (a terminal) or print a line per step
+  // Multi-process jobs (WORLD_SIZE > 1 from actorpipe launch, torchrun, srun or mpirun).
+  std::string ranks_per_process;  // "1,3": ranks of each process; empty: spread evenly
+  double join_timeout_s = 60;
 };
 
 // Throws std::invalid_argument / std::runtime_error with a one-line message on bad input or

@@ -256,4 +256,31 @@ void sum_tied_gradients(const tensor_box& first_param, const tensor_box& second_
   a.mutable_grad() = sum;
 }
 
+namespace {
+at::Tensor tied_parameter(const chunk_compute& chunk) {  // by value: named_parameters() is a temporary
+  for (auto& [name, t] : chunk.named_parameters())
+    if (name == "tok_emb.weight") return unbox(t);
+  throw std::invalid_argument("tied gradient sync: this virtual stage holds no tok_emb.weight");
+}
+}  // namespace
+
+tensor_box tied_gradient_copy(const chunk_compute& chunk) {
+  const at::Tensor p = tied_parameter(chunk);
+  torch::NoGradGuard no_grad;
+  if (!p.grad().defined()) return box(torch::zeros_like(p));
+  return box(p.grad().clone());
+}
+
+void add_tied_gradient(const chunk_compute& chunk, const tensor_box& other) {
+  at::Tensor p = tied_parameter(chunk);
+  const at::Tensor& o = unbox(other);
+  if (!o.defined() || o.sizes() != p.sizes() || o.scalar_type() != p.scalar_type())
+    throw std::invalid_argument("tied gradient sync: the other copy's gradient is " + describe(o) + ", ours is " +
+                                describe(p));
+  torch::NoGradGuard no_grad;
+  at::Tensor sum = p.grad().defined() ? p.grad() + o : o.clone();
+  // as sum_tied_gradients: the parameter's grad is replaced, never accumulated into in place
+  p.mutable_grad() = sum;
+}
+
 }  // namespace actorpipe

@@ -57,4 +57,11 @@ class chunk_runner final : public chunk_compute {
 // so the embedding on the first stage and its copy in the last stage's LM head stay equal.
 void sum_tied_gradients(const tensor_box& first_param, const tensor_box& second_param);
 
+// The tied sync across processes, one side at a time: a copy of the gradient of the chunk's
+// "tok_emb.weight" (throws std::invalid_argument if it has none or no gradient yet) ...
+tensor_box tied_gradient_copy(const chunk_compute& chunk);
+// ... and, once the other copy's arrived, own + other as the new gradient. Float addition is
+// commutative, so both sides end up with the bits sum_tied_gradients gives.
+void add_tied_gradient(const chunk_compute& chunk, const tensor_box& other);
+
 }  // namespace actorpipe

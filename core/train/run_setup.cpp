@@ -55,7 +55,7 @@ std::shared_ptr<const token_source> open_source(const train_options& o) {
   return open_text_file(p, need_tokens);
 }
 
-run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk) {
+run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, const std::function<bool(int rank)>& build_rank) {
   check_options(o);
   run_setup s;
   const int P = o.no_pipeline ? 1 : o.stages, V = o.no_pipeline ? 1 : o.chunks, M = o.microbatches;
@@ -97,6 +97,11 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk) {
     spec.first = v == 0;
     spec.last = v + 1 == S;
     spec.activation_checkpointing = o.activation_checkpointing;
+    if (build_rank && !build_rank(s.place.rank_of[v])) {
+      s.runners.push_back(nullptr);
+      s.optimizers.push_back(nullptr);
+      continue;
+    }
     s.runners.push_back(make_chunk ? make_chunk(o.model, spec) : std::make_shared<chunk_runner>(o.model, spec));
     s.optimizers.push_back(std::make_shared<shard_optimizer>(s.runners.back()->named_parameters(), adamw));
   }
@@ -105,9 +110,11 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk) {
 
 std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::vector<std::shared_ptr<chunk_compute>>& runners) {
   std::vector<std::pair<std::string, tensor_box>> out;
-  for (size_t v = 0; v < runners.size(); ++v)
+  for (size_t v = 0; v < runners.size(); ++v) {
+    if (!runners[v]) continue;
     for (auto& [name, t] : runners[v]->named_parameters())
       if (!(v > 0 && v + 1 == runners.size() && name == "tok_emb.weight")) out.emplace_back(name, t);
+  }
   return out;
 }
 

@@ -31,12 +31,16 @@ using chunk_factory = std::function<std::shared_ptr<chunk_compute>(const gpt_con
 
 // Checks every option (std::invalid_argument naming the option and value) and builds the run.
 // With no_pipeline: one chunk holding the whole model on one rank.
-run_setup prepare_run(const train_options& options, const chunk_factory& make_chunk = {});
+// build_rank: which ranks this process builds runners and optimizers for (default: all); the
+// others' entries stay null (a rank in another process).
+run_setup prepare_run(const train_options& options, const chunk_factory& make_chunk = {},
+                      const std::function<bool(int rank)>& build_rank = {});
 
 // Opens the data the options name (synthetic or a file).
 std::shared_ptr<const token_source> open_source(const train_options& options);
 
 // Every parameter once, by global name, in virtual stage order (the tied copy left out).
+// Null runners (ranks in other processes) are skipped.
 std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::vector<std::shared_ptr<chunk_compute>>& runners);
 
 // The simulator's view of the measured step: the same plan (or policy) on per-(op, virtual

@@ -36,6 +36,7 @@ struct train_options {
   bool activation_checkpointing = false;
   double step_timeout_s = 600;  // a step that takes longer stops the job naming the stuck ranks
   bool no_pipeline = false;     // the reference: unpartitioned, one thread, same microbatches
+  bool gather_parameters = true;  // multi-process: every final parameter to process 0 (--save-final)
 };
 
 struct step_metrics {

@@ -1,0 +1,109 @@
+// The control plane of a multi-process job, on CAF's middleman (io brokers): process 0 listens
+// on MASTER_ADDR:MASTER_PORT, every other process connects, proves it holds the job token
+// (HMAC challenge, core/job_token.hpp) and joins; then small control messages (flush, losses,
+// optimizer steps, ...) flow between actors in different processes as CAF-serialized
+// envelopes, relayed by process 0. Tensor bytes never pass here: they go through the transport.
+//
+// Wire format on each TCP connection: frames of [u32 little-endian length][body], body[0] a
+// type byte: 'C' challenge (32 random bytes), 'H' hello ([32-byte answer][i32 process][joiner
+// name]), 'R' refusal (reason text), 'M' envelope ([u8 target][i32 process][i32 index] + a
+// CAF-serialized caf::message). Before a connection has proven the token, frames are capped
+// at 4 KiB and only a hello is accepted; nothing else it sends is acted on.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace actorpipe {
+
+struct cluster_options {
+  int processes = 1;
+  int process = 0;                        // this process's index (0 hosts the supervisor)
+  std::string master_addr = "127.0.0.1";  // process 0 binds here; the others connect here
+  int master_port = 29500;
+  std::string token;                      // ACTORPIPE_JOB_TOKEN (never logged)
+  std::string fingerprint;                // the job's options as text: must match process 0's
+  double join_timeout_s = 60;
+  std::vector<int> process_of_rank;       // per pipeline rank
+  std::function<double()> clock;          // seconds on the run's clock (process 0's is shared)
+};
+
+// Who an envelope is for, in its process.
+enum class target_kind : std::uint8_t { control = 0, supervisor = 1, stage = 2, optimizer = 3, chunk = 4, feeder = 5, runtime = 6 };
+
+namespace msg {
+
+// Control plane -> its owner (the runtime): every process joined (error empty), or the job
+// could not form (error says why). addresses: every process's transport address.
+struct cluster_ready {
+  std::vector<std::vector<std::uint8_t>> addresses;
+  double clock = 0;  // process 0's run clock when it sent the welcome (seconds)
+  std::string error;
+};
+// Runtime -> control plane: where envelopes for this process go (held until this arrives).
+struct set_targets {
+  std::map<std::pair<std::uint8_t, int>, caf::actor> targets;  // (target_kind, index)
+};
+// Proxy -> control plane: deliver `content` to (target, index) in `process`.
+struct forward {
+  int process;
+  std::uint8_t target;
+  int index;
+  caf::message content;
+};
+// Runtime of process 0 -> control plane: tell every process the run is over, wait until they
+// hung up (or a few seconds), then answer cluster_closed.
+struct shutdown_cluster {
+  std::string error;
+};
+struct cluster_closed {};
+
+// Process p -> process 0, right after the hello: who it is and where its transport listens.
+struct join {
+  std::string fingerprint;
+  std::vector<std::uint8_t> address;
+  std::string host;
+};
+// Process 0 -> every process once all joined.
+struct welcome {
+  std::vector<std::vector<std::uint8_t>> addresses;
+  double clock = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join& x) {
+  return f(caf::meta::type_name("join"), x.fingerprint, x.address, x.host);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, welcome& x) {
+  return f(caf::meta::type_name("welcome"), x.addresses, x.clock);
+}
+
+}  // namespace msg
+
+// Registers join and welcome (add_message_types in messages.hpp calls this).
+void add_control_plane_types(caf::actor_system_config& cfg);
+
+// Spawns this process's control plane (the actor system must have loaded caf::io::middleman).
+// `owner` receives msg::cluster_ready, and later msg::run_finished when the connection to
+// process 0 is lost (processes other than 0). On process 0 a lost process is reported to the
+// supervisor target as msg::failure naming its ranks.
+caf::actor spawn_control_plane(caf::actor_system& sys, cluster_options options, std::vector<std::uint8_t> address,
+                               caf::actor owner);
+
+// A local stand-in for an actor in another process: forwards every message it receives.
+caf::actor spawn_remote_proxy(caf::actor_system& sys, caf::actor control, int process, target_kind target, int index);
+
+}  // namespace actorpipe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::cluster_ready)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::set_targets)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::forward)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::shutdown_cluster)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::cluster_closed)

@@ -1,0 +1,63 @@
+// process_layout: see process_layout.hpp.
+#include "core/process_layout.hpp"
+
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+namespace actorpipe {
+
+namespace {
+std::string join(const std::vector<int>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  return out;
+}
+}  // namespace
+
+std::vector<int> assign_ranks_to_processes(int ranks, int processes, const std::vector<int>& per_process) {
+  if (processes < 1) throw std::invalid_argument("WORLD_SIZE=" + std::to_string(processes) + " must be >= 1");
+  std::vector<int> counts = per_process;
+  if (counts.empty()) {
+    if (processes > ranks)
+      throw std::invalid_argument("WORLD_SIZE=" + std::to_string(processes) + " processes but the job has --stages=" +
+                                  std::to_string(ranks) + " ranks: every process needs at least one rank");
+    for (int p = 0; p < processes; ++p) counts.push_back(ranks / processes + (p < ranks % processes ? 1 : 0));
+  } else {
+    if (static_cast<int>(counts.size()) != processes)
+      throw std::invalid_argument("--ranks-per-process=" + join(counts) + " has " + std::to_string(counts.size()) +
+                                  " entries but the job has WORLD_SIZE=" + std::to_string(processes) + " processes");
+    for (int c : counts)
+      if (c < 1) throw std::invalid_argument("--ranks-per-process=" + join(counts) + ": every process needs at least one rank");
+    const int total = std::accumulate(counts.begin(), counts.end(), 0);
+    if (total != ranks)
+      throw std::invalid_argument("--ranks-per-process=" + join(counts) + " sums to " + std::to_string(total) +
+                                  " but the job has --stages=" + std::to_string(ranks) + " ranks");
+  }
+  std::vector<int> process_of_rank;
+  for (int p = 0; p < processes; ++p)
+    for (int i = 0; i < counts[p]; ++i) process_of_rank.push_back(p);
+  return process_of_rank;
+}
+
+std::vector<int> parse_ranks_per_process(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      throw std::invalid_argument("--ranks-per-process='" + text + "': '" + item + "' is not an integer (expected e.g. 1,3)");
+    out.push_back(v);
+  }
+  if (out.empty()) throw std::invalid_argument("--ranks-per-process is empty (expected e.g. 1,3)");
+  return out;
+}
+
+}  // namespace actorpipe

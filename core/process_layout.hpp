@@ -1,0 +1,18 @@
+// Which process of a multi-process job hosts which pipeline ranks: contiguous runs of ranks,
+// process 0 first (it hosts rank 0 and the supervisor).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace actorpipe {
+
+// per_process empty: ranks spread evenly (the first ranks % processes processes get one more).
+// Otherwise per_process[p] ranks go to process p. Throws std::invalid_argument naming the
+// flag and the values ("--ranks-per-process=1,2 sums to 3 but the job has --stages=4 ranks").
+std::vector<int> assign_ranks_to_processes(int ranks, int processes, const std::vector<int>& per_process = {});
+
+// "1,3" -> {1, 3}; throws std::invalid_argument naming --ranks-per-process and the text.
+std::vector<int> parse_ranks_per_process(const std::string& text);
+
+}  // namespace actorpipe

@@ -1,0 +1,222 @@
+// Multi-process jobs end to end, through the actorpipe binary on loopback: bit-identity with
+// the one-process run (1f1b, interleaved, zbv; 2 and 4 processes; UCX over tcp and over shared
+// memory), a process killed mid-step, and strangers that connect without the job token.
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "tests/apps/cli_runner.hpp"
+#include "tests/apps/process_runner.hpp"
+
+using namespace actorpipe::testing;
+
+namespace {
+
+const std::string bin = ACTORPIPE_BIN;
+const std::string token = "a-test-job-token-0123456789abcdef";
+
+std::vector<std::string> job(const std::string& schedule, int chunks, int steps, const std::string& save) {
+  std::vector<std::string> a = {"train",          "--stages", "4",           "--layers",        "8",
+                                "--hidden",       "32",       "--heads",     "2",               "--seq-len",
+                                "16",             "--steps",  std::to_string(steps), "--microbatches", "8",
+                                "--microbatch-size", "2",     "--schedule",  schedule,          "--chunks",
+                                std::to_string(chunks), "--step-timeout", "60"};
+  if (!save.empty()) a.insert(a.end(), {"--save-final", save});
+  return a;
+}
+
+std::map<std::string, std::string> worker_env(int rank, int world, int port, const std::string& tok = token) {
+  return {{"RANK", std::to_string(rank)},      {"WORLD_SIZE", std::to_string(world)},
+          {"MASTER_ADDR", "127.0.0.1"},        {"MASTER_PORT", std::to_string(port)},
+          {"ACTORPIPE_JOB_TOKEN", tok},        {"UCX_TLS", "tcp,self"}};
+}
+
+std::string one_process_reference(const std::string& schedule, int chunks, int steps) {
+  const std::string ref = temp_path(".ref.safetensors");
+  const std::string log = temp_path(".ref.log");
+  auto args = job(schedule, chunks, steps, ref);
+  pid_t pid = start_process(bin, args, {}, log);
+  CATCH_REQUIRE(wait_process(pid, 120) == 0);
+  return ref;
+}
+
+// One schedule: the one-process reference, then 2 and 4 processes over tcp and over the
+// shared-memory transports (UCX's posix, sysv and cma).
+void check_bit_identical(const std::string& schedule, int chunks) {
+  const std::string ref_bytes = read_bytes(one_process_reference(schedule, chunks, 5));
+  CATCH_REQUIRE(ref_bytes.size() > 1000);
+  for (const std::string tls : {"tcp,self", "posix,sysv,cma,self"}) {
+    for (int processes : {2, 4}) {
+      const std::string out = temp_path(".mp.safetensors"), log = temp_path(".mp.log");
+      std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(processes), "--master-port",
+                                       std::to_string(free_port()), "--"};
+      auto train = job(schedule, chunks, 5, out);
+      args.insert(args.end(), train.begin(), train.end());
+      pid_t pid = start_process(bin, args, {{"UCX_TLS", tls}}, log);
+      const int code = wait_process(pid, 120);
+      CATCH_INFO(schedule << ", " << processes << " processes, UCX_TLS=" << tls << ":\n" << read_text(log));
+      CATCH_CHECK(code == 0);
+      CATCH_CHECK(read_text(log).find("processes: " + std::to_string(processes)) != std::string::npos);
+      CATCH_CHECK(read_bytes(out) == ref_bytes);  // every parameter, bit for bit, same layout
+    }
+  }
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("1f1b in 2 and 4 processes is bit-identical to one process", "[multiprocess][slow]") {
+  check_bit_identical("1f1b", 1);
+}
+CATCH_TEST_CASE("interleaved in 2 and 4 processes is bit-identical to one process", "[multiprocess][slow]") {
+  check_bit_identical("interleaved", 2);
+}
+CATCH_TEST_CASE("zbv in 2 and 4 processes is bit-identical to one process", "[multiprocess][slow]") {
+  check_bit_identical("zbv", 2);
+}
+
+CATCH_TEST_CASE("three of four ranks in one process still match one process bit for bit", "[multiprocess][slow]") {
+  const std::string ref_bytes = read_bytes(one_process_reference("1f1b", 1, 3));
+  const int port = free_port();
+  const std::string out = temp_path(".rpp.safetensors");
+  std::vector<std::string> logs = {temp_path(".p0.log"), temp_path(".p1.log")};
+  std::vector<pid_t> pids;
+  for (int p = 0; p < 2; ++p) {
+    auto args = job("1f1b", 1, 3, p == 0 ? out : "");
+    args.insert(args.end(), {"--ranks-per-process", "1,3"});
+    pids.push_back(start_process(bin, args, worker_env(p, 2, port), logs[p]));
+  }
+  for (int p = 0; p < 2; ++p) {
+    CATCH_INFO("process " << p << ":\n" << read_text(logs[p]));
+    CATCH_CHECK(wait_process(pids[p], 120) == 0);
+  }
+  CATCH_CHECK(read_text(logs[0]).find("ranks per process 1 3") != std::string::npos);
+  CATCH_CHECK(read_bytes(out) == ref_bytes);
+}
+
+CATCH_TEST_CASE("a process killed with SIGKILL mid-step stops the job within 10 s, naming the lost rank",
+                "[multiprocess][failure]") {
+  const int port = free_port();
+  std::vector<std::string> logs;
+  std::vector<pid_t> pids;
+  for (int p = 0; p < 3; ++p) {
+    logs.push_back(temp_path(".kill" + std::to_string(p) + ".log"));
+    auto args = job("1f1b", 1, 100000, "");
+    args.insert(args.end(), {"--ranks-per-process", "2,1,1"});
+    pids.push_back(start_process(bin, args, worker_env(p, 3, port), logs[p]));
+  }
+  // Training is under way once process 0 reports its third step.
+  const bool started = wait_for_text(logs[0], "step 3/", 60);
+  CATCH_INFO("process 0:\n" << read_text(logs[0]));
+  CATCH_REQUIRE(started);
+  kill(pids[1], SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  const int code0 = wait_process(pids[0], 10);
+  const int code2 = wait_process(pids[2], 10);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  wait_process(pids[1], 5);
+  CATCH_INFO("process 0:\n" << read_text(logs[0]) << "\nprocess 2:\n" << read_text(logs[2]));
+  CATCH_CHECK(code0 > 0);  // -1 would mean it hung and had to be killed
+  CATCH_CHECK(code2 > 0);
+  CATCH_CHECK(seconds < 10);
+  CATCH_CHECK(read_text(logs[0]).find("lost process 1 (rank 2") != std::string::npos);
+  CATCH_CHECK(read_text(logs[2]).find("lost process 1 (rank 2") != std::string::npos);
+}
+
+CATCH_TEST_CASE("losing process 0 stops the other processes", "[multiprocess][failure]") {
+  const int port = free_port();
+  std::vector<std::string> logs = {temp_path(".k0.log"), temp_path(".k1.log")};
+  std::vector<pid_t> pids;
+  for (int p = 0; p < 2; ++p) pids.push_back(start_process(bin, job("1f1b", 1, 100000, ""), worker_env(p, 2, port), logs[p]));
+  CATCH_REQUIRE(wait_for_text(logs[0], "step 2/", 60));
+  kill(pids[0], SIGKILL);
+  const int code1 = wait_process(pids[1], 10);
+  wait_process(pids[0], 5);
+  CATCH_INFO("process 1:\n" << read_text(logs[1]));
+  CATCH_CHECK(code1 > 0);
+  CATCH_CHECK(read_text(logs[1]).find("lost the connection to process 0") != std::string::npos);
+}
+
+CATCH_TEST_CASE("strangers without the job token are refused and logged while the job goes on unaffected",
+                "[multiprocess][security]") {
+  const int steps = 200;  // long enough to still run while the strangers knock
+  const std::string ref_bytes = read_bytes(one_process_reference("1f1b", 1, steps));
+  const int port = free_port();
+  const std::string out = temp_path(".stray.safetensors");
+  std::vector<std::string> logs = {temp_path(".s0.log"), temp_path(".s1.log")};
+  std::vector<pid_t> pids;
+  for (int p = 0; p < 2; ++p)
+    pids.push_back(start_process(bin, job("1f1b", 1, steps, p == 0 ? out : ""), worker_env(p, 2, port), logs[p]));
+  CATCH_REQUIRE(wait_for_text(logs[0], "step 2/", 60));
+
+  // An actorpipe process with the wrong token, claiming to be process 1.
+  const std::string stray_log = temp_path(".stray.log");
+  pid_t stray = start_process(bin, job("1f1b", 1, steps, ""), worker_env(1, 2, port, "not-the-job-token-but-long-enough"),
+                              stray_log);
+
+  // Raw connections: garbage instead of a hello, an oversized frame, and a silent one that hangs up.
+  auto connect_raw = [&] {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CATCH_REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    return fd;
+  };
+  {
+    int fd = connect_raw();
+    const char garbage[] = "\x08\x00\x00\x00MXXXXXXX";  // a message frame before any hello
+    CATCH_CHECK(send(fd, garbage, sizeof garbage - 1, MSG_NOSIGNAL) > 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    close(fd);
+  }
+  {
+    int fd = connect_raw();
+    const unsigned char huge[] = {0xff, 0xff, 0xff, 0x7f, 'H'};
+    CATCH_CHECK(send(fd, huge, sizeof huge, MSG_NOSIGNAL) > 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    close(fd);
+  }
+  close(connect_raw());
+  const int stray_code = wait_process(stray, 30);
+  CATCH_INFO("stray:\n" << read_text(stray_log));
+  CATCH_CHECK(stray_code > 0);
+  CATCH_CHECK(read_text(stray_log).find("refused this process: wrong job token") != std::string::npos);
+
+  for (int p = 0; p < 2; ++p) {
+    const int code = wait_process(pids[p], 120);
+    CATCH_INFO("process " << p << ":\n" << read_text(logs[p]));
+    CATCH_CHECK(code == 0);
+  }
+  const std::string log0 = read_text(logs[0]);
+  CATCH_CHECK(log0.find("refused a connection from 127.0.0.1:") != std::string::npos);
+  CATCH_CHECK(log0.find("wrong job token") != std::string::npos);
+  CATCH_CHECK(log0.find("before proving the job token") != std::string::npos);
+  CATCH_CHECK(log0.find("a frame of 2147483647 bytes") != std::string::npos);
+  CATCH_CHECK(log0.find(token) == std::string::npos);  // the token is never logged
+  CATCH_CHECK(read_bytes(out) == ref_bytes);
+}
+
+CATCH_TEST_CASE("multi-process setup errors are one clear line", "[multiprocess]") {
+  // A missing token, a bad --ranks-per-process, a process 0 that never comes.
+  const std::string log = temp_path(".err.log");
+  auto env = worker_env(1, 2, free_port());
+  env.erase("ACTORPIPE_JOB_TOKEN");
+  CATCH_CHECK(wait_process(start_process(bin, job("1f1b", 1, 2, ""), env, log), 30) == 2);
+  CATCH_CHECK(read_text(log).find("ACTORPIPE_JOB_TOKEN is not set") != std::string::npos);
+
+  auto args = job("1f1b", 1, 2, "");
+  args.insert(args.end(), {"--ranks-per-process", "1,2"});
+  CATCH_CHECK(wait_process(start_process(bin, args, worker_env(0, 2, free_port()), log), 30) == 2);
+  CATCH_CHECK(read_text(log).find("--ranks-per-process=1,2 sums to 3 but the job has --stages=4 ranks") != std::string::npos);
+
+  args = job("1f1b", 1, 2, "");
+  args.insert(args.end(), {"--join-timeout", "1"});
+  CATCH_CHECK(wait_process(start_process(bin, args, worker_env(1, 2, free_port()), log), 30) > 0);
+  CATCH_CHECK(read_text(log).find("could not reach process 0 at 127.0.0.1:") != std::string::npos);
+
+  CATCH_CHECK(wait_process(start_process(bin, args, worker_env(0, 2, free_port()), log), 30) > 0);
+  CATCH_CHECK(read_text(log).find("only 1 of 2 processes joined within 1 s (--join-timeout); missing: 1") != std::string::npos);
+}
