@@ -43,7 +43,7 @@ struct reference_adamw {
 
 }  // namespace
 
-CATCH_TEST_CASE("AdamW: two steps match the hand-computed update; 1-D params get no decay", "[optim]") {
+CATCH_TEST_CASE("AdamW: two steps match the hand-computed update, 1-D params get no decay", "[optim]") {
   adamw_options o;  // beta1 0.9, beta2 0.95, eps 1e-8
   o.weight_decay = 0.1;
   const std::vector<double> w0 = {0.5, -1.0, 2.0, 0.25}, b0 = {1.0, -2.0};

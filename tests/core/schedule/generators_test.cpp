@@ -85,7 +85,7 @@ CATCH_TEST_CASE("peak activations: 1f1b rank r holds min(P - r, M), gpipe holds 
     }
 }
 
-CATCH_TEST_CASE("zero bubble: zb-h1 meets the paper's bubble at 1F1B memory; zbv goes lower",
+CATCH_TEST_CASE("zero bubble: zb-h1 meets the paper's bubble at 1F1B memory and zbv goes lower",
                 "[schedule][generators][theory]") {
   // F = I = W = 1 (B = I + W = 2 for the non-split schedules).
   for (int P : {2, 3, 4, 6, 8})
