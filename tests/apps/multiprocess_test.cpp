@@ -220,3 +220,33 @@ CATCH_TEST_CASE("multi-process setup errors are one clear line", "[multiprocess]
   CATCH_CHECK(wait_process(start_process(bin, args, worker_env(0, 2, free_port()), log), 30) > 0);
   CATCH_CHECK(read_text(log).find("only 1 of 2 processes joined within 1 s (--join-timeout); missing: 1") != std::string::npos);
 }
+
+CATCH_TEST_CASE("processes started with srun's or mpirun's variables form the job", "[multiprocess]") {
+  const std::string ref_bytes = read_bytes(one_process_reference("1f1b", 1, 2));
+  for (const std::string launcher : {"srun", "mpirun"}) {
+    const int port = free_port();
+    const std::string out = temp_path(".launcher.safetensors");
+    std::vector<std::string> logs = {temp_path(".l0.log"), temp_path(".l1.log")};
+    std::vector<pid_t> pids;
+    for (int p = 0; p < 2; ++p) {
+      std::map<std::string, std::string> env = {{"MASTER_ADDR", "127.0.0.1"},
+                                                {"MASTER_PORT", std::to_string(port)},
+                                                {"ACTORPIPE_JOB_TOKEN", token},
+                                                {"UCX_TLS", "tcp,self"}};
+      if (launcher == "srun")
+        env.insert({{"SLURM_PROCID", std::to_string(p)}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", std::to_string(p)}});
+      else
+        env.insert({{"OMPI_COMM_WORLD_RANK", std::to_string(p)},
+                    {"OMPI_COMM_WORLD_SIZE", "2"},
+                    {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(p)}});
+      pids.push_back(start_process(bin, job("1f1b", 1, 2, p == 0 ? out : ""), env, logs[p]));
+    }
+    for (int p = 0; p < 2; ++p) {
+      const int code = wait_process(pids[p], 120);
+      CATCH_INFO(launcher << ", process " << p << ":\n" << read_text(logs[p]));
+      CATCH_CHECK(code == 0);
+    }
+    CATCH_CHECK(read_text(logs[0]).find("processes: 2") != std::string::npos);
+    CATCH_CHECK(read_bytes(out) == ref_bytes);
+  }
+}

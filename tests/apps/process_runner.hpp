@@ -42,7 +42,9 @@ inline pid_t start_process(const std::string& program, const std::vector<std::st
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
-    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "ACTORPIPE_JOB_TOKEN"})
+    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "ACTORPIPE_JOB_TOKEN",
+                          "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
+                          "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"})
       unsetenv(v);
     for (auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
