@@ -1,5 +1,5 @@
 // Benchmark: bandwidth between two processes of actorpipe's raw UCX worker and of ucx_transport
-// (tensors: frame + payload + a fresh tensor allocated on the receiving side) against
+// (tensors: frame + payload + a tensor from the receiving side's receive pool) against
 // ucx_perftest (tag_bw) on the same sizes and UCX_TLS, in the same run. Target: transport >= 80%
 // of ucx_perftest at >= 1 MiB. Each measurement runs `reps` times, interleaved (worker,
 // transport, perftest per size); cells are "median (best)" in MiB/s (2^20 bytes, as
@@ -177,6 +177,10 @@ int child(int from_parent, int to_parent, const std::vector<round>& rounds, size
     }
   }
   read_byte(from_parent);  // stay up until the parent's last ack has arrived
+  const actorpipe::transport::ucx_receive_pool_stats pool = t.receive_pool_stats();
+  std::vector<std::uint8_t> pool_bytes(sizeof pool);
+  std::memcpy(pool_bytes.data(), &pool, sizeof pool);
+  write_blob(to_parent, pool_bytes);
   return 0;
 }
 
@@ -249,6 +253,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> worker_bw(sizes.size()), transport_bw(sizes.size());
   std::vector<std::vector<double>> perftest_bw(sizes.size()), perftest_plain_bw(sizes.size());
   bool shm_only_endpoints = false;
+  actorpipe::transport::ucx_receive_pool_stats receiver_pool;
   {
     ucx_worker w;
     ucx_transport t(0, 2, bench_limits());
@@ -314,6 +319,8 @@ int main(int argc, char** argv) {
       }
     }
     write_byte(to_child[1]);
+    const auto pool_bytes = read_blob(from_child[0]);
+    if (pool_bytes.size() == sizeof receiver_pool) std::memcpy(&receiver_pool, pool_bytes.data(), sizeof receiver_pool);
   }
   int status = 0;
   waitpid(pid, &status, 0);
@@ -339,6 +346,9 @@ int main(int argc, char** argv) {
       std::printf(" %s | %s |", cell(perftest_plain_bw[s]).c_str(), ratio(transport_bw[s], perftest_plain_bw[s]).c_str());
     std::printf("\n");
   }
+  std::printf("\nreceiver's pool: %llu receives into fresh buffers, %llu into reused ones, %llu unpooled; %llu freed\n",
+              static_cast<unsigned long long>(receiver_pool.fresh), static_cast<unsigned long long>(receiver_pool.reused),
+              static_cast<unsigned long long>(receiver_pool.unpooled), static_cast<unsigned long long>(receiver_pool.freed));
   if (best(perftest_bw[0]) <= 0) std::printf("\n(ucx_perftest not available: apt-get install ucx-utils)\n");
   return 0;
 }
