@@ -198,7 +198,9 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
       c.clock = [ctx] { return ctx->now(); };
       control = spawn_control_plane(sys, c, ucx->address(), self);
       msg::cluster_ready ready;
-      self->receive([&](msg::cluster_ready& r) { ready = std::move(r); });
+      self->monitor(control);
+      self->receive([&](msg::cluster_ready& r) { ready = std::move(r); },
+                    [&](const caf::down_msg& d) { ready.error = "the control plane stopped: " + sys.render(d.reason); });
       if (!ready.error.empty()) {
         caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
         throw std::runtime_error(ready.error);
@@ -274,14 +276,23 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
       self->send(control, std::move(t));
     }
 
+    const caf::actor_addr control_addr = control ? control.address() : caf::actor_addr{};
     if (ctx->process == 0) {
       self->monitor(ctx->supervisor);  // should it ever die without answering, we still return
       self->send(ctx->supervisor, msg::start_run{self});
-      self->receive([&](msg::run_finished& f) { error = std::move(f.error); },
-                    [&](const caf::down_msg& d) {
-                      error = "the supervisor stopped without finishing the run: " + sys.render(d.reason);
-                      stop_local();
-                    });
+      bool done = false;
+      while (!done)
+        self->receive([&](msg::run_finished& f) { error = std::move(f.error), done = true; },
+                      [&](const caf::down_msg& d) {
+                        if (d.source == control_addr) {  // the supervisor still stops the job
+                          caf::anon_send(ctx->supervisor, msg::failure{"the control plane stopped: " + sys.render(d.reason)});
+                          return;
+                        }
+                        if (d.source != ctx->supervisor.address()) return;
+                        error = "the supervisor stopped without finishing the run: " + sys.render(d.reason);
+                        stop_local();
+                        done = true;
+                      });
       if (multi) {  // tell the other processes, and wait until they hung up
         self->send(control, msg::shutdown_cluster{error});
         self->receive([](msg::cluster_closed&) {}, caf::after(std::chrono::seconds(10)) >> [] {});
@@ -289,12 +300,16 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
     } else {
       // A worker process: run until process 0 says the run is over (or is lost). A local
       // actor that dies is reported to the supervisor, which stops the job.
-      std::map<caf::actor_addr, std::string> names;
       for (auto& a : local) self->monitor(a);
       bool done = false;
       while (!done)
         self->receive([&](msg::run_finished& f) { error = std::move(f.error), done = true; },
                       [&](const caf::down_msg& d) {
+                        if (d.source == control_addr) {
+                          error = "the control plane stopped: " + sys.render(d.reason);
+                          done = true;
+                          return;
+                        }
                         caf::anon_send(ctx->supervisor, msg::failure{"an actor of process " + std::to_string(ctx->process) +
                                                                      " stopped unexpectedly: " + sys.render(d.reason)});
                       });
