@@ -6,6 +6,7 @@
 
 #include <caf/io/all.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <set>
@@ -149,7 +150,12 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
     limits.ranks = ctx->ranks;
     limits.virtual_stages = ctx->stages;
     limits.microbatches = ctx->microbatches;
-    ucx = std::make_shared<transport::ucx_transport>(group.process, group.processes, limits);
+    // Received tensors come from a pool of buffers (fresh memory is several times slower to
+    // receive into). Keep enough idle for every microbatch's activation twice over.
+    transport::ucx_receive_pool_options pool;
+    const std::size_t activation_bytes = std::size_t(o.microbatch_size) * o.model.seq_len * o.model.hidden * sizeof(float);
+    pool.max_idle_bytes = std::max(pool.max_idle_bytes, 2 * std::size_t(o.microbatches) * activation_bytes);
+    ucx = std::make_shared<transport::ucx_transport>(group.process, group.processes, limits, pool);
     ctx->data = ucx;
   } else {
     ctx->data = transport::make_local_transport();

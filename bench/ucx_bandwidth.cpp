@@ -2,20 +2,27 @@
 // (tensors: frame + payload + a tensor from the receiving side's receive pool) against
 // ucx_perftest (tag_bw) on the same sizes and UCX_TLS, in the same run. Target: transport >= 80%
 // of ucx_perftest at >= 1 MiB. Each measurement runs `reps` times, interleaved (worker,
-// transport, perftest per size); cells are "median (best)" in MiB/s (2^20 bytes, as
-// ucx_perftest prints them), ratios "median of the per-run ratios (ratio of the bests)".
+// transport, perftest per run), all runs of a size back to back (see schedule()); cells are
+// "median (best)" in MiB/s (2^20 bytes, as ucx_perftest prints them), ratios "median of the
+// per-run ratios (ratio of the bests)".
 //
 // Our endpoints ask for peer-failure detection (UCP_ERR_HANDLING_MODE_PEER), which changes what
 // UCX may use (over tcp: no put/get-zcopy rendezvous lanes, as tcp memory cannot be
 // invalidated), so the reference is ucx_perftest -e (same mode); plain ucx_perftest is shown
 // beside it. With shm-only UCX_TLS UCX refuses that mode and both sides run without it.
 //
-//   UCX_TLS=tcp,self bench/ucx_bandwidth [reps=3]      (needs ucx_perftest: ucx-utils)
-//   UCX_TLS=posix,sysv,cma,self bench/ucx_bandwidth    (shm: endpoints without peer-failure mode)
+//   UCX_TLS=tcp,self bench/ucx_bandwidth [reps=3] [min_pooled] [max_idle_mib]  (needs ucx_perftest: ucx-utils)
+//   UCX_TLS=posix,sysv,cma,self bench/ucx_bandwidth                (shm: endpoints without peer-failure mode)
+// The receiver's ucx_receive_pool_options: min_pooled = min_tensor_bytes (default 65536), or
+// "off" for plain tensors throughout (an allocation per receive, as before the pool);
+// max_idle_mib = max_idle_bytes in MiB (default 256). Every round has up to 512 MiB in flight
+// (all its sends are posted at once), and the receiver takes a buffer per header as it
+// arrives: with a smaller cap, part of every round gets buffers that are not in the pool.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -106,10 +113,15 @@ std::vector<round> schedule(const std::vector<size_t>& sizes, int reps) {
     rounds.push_back({how, sizes.front(), 16, false, 0, -1});
     rounds.push_back({how, sizes.back(), 2, false, sizes.size() - 1, -1});
   }
-  for (int rep = 0; rep < reps; ++rep)
-    for (size_t s = 0; s < sizes.size(); ++s)
+  // Size by size, each size's runs back to back after an untimed transport round that fills the
+  // receiver's pool: the steady state of a training run, which sends tensors of the same few
+  // shapes every step. (Cycling through all sizes per run would need a pool of 3 GiB.)
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    rounds.push_back({mode::transport, sizes[s], iterations_for(sizes[s]), false, s, -1});
+    for (int rep = 0; rep < reps; ++rep)
       for (mode how : {mode::worker, mode::transport})
         rounds.push_back({how, sizes[s], iterations_for(sizes[s]), true, s, rep});
+  }
   return rounds;
 }
 
@@ -129,9 +141,10 @@ tensor_box filled_tensor(size_t bytes, int value) {
 
 // Receiving side: per round, posts the worker's receives (or arms the transport's counter),
 // says ready, and acknowledges once everything arrived.
-int child(int from_parent, int to_parent, const std::vector<round>& rounds, size_t max_size) {
+int child(int from_parent, int to_parent, const std::vector<round>& rounds, size_t max_size,
+          actorpipe::transport::ucx_receive_pool_options pool) {
   ucx_worker w;
-  ucx_transport t(1, 2, bench_limits());
+  ucx_transport t(1, 2, bench_limits(), pool);
   std::atomic<int> arrived{0}, target{-1};
   std::atomic<bool> failed{false};
   const tensor_box ack = filled_tensor(4, 1);
@@ -177,9 +190,9 @@ int child(int from_parent, int to_parent, const std::vector<round>& rounds, size
     }
   }
   read_byte(from_parent);  // stay up until the parent's last ack has arrived
-  const actorpipe::transport::ucx_receive_pool_stats pool = t.receive_pool_stats();
-  std::vector<std::uint8_t> pool_bytes(sizeof pool);
-  std::memcpy(pool_bytes.data(), &pool, sizeof pool);
+  const actorpipe::transport::ucx_receive_pool_stats stats = t.receive_pool_stats();
+  std::vector<std::uint8_t> pool_bytes(sizeof stats);
+  std::memcpy(pool_bytes.data(), &stats, sizeof stats);
   write_blob(to_parent, pool_bytes);
   return 0;
 }
@@ -240,6 +253,11 @@ std::string ratio(const std::vector<double>& ours, const std::vector<double>& re
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 3;
+  actorpipe::transport::ucx_receive_pool_options pool;
+  if (argc > 2) {
+    pool.min_tensor_bytes = std::string(argv[2]) == "off" ? SIZE_MAX : std::strtoull(argv[2], nullptr, 10);
+  }
+  if (argc > 3) pool.max_idle_bytes = static_cast<size_t>(std::strtoull(argv[3], nullptr, 10)) << 20;
   setenv("UCX_TLS", "tcp,self", 0);  // keep the caller's choice
   const std::string tls = std::getenv("UCX_TLS");
   const std::vector<size_t> sizes = {64u << 10, 256u << 10, 1u << 20, 4u << 20, 16u << 20, 64u << 20};
@@ -247,7 +265,7 @@ int main(int argc, char** argv) {
   int to_child[2], from_child[2];
   if (pipe(to_child) || pipe(from_child)) return 2;
   const pid_t pid = fork();
-  if (pid == 0) _exit(child(to_child[0], from_child[1], rounds, sizes.back()));
+  if (pid == 0) _exit(child(to_child[0], from_child[1], rounds, sizes.back(), pool));
 
   // [size][rep] -> MiB/s
   std::vector<std::vector<double>> worker_bw(sizes.size()), transport_bw(sizes.size());
@@ -331,6 +349,12 @@ int main(int argc, char** argv) {
   const char* reference = shm_only_endpoints ? "ucx_perftest" : "ucx_perftest -e";
   std::printf("two processes on one host, UCX_TLS=%s, unidirectional, %d interleaved runs; MiB/s as median (best)\n",
               tls.c_str(), reps);
+  if (pool.min_tensor_bytes == SIZE_MAX) {
+    std::printf("receiver: plain tensors (receive pool off)\n");
+  } else {
+    std::printf("receiver: receive pool for payloads of %zu bytes and more, keeping up to %zu MiB idle\n",
+                pool.min_tensor_bytes, pool.max_idle_bytes >> 20);
+  }
   std::printf("endpoints: %s\n\n",
               shm_only_endpoints ? "without peer-failure detection (UCX refuses it for these transports)"
                                  : "with peer-failure detection (UCP_ERR_HANDLING_MODE_PEER)");

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <new>
@@ -83,26 +84,15 @@ std::size_t size_class(std::size_t nbytes) {
   return (nbytes + step - 1) / step * step;
 }
 
-// Page-aligned anonymous memory of `bytes` (a whole number of pages); from 4 MiB 2 MiB-aligned
-// and marked for transparent huge pages, so all of it but the tail can be huge pages.
-void* map_buffer(std::size_t bytes) {
-  const int prot = PROT_READ | PROT_WRITE;
-  const int flags = MAP_PRIVATE | MAP_ANONYMOUS;
-  if (bytes < huge_page_hint_from) {
-    void* p = ::mmap(nullptr, bytes, prot, flags, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    return p;
-  }
-  const std::size_t span = bytes + huge_page;
-  void* raw = ::mmap(nullptr, span, prot, flags, -1, 0);
-  if (raw == MAP_FAILED) throw std::bad_alloc();
-  const auto start = reinterpret_cast<std::uintptr_t>(raw);
-  const std::uintptr_t aligned = (start + huge_page - 1) & ~(huge_page - 1);
-  if (aligned > start) ::munmap(raw, aligned - start);
-  const std::uintptr_t end = start + span;
-  if (end > aligned + bytes) ::munmap(reinterpret_cast<void*>(aligned + bytes), end - (aligned + bytes));
-  ::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
-  return reinterpret_cast<void*>(aligned);
+// Page-aligned memory of `bytes` (a whole number of pages), from 4 MiB 2 MiB-aligned and marked
+// for transparent huge pages. From malloc, not mmap: a buffer the pool cannot keep goes back
+// to malloc, which hands that memory, already faulted in, to the next allocation of any size.
+void* allocate_buffer(std::size_t bytes) {
+  const bool huge = bytes >= huge_page_hint_from;
+  void* p = nullptr;
+  if (::posix_memalign(&p, huge ? huge_page : page_bytes(), bytes) != 0) throw std::bad_alloc();
+  if (huge) ::madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
 }
 
 // Receive buffers by size class. take() runs on the progress thread; a buffer comes back from
@@ -113,7 +103,7 @@ class receive_pool : public std::enable_shared_from_this<receive_pool> {
   explicit receive_pool(ucx_receive_pool_options options) : options_(options) {}
   receive_pool(const receive_pool&) = delete;
   receive_pool& operator=(const receive_pool&) = delete;
-  ~receive_pool() { unmap_idle(); }
+  ~receive_pool() { free_idle(); }
 
   // An uninitialised tensor of `shape` (nbytes bytes) for a payload to land in.
   tensor_box take(tensor_dtype dtype, const std::vector<std::int64_t>& shape, std::size_t nbytes) {
@@ -141,7 +131,7 @@ class receive_pool : public std::enable_shared_from_this<receive_pool> {
       }
     }
     if (!data) {
-      data = map_buffer(bytes);
+      data = allocate_buffer(bytes);
       std::lock_guard<std::mutex> lock(mutex_);
       ++stats_.fresh;
       stats_.in_use_bytes += bytes;
@@ -155,7 +145,7 @@ class receive_pool : public std::enable_shared_from_this<receive_pool> {
   void close() {
     std::lock_guard<std::mutex> lock(mutex_);
     closed_ = true;
-    unmap_idle();
+    free_idle();
   }
 
   ucx_receive_pool_stats stats() const {
@@ -169,49 +159,52 @@ class receive_pool : public std::enable_shared_from_this<receive_pool> {
     std::uint64_t returned_at;  // clock_ when it came back: the oldest are freed first
   };
 
-  // Runs in a tensor deleter: must not throw. Unmaps under the lock (rare: past the cap, or
+  // Runs in a tensor deleter: must not throw. Frees under the lock (rare: past the cap, or
   // after close), which keeps it free of allocations that could fail.
   void give_back(void* data, std::size_t bytes) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.in_use_bytes -= bytes;
     if (closed_ || bytes > options_.max_idle_bytes) {
-      unmap(data, bytes);
+      free_buffer(data);
       return;
     }
-    while (stats_.idle_bytes + bytes > options_.max_idle_bytes) evict_oldest();
+    while (stats_.idle_bytes + bytes > options_.max_idle_bytes && evict_oldest()) {
+    }
     try {
       idle_[bytes].push_back(idle_buffer{data, ++clock_});
     } catch (...) {
       auto found = idle_.find(bytes);
       if (found != idle_.end() && found->second.empty()) idle_.erase(found);
-      unmap(data, bytes);
+      free_buffer(data);
       return;
     }
     stats_.idle_bytes += bytes;
     ++stats_.kept;
   }
 
-  void evict_oldest() {
+  // Frees the idle buffer that came back first; false when none is idle.
+  bool evict_oldest() {
     auto oldest = idle_.end();
     for (auto it = idle_.begin(); it != idle_.end(); ++it) {
       if (oldest == idle_.end() || it->second.front().returned_at < oldest->second.front().returned_at) oldest = it;
     }
-    if (oldest == idle_.end()) return;
+    if (oldest == idle_.end()) return false;
     const std::size_t bytes = oldest->first;
-    unmap(oldest->second.front().data, bytes);
+    free_buffer(oldest->second.front().data);
     oldest->second.pop_front();
     if (oldest->second.empty()) idle_.erase(oldest);
     stats_.idle_bytes -= bytes;
+    return true;
   }
 
-  void unmap(void* data, std::size_t bytes) {
-    ::munmap(data, bytes);
+  void free_buffer(void* data) {
+    std::free(data);
     ++stats_.freed;
   }
 
-  void unmap_idle() {
-    for (auto& [bytes, buffers] : idle_) {
-      for (const idle_buffer& b : buffers) unmap(b.data, bytes);
+  void free_idle() {
+    for (auto& entry : idle_) {
+      for (const idle_buffer& b : entry.second) free_buffer(b.data);
     }
     idle_.clear();
     stats_.idle_bytes = 0;

@@ -43,7 +43,7 @@ struct ucx_receive_pool_stats {
   std::uint64_t reused = 0;    // receives that got a buffer back from an earlier tensor
   std::uint64_t unpooled = 0;  // receives below min_tensor_bytes (plain tensors)
   std::uint64_t kept = 0;      // released buffers kept for reuse
-  std::uint64_t freed = 0;     // buffers unmapped (past max_idle_bytes, or the transport is gone)
+  std::uint64_t freed = 0;     // buffers freed (past max_idle_bytes, or the transport is gone)
   std::size_t idle_bytes = 0;    // now kept for reuse
   std::size_t in_use_bytes = 0;  // now under a tensor or a pending receive
 };
