@@ -32,6 +32,9 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
     st->grads.clear();
     st->targets.clear();
   };
+  // The first and last chunks of the GPT each hold a copy of the tied embedding.
+  bool holds_tied = false;
+  for (auto& [name, t] : ctx->runners[v]->named_parameters()) holds_tied = holds_tied || name == "tok_emb.weight";
   auto fail = [=](std::string what) {
     self->send(ctx->supervisor, msg::failure{"virtual stage " + std::to_string(v) + " (rank " + std::to_string(rank) +
                                              "): " + std::move(what)});
@@ -74,6 +77,10 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
         self->send(ctx->stage[rank], msg::input_ready{g.step, true, v, g.microbatch});
       },
       [=](msg::tied_sync& t) {
+        if (!holds_tied) {  // a stage without the embedding (a stand-in): nothing to sum
+          self->send(ctx->supervisor, msg::tied_sync_done{t.step, v});
+          return;
+        }
         // Send a copy of our tied gradient to the other copy (first <-> last virtual stage).
         const int other = v == 0 ? ctx->stages - 1 : 0;
         auto runner = ctx->runners[v];

@@ -192,3 +192,14 @@ CATCH_TEST_CASE("a failing action or a stalled rank stops the job naming it, wit
   // Returns once the stalled action ends: nothing is left waiting forever.
   CATCH_CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10);
 }
+
+CATCH_TEST_CASE("stand-in stages without an embedding train every step (no tied sync to do)", "[actors][runtime]") {
+  fixed_costs fc;
+  fc.forward_s = fc.backward_s = fc.input_grad_s = fc.weight_grad_s = 0.0005;
+  for (const char* schedule : {"1f1b", "zbv"}) {
+    train_options o = tiny(schedule, 2, std::string(schedule) == "zbv" ? 2 : 1);
+    o.steps = 3;
+    train_result r = run_pipeline(o, {}, fixed_cost_factory(fc));
+    CATCH_CHECK(r.steps.size() == 3);
+  }
+}
