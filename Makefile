@@ -44,13 +44,15 @@ $(BUILD_DIR)/build.ninja: CMakeLists.txt | deps
 build: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# Benchmarks: runtime overhead against the simulator, GPT tokens/s against the reference, and
-# the UCX worker's bandwidth against ucx_perftest (from ucx-utils).
+# Benchmarks: runtime overhead against the simulator, GPT tokens/s against the reference, the
+# UCX transport's bandwidth against ucx_perftest (from ucx-utils), and 2 processes x 1 rank
+# against 1 process x 2 ranks.
 bench: build
 	./$(BUILD_DIR)/bench/pipeline_overhead
 	./$(BUILD_DIR)/bench/gpt_throughput
 	@command -v ucx_perftest >/dev/null || apt-get install -y -qq ucx-utils >/dev/null || true
 	./$(BUILD_DIR)/bench/ucx_bandwidth
+	./$(BUILD_DIR)/bench/process_layout_throughput ./$(BUILD_DIR)/apps/actorpipe
 
 # The README's schedule pictures.
 pictures: build
