@@ -15,7 +15,8 @@
 //   UCX_TLS=posix,sysv,cma,self bench/ucx_bandwidth                (shm: endpoints without peer-failure mode)
 // The receiver's ucx_receive_pool_options: min_pooled = min_tensor_bytes (default 65536), or
 // "off" for plain tensors throughout (an allocation per receive, as before the pool);
-// max_idle_mib = max_idle_bytes in MiB (default 256). Every round has up to 512 MiB in flight
+// max_idle_mib = max_idle_bytes in MiB (default 1024, twice what a round has in flight, as the
+// runtime sizes its pool from the job). Every round has up to 512 MiB in flight
 // (all its sends are posted at once), and the receiver takes a buffer per header as it
 // arrives: with a smaller cap, part of every round gets buffers that are not in the pool.
 #include <sys/wait.h>
@@ -254,6 +255,8 @@ std::string ratio(const std::vector<double>& ours, const std::vector<double>& re
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 3;
   actorpipe::transport::ucx_receive_pool_options pool;
+  // The runtime's rule: keep twice the bytes a step has in flight (here 512 MiB per round).
+  pool.max_idle_bytes = std::size_t{1024} << 20;
   if (argc > 2) {
     pool.min_tensor_bytes = std::string(argv[2]) == "off" ? SIZE_MAX : std::strtoull(argv[2], nullptr, 10);
   }
