@@ -70,12 +70,16 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   t->footer(
       "\nExamples:\n"
       "  actorpipe train                                      # the default job: 2 stages, 1f1b, synthetic data\n"
-      "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
-      "config defaults: see README) apply, and flags and --set override them.\n"
       "  actorpipe train --schedule zbv --stages 2 --microbatches 8 --trace trace.json\n"
       "  actorpipe train --schedule interleaved --chunks 2 --layers 8 --save-final model.safetensors\n"
       "  actorpipe train --no-pipeline                        # the single-thread reference\n"
       "  actorpipe train --config examples/job.json --set lr=1e-3 --metrics metrics.jsonl\n"
+      "  actorpipe launch --nproc-per-node 2 -- train --stages 2   # the same job, one process per rank\n"
+      "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
+      "config defaults: see README) apply, and flags and --set override them.\n"
+      "\nSeveral processes: when WORLD_SIZE > 1 (set by actorpipe launch, torchrun, srun or mpirun) this process\n"
+      "is one of the job's; process 0 hosts the supervisor at MASTER_ADDR:MASTER_PORT and prints the progress.\n"
+      "Every process needs the same ACTORPIPE_JOB_TOKEN (actorpipe launch makes one). See README.\n"
       "\nSchedules: gpipe, 1f1b, interleaved, zb-h1, zbv, dualpipev (plans; see simulate --list), greedy (a dynamic\n"
       "policy: backward first, forwards of new microbatches while the rank holds fewer than --budget).");
   std::string t_schedule;
