@@ -258,12 +258,7 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
     gate->open_with(make_dispatch(weak));
 
     // This process's actors, for shutdown and for reporting one that dies.
-    std::vector<caf::actor> local;
-    for (int r = 0; r < ctx->ranks; ++r)
-      if (ctx->is_local_rank(r)) local.insert(local.end(), {ctx->compute[r], ctx->stage[r], ctx->optimizer[r]});
-    for (int v = 0; v < ctx->stages; ++v)
-      if (ctx->is_local_stage(v)) local.push_back(ctx->chunks[v]);
-    local.push_back(ctx->feeder);
+    std::vector<caf::actor> local = ctx->local_actors();
     if (ctx->process == 0) local.push_back(ctx->supervisor);
     auto stop_local = [&] {
       for (auto& a : local) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);

@@ -53,6 +53,16 @@ struct run_context {
   int process_of_stage(int v) const { return process_of_rank[place.rank_of[v]]; }
   bool is_local_rank(int r) const { return process_of_rank[r] == process; }
   bool is_local_stage(int v) const { return process_of_stage(v) == process; }
+  // This process's actors but the supervisor (the others' are proxies).
+  std::vector<caf::actor> local_actors() const {
+    std::vector<caf::actor> all;
+    for (int r = 0; r < ranks; ++r)
+      if (is_local_rank(r)) all.insert(all.end(), {compute[r], stage[r], optimizer[r]});
+    for (int v = 0; v < stages; ++v)
+      if (is_local_stage(v)) all.push_back(chunks[v]);
+    all.push_back(feeder);
+    return all;
+  }
   // Sends a tensor to the chunk of virtual stage `to` (any process) through the transport.
   void send_tensor(tensor_kind kind, int step, int to, int microbatch, int from_rank, tensor_box t) const {
     send_tensor_to_process(process_of_stage(to), kind, step, to, microbatch, from_rank, std::move(t));

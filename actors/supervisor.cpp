@@ -38,17 +38,9 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
   auto st = std::make_shared<supervisor_state>();
   const int P = ctx->ranks, M = ctx->microbatches;
 
-  // The actors of this process (the others' are proxies; their processes stop on their own
-  // when the runtime tells them the run is over).
-  auto all_actors = [ctx] {
-    std::vector<caf::actor> all;
-    for (int r = 0; r < ctx->ranks; ++r)
-      if (ctx->is_local_rank(r)) all.insert(all.end(), {ctx->compute[r], ctx->stage[r], ctx->optimizer[r]});
-    for (int v = 0; v < ctx->stages; ++v)
-      if (ctx->is_local_stage(v)) all.push_back(ctx->chunks[v]);
-    all.push_back(ctx->feeder);
-    return all;
-  };
+  // The actors of this process (the other processes stop on their own when the runtime tells
+  // them the run is over).
+  auto all_actors = [ctx] { return ctx->local_actors(); };
   auto stop = [=](std::string error) {
     if (st->stopped) return;
     st->stopped = true;

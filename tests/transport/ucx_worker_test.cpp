@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/transport/pipe_io.hpp"
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -22,6 +24,7 @@
 
 using actorpipe::transport::ucx::ucx_worker;
 using namespace std::chrono_literals;
+using namespace actorpipe::testing;
 
 namespace {
 
@@ -64,64 +67,6 @@ bool same_bytes(const std::vector<std::uint8_t>& a, const std::vector<std::uint8
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
 }
 
-// Blocking pipe I/O with a deadline; false on timeout, EOF or error.
-bool read_exact(int fd, void* data, std::size_t n, int timeout_ms) {
-  auto* out = static_cast<std::uint8_t*>(data);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (n > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) return false;
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
-    const ssize_t got = ::read(fd, out, n);
-    if (got <= 0) return false;
-    out += got;
-    n -= static_cast<std::size_t>(got);
-  }
-  return true;
-}
-
-bool write_exact(int fd, const void* data, std::size_t n) {
-  auto* in = static_cast<const std::uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t put = ::write(fd, in, n);
-    if (put <= 0) return false;
-    in += put;
-    n -= static_cast<std::size_t>(put);
-  }
-  return true;
-}
-
-bool write_blob(int fd, const std::vector<std::uint8_t>& blob) {
-  const std::uint64_t n = blob.size();
-  return write_exact(fd, &n, sizeof n) && write_exact(fd, blob.data(), blob.size());
-}
-
-std::optional<std::vector<std::uint8_t>> read_blob(int fd, int timeout_ms) {
-  std::uint64_t n = 0;
-  if (!read_exact(fd, &n, sizeof n, timeout_ms) || n > (1u << 20)) return std::nullopt;
-  std::vector<std::uint8_t> blob(n);
-  if (!read_exact(fd, blob.data(), blob.size(), timeout_ms)) return std::nullopt;
-  return blob;
-}
-
-// Waits for a child with a deadline, SIGKILLing it on timeout. Returns the exit code or -1.
-int wait_child(pid_t pid, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  for (;;) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (r < 0) return -1;
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-}
 
 // Restores an environment variable when the scope ends (tests share one process).
 class scoped_env {
