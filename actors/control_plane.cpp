@@ -108,12 +108,10 @@ void write_frame(caf::io::broker* self, connection_handle hdl, char type, const 
 
 bool write_envelope(caf::io::broker* self, connection_handle hdl, std::uint8_t target, int process, int index,
                     caf::message content) {
-  std::vector<char> body;
-  caf::binary_serializer sink{self->system(), body};
-  std::int32_t p = process, i = index;
-  if (auto err = sink(target, p, i, content)) {
-    log_line("control plane: cannot serialize a message for process " + std::to_string(process) + ": " +
-             self->system().render(err));
+  control_envelope e{target, process, index, std::move(content)};
+  std::vector<char> body = encode_envelope(self->system(), e);
+  if (body.empty()) {
+    log_line("control plane: cannot serialize a message for process " + std::to_string(process));
     return false;
   }
   write_frame(self, hdl, 'M', body);
@@ -121,6 +119,74 @@ bool write_envelope(caf::io::broker* self, connection_handle hdl, std::uint8_t t
 }
 
 }  // namespace
+
+namespace {
+
+// CAF's binary_deserializer trusts a sequence's length field: a byte vector is resized to it
+// before its bytes are checked to be there, so a few corrupt bytes can ask for gigabytes.
+// This one forwards everything to it but refuses a sequence longer than the bytes left
+// (every element of every message type here takes at least one byte).
+class bounded_deserializer final : public caf::deserializer {
+ public:
+  bounded_deserializer(caf::actor_system& sys, const char* data, std::size_t size)
+      : caf::deserializer(sys), inner_(sys, data, size) {}
+
+  std::size_t remaining() const { return inner_.remaining(); }
+
+  caf::error begin_object(uint16_t& typenr, std::string& name) override { return inner_.begin_object(typenr, name); }
+  caf::error end_object() override { return inner_.end_object(); }
+  caf::error begin_sequence(size_t& size) override {
+    if (auto err = inner_.begin_sequence(size)) return err;
+    if (size > inner_.remaining()) return caf::sec::end_of_stream;
+    return caf::none;
+  }
+  caf::error end_sequence() override { return inner_.end_sequence(); }
+  caf::error apply_raw(size_t num_bytes, void* data) override { return inner_.apply_raw(num_bytes, data); }
+
+ protected:
+  caf::error apply_impl(int8_t& x) override { return inner_(x); }
+  caf::error apply_impl(uint8_t& x) override { return inner_(x); }
+  caf::error apply_impl(int16_t& x) override { return inner_(x); }
+  caf::error apply_impl(uint16_t& x) override { return inner_(x); }
+  caf::error apply_impl(int32_t& x) override { return inner_(x); }
+  caf::error apply_impl(uint32_t& x) override { return inner_(x); }
+  caf::error apply_impl(int64_t& x) override { return inner_(x); }
+  caf::error apply_impl(uint64_t& x) override { return inner_(x); }
+  caf::error apply_impl(float& x) override { return inner_(x); }
+  caf::error apply_impl(double& x) override { return inner_(x); }
+  caf::error apply_impl(long double& x) override { return inner_(x); }
+  caf::error apply_impl(std::string& x) override { return inner_(x); }
+  caf::error apply_impl(std::u16string& x) override { return inner_(x); }
+  caf::error apply_impl(std::u32string& x) override { return inner_(x); }
+
+ private:
+  caf::binary_deserializer inner_;
+};
+
+}  // namespace
+
+std::vector<char> encode_envelope(caf::actor_system& sys, control_envelope& e) {
+  std::vector<char> body;
+  caf::binary_serializer sink{sys, body};
+  if (sink(e.target, e.process, e.index, e.content)) return {};
+  return body;
+}
+
+std::string decode_envelope(caf::actor_system& sys, const char* data, std::size_t size, int processes,
+                            control_envelope& out) {
+  bounded_deserializer source{sys, data, size};
+  out = control_envelope{};
+  if (auto err = source(out.target, out.process, out.index, out.content))
+    return "a malformed control message (" + sys.render(err) + ")";
+  if (source.remaining() != 0)
+    return "a control message with " + std::to_string(source.remaining()) + " bytes past its end";
+  if (out.target > static_cast<std::uint8_t>(target_kind::runtime))
+    return "a control message for unknown target kind " + std::to_string(out.target);
+  if (out.process < 0 || out.process >= processes)
+    return "a control message for process " + std::to_string(out.process) + " of " + std::to_string(processes);
+  if (out.index < 0) return "a control message for index " + std::to_string(out.index);
+  return "";
+}
 
 void add_control_plane_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<msg::join>("actorpipe.join");
@@ -179,12 +245,12 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
     self->send(st->owner, msg::cluster_ready{st->addresses, clock, ""});
   };
   auto on_envelope = [=](connection_handle hdl, connection& c, const char* data, std::size_t size) {
-    caf::binary_deserializer source{self->system(), data, size};
-    std::uint8_t target = 0;
-    std::int32_t process = 0, index = 0;
-    caf::message content;
-    if (auto err = source(target, process, index, content)) {
-      std::string why = "a malformed control message (" + self->system().render(err) + ")";
+    control_envelope e;
+    std::string why = decode_envelope(self->system(), data, size, W, e);
+    const std::uint8_t target = e.target;
+    const int process = e.process, index = e.index;
+    caf::message& content = e.content;
+    if (!why.empty()) {
       if (hub) {
         log_line("closing the connection of " + process_name(*st, c.process) + ": " + why);
         int p = c.process;

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "actors/messages.hpp"
+
 namespace actorpipe {
 
 struct cluster_options {
@@ -82,10 +84,27 @@ typename Inspector::result_type inspect(Inspector& f, join& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, welcome& x) {
-  return f(caf::meta::type_name("welcome"), x.addresses, x.clock);
+  double_bits clock{&x.clock};
+  return f(caf::meta::type_name("welcome"), x.addresses, clock);
 }
 
 }  // namespace msg
+
+// One control message on the wire ('M' frame body): for actor (target, index) in `process`.
+struct control_envelope {
+  std::uint8_t target = 0;
+  std::int32_t process = 0;
+  std::int32_t index = 0;
+  caf::message content;
+};
+
+// Serializes an envelope (its content's types must be registered with `sys`).
+std::vector<char> encode_envelope(caf::actor_system& sys, control_envelope& e);
+// Decodes a frame body into `out`. Returns why it is malformed (a deserialization error,
+// trailing bytes, a target or process out of range), or "" when it is well-formed. Never
+// throws, never trusts a length it has not checked against what is there.
+std::string decode_envelope(caf::actor_system& sys, const char* data, std::size_t size, int processes,
+                            control_envelope& out);
 
 // Registers join and welcome (add_message_types in messages.hpp calls this).
 void add_control_plane_types(caf::actor_system_config& cfg);

@@ -6,6 +6,8 @@
 
 #include <caf/all.hpp>
 
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -15,6 +17,37 @@
 #include "core/sim/simulator.hpp"
 
 namespace actorpipe::msg {
+
+// Doubles cross processes as their IEEE-754 bits. CAF 0.17's own double encoding (pack754)
+// never returns for an infinity and drops NaN payloads and -0, and a diverging run produces
+// exactly those (an infinite loss or gradient norm): one inf would hang the sending process.
+struct double_bits {
+  double* value;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, double_bits& x) {
+  std::uint64_t bits = 0;
+  if constexpr (Inspector::reads_state) {
+    std::memcpy(&bits, x.value, sizeof bits);
+    return f(bits);
+  } else {
+    auto result = f(bits);
+    std::memcpy(x.value, &bits, sizeof bits);
+    return result;
+  }
+}
+
+// A virtual stage's sum of squared gradients.
+struct stage_sq {
+  int virtual_stage;
+  double sum;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_sq& x) {
+  double_bits sum{&x.sum};
+  return f(x.virtual_stage, sum);
+}
+
 
 // Feeder -> chunk: the input of F (token ids on virtual stage 0, an activation elsewhere).
 struct activation {
@@ -111,7 +144,7 @@ struct failure {
 struct grad_sq_parts {
   int step;
   int rank;
-  std::vector<std::pair<int, double>> per_stage;  // (virtual stage, sum)
+  std::vector<stage_sq> per_stage;
 };
 
 // Supervisor -> optimizer actor, and its reply.
@@ -172,7 +205,8 @@ struct run_finished {
 // Serialization of the messages that cross processes (CAF 0.17 inspectors).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, loss_report& x) {
-  return f(caf::meta::type_name("loss_report"), x.step, x.microbatch, x.loss);
+  double_bits loss{&x.loss};
+  return f(caf::meta::type_name("loss_report"), x.step, x.microbatch, loss);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, flush& x) {
@@ -192,7 +226,8 @@ typename Inspector::result_type inspect(Inspector& f, grad_sq_parts& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimizer_step& x) {
-  return f(caf::meta::type_name("optimizer_step"), x.step, x.clip_coefficient, x.lr);
+  double_bits clip{&x.clip_coefficient}, lr{&x.lr};
+  return f(caf::meta::type_name("optimizer_step"), x.step, clip, lr);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimizer_done& x) {
@@ -232,7 +267,8 @@ typename Inspector::result_type inspect(Inspector& f, action& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, timeline_event& x) {
-  return f(caf::meta::type_name("timeline_event"), x.rank, x.act, x.chunk, x.start, x.end);
+  msg::double_bits start{&x.start}, end{&x.end};
+  return f(caf::meta::type_name("timeline_event"), x.rank, x.act, x.chunk, start, end);
 }
 }  // namespace actorpipe
 

@@ -18,7 +18,7 @@ caf::behavior optimizer_actor(caf::event_based_actor* self, std::shared_ptr<cons
                        // The last stage's copy of the tied embedding is counted once, on the first stage.
                        std::vector<std::string> skip;
                        if (v + 1 == ctx->stages && ctx->ties_embedding_copy()) skip.push_back("tok_emb.weight");
-                       parts.per_stage.emplace_back(v, ctx->optimizers[v]->grad_sq_sum(skip));
+                       parts.per_stage.push_back({v, ctx->optimizers[v]->grad_sq_sum(skip)});
                      }
                      caf::anon_send(sup, std::move(parts));
                    }});
