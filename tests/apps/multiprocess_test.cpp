@@ -250,3 +250,17 @@ CATCH_TEST_CASE("processes started with srun's or mpirun's variables form the jo
     CATCH_CHECK(read_bytes(out) == ref_bytes);
   }
 }
+
+CATCH_TEST_CASE("a diverging multi-process run stops with the reason instead of hanging", "[multiprocess][failure]") {
+  // An absurd learning rate without clipping: the gradient norm becomes NaN at step 2; its
+  // parts (and the losses) cross processes as non-finite doubles.
+  const std::string log = temp_path(".diverge.log");
+  std::vector<std::string> args = {"launch", "--nproc-per-node", "2", "--master-port", std::to_string(free_port()), "--"};
+  auto train = job("1f1b", 1, 30, "");
+  train.insert(train.end(), {"--lr", "1e4", "--grad-clip", "0", "--warmup-steps", "0"});
+  args.insert(args.end(), train.begin(), train.end());
+  const int code = wait_process(start_process(bin, args, {{"UCX_TLS", "tcp,self"}}, log), 60);
+  CATCH_INFO(read_text(log));
+  CATCH_CHECK(code > 0);
+  CATCH_CHECK(read_text(log).find("training diverged (try a lower --lr or --grad-clip)") != std::string::npos);
+}
