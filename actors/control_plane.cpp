@@ -236,6 +236,26 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
     self->close(hdl);
     st->conns.erase(hdl);
   };
+  // A member of the job sent something malformed: close its connection and stop the job (or
+  // its forming), naming it. Callers must not touch the connection's entry afterwards.
+  auto drop_malformed = [=](connection_handle hdl, const std::string& why) {
+    self->close(hdl);
+    if (!hub) {
+      report_failure("process 0 sent " + why);
+      return;
+    }
+    auto it = st->conns.find(hdl);
+    const int p = it != st->conns.end() ? it->second.process : -1;
+    const std::string name = process_name(*st, p);
+    log_line("closing the connection of " + name + ": " + why);
+    st->conns.erase(hdl);
+    if (p < 1) return;
+    st->by_process.erase(p);
+    if (st->ready)
+      report_failure(name + " sent " + why + "; its connection is closed");
+    else
+      fail_setup(name + " sent " + why);
+  };
   auto all_joined = [=] {
     st->ready = true;
     const double clock = st->o.clock ? st->o.clock() : 0;
@@ -251,19 +271,7 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
     const int process = e.process, index = e.index;
     caf::message& content = e.content;
     if (!why.empty()) {
-      if (hub) {
-        log_line("closing the connection of " + process_name(*st, c.process) + ": " + why);
-        int p = c.process;
-        self->close(hdl);
-        st->conns.erase(hdl);
-        if (p > 0) {
-          st->by_process.erase(p);
-          if (st->ready) report_failure(process_name(*st, p) + " sent " + why + "; its connection is closed");
-          else fail_setup("process " + std::to_string(p) + " sent " + why);
-        }
-      } else {
-        report_failure("process 0 sent " + why);
-      }
+      drop_malformed(hdl, why);
       return;
     }
     if (target == static_cast<std::uint8_t>(target_kind::control)) {
@@ -427,16 +435,8 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
             const std::string why = "a frame of " + std::to_string(len) + " bytes (allowed: 1.." + std::to_string(cap) + ")";
             if (hub && !c.authenticated) {
               refuse(m.handle, why);
-            } else if (hub) {
-              const int p = c.process;
-              log_line("closing the connection of " + process_name(*st, p) + ": " + why);
-              self->close(m.handle);
-              st->conns.erase(it);
-              st->by_process.erase(p);
-              report_failure(process_name(*st, p) + " sent " + why + "; its connection is closed");
             } else {
-              self->close(m.handle);
-              report_failure("process 0 sent " + why);
+              drop_malformed(m.handle, why);
             }
             return;
           }
