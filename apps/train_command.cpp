@@ -158,6 +158,7 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   group.join_timeout_s = o.join_timeout_s;
   if (!(o.join_timeout_s > 0)) throw std::invalid_argument("--join-timeout=" + fmt("%g", o.join_timeout_s) + " must be > 0");
   if (!o.ranks_per_process.empty()) group.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
+  std::vector<int> layout;  // process of each rank (multi-process jobs)
   if (group.processes > 1) {
     if (o.no_pipeline) throw std::invalid_argument("--no-pipeline runs in one process, but WORLD_SIZE=" + std::to_string(group.processes));
     const char* token = std::getenv("ACTORPIPE_JOB_TOKEN");
@@ -167,7 +168,7 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
                                   "or export the same token to every process");
     check_job_token(token);
     group.token = token;
-    assign_ranks_to_processes(t.stages, group.processes, group.ranks_per_process);  // errors before any training
+    layout = assign_ranks_to_processes(t.stages, group.processes, group.ranks_per_process);  // errors before training
     t.gather_parameters = !o.save_final_path.empty();
   } else if (!o.ranks_per_process.empty()) {
     throw std::invalid_argument("--ranks-per-process=" + o.ranks_per_process + " needs a multi-process job (WORLD_SIZE > 1)");
@@ -187,7 +188,6 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
                                                std::to_string(t.stages) + " stages x " + std::to_string(t.chunks) +
                                                (t.chunks == 1 ? " chunk" : " chunks");
   if (group.processes > 1) {
-    const auto layout = assign_ranks_to_processes(t.stages, group.processes, group.ranks_per_process);
     out << "processes: " << group.processes << " (this one hosts the supervisor); ranks per process";
     for (int p = 0; p < group.processes; ++p) out << ' ' << std::count(layout.begin(), layout.end(), p);
     out << "; control port " << group.master_addr << ':' << group.master_port << '\n';
