@@ -19,6 +19,7 @@
 #include <chrono>
 #include <functional>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -237,8 +238,14 @@ private:
     auto parent = read_blob(from_parent, 10000);
     if (!parent) ::_exit(11);
     t.connect({*parent, {}});
-    if (!in.wait_received(count, 30s)) code = 12;
-    if (!in.failures().empty()) code = 13;
+    if (!in.wait_received(count, 30s)) {
+      code = 12;
+      std::fprintf(stderr, "echo child: %zu of %zu tensors arrived within 30 s\n", in.received().size(), count);
+    }
+    for (auto& [process, reason] : in.failures()) {  // printed: the parent's checks cannot see them
+      code = 13;
+      std::fprintf(stderr, "echo child: failure reported for process %d: %s\n", process, reason.c_str());
+    }
     {
       std::lock_guard<std::mutex> lock(mutex);
       if (!send_error.empty()) code = 14;
@@ -463,6 +470,9 @@ CATCH_TEST_CASE("ucx_transport exchanges tensors with a forked process", "[trans
     const auto failures = in.failures();
     const char bye = 1;
     write_exact(to_child[1], &bye, 1);
+    std::string reported;
+    for (auto& [process, reason] : failures) reported += "process " + std::to_string(process) + ": " + reason + "; ";
+    CATCH_INFO("failures reported: " << reported);
     CATCH_CHECK(all_back);
     CATCH_CHECK(failures.empty());
     const auto got = in.received();
