@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "tests/transport/pipe_io.hpp"
+#include "tests/transport/fork_helpers.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -193,25 +193,6 @@ struct connected_pair {
 
 constexpr std::size_t mib = std::size_t{1} << 20;
 
-// Restores an environment variable when the scope ends (test cases may share one process).
-class scoped_env {
-public:
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~scoped_env() {
-    if (old_) {
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-
-private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 // A forked process 1 of 2 that echoes every tensor it receives back to process 0, with the
 // same meta, until it has echoed `count`; then waits for a byte and exits. Never returns.

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "tests/transport/pipe_io.hpp"
+#include "tests/transport/fork_helpers.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -68,25 +68,6 @@ bool same_bytes(const std::vector<std::uint8_t>& a, const std::vector<std::uint8
 }
 
 
-// Restores an environment variable when the scope ends (tests share one process).
-class scoped_env {
-public:
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~scoped_env() {
-    if (old_) {
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-
-private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 }  // namespace
 

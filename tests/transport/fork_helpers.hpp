@@ -1,5 +1,5 @@
-// Pipe I/O with deadlines for the forked transport tests (address exchange, go/ready bytes),
-// and waiting for a child with a deadline.
+// Helpers for the transport tests that fork: pipe I/O with deadlines (address exchange,
+// go/ready bytes), waiting for a child with a deadline, and a scoped environment variable.
 #pragma once
 
 #include <poll.h>
@@ -10,7 +10,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -74,5 +76,24 @@ inline int wait_child(pid_t pid, std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
+
+// Restores an environment variable when the scope ends (test cases share one process).
+class scoped_env {
+ public:
+  scoped_env(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~scoped_env() {
+    if (old_)
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 }  // namespace actorpipe::testing
