@@ -82,13 +82,15 @@ transport::receive_handler make_dispatch(const std::weak_ptr<const run_context>&
   };
 }
 
-// Tensors that arrive before this process's actors exist (a fast peer may start sending as
-// soon as the job has formed) wait here until the dispatch opens.
-struct arrival_gate {
+// Between the transport and this process's actors. Tensors that arrive before the actors
+// exist (a fast peer may start sending as soon as the job has formed) wait here until the
+// dispatch opens; failures before then are printed. Closing it at the end drops both.
+struct transport_gate {
   std::mutex mutex;
   bool open = false;
   std::vector<std::pair<tensor_meta, tensor_box>> held;
   transport::receive_handler dispatch;
+  transport::failure_handler on_failure;
 
   void arrive(const tensor_meta& m, tensor_box t) {
     transport::receive_handler f;
@@ -102,16 +104,29 @@ struct arrival_gate {
     }
     f(m, std::move(t));
   }
-  void open_with(transport::receive_handler f) {
+  void fail(int process, const std::string& reason) {
+    transport::failure_handler f;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      f = on_failure;
+    }
+    if (f)
+      f(process, reason);
+    else
+      std::fprintf(stderr, "actorpipe: transport: %s\n", reason.c_str());
+  }
+  void open_with(transport::receive_handler d, transport::failure_handler fail_f) {
     std::vector<std::pair<tensor_meta, tensor_box>> early;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      dispatch = f;
+      dispatch = d;
+      on_failure = std::move(fail_f);
       open = true;
       early.swap(held);
     }
-    for (auto& [m, t] : early) f(m, std::move(t));
+    for (auto& [m, t] : early) d(m, std::move(t));
   }
+  void close() { open_with([](const tensor_meta&, tensor_box) {}, [](int, const std::string&) {}); }
 };
 
 }  // namespace
@@ -160,19 +175,9 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   } else {
     ctx->data = transport::make_local_transport();
   }
-  auto gate = std::make_shared<arrival_gate>();
-  auto failure_sink = std::make_shared<std::function<void(int, const std::string&)>>();
-  auto failures_gate = std::make_shared<std::mutex>();
+  auto gate = std::make_shared<transport_gate>();
   ctx->data->set_handlers([gate](const tensor_meta& m, tensor_box t) { gate->arrive(m, std::move(t)); },
-                          [failure_sink, failures_gate](int p, const std::string& reason) {
-                            std::function<void(int, const std::string&)> f;
-                            {
-                              std::lock_guard<std::mutex> lock(*failures_gate);
-                              f = *failure_sink;
-                            }
-                            if (f) f(p, reason);
-                            else std::fprintf(stderr, "actorpipe: transport: %s\n", reason.c_str());
-                          });
+                          [gate](int p, const std::string& reason) { gate->fail(p, reason); });
 
   std::string error;
   {
@@ -243,19 +248,15 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
     ctx->supervisor = ctx->process == 0 ? sys.spawn(supervisor_actor, shared) : proxy(0, target_kind::supervisor, 0);
 
     std::weak_ptr<const run_context> weak = shared;
-    {
-      std::lock_guard<std::mutex> lock(*failures_gate);
-      *failure_sink = [weak, process_of_rank](int p, const std::string& reason) {
-        auto c = weak.lock();
-        if (!c) return;
-        const std::string ranks = ranks_text(process_of_rank, p);
-        caf::anon_send(c->supervisor, msg::failure{"lost process " + std::to_string(p) +
-                                                   (ranks.find(',') == std::string::npos ? " (rank " : " (ranks ") + ranks +
-                                                   "): process " + std::to_string(c->process) +
-                                                   "'s data connection to it failed: " + reason});
-      };
-    }
-    gate->open_with(make_dispatch(weak));
+    gate->open_with(make_dispatch(weak), [weak, process_of_rank](int p, const std::string& reason) {
+      auto c = weak.lock();
+      if (!c) return;
+      const std::string ranks = ranks_text(process_of_rank, p);
+      caf::anon_send(c->supervisor, msg::failure{"lost process " + std::to_string(p) +
+                                                 (ranks.find(',') == std::string::npos ? " (rank " : " (ranks ") + ranks +
+                                                 "): process " + std::to_string(c->process) +
+                                                 "'s data connection to it failed: " + reason});
+    });
 
     // This process's actors, for shutdown and for reporting one that dies.
     std::vector<caf::actor> local = ctx->local_actors();
@@ -327,11 +328,7 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
     if (ctx->process != 0) stop_local();
     while (!alive.empty()) self->receive([&](const caf::down_msg& d) { alive.erase(d.source); });
     if (control) caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
-    gate->open_with([](const tensor_meta&, tensor_box) {});
-    {
-      std::lock_guard<std::mutex> lock(*failures_gate);
-      *failure_sink = [](int, const std::string&) {};
-    }
+    gate->close();
     ctx->compute.clear(), ctx->chunks.clear(), ctx->stage.clear(), ctx->optimizer.clear(), ctx->feeders.clear();
     ctx->feeder = caf::actor{};
     ctx->supervisor = caf::actor{};
