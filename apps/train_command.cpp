@@ -13,10 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/pipeline_runtime.hpp"
+#include "core/blas_kernels.hpp"
 #include "core/config.hpp"
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
 #include "core/process_layout.hpp"
+#include "core/model/compute_threads.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/partition.hpp"
 #include "core/sim/chrome_trace.hpp"
@@ -228,6 +230,9 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
       << " heads, vocab " << t.model.vocab
       << (r.parameters.empty() ? std::string() : ": " + si(static_cast<double>(count_elements(r.parameters))) + " parameters")
       << "; data: " << r.data_description << '\n';
+  out << "compute: " << libtorch_version() << ", " << t.threads_per_stage
+      << (t.threads_per_stage == 1 ? " thread" : " threads") << (o.no_pipeline ? "" : " per stage") << "; "
+      << describe_blas(current_blas()) << '\n';
   if (!o.no_pipeline) {
     const sim_result& m = r.last_step;
     const sim_result& p = r.predicted;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "actors/pipeline_runtime.hpp"
+#include "core/blas_kernels.hpp"
 #include "core/train/reference_trainer.hpp"
 
 using namespace actorpipe;
@@ -25,6 +26,7 @@ double tokens_per_s(const train_result& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ensure_best_blas_kernels(argv);
   train_options o;
   o.model.layers = 8;
   o.model.hidden = 256;
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpt_throughput: --steps must be >= 2 (the first step is not timed)\n");
     return 2;
   }
+  std::printf("%s\n", describe_blas(current_blas()).c_str());
   std::printf("GPT %d layers, hidden %d, seq %d; %d microbatches x %d; %d steps (first untimed)\n", o.model.layers,
               o.model.hidden, o.model.seq_len, o.microbatches, o.microbatch_size, o.steps);
   train_result ref = run_reference(o);

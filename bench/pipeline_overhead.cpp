@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "actors/pipeline_runtime.hpp"
+#include "core/blas_kernels.hpp"
 #include "core/schedule/policy.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/policy_simulator.hpp"
@@ -22,6 +23,7 @@
 using namespace actorpipe;
 
 int main(int argc, char** argv) {
+  ensure_best_blas_kernels(argv);
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   fixed_costs fc;
   fc.forward_s = 0.004;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include <ATen/Parallel.h>
+#include <torch/version.h>
 
 namespace actorpipe {
 
@@ -12,5 +13,7 @@ void set_compute_threads(int threads) {
   if (threads < 1) throw std::invalid_argument("threads per stage must be >= 1: got " + std::to_string(threads));
   at::set_num_threads(threads);
 }
+
+std::string libtorch_version() { return std::string("LibTorch ") + TORCH_VERSION; }
 
 }  // namespace actorpipe

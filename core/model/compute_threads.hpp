@@ -2,9 +2,14 @@
 // OpenMP OpenBLAS): each rank's compute thread sets its own.
 #pragma once
 
+#include <string>
+
 namespace actorpipe {
 
 // Throws std::invalid_argument for threads < 1.
 void set_compute_threads(int threads);
+
+// "LibTorch 1.13.0": the version this program was built against, for run summaries.
+std::string libtorch_version();
 
 }  // namespace actorpipe

@@ -11,7 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/blas_kernels.hpp"
 #include "tests/apps/cli_runner.hpp"
+#include "tests/apps/process_runner.hpp"
 #include "core/model/safetensors.hpp"
 
 using namespace actorpipe;
@@ -149,4 +151,47 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
   std::remove(deadlock.c_str());
   std::remove(short_bin.c_str());
   std::remove(text.c_str());
+}
+
+// The binary picks its BLAS kernels at start-up (core/blas_kernels.hpp), so it is run as a
+// process here, with the BLAS variables of this test process removed or replaced.
+CATCH_TEST_CASE("train runs on the best BLAS kernels for the CPU and names them; a user's choice is kept",
+                "[apps][train][blas]") {
+  auto run = [](const std::vector<std::string>& env_args) {
+    std::vector<std::string> args = env_args;
+    args.insert(args.end(), {ACTORPIPE_BIN, "train", "--steps", "1"});
+    args.insert(args.end(), tiny.begin(), tiny.end());
+    const std::string log = temp_path(".log");
+    const int code = wait_process(start_process("/usr/bin/env", args, {}, log), 120);
+    const std::string text = read_text(log);
+    CATCH_INFO(text);
+    CATCH_REQUIRE(code == 0);
+    return text;
+  };
+  const std::string chosen = run({"-u", "OPENBLAS_CORETYPE", "-u", blas_marker_variable});
+  CATCH_CHECK_THAT(chosen, Contains("compute: LibTorch "));
+  CATCH_CHECK_THAT(chosen, Contains("BLAS: "));
+  if (chosen.find("BLAS: not OpenBLAS") != std::string::npos) return;
+  const auto at = chosen.find("; kernels ");
+  CATCH_REQUIRE(at != std::string::npos);
+  const std::string core = chosen.substr(at + 10, chosen.find(' ', at + 10) - (at + 10));
+  CATCH_INFO("kernels " << core);
+  CATCH_CHECK(openblas_core_level(core) >= cpu_simd_level());
+  if (cpu_simd_level() > simd_level::sse && chosen.find("chosen by actorpipe") == std::string::npos)
+    CATCH_CHECK_THAT(chosen, Contains("(detected by OpenBLAS)"));
+
+  // Where OpenBLAS falls back to generic kernels (pretended here: this machine's OpenBLAS may
+  // know its CPU), the binary restarts itself once on the best core and says so.
+  if (cpu_simd_level() > simd_level::sse) {
+    const std::string restarted =
+        run({"-u", "OPENBLAS_CORETYPE", "-u", blas_marker_variable, std::string(blas_pretend_variable) + "=Prescott"});
+    CATCH_CHECK_THAT(restarted, Contains("kernels " + best_openblas_core(cpu_simd_level()) +
+                                         " (chosen by actorpipe for this CPU's " + simd_level_name(cpu_simd_level()) +
+                                         "; OpenBLAS alone picked Prescott)"));
+  }
+
+  // Even a slow choice of the user's stays.
+  const std::string user = run({"-u", blas_marker_variable, std::string(blas_pretend_variable) + "=Prescott",
+                                "OPENBLAS_CORETYPE=Prescott"});
+  CATCH_CHECK_THAT(user, Contains("kernels Prescott (OPENBLAS_CORETYPE=Prescott set by the user)"));
 }

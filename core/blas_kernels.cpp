@@ -1,0 +1,164 @@
+// OpenBLAS kernel choice: CPUID against the core OpenBLAS detected, and a one-time re-exec with
+// OPENBLAS_CORETYPE where it fell back to generic kernels.
+#include "core/blas_kernels.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace actorpipe {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool set_and_nonempty(const char* v) { return v != nullptr && *v != '\0'; }
+
+template <typename Fn>
+Fn find_symbol(const char* name) {
+  return reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, name));
+}
+
+}  // namespace
+
+std::string simd_level_name(simd_level level) {
+  switch (level) {
+    case simd_level::sse: return "SSE";
+    case simd_level::avx: return "AVX";
+    case simd_level::avx2: return "AVX2";
+    case simd_level::avx512: return "AVX-512";
+    case simd_level::avx512_bf16: return "AVX-512 BF16";
+  }
+  return "SSE";
+}
+
+simd_level cpu_simd_level() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return simd_level::sse;
+  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12);
+  if (!osxsave || !avx) return simd_level::sse;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0x6u) != 0x6u) return simd_level::sse;  // the OS saves no YMM state
+  if (__get_cpuid_max(0, nullptr) < 7) return simd_level::avx;
+  unsigned a7 = 0, b7 = 0, c7 = 0, d7 = 0;
+  __cpuid_count(7, 0, a7, b7, c7, d7);
+  const bool avx2 = b7 & (1u << 5);
+  if (!avx2 || !fma) return simd_level::avx;
+  // SkylakeX kernels use AVX-512 F, CD, BW, DQ and VL; the OS must save opmask and ZMM state.
+  const unsigned need = (1u << 16) | (1u << 17) | (1u << 28) | (1u << 30) | (1u << 31);
+  if ((b7 & need) != need || (xcr0_lo & 0xe0u) != 0xe0u) return simd_level::avx2;
+  unsigned a71 = 0, b71 = 0, c71 = 0, d71 = 0;
+  __cpuid_count(7, 1, a71, b71, c71, d71);
+  return (a71 & (1u << 5)) ? simd_level::avx512_bf16 : simd_level::avx512;
+#else
+  return simd_level::sse;
+#endif
+}
+
+simd_level openblas_core_level(const std::string& core) {
+  const std::string c = lower(core);
+  if (c == "cooperlake" || c == "sapphirerapids") return simd_level::avx512_bf16;
+  if (c == "skylakex") return simd_level::avx512;
+  if (c == "haswell" || c == "zen") return simd_level::avx2;
+  if (c == "sandybridge" || c == "bulldozer" || c == "piledriver" || c == "steamroller" || c == "excavator")
+    return simd_level::avx;
+  return simd_level::sse;
+}
+
+std::string best_openblas_core(simd_level cpu) {
+  switch (cpu) {
+    case simd_level::avx512_bf16: return "Cooperlake";
+    case simd_level::avx512: return "SkylakeX";
+    case simd_level::avx2: return "Haswell";
+    case simd_level::avx: return "Sandybridge";
+    case simd_level::sse: return "";
+  }
+  return "";
+}
+
+blas_choice choose_blas_kernels(const std::string& detected_core, simd_level cpu, const char* user_coretype,
+                                const char* marker) {
+  blas_choice choice;
+  if (set_and_nonempty(user_coretype) || set_and_nonempty(marker)) return choice;
+  if (openblas_core_level(detected_core) >= cpu) return choice;
+  choice.coretype = best_openblas_core(cpu);
+  choice.restart = !choice.coretype.empty();
+  return choice;
+}
+
+blas_info current_blas() {
+  blas_info info;
+  auto get_core = find_symbol<char* (*)()>("openblas_get_corename");
+  auto get_config = find_symbol<char* (*)()>("openblas_get_config");
+  if (get_core == nullptr) {
+    info.origin = "not OpenBLAS";
+    return info;
+  }
+  info.openblas = true;
+  if (const char* core = get_core()) info.core = core;
+  if (get_config != nullptr)
+    if (const char* config = get_config()) info.config = config;
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  const char* marker = std::getenv(blas_marker_variable);
+  const simd_level cpu = cpu_simd_level();
+  if (set_and_nonempty(coretype) && set_and_nonempty(marker)) {
+    info.origin = "chosen by actorpipe for this CPU's " + simd_level_name(cpu) + "; OpenBLAS alone picked " + marker;
+    if (lower(coretype) != lower(info.core))
+      info.origin += "; actorpipe asked for " + std::string(coretype) + " but OpenBLAS runs " + info.core;
+  } else if (set_and_nonempty(coretype)) {
+    info.origin = "OPENBLAS_CORETYPE=" + std::string(coretype) + " set by the user";
+  } else {
+    info.origin = "detected by OpenBLAS";
+    if (openblas_core_level(info.core) < cpu)
+      info.origin += "; generic for this CPU's " + simd_level_name(cpu) + ", so slow: set OPENBLAS_CORETYPE=" +
+                     best_openblas_core(cpu);
+  }
+  return info;
+}
+
+std::string describe_blas(const blas_info& info) {
+  if (!info.openblas) return "BLAS: not OpenBLAS (LibTorch's own)";
+  std::string config = info.config.empty() ? "OpenBLAS" : info.config;
+  return "BLAS: " + config + "; kernels " + info.core + " (" + info.origin + ")";
+}
+
+void ensure_best_blas_kernels(char** argv) {
+  auto get_core = find_symbol<char* (*)()>("openblas_get_corename");
+  if (get_core == nullptr || argv == nullptr || argv[0] == nullptr) return;
+  // Test hook: pretend OpenBLAS detected this core, to exercise the restart on any machine.
+  const char* pretend = std::getenv(blas_pretend_variable);
+  const char* detected_c = set_and_nonempty(pretend) ? pretend : get_core();
+  const std::string detected = detected_c ? detected_c : "";
+  const blas_choice choice = choose_blas_kernels(detected, cpu_simd_level(), std::getenv("OPENBLAS_CORETYPE"),
+                                                 std::getenv(blas_marker_variable));
+  if (!choice.restart) return;
+  ::setenv("OPENBLAS_CORETYPE", choice.coretype.c_str(), 1);
+  ::setenv(blas_marker_variable, detected.c_str(), 1);
+  ::unsetenv(blas_pretend_variable);
+  std::fflush(nullptr);
+  ::execv("/proc/self/exe", argv);
+  const int err = errno;
+  ::unsetenv("OPENBLAS_CORETYPE");
+  ::unsetenv(blas_marker_variable);
+  std::fprintf(stderr,
+               "warning: OpenBLAS runs its generic %s kernels on a CPU with %s, and restarting with "
+               "OPENBLAS_CORETYPE=%s failed (%s); set that variable yourself for up to 4x faster matrix products\n",
+               detected.c_str(), simd_level_name(cpu_simd_level()).c_str(), choice.coretype.c_str(),
+               std::strerror(err));
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,65 @@
+// Which BLAS this process computes with and on which kernels, and the choice of OpenBLAS's
+// kernels where its own CPU detection falls back to a generic core (it does for CPUs newer
+// than the library: Debian's 0.3.21 runs AMD Zen 4 on its SSE3 "Prescott" kernels, ~4x slower).
+// No torch: OpenBLAS is looked up in the running process by symbol.
+#pragma once
+
+#include <string>
+
+namespace actorpipe {
+
+// Vector instruction sets, in the order OpenBLAS's x86 kernels need them.
+enum class simd_level { sse = 0, avx = 1, avx2 = 2, avx512 = 3, avx512_bf16 = 4 };
+
+std::string simd_level_name(simd_level level);  // "AVX-512 BF16", ...
+
+// What this CPU and OS support (CPUID, and XGETBV for the OS saving the wider registers).
+simd_level cpu_simd_level();
+
+// The instruction set an OpenBLAS core's kernels need ("SkylakeX" -> avx512), any case;
+// unknown names count as sse.
+simd_level openblas_core_level(const std::string& core);
+
+// The OpenBLAS core (an OPENBLAS_CORETYPE value) with the fastest single-precision kernels
+// for a CPU of this level; empty for sse (nothing better to choose).
+std::string best_openblas_core(simd_level cpu);
+
+// What to do at start-up, decided from values only (testable without exec):
+//  - the user set OPENBLAS_CORETYPE (and actorpipe did not): keep it;
+//  - actorpipe already chose (the marker is set): keep it;
+//  - OpenBLAS detected a core below what the CPU supports: restart with the best one.
+struct blas_choice {
+  bool restart = false;
+  std::string coretype;  // for OPENBLAS_CORETYPE when restart
+};
+blas_choice choose_blas_kernels(const std::string& detected_core, simd_level cpu, const char* user_coretype,
+                                const char* marker);
+
+// The environment variable actorpipe sets, beside OPENBLAS_CORETYPE, to the core OpenBLAS had
+// detected by itself; it tells the restarted process (and its children) who chose.
+inline constexpr const char* blas_marker_variable = "ACTORPIPE_BLAS_DETECTED";
+// Tests only: ensure_best_blas_kernels takes this core as OpenBLAS's own detection, so the
+// restart can be exercised on a machine where OpenBLAS detects the CPU correctly.
+inline constexpr const char* blas_pretend_variable = "ACTORPIPE_BLAS_PRETEND_DETECTED";
+
+struct blas_info {
+  bool openblas = false;
+  std::string config;  // openblas_get_config(), e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64"
+  std::string core;    // openblas_get_corename(), e.g. "Cooperlake"
+  std::string origin;  // who picked the core, in words
+};
+
+// The BLAS of this process as it runs now.
+blas_info current_blas();
+
+// One line for run summaries and benchmarks: "OpenBLAS 0.3.21 ..., kernels Cooperlake (chosen
+// by actorpipe for this CPU's AVX-512 BF16; OpenBLAS alone picked Prescott)".
+std::string describe_blas(const blas_info& info);
+
+// Call first thing in main(): where OpenBLAS runs generic kernels on a CPU that supports
+// better ones, sets OPENBLAS_CORETYPE (read only when the library loads) and re-executes the
+// program once with the same arguments. Never overrides a value the user set. Returns when
+// nothing needs changing (or the restart failed: then a warning goes to stderr).
+void ensure_best_blas_kernels(char** argv);
+
+}  // namespace actorpipe
