@@ -9,6 +9,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<msg::loss_report>("actorpipe.loss_report");
   cfg.add_message_type<msg::flush>("actorpipe.flush");
   cfg.add_message_type<msg::waiting>("actorpipe.waiting");
+  cfg.add_message_type<msg::replan>("actorpipe.replan");
   cfg.add_message_type<msg::failure>("actorpipe.failure");
   cfg.add_message_type<msg::grad_sq_parts>("actorpipe.grad_sq_parts");
   cfg.add_message_type<msg::optimizer_step>("actorpipe.optimizer_step");

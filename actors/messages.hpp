@@ -128,6 +128,13 @@ struct flush {
   int peak_pending_weight_grads = 0;
 };
 
+// Supervisor -> every stage: from step `from_step` on, run this plan (its text form), rebuilt
+// on the costs measured in the step before. Inputs of that step wait until it has arrived.
+struct replan {
+  int from_step;
+  std::string plan_text;
+};
+
 // Stage -> supervisor: what the rank waits for while idle (for stall reports).
 struct waiting {
   int step;
@@ -211,6 +218,10 @@ typename Inspector::result_type inspect(Inspector& f, loss_report& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, flush& x) {
   return f(caf::meta::type_name("flush"), x.step, x.rank, x.events, x.peak_activations, x.peak_pending_weight_grads);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replan& x) {
+  return f(caf::meta::type_name("replan"), x.from_step, x.plan_text);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, waiting& x) {

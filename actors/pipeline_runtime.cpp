@@ -34,7 +34,7 @@ std::string job_fingerprint(const train_options& o, const process_group& g) {
     << " steps=" << o.steps << " lr=" << o.lr << " warmup=" << o.warmup_steps << " min_lr_ratio=" << o.min_lr_ratio
     << " grad_clip=" << o.grad_clip << " weight_decay=" << o.weight_decay << " data=" << o.data
     << " data_file=" << o.data_file << " data_seed=" << o.data_seed << " greedy_budget=" << o.greedy_budget
-    << " activation_checkpointing=" << o.activation_checkpointing << " vocab=" << o.model.vocab
+    << " activation_checkpointing=" << o.activation_checkpointing << " replan=" << o.plan_on_measured_costs << " vocab=" << o.model.vocab
     << " seq_len=" << o.model.seq_len << " hidden=" << o.model.hidden << " heads=" << o.model.heads
     << " layers=" << o.model.layers << " init_std=" << o.model.init_std << " seed=" << o.model.seed
     << " world_size=" << g.processes << " ranks_per_process=";
@@ -151,6 +151,7 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   ctx->stages = setup.place.num_virtual_stages();
   ctx->microbatches = o.microbatches;
   ctx->static_plan = setup.static_plan;
+  ctx->replan_from = replan_step(o);
   ctx->runners = setup.runners;
   ctx->optimizers = setup.optimizers;
   ctx->source = setup.source;
@@ -338,7 +339,7 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   if (!error.empty()) throw std::runtime_error(error);
   if (group.process != 0) return result;
   if (!multi) result.parameters = collect_parameters(ctx->runners);
-  result.predicted = predict_from_measured(setup, result.last_step);
+  result.predicted = predict_from_measured(setup, result.last_step, result.replanned.get());
   return result;
 }
 

@@ -6,6 +6,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
+#include "core/schedule/plan.hpp"
 
 namespace actorpipe {
 namespace {
@@ -19,6 +20,8 @@ struct stage_state {
   int peak = 0, peak_pending = 0;
   std::vector<timeline_event> events;
   std::string last_waiting;
+  bool replanned = false;                 // the rebuilt plan (run_context::replan_from) arrived
+  std::vector<msg::input_ready> held;     // inputs of steps that must wait for it
 };
 
 }  // namespace
@@ -81,11 +84,33 @@ caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const ru
       self->send(ctx->supervisor, msg::waiting{st->step, rank, what});
     }
   };
+  auto on_input = [=](const msg::input_ready& r) {
+    enter(r.step);
+    (r.is_gradient ? st->grad_in : st->fwd_in).insert({r.virtual_stage, r.microbatch});
+    dispatch();
+  };
   return {
       [=](msg::input_ready& r) {
-        enter(r.step);
-        (r.is_gradient ? st->grad_in : st->fwd_in).insert({r.virtual_stage, r.microbatch});
-        dispatch();
+        // Across processes an input of the next step can overtake the plan on its way here.
+        if (ctx->replan_from >= 0 && r.step >= ctx->replan_from && !st->replanned) {
+          st->held.push_back(r);
+          return;
+        }
+        on_input(r);
+      },
+      [=](msg::replan& p) {
+        try {
+          const plan rebuilt = parse_plan(p.plan_text, "plan rebuilt on measured costs");
+          st->policy = make_static_policy(rebuilt, rank);
+        } catch (const std::exception& e) {
+          self->send(ctx->supervisor, msg::failure{"rank " + std::to_string(rank) + ": the rebuilt plan: " + e.what()});
+          return;
+        }
+        st->replanned = true;
+        st->step = -1;  // the next input enters its step with the new policy reset
+        auto held = std::move(st->held);
+        st->held.clear();
+        for (auto& r : held) on_input(r);
       },
       [=](msg::action_done& d) {
         const action a = d.act;

@@ -9,6 +9,8 @@
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
 #include "core/model/chunk_runner.hpp"
+#include "core/schedule/schedule_registry.hpp"
+#include "core/sim/simulator.hpp"
 
 namespace actorpipe {
 namespace {
@@ -60,6 +62,49 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
     for (auto& f : ctx->feeders) self->send(f, msg::start_step{k});
     self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(ctx->options.step_timeout_s)),
                        msg::step_deadline{k});
+  };
+  // After step `measured`: rebuild the plan on its per-(op, virtual stage) costs and send it to
+  // every stage, for the steps from `measured + 1` on. The rebuilt plan is kept only if the
+  // simulator, on those costs, finds it faster than the one that ran. False if the job stopped.
+  auto replan = [=](int measured, double measured_bubble) {
+    std::vector<timeline_event> events;
+    for (auto& f : st->flushes) events.insert(events.end(), f.events.begin(), f.events.end());
+    auto costs = std::make_shared<const cost_model>(mean_costs(events, ctx->stages));
+    std::shared_ptr<const plan> use = ctx->static_plan;
+    std::string report;
+    try {
+      auto rebuilt = std::make_shared<const plan>(
+          make_schedule(ctx->options.schedule, schedule_request{P, M, ctx->place.chunks(), costs}));
+      const sim_result before = simulate(*ctx->static_plan, *costs), after = simulate(*rebuilt, *costs);
+      // Generators that do not order by cost (1f1b, interleaved, ...) give the same plan: no report.
+      if (format_plan(*rebuilt) != format_plan(*ctx->static_plan)) {
+        char line[320];
+        if (after.makespan < before.makespan * (1 - 1e-9)) {
+          use = rebuilt;
+          std::snprintf(line, sizeof line,
+                        "plan: %s rebuilt on the costs measured in step %d; simulated on them, bubble %.1f%% -> %.1f%% "
+                        "(pipeline %.4f -> %.4f s); measured bubble %.1f%% in step %d",
+                        ctx->options.schedule.c_str(), measured + 1, 100 * before.bubble_ratio,
+                        100 * after.bubble_ratio, before.makespan, after.makespan, 100 * measured_bubble, measured + 1);
+        } else {
+          std::snprintf(line, sizeof line,
+                        "plan: %s as generated is already the best for the costs measured in step %d (simulated "
+                        "bubble %.1f%%)",
+                        ctx->options.schedule.c_str(), measured + 1, 100 * before.bubble_ratio);
+        }
+        report = line;
+      }
+    } catch (const std::exception& e) {
+      stop(std::string("rebuilding the plan on the measured costs failed: ") + e.what());
+      return false;
+    }
+    const std::string text = format_plan(*use);
+    for (auto& s : ctx->stage) self->send(s, msg::replan{measured + 1, text});
+    if (ctx->result) {
+      if (use != ctx->static_plan) ctx->result->replanned = use;
+      ctx->result->replan_report = report;
+    }
+    return true;
   };
   // After every flush and loss: tied-weight sync, then the norm.
   auto maybe_flushed = [=] {
@@ -217,6 +262,7 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
           }
         }
         if (ctx->on_step) ctx->on_step(m);
+        if (k + 1 == ctx->replan_from && !replan(k, m.bubble_ratio)) return;
         if (k + 1 < o.steps)
           begin_step(k + 1);
         else

@@ -49,7 +49,8 @@ job_config resolve_config(const simulate_options& opt) {
   return c;
 }
 
-plan build_plan(const simulate_options& opt, std::vector<std::string>& summary) {
+plan build_plan(const simulate_options& opt, std::vector<std::string>& summary,
+                const std::shared_ptr<const cost_model>& costs) {
   if (!opt.config_path.empty() || !opt.overrides.empty()) {
     if (!opt.schedule_file.empty()) throw std::invalid_argument("--schedule-file cannot be combined with --config or --set");
     job_config c = resolve_config(opt);
@@ -60,7 +61,7 @@ plan build_plan(const simulate_options& opt, std::vector<std::string>& summary) 
                       std::to_string(c.num_microbatches) + " x microbatch_size " + std::to_string(c.microbatch_size) +
                       ", global_batch_size=" + std::to_string(c.global_batch_size));
     for (const auto& n : c.notes) summary.push_back("note: " + n);
-    return make_schedule(c.schedule, {c.pp, c.num_microbatches, c.chunks});
+    return make_schedule(c.schedule, {c.pp, c.num_microbatches, c.chunks, costs});
   }
   if (!opt.schedule_file.empty()) {
     plan p = load_plan_file(opt.schedule_file);
@@ -74,6 +75,7 @@ plan build_plan(const simulate_options& opt, std::vector<std::string>& summary) 
   req.microbatches = opt.microbatches.value_or(8);
   const std::string name = opt.schedule.value_or("1f1b");
   req.chunks = opt.chunks.value_or(default_chunks(name));
+  req.costs = costs;
   return make_schedule(name, req);
 }
 
@@ -112,8 +114,25 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
     p = std::move(res.executed);
     r = std::move(res.timeline);
   } else {
-    p = build_plan(opt, summary);
+    // Costs other than the unit ones (or a send latency) shape the plans of cost-aware
+    // schedules (zb-h1, zbv); the unit-cost plan is simulated beside it for comparison.
+    const bool given = opt.cost != simulate_options{}.cost || costs.send_latency > 0;
+    p = build_plan(opt, summary, given ? std::make_shared<const cost_model>(costs) : nullptr);
     r = simulate(p, costs);
+    if (given && opt.schedule_file.empty()) {
+      std::vector<std::string> ignored;
+      const plan unit = build_plan(opt, ignored, nullptr);
+      if (!(format_plan(unit) == format_plan(p))) {
+        const sim_result u = simulate(unit, costs);
+        char line[200];
+        std::snprintf(line, sizeof line,
+                      "plan built for these costs: makespan %s, bubble %.2f%% (the unit-cost plan on these costs: "
+                      "makespan %s, bubble %.2f%%)",
+                      number_text(r.makespan).c_str(), 100.0 * r.bubble_ratio, number_text(u.makespan).c_str(),
+                      100.0 * u.bubble_ratio);
+        summary.push_back(line);
+      }
+    }
   }
 
   if (!opt.trace_path.empty()) write_file(opt.trace_path, "the Chrome trace", render_chrome_trace(r));

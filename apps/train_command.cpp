@@ -118,6 +118,7 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.activation_checkpointing = o.activation_checkpointing;
   t.step_timeout_s = o.step_timeout_s;
   t.no_pipeline = o.no_pipeline;
+  t.plan_on_measured_costs = !o.unit_cost_plan;
   if (!o.data_file.empty()) {
     t.data = "file";
     t.data_file = o.data_file;
@@ -248,6 +249,7 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
     out << "pipeline time " << fmt("%.4f", m.makespan) << " s measured, " << fmt("%.4f", p.makespan)
         << " s simulated (ratio " << fmt("%.3f", m.makespan / p.makespan) << "); bubble " << fmt("%.1f%%", 100 * m.bubble_ratio)
         << " measured, " << fmt("%.1f%%", 100 * p.bubble_ratio) << " simulated\n";
+    if (!r.replan_report.empty()) out << r.replan_report << '\n';
   }
   const auto& last = r.steps.back();
   out << "final loss " << fmt("%.4f", last.loss) << " (first step " << fmt("%.4f", r.steps.front().loss) << ")\n";

@@ -28,6 +28,7 @@ struct train_cli_options {
   double step_timeout_s = 600;
   std::string metrics_path, trace_path, save_final_path;
   bool no_pipeline = false;
+  bool unit_cost_plan = false;  // keep the generated plan (no rebuild on measured costs)
   bool interactive_progress = false;  // redraw one progress line (a terminal) or print a line per step
   // Multi-process jobs (WORLD_SIZE > 1 from actorpipe launch, torchrun, srun or mpirun).
   std::string ranks_per_process;  // "1,3": ranks of each process; empty: spread evenly

@@ -6,17 +6,27 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/schedule/plan.hpp"
+#include "core/sim/cost_model.hpp"
 
 namespace actorpipe {
 
 struct schedule_request {
+  schedule_request() = default;
+  schedule_request(int stages_, int microbatches_, int chunks_, std::shared_ptr<const cost_model> costs_ = nullptr)
+      : stages(stages_), microbatches(microbatches_), chunks(chunks_), costs(std::move(costs_)) {}
+
   int stages = 1;        // P: pipeline ranks
   int microbatches = 1;  // M
   int chunks = 1;        // V: virtual stages per rank
+  // What F, B, I, W cost per virtual stage (measured, or given to simulate --cost); null for
+  // unit costs. Generators whose order depends on costs (zb-h1, zbv) build for these; the rest
+  // ignore them.
+  std::shared_ptr<const cost_model> costs;
 };
 
 using schedule_generator = std::function<plan(const schedule_request&)>;

@@ -2,6 +2,7 @@
 #include "core/sim/simulator.hpp"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 
 #include "core/schedule/plan_validator.hpp"
@@ -69,6 +70,30 @@ void summarize_timeline(sim_result& r) {
   }
   r.ideal_time = r.busy.empty() ? 0 : *std::max_element(r.busy.begin(), r.busy.end());
   r.bubble_ratio = r.makespan > 0 && r.stages > 0 ? 1.0 - total / (r.stages * r.makespan) : 0.0;
+}
+
+cost_model mean_costs(const std::vector<timeline_event>& events, int virtual_stages) {
+  const int S = virtual_stages;
+  std::map<std::pair<char, int>, std::pair<double, int>> sums;  // (op, v) -> (total, count)
+  for (auto& e : events) {
+    auto& slot = sums[{static_cast<char>(e.act.op), e.act.virtual_stage}];
+    slot.first += e.end - e.start;
+    ++slot.second;
+  }
+  auto mean = [&](op_kind op, int v) {
+    auto it = sums.find({static_cast<char>(op), v});
+    return it == sums.end() || it->second.second == 0 ? 0.0 : it->second.first / it->second.second;
+  };
+  cost_model costs;
+  costs.forward.assign(S, 0), costs.backward.assign(S, 0), costs.input_grad.assign(S, 0), costs.weight_grad.assign(S, 0);
+  for (int v = 0; v < S; ++v) {
+    costs.forward[v] = mean(op_kind::forward, v);
+    costs.input_grad[v] = mean(op_kind::input_grad, v);
+    costs.weight_grad[v] = mean(op_kind::weight_grad, v);
+    costs.backward[v] = sums.count({static_cast<char>(op_kind::backward), v}) ? mean(op_kind::backward, v)
+                                                                                : costs.input_grad[v] + costs.weight_grad[v];
+  }
+  return costs;
 }
 
 }  // namespace actorpipe

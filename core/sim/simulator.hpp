@@ -38,6 +38,10 @@ struct sim_result {
 // Validates first (throws std::invalid_argument for an invalid plan).
 sim_result simulate(const plan& p, const cost_model& costs);
 
+// Per-(op, virtual stage) mean durations of a timeline (measured or simulated) as a cost model
+// for S virtual stages; B is I + W where no full backward ran, and an op that never ran costs 0.
+cost_model mean_costs(const std::vector<timeline_event>& events, int virtual_stages);
+
 // Fills busy, idle, makespan (the last end), ideal_time and bubble_ratio from r.events and
 // r.stages; shared by the simulators and the runtime's measured timeline.
 void summarize_timeline(sim_result& r);

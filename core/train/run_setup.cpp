@@ -118,26 +118,9 @@ std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::ve
   return out;
 }
 
-sim_result predict_from_measured(const run_setup& setup, const sim_result& measured) {
-  const int S = setup.place.num_virtual_stages();
-  std::map<std::pair<char, int>, std::pair<double, int>> sums;  // (op, v) -> (total, count)
-  for (auto& e : measured.events) {
-    auto& slot = sums[{static_cast<char>(e.act.op), e.act.virtual_stage}];
-    slot.first += e.end - e.start;
-    ++slot.second;
-  }
-  auto mean = [&](op_kind op, int v) {
-    auto it = sums.find({static_cast<char>(op), v});
-    return it == sums.end() || it->second.second == 0 ? 0.0 : it->second.first / it->second.second;
-  };
-  cost_model costs;
-  costs.forward.assign(S, 0), costs.backward.assign(S, 0), costs.input_grad.assign(S, 0), costs.weight_grad.assign(S, 0);
-  for (int v = 0; v < S; ++v) {
-    costs.forward[v] = mean(op_kind::forward, v);
-    costs.input_grad[v] = mean(op_kind::input_grad, v);
-    costs.weight_grad[v] = mean(op_kind::weight_grad, v);
-    costs.backward[v] = sums.count({'B', v}) ? mean(op_kind::backward, v) : costs.input_grad[v] + costs.weight_grad[v];
-  }
+sim_result predict_from_measured(const run_setup& setup, const sim_result& measured, const plan* ran) {
+  const cost_model costs = mean_costs(measured.events, setup.place.num_virtual_stages());
+  if (ran) return simulate(*ran, costs);
   if (setup.static_plan) return simulate(*setup.static_plan, costs);
   std::vector<std::unique_ptr<rank_policy>> policies;
   for (int r = 0; r < setup.place.ranks; ++r)
@@ -145,6 +128,13 @@ sim_result predict_from_measured(const run_setup& setup, const sim_result& measu
                                           setup.greedy_budget > 0 ? setup.greedy_budget : std::max(1, setup.place.ranks - r),
                                           false));
   return simulate_policies(setup.place, measured.microbatches, policies, costs, "greedy").timeline;
+}
+
+int replan_step(const train_options& o) {
+  if (!o.plan_on_measured_costs || o.no_pipeline || !o.schedule_file.empty() || is_dynamic_policy(o.schedule)) return -1;
+  if (o.steps < 2) return -1;
+  // Step 0 pays for first-touch allocations; measure step 1 where there is a later step.
+  return o.steps >= 3 ? 2 : 1;
 }
 
 }  // namespace actorpipe

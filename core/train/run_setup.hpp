@@ -45,6 +45,12 @@ std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::ve
 
 // The simulator's view of the measured step: the same plan (or policy) on per-(op, virtual
 // stage) costs averaged from the measured timeline.
-sim_result predict_from_measured(const run_setup& setup, const sim_result& measured);
+// `ran`: the plan that ran, where it is not setup.static_plan (rebuilt on measured costs).
+sim_result predict_from_measured(const run_setup& setup, const sim_result& measured, const plan* ran = nullptr);
+
+// The step from which a plan rebuilt on measured costs applies (the step before it is
+// measured), or -1 where the plan stays as generated: a plan file, a dynamic policy, one step,
+// or options.plan_on_measured_costs off.
+int replan_step(const train_options& options);
 
 }  // namespace actorpipe

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,9 @@ struct train_options {
   bool activation_checkpointing = false;
   double step_timeout_s = 600;  // a step that takes longer stops the job naming the stuck ranks
   bool no_pipeline = false;     // the reference: unpartitioned, one thread, same microbatches
+  // Rebuild a generated plan on the per-(op, virtual stage) costs measured in an early step
+  // (zb-h1 and zbv order their W passes by cost; the others come out the same).
+  bool plan_on_measured_costs = true;
   bool gather_parameters = true;  // multi-process: every final parameter to process 0 (--save-final)
 };
 
@@ -56,6 +60,9 @@ struct train_result {
   sim_result last_step;   // the measured timeline of the last step (seconds)
   sim_result predicted;   // the simulator's prediction for the same plan on unit costs
   std::string data_description;
+  // The plan rebuilt on measured costs (null if none was), and what that did, in words.
+  std::shared_ptr<const plan> replanned;
+  std::string replan_report;
 };
 
 }  // namespace actorpipe
