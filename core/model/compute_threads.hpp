@@ -9,7 +9,7 @@ namespace actorpipe {
 // Throws std::invalid_argument for threads < 1.
 void set_compute_threads(int threads);
 
-// "LibTorch 1.13.0": the version this program was built against, for run summaries.
+// "LibTorch 2.15.0 (BLAS_INFO=mkl)": what this program was built against, for run summaries.
 std::string libtorch_version();
 
 }  // namespace actorpipe

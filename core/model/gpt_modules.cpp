@@ -2,6 +2,7 @@
 #include "core/model/gpt_modules.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/version.h>
 
 #include <cmath>
 #include <limits>
@@ -122,10 +123,16 @@ at::Tensor causal_attention(const at::Tensor& qkv, int heads) {
   const at::Tensor q = per_head(parts[0]);
   const at::Tensor k = per_head(parts[1]);
   const at::Tensor v = per_head(parts[2]);
+#if TORCH_VERSION_MAJOR >= 2
+  // LibTorch 2.x: the fused kernel (one pass, no [S, S] score tensor kept for backward); same
+  // scale 1/sqrt(d) and causal mask as below.
+  const at::Tensor out = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+#else
   at::Tensor att = q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d)));
   const at::Tensor future = at::ones({s, s}, at::TensorOptions().dtype(at::kBool)).triu(1);
-  att = att.masked_fill(future, -std::numeric_limits<float>::infinity()).softmax(-1);
-  return att.matmul(v).transpose(1, 2).contiguous().view({b, s, h});
+  const at::Tensor out = att.masked_fill(future, -std::numeric_limits<float>::infinity()).softmax(-1).matmul(v);
+#endif
+  return out.transpose(1, 2).contiguous().view({b, s, h});
 }
 
 gpt_embedding::gpt_embedding(const gpt_config& config)
