@@ -1,9 +1,26 @@
 # The two commands of the README:
 #   make run   installs what is missing, builds, and runs the main job on its embedded default
 #   make test  installs what is missing, builds, and runs every test
-# Other targets: deps, build, bench, pictures, clean.
+# Other targets: deps, build, bench, bench-peer, pictures, clean.
+#
+# TORCH=system (default) builds against Debian's LibTorch 1.13 (OpenBLAS) in build/;
+# TORCH=pip against the LibTorch 2.x inside PyPI's torch wheel (MKL, fused attention),
+# installed into .venv-torch when missing, in build-pip/. E.g. `make test TORCH=pip`.
 
+TORCH ?= system
+VENV := .venv-torch
+ifeq ($(TORCH),pip)
+BUILD_DIR ?= build-pip
+TORCH_DEPS := venv
+# The torch package folder, found without importing torch.
+TORCH_FLAGS = -DACTORPIPE_TORCH_DIR="$$($(VENV)/bin/python -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("torch").origin))')"
+else ifeq ($(TORCH),system)
 BUILD_DIR ?= build
+TORCH_DEPS :=
+TORCH_FLAGS =
+else
+$(error TORCH must be system or pip, got '$(TORCH)')
+endif
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
@@ -12,7 +29,7 @@ PACKAGES := build-essential cmake ninja-build ccache pkg-config \
             libcaf-dev libtorch-dev libucx-dev catch2 libspdlog-dev libfmt-dev \
             libcli11-dev nlohmann-json3-dev libopenblas0-openmp libssl-dev iproute2
 
-.PHONY: run test deps build bench pictures clean
+.PHONY: run test deps venv build bench bench-peer pictures clean
 
 run: build
 	./$(BUILD_DIR)/apps/actorpipe train --trace $(BUILD_DIR)/trace.json
@@ -38,10 +55,18 @@ deps:
 	@python3 -c 'import safetensors.numpy' 2>/dev/null || python3 -m pip install -q safetensors numpy 2>/dev/null || \
 	  echo "note: python3 safetensors not installed; its read-back check will be skipped"
 
-$(BUILD_DIR)/build.ninja: CMakeLists.txt | deps
-	cmake -S . -B $(BUILD_DIR) -G Ninja $(CMAKE_FLAGS)
+# PyTorch from PyPI (the LibTorch of TORCH=pip, and the peer of bench-peer), once.
+venv:
+	@$(VENV)/bin/python -c 'import torch' 2>/dev/null || { \
+	  python3 -m venv --help >/dev/null 2>&1 || apt-get install -y -qq python3-venv >/dev/null; \
+	  echo "installing torch from PyPI into $(VENV) (a few GB, once)"; \
+	  python3 -m venv $(VENV) && $(VENV)/bin/pip install -q torch numpy; } || \
+	  { echo "could not make $(VENV) with torch from PyPI"; exit 1; }
 
-build: deps $(BUILD_DIR)/build.ninja
+$(BUILD_DIR)/build.ninja: CMakeLists.txt | deps $(TORCH_DEPS)
+	cmake -S . -B $(BUILD_DIR) -G Ninja $(TORCH_FLAGS) $(CMAKE_FLAGS)
+
+build: deps $(TORCH_DEPS) $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # Benchmarks: runtime overhead against the simulator, GPT tokens/s against the reference, the
@@ -53,6 +78,11 @@ bench: build
 	@command -v ucx_perftest >/dev/null || apt-get install -y -qq ucx-utils >/dev/null || true
 	./$(BUILD_DIR)/bench/ucx_bandwidth
 	./$(BUILD_DIR)/bench/process_layout_throughput ./$(BUILD_DIR)/apps/actorpipe
+
+# The same GPT, data and AdamW trained by actorpipe and by PyTorch's torch.distributed.pipelining
+# (bench/peer/): tokens/s side by side. Needs torch from PyPI, in .venv-torch (made on first use).
+bench-peer: build venv
+	$(VENV)/bin/python bench/peer/compare.py --actorpipe ./$(BUILD_DIR)/apps/actorpipe
 
 # The README's schedule pictures.
 pictures: build

@@ -21,6 +21,7 @@
 #include "core/model/compute_threads.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/partition.hpp"
+#include "core/schedule/schedule_registry.hpp"
 #include "core/sim/chrome_trace.hpp"
 #include "core/train/reference_trainer.hpp"
 
@@ -65,6 +66,12 @@ job_config resolve_job(const train_cli_options& o) {
   if (o.schedule) apply_override(c, "schedule", *o.schedule);
   set("pp", o.stages);
   set("chunks", o.chunks);
+  // Without a config file or a chunk count, the schedule's own (2 for interleaved, zbv and
+  // dualpipev), as simulate does.
+  const bool chunks_given = o.chunks || std::any_of(o.overrides.begin(), o.overrides.end(), [](const std::string& kv) {
+                              return kv.rfind("chunks=", 0) == 0;
+                            });
+  if (o.config_path.empty() && !chunks_given) c.chunks = default_chunks(c.schedule);
   set("num_microbatches", o.microbatches);
   set("microbatch_size", o.microbatch_size);
   set("batch_size", o.batch_size);

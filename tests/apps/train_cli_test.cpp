@@ -195,3 +195,12 @@ CATCH_TEST_CASE("train runs on the best BLAS kernels for the CPU and names them;
                                 "OPENBLAS_CORETYPE=Prescott"});
   CATCH_CHECK_THAT(user, Contains("kernels Prescott (OPENBLAS_CORETYPE=Prescott set by the user)"));
 }
+
+CATCH_TEST_CASE("train takes the schedule's own chunk count when none is given", "[apps][train]") {
+  auto r = cli(with({"train", "--schedule", "zbv", "--steps", "1"}, tiny));
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains("actorpipe train: zbv, 2 stages x 2 chunks"));
+  r = cli(with({"train", "--schedule", "interleaved", "--steps", "1", "--set", "chunks=1"}, tiny));
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK_THAT(r.err, Contains("interleaved needs chunks >= 2"));
+}
