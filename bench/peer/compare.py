@@ -57,19 +57,7 @@ def parse_args():
                     help="the actorpipe binary [default: build/apps/actorpipe]")
     ap.add_argument("--repeat", type=int, default=1, help="runs per cell; the table shows the median")
     ap.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of " + ",".join(RUNS))
-    ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--vocab", type=int, default=256)
-    ap.add_argument("--microbatch-size", type=int, default=4)
-    ap.add_argument("--microbatches", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--warmup-steps", type=int, default=5)
-    ap.add_argument("--grad-clip", type=float, default=1.0)
-    ap.add_argument("--weight-decay", type=float, default=0.1)
-    ap.add_argument("--seed", type=int, default=1234)
+    pg.add_job_flags(ap)
     ap.add_argument("--attention", choices=["auto", "explicit", "sdpa"], default="sdpa",
                     help="the peer's attention: sdpa (default: what a PyTorch 2 user writes), explicit (matmul + "
                          "masked softmax), auto (what actorpipe's LibTorch runs: 1.x explicit, 2.x sdpa)")
@@ -89,11 +77,11 @@ def parse_args():
 
 def shared_flags(a):
     """The model, batch and optimizer flags both sides take, spelled the same."""
-    return ["--layers", str(a.layers), "--hidden", str(a.hidden), "--heads", str(a.heads),
-            "--seq-len", str(a.seq_len), "--vocab", str(a.vocab),
-            "--microbatch-size", str(a.microbatch_size), "--microbatches", str(a.microbatches),
-            "--steps", str(a.steps), "--lr", repr(a.lr), "--warmup-steps", str(a.warmup_steps),
-            "--grad-clip", repr(a.grad_clip), "--weight-decay", repr(a.weight_decay), "--seed", str(a.seed)]
+    out = []
+    for flag, kind, _ in pg.JOB_FLAGS:
+        value = getattr(a, flag[2:].replace("-", "_"))
+        out += [flag, repr(value) if kind is float else str(value)]
+    return out
 
 
 def cpu_seconds():

@@ -14,6 +14,20 @@ import torch.nn.functional as F
 
 MASK64 = (1 << 64) - 1
 
+# The model, batch and optimizer flags of both scripts, with actorpipe's spelling and the
+# benchmark's defaults: (flag, type, default).
+JOB_FLAGS = [
+    ("--layers", int, 8), ("--hidden", int, 256), ("--heads", int, 4), ("--seq-len", int, 128),
+    ("--vocab", int, 256), ("--microbatch-size", int, 4), ("--microbatches", int, 16), ("--steps", int, 5),
+    ("--lr", float, 3e-3), ("--warmup-steps", int, 5), ("--grad-clip", float, 1.0),
+    ("--weight-decay", float, 0.1), ("--seed", int, 1234),
+]
+
+
+def add_job_flags(parser):
+    for flag, kind, default in JOB_FLAGS:
+        parser.add_argument(flag, type=kind, default=default)
+
 
 # ---- seeds (gpt_modules.cpp, core/data/splitmix64.hpp) ----------------------------------
 

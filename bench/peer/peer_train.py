@@ -35,20 +35,8 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", required=True, choices=["no-pipeline"] + sorted(SCHEDULES))
     ap.add_argument("--stages", type=int, default=2)
-    ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--vocab", type=int, default=256)
-    ap.add_argument("--microbatch-size", type=int, default=4)
-    ap.add_argument("--microbatches", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--warmup-steps", type=int, default=5)
+    pg.add_job_flags(ap)
     ap.add_argument("--min-lr-ratio", type=float, default=0.1)
-    ap.add_argument("--grad-clip", type=float, default=1.0)
-    ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--attention", choices=["explicit", "sdpa"], default="explicit",
                     help="explicit: matmul + masked softmax (actorpipe on LibTorch 1.x); sdpa: the fused "
                          "scaled_dot_product_attention (actorpipe on LibTorch 2.x)")
@@ -57,6 +45,18 @@ def parse_args(argv=None):
     ap.add_argument("--summary", help="write a JSON object: schedule class, threads per rank, torch version")
     ap.add_argument("--quiet", action="store_true", help="no per-step lines")
     return ap.parse_args(argv)
+
+
+def clip_and_step(opt, a, k, grad_norm):
+    """Clips by the global norm, steps AdamW at step k's learning rate, drops the gradients;
+    returns that learning rate (actorpipe's supervisor and optimizer, in the same order)."""
+    lr = pg.lr_at(k, a.lr, a.warmup_steps, a.steps, a.min_lr_ratio)
+    coef = pg.clip_coefficient(grad_norm, a.grad_clip)
+    if coef < 1.0:
+        opt.scale_grads(coef)
+    opt.step(lr)
+    opt.zero_grad()
+    return lr
 
 
 def config_of(a):
@@ -116,12 +116,7 @@ def train_unpipelined(a):
             loss_sum += loss.item()
             (loss * (1.0 / M)).backward()
         grad_norm = opt.grad_sq_sum() ** 0.5
-        lr = pg.lr_at(k, a.lr, a.warmup_steps, a.steps, a.min_lr_ratio)
-        coef = pg.clip_coefficient(grad_norm, a.grad_clip)
-        if coef < 1.0:
-            opt.scale_grads(coef)
-        opt.step(lr)
-        opt.zero_grad()
+        lr = clip_and_step(opt, a, k, grad_norm)
         log(k, loss_sum / M, lr, grad_norm, time.perf_counter() - t0)
     log.close()
 
@@ -213,12 +208,7 @@ def rank_main(rank, a, port):
             for v in range(S):
                 total += parts[v].item()
             grad_norm = total ** 0.5
-            lr = pg.lr_at(k, a.lr, a.warmup_steps, a.steps, a.min_lr_ratio)
-            coef = pg.clip_coefficient(grad_norm, a.grad_clip)
-            if coef < 1.0:
-                opt.scale_grads(coef)
-            opt.step(lr)
-            opt.zero_grad()
+            lr = clip_and_step(opt, a, k, grad_norm)
             dist.barrier()  # the step ends when every rank's optimizer is done
             if log:
                 log(k, parts[S].item(), lr, grad_norm, time.perf_counter() - t0)
