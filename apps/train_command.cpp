@@ -91,6 +91,13 @@ job_config resolve_job(const train_cli_options& o) {
     if (c.num_microbatches == 0) c.num_microbatches = 8;
     if (c.microbatch_size == 0) c.microbatch_size = 4;
   }
+  if (o.no_pipeline) {
+    // The reference runs the whole model on one thread: the pipeline's shape (stages, chunks,
+    // schedule) does not apply, so its rules must not refuse, e.g., one microbatch.
+    c.pp = 1;
+    c.chunks = 1;
+    c.schedule = "gpipe";
+  }
   resolve_and_validate(c);
   if (c.dp != 1 || c.tp != 1)
     throw std::invalid_argument("dp=" + std::to_string(c.dp) + ", tp=" + std::to_string(c.tp) +

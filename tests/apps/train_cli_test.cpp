@@ -83,6 +83,10 @@ CATCH_TEST_CASE("train --no-pipeline is the reference and matches the pipeline",
   auto ref = cli(with({"train", "--no-pipeline", "--steps", "2", "--save-final", a}, tiny));
   CATCH_REQUIRE(ref.code == 0);
   CATCH_CHECK_THAT(ref.out, Contains("reference (--no-pipeline"));
+  // The pipeline's rules (1f1b on 2 stages needs 2 microbatches) do not apply to the reference.
+  CATCH_CHECK(cli({"train", "--no-pipeline", "--steps", "1", "--layers", "4", "--hidden", "32", "--heads", "2",
+                   "--seq-len", "16", "--vocab", "64", "--microbatches", "1", "--microbatch-size", "2"})
+                  .code == 0);
   auto pipe = cli(with({"train", "--schedule", "1f1b", "--steps", "2", "--save-final", b}, tiny));
   CATCH_REQUIRE(pipe.code == 0);
   auto pa = load_safetensors(a), pb = load_safetensors(b);
