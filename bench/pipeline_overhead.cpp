@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
         o.model.hidden = 8;
         o.model.heads = 1;
         o.steps = 2;
+        o.plan_on_measured_costs = false;  // the runtime against the generated plan, nothing else
         double simulated = 0;
         try {
           if (is_dynamic_policy(name)) {
