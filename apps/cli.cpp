@@ -128,7 +128,7 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   t->add_option("--join-timeout", tr.join_timeout_s, "Multi-process jobs: seconds for every process to join")->default_val(60);
   t->add_flag("--no-pipeline", tr.no_pipeline, "Train the same model unpartitioned in one thread: the reference");
   t->add_flag("--unit-cost-plan", tr.unit_cost_plan,
-              "Keep the plan generated on unit costs (by default zb-h1/zbv are rebuilt on the costs measured in step 2)");
+              "Keep the plan generated on unit costs (by default zb-h1/zbv are rebuilt on the costs measured in step 1)");
 #endif
 
   launch_options la;

@@ -133,8 +133,10 @@ sim_result predict_from_measured(const run_setup& setup, const sim_result& measu
 int replan_step(const train_options& o) {
   if (!o.plan_on_measured_costs || o.no_pipeline || !o.schedule_file.empty() || is_dynamic_policy(o.schedule)) return -1;
   if (o.steps < 2) return -1;
-  // Step 0 pays for first-touch allocations; measure step 1 where there is a later step.
-  return o.steps >= 3 ? 2 : 1;
+  // The first step: it pays for first-touch allocations, but about alike in every action, and
+  // the plan needs the costs' proportions (measured: the next step's bubble is as small as
+  // when step 2 is measured).
+  return 1;
 }
 
 }  // namespace actorpipe
