@@ -67,6 +67,10 @@ $(BUILD_DIR)/build.ninja: CMakeLists.txt | deps $(TORCH_DEPS)
 	cmake -S . -B $(BUILD_DIR) -G Ninja $(TORCH_FLAGS) $(CMAKE_FLAGS)
 
 build: deps $(TORCH_DEPS) $(BUILD_DIR)/build.ninja
+ifeq ($(TORCH),pip)
+	@# Follow the venv's torch if its folder changed since the build was configured.
+	@cmake -S . -B $(BUILD_DIR) $(TORCH_FLAGS) > /dev/null
+endif
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # Benchmarks: runtime overhead against the simulator, GPT tokens/s against the reference, the
