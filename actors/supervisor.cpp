@@ -75,9 +75,9 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
     try {
       auto rebuilt = std::make_shared<const plan>(
           make_schedule(ctx->options.schedule, schedule_request{P, M, ctx->place.chunks(), costs}));
-      const sim_result before = simulate(*ctx->static_plan, *costs), after = simulate(*rebuilt, *costs);
       // Generators that do not order by cost (1f1b, interleaved, ...) give the same plan: no report.
       if (format_plan(*rebuilt) != format_plan(*ctx->static_plan)) {
+        const sim_result before = simulate(*ctx->static_plan, *costs), after = simulate(*rebuilt, *costs);
         char line[320];
         if (after.makespan < before.makespan * (1 - 1e-9)) {
           use = rebuilt;

@@ -1,6 +1,7 @@
 // Which BLAS this process computes with and on which kernels, and the choice of OpenBLAS's
-// kernels where its own CPU detection falls back to a generic core (it does for CPUs newer
-// than the library: Debian's 0.3.21 runs AMD Zen 4 on its SSE3 "Prescott" kernels, ~4x slower).
+// kernels where its own CPU detection falls back to a generic core (it can for CPUs newer
+// than the library: Debian's 0.3.21 ran one machine with AVX-512 BF16 on its SSE3 "Prescott"
+// kernels, ~4x slower, while it picks Cooperlake on another AMD EPYC).
 // No torch: OpenBLAS is looked up in the running process by symbol.
 #pragma once
 

@@ -38,19 +38,14 @@
 namespace actorpipe {
 namespace {
 
-struct scheduled {
-  plan p;
-  double makespan = 0;
-};
-
 // Per-rank peaks a plan must stay within (empty: no limit beyond the per-stage caps).
 struct rank_limits {
   std::vector<int> live, pending;
 };
 
-scheduled list_schedule_split_backward(const placement& place, int microbatches, const std::vector<int>& cap,
-                                       const std::vector<int>& w_limit, const cost_model& costs,
-                                       const rank_limits& limits = {}) {
+plan list_schedule_split_backward(const placement& place, int microbatches, const std::vector<int>& cap,
+                                  const std::vector<int>& w_limit, const cost_model& costs,
+                                  const rank_limits& limits = {}) {
   const int P = place.ranks, S = place.num_virtual_stages(), M = microbatches;
   constexpr double never = std::numeric_limits<double>::infinity();
   std::vector<double> f_done(static_cast<size_t>(S) * M, never), i_done(static_cast<size_t>(S) * M, never);
@@ -66,8 +61,7 @@ scheduled list_schedule_split_backward(const placement& place, int microbatches,
   for (int r = 0; r < P; ++r) stages_of[r] = place.virtual_stages_of(r);
   std::vector<double> free_at(P, 0.0);
 
-  scheduled out;
-  plan& p = out.p;
+  plan p;
   p.place = place;
   p.microbatches = M;
   p.ranks.resize(P);
@@ -136,12 +130,11 @@ scheduled list_schedule_split_backward(const placement& place, int microbatches,
       }
       times.insert(end);
       free_at[r] = end;
-      out.makespan = std::max(out.makespan, end);
       p.ranks[r].push_back(chosen);
       --remaining;
     }
   }
-  return out;
+  return p;
 }
 
 // Unit costs: the fixed W limits. Given costs: the best of those limits and every smaller one,
@@ -151,10 +144,10 @@ scheduled list_schedule_split_backward(const placement& place, int microbatches,
 plan build_split_backward(const placement& place, int microbatches, const std::vector<int>& cap,
                           const std::vector<int>& w_limit, const std::shared_ptr<const cost_model>& costs) {
   const cost_model unit_costs = cost_model::uniform(1, 2, 1, 1);
-  scheduled best{list_schedule_split_backward(place, microbatches, cap, w_limit, unit_costs).p, 0};
-  if (!costs) return best.p;
-  best.makespan = simulate(best.p, *costs).makespan;
-  const validation_report peaks = validate_plan(best.p);
+  plan best = list_schedule_split_backward(place, microbatches, cap, w_limit, unit_costs);
+  if (!costs) return best;
+  double best_makespan = simulate(best, *costs).makespan;
+  const validation_report peaks = validate_plan(best);
   const rank_limits limits{peaks.peak_activations, peaks.peak_pending_weight_grads};
   // Measured costs carry noise: a stage 0.4% slower than its twin would steer the list
   // scheduler's ties one way or the other. Costs rounded to a twentieth and to an eighth of the
@@ -182,15 +175,15 @@ plan build_split_backward(const placement& place, int microbatches, const std::v
       std::vector<int> lower(w_limit.size());
       for (size_t r = 0; r < w_limit.size(); ++r) lower[r] = std::min(w_limit[r], k);
       try {
-        scheduled s = list_schedule_split_backward(place, microbatches, cap, lower, variant, limits);
-        s.makespan = simulate(s.p, *costs).makespan;
-        if (s.makespan < best.makespan * (1 - 1e-9)) best = std::move(s);
+        plan candidate = list_schedule_split_backward(place, microbatches, cap, lower, variant, limits);
+        const double makespan = simulate(candidate, *costs).makespan;
+        if (makespan < best_makespan * (1 - 1e-9)) best = std::move(candidate), best_makespan = makespan;
       } catch (const std::logic_error&) {
         // stalled within the unit-cost plan's peaks: not a candidate
       }
     }
   }
-  return best.p;
+  return best;
 }
 
 }  // namespace

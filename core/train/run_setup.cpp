@@ -3,7 +3,6 @@
 #include "core/number_text.hpp"
 
 #include <algorithm>
-#include <map>
 #include <stdexcept>
 
 #include "core/schedule/plan_validator.hpp"
