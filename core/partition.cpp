@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -271,6 +272,120 @@ layer_costs costs_from_parameter_counts(const std::vector<long long>& params, lo
   c.first_stage_extra = static_cast<double>(embedding_params);
   c.last_stage_extra = static_cast<double>(head_params);
   return c;
+}
+
+namespace {
+
+std::vector<layer_range> by_weights(const std::vector<double>& w, int parts, const char* what) {
+  layer_costs c;
+  c.per_layer = w;
+  try {
+    return partition_by_cost(c, parts);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--partition ") + what + ": " + e.what());
+  }
+}
+
+std::string joined(const std::vector<std::string>& names, std::size_t limit = 12) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > limit) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+}  // namespace
+
+std::vector<layer_range> partition_layers(const std::string& method, const std::vector<std::string>& names, int stages,
+                                          int chunks, const std::function<std::vector<double>()>& parameter_counts,
+                                          const std::function<std::vector<double>()>& profile_costs) {
+  const int L = static_cast<int>(names.size());
+  if (L == 0) throw std::invalid_argument("the model has no layers: nothing to partition");
+  if (stages < 1 || chunks < 1)
+    throw std::invalid_argument("stages=" + std::to_string(stages) + " and chunks=" + std::to_string(chunks) + " must be >= 1");
+  const long long K = static_cast<long long>(stages) * chunks;
+  if (L < K)
+    throw std::invalid_argument("the model's " + std::to_string(L) + " layers cannot be split over stages*chunks=" +
+                                std::to_string(K) + " virtual stages (each needs at least one layer)");
+  const int parts = static_cast<int>(K);
+  const std::string bad = "--partition '" + method + "'";
+  if (method == "uniform") return layer_ranges(distribute_layers(L, stages, chunks));
+  if (method == "parameters" || method == "profile") {
+    const bool params = method == "parameters";
+    const auto& get = params ? parameter_counts : profile_costs;
+    if (!get) throw std::invalid_argument(bad + ": no per-layer " + (params ? "parameter counts" : "profile") + " to balance");
+    std::vector<double> w = get();
+    if (w.size() != names.size())
+      throw std::invalid_argument(bad + ": got " + std::to_string(w.size()) + " per-layer values for " + std::to_string(L) + " layers");
+    return by_weights(w, parts, method.c_str());
+  }
+  if (method.rfind("type:", 0) == 0) {
+    const std::string pattern = method.substr(5);
+    if (pattern.empty()) throw std::invalid_argument(bad + ": type: needs a regular expression, e.g. type:^blocks\\.");
+    std::regex re;
+    try {
+      re = std::regex(pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw std::invalid_argument(bad + ": '" + pattern + "' is not a valid regular expression (" + e.what() + ")");
+    }
+    std::vector<int> matching;
+    for (int i = 0; i < L; ++i)
+      if (std::regex_search(names[i], re)) matching.push_back(i);
+    if (matching.empty())
+      throw std::invalid_argument(bad + " matches no layer name (the layers: " + joined(names) + ")");
+    if (static_cast<long long>(matching.size()) < K)
+      throw std::invalid_argument(bad + " matches " + std::to_string(matching.size()) + " layers, fewer than the stages*chunks=" +
+                                  std::to_string(K) + " virtual stages (each needs one)");
+    const auto counts = distribute_layers(static_cast<int>(matching.size()), stages, chunks);
+    std::vector<layer_range> out;
+    std::size_t next = 0;  // index into matching
+    for (int p = 0; p < parts; ++p) {
+      const int start = p == 0 ? 0 : matching[next];
+      next += static_cast<std::size_t>(counts[p]);
+      const int end = p + 1 == parts ? L : matching[next];
+      out.push_back({start, end});
+    }
+    return out;
+  }
+  if (method.rfind("counts:", 0) == 0) {
+    std::vector<int> counts;
+    std::string rest = method.substr(7);
+    std::size_t pos = 0;
+    while (pos <= rest.size()) {
+      std::size_t comma = rest.find(',', pos);
+      std::string item = rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      std::size_t used = 0;
+      int n = 0;
+      try {
+        n = std::stoi(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (item.empty() || used != item.size() || n < 1)
+        throw std::invalid_argument(bad + ": '" + item + "' is not a layer count >= 1");
+      counts.push_back(n);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+    long long total = 0;
+    for (int n : counts) total += n;
+    if (static_cast<long long>(counts.size()) != K || total != L)
+      throw std::invalid_argument(bad + ": needs stages*chunks=" + std::to_string(K) + " counts summing to the model's " +
+                                  std::to_string(L) + " layers, got " + std::to_string(counts.size()) + " summing to " +
+                                  std::to_string(total));
+    return layer_ranges(counts);
+  }
+  throw std::invalid_argument(bad + " is not a partition method: use uniform, parameters, type:REGEX, profile or counts:A,B,...");
+}
+
+std::string describe_partition(const std::vector<layer_range>& parts, const std::vector<std::string>& names) {
+  std::string out;
+  for (std::size_t v = 0; v < parts.size(); ++v) {
+    const auto& r = parts[v];
+    out += (v ? " | " : "") + std::to_string(v) + ": " + names[r.start];
+    if (r.size() > 1) out += " .. " + names[r.end - 1];
+    out += " (" + std::to_string(r.size()) + (r.size() == 1 ? " layer)" : " layers)");
+  }
+  return out;
 }
 
 }  // namespace actorpipe

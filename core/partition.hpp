@@ -2,6 +2,8 @@
 // split (distribute_layers) or by a min-max split of per-layer costs (partition_by_cost).
 #pragma once
 
+#include <functional>
+#include <string>
 #include <vector>
 
 namespace actorpipe {
@@ -61,5 +63,25 @@ std::vector<layer_range> partition_by_cost(const layer_costs& costs, int parts);
 // stage, the head on the last. Throws for a negative count.
 layer_costs costs_from_parameter_counts(const std::vector<long long>& params, long long embedding_params,
                                         long long head_params);
+
+// A model's layers over `stages * chunks` virtual stages, by a partition method:
+//   uniform       equal layer counts, the remainder to the middle (distribute_layers)
+//   parameters    balanced trainable parameter counts (partition_by_cost)
+//   type:REGEX    equal counts of the layers whose name REGEX matches (ECMAScript, anywhere
+//                 in the name; DeepSpeed's type:); any other layer goes with the matching
+//                 layer before it, leading ones with the first
+//   profile       balanced measured forward + backward time per layer
+//   counts:A,B,.. exactly these layer counts, one per virtual stage
+// parameter_counts and profile_costs (per layer) are called only by the methods that use
+// them. Throws std::invalid_argument naming --partition and the value for an unknown method,
+// a bad regex or counts, a regex that matches no layer or fewer layers than virtual stages,
+// no layers, or more virtual stages than layers.
+std::vector<layer_range> partition_layers(const std::string& method, const std::vector<std::string>& layer_names,
+                                          int stages, int chunks,
+                                          const std::function<std::vector<double>()>& parameter_counts = {},
+                                          const std::function<std::vector<double>()>& profile_costs = {});
+
+// "0: embed .. blocks.3 (5 layers) | 1: blocks.4 .. lm_head (6 layers)"
+std::string describe_partition(const std::vector<layer_range>& parts, const std::vector<std::string>& layer_names);
 
 }  // namespace actorpipe

@@ -214,6 +214,8 @@ tensor_meta decode_frame(const std::uint8_t* data, std::size_t size, const frame
   if (meta.step < 0) fail("step=" + std::to_string(meta.step) + " must be >= 0");
   if (meta.kind == tensor_kind::parameter)
     check_range("parameter index", meta.microbatch, limits.max_parameters);
+  else if (meta.kind == tensor_kind::tied_gradient)
+    check_range("tied slot", meta.microbatch, limits.max_parameters);
   else
     check_range("microbatch", meta.microbatch, limits.microbatches);
   check_range("virtual_stage", meta.virtual_stage, limits.virtual_stages);

@@ -14,8 +14,9 @@
 
 namespace actorpipe {
 
-// tied_gradient: a tied parameter's gradient (embedding <-> LM head); parameter: a final
-// parameter gathered to process 0 (microbatch holds the parameter's index in its chunk).
+// tied_gradient: a tied parameter's gradient sent to another holder of its tie key
+// (microbatch holds its slot: tie group, tensor, sender); parameter: a final parameter
+// gathered to process 0 (microbatch holds the parameter's index in its chunk).
 enum class tensor_kind : std::uint8_t { activation = 1, gradient = 2, targets = 3, tokens = 4, tied_gradient = 5, parameter = 6 };
 using wire_dtype = tensor_dtype;
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 
 #include "core/data/token_source.hpp"
@@ -10,12 +11,16 @@
 namespace actorpipe {
 
 struct microbatch_tensors {
-  tensor_box inputs;   // [microbatch_size, seq_len] int64
-  tensor_box targets;  // [microbatch_size, seq_len] int64, inputs shifted by one
+  tensor_box inputs;   // GPT: [microbatch_size, seq_len] int64
+  tensor_box targets;  // GPT: [microbatch_size, seq_len] int64, inputs shifted by one
 };
 
 // Microbatch m of step k holds samples m * microbatch_size .. (m + 1) * microbatch_size - 1
 // (offset by data_parallel_rank * samples_per_replica when data parallelism lands).
+// Any model's data: microbatch `microbatch` of optimizer step `step`, a pure function of its
+// arguments, so every process feeds its own stages the same data without sending it.
+using batch_function = std::function<microbatch_tensors(std::uint64_t step, int microbatch)>;
+
 microbatch_tensors make_microbatch(const token_source& src, std::uint64_t step, int microbatch, int microbatch_size,
                                    int seq_len, std::uint64_t sample_offset = 0);
 

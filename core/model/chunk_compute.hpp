@@ -1,6 +1,6 @@
 // What the runtime asks of one virtual stage: F, B/I and W on microbatches, with a stash of
-// saved activations, and its parameters. The GPT's chunk_runner is one implementation; a
-// benchmark's fixed-cost stage is another. No torch here (tensors are tensor_box).
+// saved activations, and its parameters. layer_chunk (any model's slice of layers) is the one
+// that trains; a benchmark's fixed-cost stage is another. No torch here (tensors are tensor_box).
 #pragma once
 
 #include <string>
@@ -13,10 +13,10 @@ namespace actorpipe {
 
 struct chunk_spec {
   int virtual_stage = 0;
-  int block_begin = 0;  // transformer blocks [block_begin, block_end)
-  int block_end = 0;
-  bool first = false;   // owns token + position embeddings; input is token ids
-  bool last = false;    // owns final LayerNorm + LM head (tied to the token embedding); computes the loss
+  int layer_begin = 0;  // the model's layers [layer_begin, layer_end)
+  int layer_end = 0;
+  bool first = false;   // its input is the model's input (no input gradient to hand back)
+  bool last = false;    // computes the loss against the targets
   bool activation_checkpointing = false;  // keep only the input; recompute the forward in backward
 };
 
@@ -36,6 +36,15 @@ class chunk_compute {
   virtual int pending_weight_grads() const = 0;
   virtual std::vector<std::pair<std::string, tensor_box>> named_parameters() const = 0;
   virtual void zero_grad() = 0;
+  // Names (among named_parameters) of tied copies: parameters whose owner, by the model's
+  // tie keys, is an earlier virtual stage. They are trained like the others but counted once
+  // (norms, saved parameters) where they are owned.
+  virtual std::vector<std::string> tied_copies() const { return {}; }
+  // The parameters tied under `key` that this stage holds (owned or copies), in module order.
+  virtual std::vector<tensor_box> tied_parameters(const std::string& key) const {
+    (void)key;
+    return {};
+  }
 };
 
 }  // namespace actorpipe

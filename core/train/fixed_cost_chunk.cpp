@@ -50,7 +50,7 @@ void fixed_cost_chunk::weight_grad(int microbatch) {
 }
 
 chunk_factory fixed_cost_factory(const fixed_costs& costs) {
-  return [costs](const gpt_config&, const chunk_spec& spec) { return std::make_shared<fixed_cost_chunk>(spec, costs); };
+  return [costs](const chunk_spec& spec) { return std::make_shared<fixed_cost_chunk>(spec, costs); };
 }
 
 }  // namespace actorpipe

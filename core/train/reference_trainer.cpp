@@ -20,12 +20,14 @@ train_result run_reference(const train_options& options, const std::function<voi
   shard_optimizer& opt = *s.optimizers.front();
   const int M = o.microbatches;
   train_result result;
-  result.data_description = s.source->describe();
+  result.data_description = s.data_description;
+  result.partition = s.partition;
+  result.split = describe_partition(s.layers, s.layer_names);
   for (int k = 0; k < o.steps; ++k) {
     auto t0 = std::chrono::steady_clock::now();
     double loss = 0;
     for (int m = 0; m < M; ++m) {
-      microbatch_tensors mt = make_microbatch(*s.source, static_cast<std::uint64_t>(k), m, o.microbatch_size, o.model.seq_len);
+      microbatch_tensors mt = s.data(static_cast<std::uint64_t>(k), m);
       loss += runner.forward(m, mt.inputs, mt.targets, 1.0 / M).loss;
       runner.backward(m, {}, false);
     }
@@ -39,7 +41,7 @@ train_result run_reference(const train_options& options, const std::function<voi
     opt.step(sm.lr);
     opt.zero_grad();
     sm.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    sm.tokens_per_s = sm.seconds > 0 ? double(M) * o.microbatch_size * o.model.seq_len / sm.seconds : 0;
+    sm.tokens_per_s = sm.seconds > 0 ? double(M) * o.microbatch_size * s.tokens_per_sample / sm.seconds : 0;
     sm.peak_activations = {1};
     result.steps.push_back(sm);
     if (on_step) on_step(sm);

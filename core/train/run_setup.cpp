@@ -3,7 +3,13 @@
 #include "core/number_text.hpp"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <stdexcept>
+
+#include "core/model/compute_threads.hpp"
+#include "core/model/layer_chunk.hpp"
+#include "core/model/layer_model.hpp"
 
 #include "core/schedule/plan_validator.hpp"
 #include "core/schedule/policy.hpp"
@@ -31,32 +37,16 @@ void check_options(const train_options& o) {
   need(o.weight_decay >= 0, "--weight-decay must be >= 0: got " + number_text(o.weight_decay));
   need(o.step_timeout_s > 0, "--step-timeout must be > 0 seconds: got " + number_text(o.step_timeout_s));
   need(o.greedy_budget >= 0, "--budget must be >= 0 (0 = stages - rank): got " + std::to_string(o.greedy_budget));
-  const gpt_config& m = o.model;
-  need(m.vocab >= 2, "--vocab must be >= 2: got " + std::to_string(m.vocab));
-  need(m.seq_len >= 1, "--seq-len must be >= 1: got " + std::to_string(m.seq_len));
-  need(m.hidden >= 1, "--hidden must be >= 1: got " + std::to_string(m.hidden));
-  need(m.heads >= 1, "--heads must be >= 1: got " + std::to_string(m.heads));
-  need(m.hidden % m.heads == 0,
-       "--hidden must be a multiple of --heads: got hidden=" + std::to_string(m.hidden) + ", heads=" + std::to_string(m.heads));
-  need(m.layers >= 1, "--layers must be >= 1: got " + std::to_string(m.layers));
   need(o.data == "synthetic" || o.data == "file", "--data must be synthetic or a file: got '" + o.data + "'");
 }
 
 }  // namespace
 
-std::shared_ptr<const token_source> open_source(const train_options& o) {
-  if (o.data == "synthetic") return make_synthetic_source(o.model.vocab, o.data_seed);
-  const std::int64_t need_tokens = static_cast<std::int64_t>(o.model.seq_len) + 1;
-  const std::string& p = o.data_file;
-  if (p.size() >= 4 && p.compare(p.size() - 4, 4, ".bin") == 0) return open_token_file(p, o.model.vocab, need_tokens);
-  need(o.model.vocab >= 256, "--data-file '" + p + "' is read as UTF-8 bytes, which needs --vocab >= 256: got " +
-                                 std::to_string(o.model.vocab));
-  return open_text_file(p, need_tokens);
-}
-
 run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, const std::function<bool(int rank)>& build_rank) {
   check_options(o);
   run_setup s;
+  auto model = std::make_shared<const model_definition>(make_model(o));
+  s.model = model;
   const int P = o.no_pipeline ? 1 : o.stages, V = o.no_pipeline ? 1 : o.chunks, M = o.microbatches;
   if (o.no_pipeline) {
     s.place = loop_placement(1, 1);
@@ -80,19 +70,51 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
     s.static_plan = std::make_shared<const plan>(std::move(p));
   }
   const int S = s.place.num_virtual_stages();
-  if (o.model.layers < S)
+  const int L = static_cast<int>(model->layers.size());
+  for (const auto& l : model->layers) s.layer_names.push_back(l.name);
+  if (o.model_name == "gpt" && o.model.layers < S)
     throw std::invalid_argument("--layers=" + std::to_string(o.model.layers) + " cannot be split over stages*chunks=" +
                                 std::to_string(S) + " virtual stages (each needs at least one layer)");
-  s.blocks = layer_ranges(distribute_layers(o.model.layers, P, V));
-  s.source = open_source(o);
+  s.partition = o.partition.empty() ? model->default_partition : o.partition;
+  if (S == 1) {
+    partition_layers(s.partition, s.layer_names, 1, 1, [&] { return std::vector<double>(L, 1.0); },
+                     [&] { return std::vector<double>(L, 1.0); });  // the method is still checked
+    s.layers = {{0, L}};
+  } else {
+    std::optional<built_layers> built;  // the whole model, built once if a method looks at it
+    auto all = [&]() -> const built_layers& {
+      if (!built) built = build_all_layers(*model);
+      return *built;
+    };
+    s.layers = partition_layers(
+        s.partition, s.layer_names, P, V, [&] { return layer_parameter_counts(*model, all()); },
+        [&] {
+          set_compute_threads(o.threads_per_stage);
+          return profile_layers(*model, all());
+        });
+  }
+  // Tie keys spanning virtual stages.
+  std::map<std::string, std::vector<int>> holders;
+  for (int v = 0; v < S; ++v)
+    for (int i = s.layers[v].start; i < s.layers[v].end; ++i) {
+      const std::string& key = model->layers[i].tie_key;
+      if (key.empty()) continue;
+      auto& h = holders[key];
+      if (h.empty() || h.back() != v) h.push_back(v);
+    }
+  for (auto& [key, stages] : holders)
+    if (stages.size() > 1) s.ties.push_back({key, stages});
+  s.data = model->data;
+  s.data_description = model->data_description.empty() ? "model '" + model->name + "' data" : model->data_description;
+  s.tokens_per_sample = model->tokens_per_sample;
   s.greedy_budget = o.greedy_budget;
   adamw_options adamw;
   adamw.weight_decay = o.weight_decay;
   for (int v = 0; v < S; ++v) {
     chunk_spec spec;
     spec.virtual_stage = v;
-    spec.block_begin = s.blocks[v].start;
-    spec.block_end = s.blocks[v].end;
+    spec.layer_begin = s.layers[v].start;
+    spec.layer_end = s.layers[v].end;
     spec.first = v == 0;
     spec.last = v + 1 == S;
     spec.activation_checkpointing = o.activation_checkpointing;
@@ -101,7 +123,7 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
       s.optimizers.push_back(nullptr);
       continue;
     }
-    s.runners.push_back(make_chunk ? make_chunk(o.model, spec) : std::make_shared<chunk_runner>(o.model, spec));
+    s.runners.push_back(make_chunk ? make_chunk(spec) : std::make_shared<layer_chunk>(model, spec));
     s.optimizers.push_back(std::make_shared<shard_optimizer>(s.runners.back()->named_parameters(), adamw));
   }
   return s;
@@ -111,8 +133,9 @@ std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::ve
   std::vector<std::pair<std::string, tensor_box>> out;
   for (size_t v = 0; v < runners.size(); ++v) {
     if (!runners[v]) continue;
+    const auto copies = runners[v]->tied_copies();
     for (auto& [name, t] : runners[v]->named_parameters())
-      if (!(v > 0 && v + 1 == runners.size() && name == "tok_emb.weight")) out.emplace_back(name, t);
+      if (std::find(copies.begin(), copies.end(), name) == copies.end()) out.emplace_back(name, t);
   }
   return out;
 }

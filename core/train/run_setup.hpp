@@ -1,14 +1,14 @@
 // Turning train_options into the pieces of a run, shared by the actor runtime and the
-// reference trainer: validated options, placement, plan (or none for a dynamic policy),
-// partition, chunk runners, optimizers and the token source.
+// reference trainer: validated options, the model (by name), placement, plan (or none for a
+// dynamic policy), partition, tie groups, chunks, optimizers and the data.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include "core/data/token_source.hpp"
-#include "core/model/chunk_runner.hpp"
+#include "core/data/microbatch.hpp"
+#include "core/model/chunk_compute.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/partition.hpp"
 #include "core/schedule/plan.hpp"
@@ -16,18 +16,33 @@
 
 namespace actorpipe {
 
+struct model_definition;
+
+// A tie key held by two or more virtual stages: their tied gradients are summed at flush.
+struct tie_group {
+  std::string key;
+  std::vector<int> stages;  // ascending
+};
+
 struct run_setup {
   placement place;
   std::shared_ptr<const plan> static_plan;  // null for the dynamic "greedy" policy
-  std::vector<layer_range> blocks;          // per virtual stage
+  std::shared_ptr<const model_definition> model;
+  std::vector<std::string> layer_names;     // the model's, in order
+  std::string partition;                    // the method that chose `layers`
+  std::vector<layer_range> layers;          // per virtual stage
+  std::vector<tie_group> ties;
   std::vector<std::shared_ptr<chunk_compute>> runners;
   std::vector<std::shared_ptr<shard_optimizer>> optimizers;
-  std::shared_ptr<const token_source> source;
+  batch_function data;
+  std::string data_description;
+  double tokens_per_sample = 1;  // throughput counts samples * this ("tokens/s")
   int greedy_budget = 0;  // as in train_options: 0 = stages - rank
 };
 
-// Makes the compute of one virtual stage; the default builds the GPT's chunk_runner.
-using chunk_factory = std::function<std::shared_ptr<chunk_compute>(const gpt_config&, const chunk_spec&)>;
+// Makes the compute of one virtual stage in place of the model's layer_chunk (a benchmark's
+// fixed-cost stand-in, a test's instrumented chunk).
+using chunk_factory = std::function<std::shared_ptr<chunk_compute>(const chunk_spec&)>;
 
 // Checks every option (std::invalid_argument naming the option and value) and builds the run.
 // With no_pipeline: one chunk holding the whole model on one rank.
@@ -36,10 +51,7 @@ using chunk_factory = std::function<std::shared_ptr<chunk_compute>(const gpt_con
 run_setup prepare_run(const train_options& options, const chunk_factory& make_chunk = {},
                       const std::function<bool(int rank)>& build_rank = {});
 
-// Opens the data the options name (synthetic or a file).
-std::shared_ptr<const token_source> open_source(const train_options& options);
-
-// Every parameter once, by global name, in virtual stage order (the tied copy left out).
+// Every parameter once, by global name, in virtual stage order (tied copies left out).
 // Null runners (ranks in other processes) are skipped.
 std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::vector<std::shared_ptr<chunk_compute>>& runners);
 

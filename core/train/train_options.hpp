@@ -15,7 +15,13 @@
 namespace actorpipe {
 
 struct train_options {
+  // Which model (a registered name, core/model/layer_model.hpp) and, for the built-in "gpt",
+  // its shape.
+  std::string model_name = "gpt";
   gpt_config model;
+  // How layers are cut over stages * chunks virtual stages: uniform, parameters, type:REGEX,
+  // profile or counts:A,B,... (core/partition.hpp); empty: the model's default.
+  std::string partition;
   // Schedule: a registered plan generator, a plan file, or the dynamic policy "greedy".
   std::string schedule = "1f1b";
   std::string schedule_file;
@@ -60,6 +66,8 @@ struct train_result {
   sim_result last_step;   // the measured timeline of the last step (seconds)
   sim_result predicted;   // the simulator's prediction for the same plan on unit costs
   std::string data_description;
+  std::string partition;  // the method that cut the layers
+  std::string split;      // which layers each virtual stage holds, in words
   // The plan rebuilt on measured costs (null if none was), and what that did, in words.
   std::shared_ptr<const plan> replanned;
   std::string replan_report;

@@ -65,8 +65,9 @@ bool satisfies_limits(const tensor_meta& m, const frame_limits& l) {
     bytes *= static_cast<unsigned __int128>(dim);
     if (bytes > std::numeric_limits<std::uint64_t>::max()) return false;
   }
-  // A gathered parameter's microbatch field is its index in its chunk.
-  const int index_bound = m.kind == tensor_kind::parameter ? l.max_parameters : l.microbatches;
+  // A gathered parameter's microbatch field is its index in its chunk; a tied gradient's, its slot.
+  const int index_bound =
+      m.kind == tensor_kind::parameter || m.kind == tensor_kind::tied_gradient ? l.max_parameters : l.microbatches;
   return m.step >= 0 && m.microbatch >= 0 && m.microbatch < index_bound && m.virtual_stage >= 0 &&
          m.virtual_stage < l.virtual_stages && m.source_rank >= 0 && m.source_rank < l.ranks &&
          bytes == m.nbytes && m.nbytes <= l.max_bytes;

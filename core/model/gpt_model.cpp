@@ -1,0 +1,148 @@
+// The GPT through the model API: its pieces (core/model/gpt_modules) wrapped as LibTorch
+// modules whose parameter names are the GPT's global names, so init, checkpoints and the
+// bits stay what they were when the GPT had a runtime of its own.
+#include "core/model/gpt_model.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "core/model/gpt_modules.hpp"
+#include "core/model/tensor_box_torch.hpp"
+
+namespace actorpipe {
+namespace {
+
+void need(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument(message);
+}
+
+// A level of dotted parameter names ("attn" in "attn.qkv.weight").
+struct name_level : torch::nn::Module {};
+
+// Registers `t` under a dotted name as nested submodules, so named_parameters() lists it
+// under that name, in registration order.
+void register_dotted(torch::nn::Module& root, const std::string& name, const at::Tensor& t) {
+  const auto dot = name.find('.');
+  if (dot == std::string::npos) {
+    root.register_parameter(name, t, t.requires_grad());
+    return;
+  }
+  const std::string head = name.substr(0, dot);
+  std::shared_ptr<torch::nn::Module> child;
+  auto children = root.named_children();
+  if (auto* found = children.find(head)) {
+    child = *found;
+  } else {
+    child = root.register_module(head, std::make_shared<name_level>());
+  }
+  register_dotted(*child, name.substr(dot + 1), t);
+}
+
+void register_all(torch::nn::Module& m, const named_tensors& params, const std::string& strip) {
+  for (const auto& [name, t] : params) register_dotted(m, name.substr(strip.size()), t);
+}
+
+struct gpt_embedding_module : torch::nn::Module {
+  explicit gpt_embedding_module(const gpt_config& c) : embedding(c) {
+    named_tensors p;
+    embedding.append_parameters(p);
+    register_all(*this, p, "");
+  }
+  at::Tensor forward(at::Tensor ids) { return embedding.forward(ids); }
+  gpt_embedding embedding;
+};
+
+struct gpt_block_module : torch::nn::Module {
+  gpt_block_module(const gpt_config& c, int index) : block(c, index) {
+    named_tensors p;
+    block.append_parameters(p);
+    register_all(*this, p, "blocks." + std::to_string(index) + ".");
+  }
+  at::Tensor forward(at::Tensor x) { return block.forward(x); }
+  gpt_block block;
+};
+
+struct layer_norm_module : torch::nn::Module {
+  layer_norm_module(const gpt_config& c, const std::string& name)
+      : ln{init_parameter(c, name + ".weight", {c.hidden}), init_parameter(c, name + ".bias", {c.hidden})} {
+    register_parameter("weight", ln.weight);
+    register_parameter("bias", ln.bias);
+  }
+  at::Tensor forward(at::Tensor x) { return ln.forward(x); }
+  layer_norm ln;
+};
+
+}  // namespace
+
+std::shared_ptr<const token_source> open_source(const train_options& o) {
+  if (o.data == "synthetic") return make_synthetic_source(o.model.vocab, o.data_seed);
+  const std::int64_t need_tokens = static_cast<std::int64_t>(o.model.seq_len) + 1;
+  const std::string& p = o.data_file;
+  if (p.size() >= 4 && p.compare(p.size() - 4, 4, ".bin") == 0) return open_token_file(p, o.model.vocab, need_tokens);
+  need(o.model.vocab >= 256, "--data-file '" + p + "' is read as UTF-8 bytes, which needs --vocab >= 256: got " +
+                                 std::to_string(o.model.vocab));
+  return open_text_file(p, need_tokens);
+}
+
+model_definition gpt_model(const train_options& o) {
+  const gpt_config c = o.model;
+  need(c.vocab >= 2, "--vocab must be >= 2: got " + std::to_string(c.vocab));
+  need(c.seq_len >= 1, "--seq-len must be >= 1: got " + std::to_string(c.seq_len));
+  need(c.hidden >= 1, "--hidden must be >= 1: got " + std::to_string(c.hidden));
+  need(c.heads >= 1, "--heads must be >= 1: got " + std::to_string(c.heads));
+  need(c.hidden % c.heads == 0,
+       "--hidden must be a multiple of --heads: got hidden=" + std::to_string(c.hidden) + ", heads=" + std::to_string(c.heads));
+  need(c.layers >= 1, "--layers must be >= 1: got " + std::to_string(c.layers));
+  validate_gpt_config(c);
+
+  model_definition m;
+  m.name = "gpt";
+  m.seed = c.seed;
+  m.default_partition = "type:^blocks\\.";
+  m.tokens_per_sample = c.seq_len;
+
+  // Every GPT layer either has no linear or defers through split_linear: one backward pass
+  // per I, as before the model API.
+  auto add = [&](layer_spec l) {
+    l.split = backward_split::module_defers;
+    m.layers.push_back(std::move(l));
+  };
+  layer_spec embed = make_layer("embed", [c] { return layer_module(std::make_shared<gpt_embedding_module>(c)); });
+  embed.has_param_prefix = true;  // "tok_emb.weight", "pos_emb.weight"
+  embed.tie_key = "tok_emb";
+  embed.tied_parameters = {"tok_emb.weight"};
+  add(std::move(embed));
+  for (int i = 0; i < c.layers; ++i) {
+    layer_spec b = make_layer("blocks." + std::to_string(i),
+                              [c, i] { return layer_module(std::make_shared<gpt_block_module>(c, i)); });
+    add(std::move(b));
+  }
+  add(make_layer("ln_f", [c] { return layer_module(std::make_shared<layer_norm_module>(c, "ln_f")); }));
+  layer_spec head;
+  head.name = "lm_head";
+  head.tie_key = "tok_emb";  // the embedding's module: on another stage, a copy of tok_emb.weight
+  head.forward = [](layer_module& module, const at::Tensor& h) {
+    const auto& e = static_cast<gpt_embedding_module&>(*module.ptr());
+    return h.matmul(e.embedding.token_weight().t());
+  };
+  add(std::move(head));
+
+  m.loss = [c](const at::Tensor& logits, const at::Tensor& targets) {
+    check_token_ids(c, targets, "targets");
+    if (targets.size(0) != logits.size(0) || targets.size(1) != logits.size(1)) {
+      throw std::invalid_argument("targets [" + std::to_string(targets.size(0)) + ", " + std::to_string(targets.size(1)) +
+                                  "] do not match the input's [B, S] = [" + std::to_string(logits.size(0)) + ", " +
+                                  std::to_string(logits.size(1)) + "]");
+    }
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  };
+  std::shared_ptr<const token_source> source = open_source(o);
+  m.data_description = source->describe();
+  const int microbatch_size = o.microbatch_size, seq_len = c.seq_len;
+  m.data = [source, microbatch_size, seq_len](std::uint64_t step, int microbatch) {
+    return make_microbatch(*source, step, microbatch, microbatch_size, seq_len);
+  };
+  return m;
+}
+
+}  // namespace actorpipe

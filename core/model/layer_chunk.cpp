@@ -1,0 +1,351 @@
+// layer_chunk: a slice of a model's layers, its per-microbatch stashes and deferred weight
+// gradients (a split_linear store, or a kept graph for the generic split).
+#include "core/model/layer_chunk.hpp"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include "core/model/layer_model.hpp"
+#include "core/model/split_backward.hpp"
+#include "core/model/split_linear.hpp"
+#include "core/model/tensor_box_torch.hpp"
+
+namespace actorpipe {
+namespace {
+
+std::string describe(const at::Tensor& t) {
+  if (!t.defined()) return "an undefined tensor";
+  std::ostringstream os;
+  os << c10::toString(t.scalar_type()) << " " << t.sizes();
+  return os.str();
+}
+
+std::string error_text(const std::exception& e) {
+  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
+// Building modules seeds torch's global generator first: one build at a time.
+std::mutex build_mutex;
+
+struct stash {
+  at::Tensor input;    // the caller's input, or our own leaf that collects d loss / d input
+  at::Tensor targets;  // last stage only
+  double loss_scale = 1.0;
+  at::Tensor output;   // output, or the scaled loss on the last stage (undefined under checkpointing)
+  std::vector<std::int64_t> output_shape;
+};
+
+struct position {
+  const layer_spec* spec;
+  int index;                 // in the model's list
+  layer_module* module;
+};
+
+}  // namespace
+
+struct layer_chunk::impl {
+  std::shared_ptr<const model_definition> model;
+  chunk_spec spec;
+  std::map<int, layer_module> modules;  // by the index of the layer that built it
+  std::vector<position> positions;
+  std::vector<std::pair<std::string, at::Tensor>> params;
+  std::vector<std::string> copies;
+  std::map<std::string, std::vector<at::Tensor>> tied;  // key -> tied parameters held here
+  bool module_defers = true;
+  std::map<int, stash> stashes;
+  std::map<int, weight_grad_store> stores;            // module_defers
+  std::map<int, deferred_weight_pass> kept_graphs;    // generic split
+
+  std::string where(const char* op, int microbatch) const {
+    return std::string(op) + " of microbatch " + std::to_string(microbatch) + " on virtual stage " +
+           std::to_string(spec.virtual_stage);
+  }
+
+  at::Tensor run(const at::Tensor& x, const at::Tensor& targets) {
+    at::Tensor h = x;
+    for (auto& p : positions) {
+      try {
+        h = p.spec->forward ? p.spec->forward(*p.module, h) : p.module->forward(h);
+      } catch (const std::exception& e) {
+        throw std::runtime_error("layer '" + p.spec->name + "' (layer " + std::to_string(p.index) + "): " + error_text(e));
+      }
+    }
+    if (!spec.last) return h;
+    at::Tensor loss;
+    try {
+      loss = model->loss(h, targets);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("loss: " + error_text(e));
+    }
+    if (!loss.defined() || loss.numel() != 1 || !loss.is_floating_point())
+      throw std::runtime_error("loss: must return a floating-point scalar, got " + describe(loss));
+    return loss.reshape({});
+  }
+};
+
+layer_chunk::layer_chunk(std::shared_ptr<const model_definition> model, const chunk_spec& spec)
+    : impl_(std::make_unique<impl>()) {
+  if (!model) throw std::invalid_argument("layer_chunk: no model");
+  const int L = static_cast<int>(model->layers.size());
+  if (spec.layer_begin < 0 || spec.layer_end > L || spec.layer_begin >= spec.layer_end) {
+    throw std::invalid_argument("layer_chunk: layer range [" + std::to_string(spec.layer_begin) + ", " +
+                                std::to_string(spec.layer_end) + ") is empty or outside the model's " + std::to_string(L) +
+                                " layers");
+  }
+  auto& m = *impl_;
+  m.model = std::move(model);
+  m.spec = spec;
+  const auto& layers = m.model->layers;
+  std::map<std::string, int> first_of_key;  // over the whole model
+  for (int i = 0; i < L; ++i)
+    if (!layers[i].tie_key.empty()) first_of_key.emplace(layers[i].tie_key, i);
+
+  std::map<std::string, int> built_for_key;  // key -> index of the module in this slice
+  std::set<std::string> names;
+  std::lock_guard<std::mutex> lock(build_mutex);
+  for (int i = spec.layer_begin; i < spec.layer_end; ++i) {
+    const layer_spec& l = layers[i];
+    if (l.split != backward_split::module_defers) m.module_defers = false;
+    if (!l.tie_key.empty()) {
+      auto b = built_for_key.find(l.tie_key);
+      if (b != built_for_key.end()) {  // the key's module is already here: share it
+        check_tie_shapes(*m.model, first_of_key.at(l.tie_key), m.modules.at(b->second), i);
+        m.positions.push_back({&l, i, &m.modules.at(b->second)});
+        continue;
+      }
+    }
+    const int owner = l.tie_key.empty() ? i : first_of_key.at(l.tie_key);
+    const bool copy = owner < spec.layer_begin;  // the key's owner is on an earlier stage
+    const layer_spec& o = layers[owner];
+    seed_layer_init(m.model->seed, o.name);
+    layer_module module;
+    try {
+      module = o.build();
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("layer '" + o.name + "': its build function failed: " + error_text(e));
+    }
+    if (module.empty()) throw std::invalid_argument("layer '" + o.name + "': its build function returned no module");
+    auto& slot = m.modules[i] = std::move(module);
+    if (!l.tie_key.empty()) built_for_key[l.tie_key] = i;
+    if (owner != i) check_tie_shapes(*m.model, owner, slot, i);
+    m.positions.push_back({&l, i, &slot});
+    for (auto& p : slot.ptr()->named_parameters(true)) {
+      const bool is_tied = !l.tie_key.empty() && (o.tied_parameters.empty() ||
+                                                  std::find(o.tied_parameters.begin(), o.tied_parameters.end(), p.key()) !=
+                                                      o.tied_parameters.end());
+      if (copy && !is_tied) {
+        p.value().set_requires_grad(false);  // not part of the tie: the owner trains it
+        continue;
+      }
+      const std::string name = o.prefix() + p.key();
+      if (!names.insert(name).second)
+        throw std::invalid_argument("layer '" + l.name + "': parameter name '" + name +
+                                    "' is already used by an earlier layer of this stage (give the layers distinct param prefixes)");
+      m.params.emplace_back(name, p.value());
+      if (copy) m.copies.push_back(name);
+      if (is_tied) m.tied[l.tie_key].push_back(p.value());
+    }
+  }
+}
+
+layer_chunk::~layer_chunk() = default;
+
+const chunk_spec& layer_chunk::spec() const { return impl_->spec; }
+
+forward_result layer_chunk::forward(int microbatch, const tensor_box& input, const tensor_box& targets, double loss_scale) {
+  torch::AutoGradMode enable_grad(true);  // grad mode is thread-local; the caller's is unknown
+  auto& m = *impl_;
+  if (m.stashes.count(microbatch)) {
+    throw std::invalid_argument(m.where("forward", microbatch) + ": microbatch " + std::to_string(microbatch) +
+                                " is already stashed (run its backward first)");
+  }
+  const at::Tensor& in = unbox(input);
+  if (!in.defined()) throw std::invalid_argument(m.where("forward", microbatch) + ": the input is undefined");
+  at::Tensor x = in;
+  if (!m.spec.first) {
+    if (!in.is_floating_point()) {
+      throw std::invalid_argument(m.where("forward", microbatch) +
+                                  ": the input of a stage after the first must be a floating-point activation, got " +
+                                  describe(in));
+    }
+    // Our own leaf: the caller's tensor is never touched, and backward's d/dinput lands here.
+    x = in.detach().requires_grad_(true);
+  }
+  stash s;
+  s.input = x;
+  if (m.spec.last) {
+    s.targets = unbox(targets);
+    if (!s.targets.defined()) throw std::invalid_argument(m.where("forward", microbatch) + ": the targets are undefined");
+    if (!std::isfinite(loss_scale)) {
+      throw std::invalid_argument(m.where("forward", microbatch) + ": loss_scale must be finite, got " +
+                                  std::to_string(loss_scale));
+    }
+    s.loss_scale = loss_scale;
+  }
+  forward_result result;
+  at::Tensor out;
+  try {
+    if (m.spec.activation_checkpointing) {
+      torch::NoGradGuard no_grad;  // nothing saved; backward recomputes the same ops
+      out = m.run(x, s.targets);
+    } else {
+      out = m.run(x, s.targets);
+    }
+  } catch (const std::exception& e) {
+    throw std::runtime_error(m.where("forward", microbatch) + ": " + e.what());
+  }
+  s.output_shape = out.sizes().vec();
+  if (m.spec.last) {
+    result.loss = out.item<double>();
+    if (!m.spec.activation_checkpointing) s.output = out * loss_scale;
+  } else {
+    result.output = box(out.detach());
+    if (!m.spec.activation_checkpointing) s.output = out;
+  }
+  m.stashes.emplace(microbatch, std::move(s));
+  return result;
+}
+
+tensor_box layer_chunk::backward(int microbatch, const tensor_box& grad_output, bool split) {
+  torch::AutoGradMode enable_grad(true);
+  auto& m = *impl_;
+  auto it = m.stashes.find(microbatch);
+  if (it == m.stashes.end()) {
+    throw std::invalid_argument(m.where("backward", microbatch) + ": nothing stashed (run its forward first)");
+  }
+  at::Tensor g;
+  if (!m.spec.last) {
+    g = unbox(grad_output);
+    if (!g.defined() || g.sizes() != at::IntArrayRef(it->second.output_shape)) {
+      std::ostringstream expected;
+      expected << at::IntArrayRef(it->second.output_shape);
+      throw std::invalid_argument(m.where("backward", microbatch) + ": grad_output must be " + expected.str() +
+                                  " like the forward output, got " + describe(g));
+    }
+  }
+  stash s = std::move(it->second);
+  m.stashes.erase(it);
+
+  at::Tensor out = s.output;
+  if (m.spec.activation_checkpointing) {
+    out = m.run(s.input, s.targets);
+    if (m.spec.last) out = out * s.loss_scale;
+  }
+  if (!out.requires_grad()) {
+    // Nothing before the output needs a gradient (no parameters, no input path).
+    if (split) m.kept_graphs[microbatch];
+    return m.spec.first ? tensor_box() : box(at::zeros_like(s.input));
+  }
+  const at::Tensor input_leaf = m.spec.first ? at::Tensor() : s.input;
+  if (split && !m.module_defers) {
+    deferred_weight_pass weights;
+    at::Tensor gi = input_grad_pass(out, g, input_leaf, weights);
+    m.kept_graphs[microbatch] = std::move(weights);  // W(microbatch) is valid even if nothing was kept
+    return m.spec.first ? tensor_box() : box(gi);
+  }
+  {
+    std::optional<weight_grad_deferral> defer;
+    if (split) defer.emplace(m.stores[microbatch]);  // W(microbatch) is valid even if nothing was deferred
+    if (m.spec.last) {
+      torch::autograd::backward({out});
+    } else {
+      torch::autograd::backward({out}, {g});
+    }
+  }
+  if (m.spec.first) return tensor_box();
+  return box(s.input.grad().defined() ? s.input.grad() : at::zeros_like(s.input));
+}
+
+void layer_chunk::weight_grad(int microbatch) {
+  auto& m = *impl_;
+  torch::AutoGradMode enable_grad(true);
+  if (auto it = m.stores.find(microbatch); it != m.stores.end()) {
+    weight_grad_store store = std::move(it->second);
+    m.stores.erase(it);
+    store.run();
+    return;
+  }
+  if (auto it = m.kept_graphs.find(microbatch); it != m.kept_graphs.end()) {
+    deferred_weight_pass pass = std::move(it->second);
+    m.kept_graphs.erase(it);
+    pass.run();
+    return;
+  }
+  throw std::invalid_argument(m.where("weight_grad", microbatch) +
+                              ": nothing deferred (run backward with split=true first)");
+}
+
+int layer_chunk::live_stashes() const { return static_cast<int>(impl_->stashes.size()); }
+
+int layer_chunk::pending_weight_grads() const {
+  return static_cast<int>(impl_->stores.size() + impl_->kept_graphs.size());
+}
+
+std::vector<std::pair<std::string, tensor_box>> layer_chunk::named_parameters() const {
+  std::vector<std::pair<std::string, tensor_box>> out;
+  out.reserve(impl_->params.size());
+  for (auto& p : impl_->params) out.emplace_back(p.first, box(p.second));
+  return out;
+}
+
+void layer_chunk::zero_grad() {
+  // Drop the gradients (PyTorch's set_to_none): the next accumulation starts from the first
+  // product itself, and an undefined grad reads as zero everywhere in actorpipe.
+  for (auto& p : impl_->params)
+    if (p.second.grad().defined()) p.second.mutable_grad() = at::Tensor();
+}
+
+std::vector<std::string> layer_chunk::tied_copies() const { return impl_->copies; }
+
+std::vector<tensor_box> layer_chunk::tied_parameters(const std::string& key) const {
+  std::vector<tensor_box> out;
+  auto it = impl_->tied.find(key);
+  if (it != impl_->tied.end())
+    for (auto& t : it->second) out.push_back(box(t));
+  return out;
+}
+
+std::vector<tensor_box> tied_gradient_copies(const chunk_compute& chunk, const std::string& key) {
+  torch::NoGradGuard no_grad;
+  std::vector<tensor_box> out;
+  for (auto& b : chunk.tied_parameters(key)) {
+    const at::Tensor& p = unbox(b);
+    out.push_back(box(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p)));
+  }
+  if (out.empty()) throw std::invalid_argument("tied gradient sync: this virtual stage holds nothing tied under '" + key + "'");
+  return out;
+}
+
+void set_tied_gradient_sums(const chunk_compute& chunk, const std::string& key,
+                            const std::vector<std::vector<tensor_box>>& per_holder) {
+  torch::NoGradGuard no_grad;
+  const auto params = chunk.tied_parameters(key);
+  for (std::size_t j = 0; j < params.size(); ++j) {
+    const at::Tensor& p = unbox(params[j]);
+    at::Tensor sum;
+    for (const auto& holder : per_holder) {
+      if (holder.size() != params.size())
+        throw std::invalid_argument("tied gradient sync of '" + key + "': a holder sent " + std::to_string(holder.size()) +
+                                    " tensors, this one holds " + std::to_string(params.size()));
+      const at::Tensor& g = unbox(holder[j]);
+      if (!g.defined() || g.sizes() != p.sizes() || g.scalar_type() != p.scalar_type())
+        throw std::invalid_argument("tied gradient sync of '" + key + "': a copy's gradient is " + describe(g) +
+                                    ", the parameter is " + describe(p));
+      sum = sum.defined() ? sum + g : g.clone();
+    }
+    // The parameter's grad is replaced, never accumulated into in place: each holder owns its own.
+    p.mutable_grad() = sum;
+  }
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,236 @@
+// The model API's registry and checks, and the whole-model measurements partition methods use.
+#include "core/model/layer_model.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/data/splitmix64.hpp"
+#include "core/model/gpt_model.hpp"
+#include "core/model/tensor_box_torch.hpp"
+
+namespace actorpipe {
+namespace {
+
+struct registered_model {
+  model_factory factory;
+  std::string description;
+};
+
+std::mutex registry_mutex;
+std::map<std::string, registered_model>& user_models() {
+  static std::map<std::string, registered_model> models;
+  return models;
+}
+
+const char* gpt_description = "the built-in GPT decoder (--vocab, --seq-len, --hidden, --heads, --layers)";
+
+std::string known_models() {
+  std::string out;
+  for (auto& [name, description] : list_models()) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+}  // namespace
+
+layer_spec make_layer(std::string name, module_factory build) {
+  layer_spec s;
+  s.name = std::move(name);
+  s.build = std::move(build);
+  return s;
+}
+
+void validate_model(const model_definition& m) {
+  const std::string who = "model '" + m.name + "'";
+  if (m.layers.empty()) throw std::invalid_argument(who + " has no layers: a model needs at least one layer spec");
+  std::set<std::string> names;
+  std::set<std::string> keys;
+  for (std::size_t i = 0; i < m.layers.size(); ++i) {
+    const layer_spec& l = m.layers[i];
+    const std::string at = who + ", layer " + std::to_string(i);
+    if (l.name.empty()) throw std::invalid_argument(at + " has an empty name");
+    if (!names.insert(l.name).second) throw std::invalid_argument(at + ": the name '" + l.name + "' is used twice");
+    const bool follower = !l.tie_key.empty() && keys.count(l.tie_key);
+    if (!l.tie_key.empty()) keys.insert(l.tie_key);
+    if (!follower && !l.build)
+      throw std::invalid_argument(at + " ('" + l.name + "') has no build function" +
+                                  (l.tie_key.empty() ? "" : " (the first layer of tie key '" + l.tie_key + "' builds its module)"));
+    if (follower && !l.tied_parameters.empty())
+      throw std::invalid_argument(at + " ('" + l.name + "'): tied_parameters belongs on the first layer of tie key '" +
+                                  l.tie_key + "'");
+  }
+  if (!m.loss) throw std::invalid_argument(who + " has no loss function");
+  if (!m.data) throw std::invalid_argument(who + " has no data (batch function)");
+  if (!(m.tokens_per_sample > 0))
+    throw std::invalid_argument(who + ": tokens_per_sample must be > 0, got " + std::to_string(m.tokens_per_sample));
+}
+
+void register_model(const std::string& name, model_factory factory, std::string description) {
+  if (name.empty() || name.find_first_of(" \t\n\r") != std::string::npos)
+    throw std::invalid_argument("register_model: a model name must be non-empty without whitespace, got '" + name + "'");
+  if (name == "gpt") throw std::invalid_argument("register_model: 'gpt' is the built-in model and cannot be replaced");
+  if (!factory) throw std::invalid_argument("register_model: model '" + name + "' needs a factory");
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  user_models()[name] = {std::move(factory), std::move(description)};
+}
+
+bool has_model(const std::string& name) {
+  if (name == "gpt") return true;
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  return user_models().count(name) > 0;
+}
+
+std::vector<std::pair<std::string, std::string>> list_models() {
+  std::vector<std::pair<std::string, std::string>> out{{"gpt", gpt_description}};
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  for (auto& [name, m] : user_models()) out.emplace_back(name, m.description);
+  return out;
+}
+
+model_definition make_model(const train_options& options) {
+  model_definition m;
+  if (options.model_name == "gpt") {
+    m = gpt_model(options);
+  } else {
+    model_factory factory;
+    {
+      std::lock_guard<std::mutex> lock(registry_mutex);
+      auto it = user_models().find(options.model_name);
+      if (it != user_models().end()) factory = it->second.factory;
+    }
+    if (!factory)
+      throw std::invalid_argument("--model '" + options.model_name + "' is not a registered model (known: " + known_models() + ")");
+    m = factory(options);
+  }
+  if (m.name.empty()) m.name = options.model_name;
+  validate_model(m);
+  return m;
+}
+
+void seed_layer_init(std::uint64_t seed, const std::string& name) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the name, mixed with the seed
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  torch::manual_seed(splitmix64(seed ^ splitmix64(h)));
+}
+
+void check_tie_shapes(const model_definition& model, int owner, const layer_module& owner_module, int follower) {
+  const layer_spec& o = model.layers[owner];
+  const layer_spec& f = model.layers[follower];
+  if (!f.build) return;
+  seed_layer_init(model.seed, f.name);
+  const layer_module mine = f.build();
+  if (mine.empty()) throw std::invalid_argument("layer '" + f.name + "': its build function returned no module");
+  auto theirs = owner_module.ptr()->named_parameters(true);
+  auto ours = mine.ptr()->named_parameters(true);
+  auto shape = [](const at::Tensor& t) {
+    std::ostringstream os;
+    os << t.sizes();
+    return os.str();
+  };
+  for (const auto& p : theirs) {
+    const bool tied = o.tied_parameters.empty() ||
+                      std::find(o.tied_parameters.begin(), o.tied_parameters.end(), p.key()) != o.tied_parameters.end();
+    if (!tied) continue;
+    const at::Tensor* other = ours.find(p.key());
+    const std::string head = "tie key '" + o.tie_key + "': layer '" + f.name + "' (layer " + std::to_string(follower) + ") ";
+    const std::string tail = ", but layer '" + o.name + "' (layer " + std::to_string(owner) + "), which owns the tie, has " +
+                             p.key() + " " + shape(p.value());
+    if (!other) throw std::invalid_argument(head + "builds no parameter " + p.key() + tail);
+    if (other->sizes() != p.value().sizes()) throw std::invalid_argument(head + "builds " + p.key() + " " + shape(*other) + tail);
+  }
+}
+
+built_layers build_all_layers(const model_definition& model) {
+  built_layers b;
+  std::map<std::string, std::size_t> by_key;
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const layer_spec& l = model.layers[i];
+    auto it = l.tie_key.empty() ? by_key.end() : by_key.find(l.tie_key);
+    if (it != by_key.end()) {
+      check_tie_shapes(model, static_cast<int>(it->second), b.modules[it->second], static_cast<int>(i));
+      b.modules.push_back(b.modules[it->second]);
+      continue;
+    }
+    if (!l.tie_key.empty()) by_key[l.tie_key] = b.modules.size();
+    seed_layer_init(model.seed, l.name);
+    b.modules.push_back(l.build());
+  }
+  return b;
+}
+
+std::vector<double> layer_parameter_counts(const model_definition& model, const built_layers& built) {
+  std::vector<double> counts;
+  std::set<std::string> keys_seen;
+  std::map<std::string, std::vector<std::string>> tied_of;
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const layer_spec& l = model.layers[i];
+    const bool follower = !l.tie_key.empty() && !keys_seen.insert(l.tie_key).second;
+    if (!l.tie_key.empty() && !follower) tied_of[l.tie_key] = l.tied_parameters;
+    double n = 0;
+    for (const auto& p : built.modules[i].ptr()->named_parameters(true)) {
+      if (!p.value().requires_grad()) continue;
+      const auto& tied = tied_of[l.tie_key];
+      if (follower && !tied.empty() && std::find(tied.begin(), tied.end(), p.key()) == tied.end()) continue;
+      n += static_cast<double>(p.value().numel());
+    }
+    counts.push_back(n);
+  }
+  return counts;
+}
+
+std::vector<double> profile_layers(const model_definition& model, const built_layers& built, int repeats) {
+  using clock = std::chrono::steady_clock;
+  const std::size_t L = model.layers.size();
+  const microbatch_tensors sample = model.data(0, 0);
+  const at::Tensor& inputs = unbox(sample.inputs);
+  const at::Tensor& targets = unbox(sample.targets);
+  std::vector<std::vector<double>> runs(L);
+  torch::AutoGradMode enable_grad(true);
+  for (int r = 0; r < repeats + 1; ++r) {
+    std::vector<at::Tensor> ins(L), outs(L);
+    std::vector<double> t(L, 0.0);
+    at::Tensor h = inputs;
+    for (std::size_t i = 0; i < L; ++i) {
+      // Each layer on its own leaf, so its backward can be timed alone.
+      ins[i] = h.is_floating_point() ? h.detach().requires_grad_(true) : h;
+      auto t0 = clock::now();
+      auto& module = const_cast<layer_module&>(built.modules[i]);
+      const layer_spec& l = model.layers[i];
+      h = l.forward ? l.forward(module, ins[i]) : module.forward(ins[i]);
+      if (i + 1 == L) h = model.loss(h, targets);
+      outs[i] = h;
+      t[i] += std::chrono::duration<double>(clock::now() - t0).count();
+    }
+    at::Tensor g;
+    for (std::size_t i = L; i-- > 0;) {
+      auto t0 = clock::now();
+      if (g.defined()) {
+        torch::autograd::backward({outs[i]}, {g});
+      } else {
+        torch::autograd::backward({outs[i]});
+      }
+      g = ins[i].requires_grad() ? ins[i].grad() : at::Tensor();
+      t[i] += std::chrono::duration<double>(clock::now() - t0).count();
+      if (!g.defined() && i > 0) g = at::zeros_like(outs[i - 1]);
+    }
+    for (const auto& m : built.modules) m.ptr()->zero_grad();
+    if (r == 0) continue;  // warm-up: first-touch allocations
+    for (std::size_t i = 0; i < L; ++i) runs[i].push_back(t[i]);
+  }
+  std::vector<double> median(L);
+  for (std::size_t i = 0; i < L; ++i) {
+    auto v = runs[i];
+    std::sort(v.begin(), v.end());
+    median[i] = v[v.size() / 2];
+  }
+  return median;
+}
+
+}  // namespace actorpipe

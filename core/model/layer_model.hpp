@@ -1,0 +1,152 @@
+// The model API: a model is an ordered list of named layer specs (each a factory for a
+// LibTorch module), optional tie keys (layers that share one module: one weight, gradients
+// summed at flush), a loss, a default partition method and the data it trains on. The runtime
+// cuts the list over P x V virtual stages and runs any slice of it, whatever the layers are;
+// the built-in GPT is one such list (core/model/gpt_model.hpp).
+//
+//   actorpipe::register_model("mlp", [](const actorpipe::train_options& o) {
+//     actorpipe::model_definition m;
+//     for (int i = 0; i < 6; ++i)
+//       m.layers.push_back(actorpipe::make_layer("fc" + std::to_string(i), [] {
+//         return torch::nn::Sequential(torch::nn::Linear(32, 32), torch::nn::Tanh());
+//       }));
+//     m.loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::mse_loss(out, y); };
+//     m.data = ...;  // (step, microbatch) -> inputs and targets
+//     return m;
+//   });
+//
+// then `actorpipe train --model mlp` from a binary that registered it (see examples/byo_model).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/data/microbatch.hpp"
+#include "core/train/train_options.hpp"
+
+namespace actorpipe {
+
+// A layer's LibTorch module: any module holder (torch::nn::Linear, torch::nn::Sequential, a
+// TORCH_MODULE of yours) or a std::shared_ptr to a module, whose forward takes one tensor.
+class layer_module {
+ public:
+  layer_module() = default;
+  template <class Impl>
+  layer_module(std::shared_ptr<Impl> impl)  // NOLINT: implicit, so factories return modules as they are
+      : module_(impl), forward_([impl](const at::Tensor& x) -> at::Tensor { return impl->forward(x); }) {}
+  template <class Impl>
+  layer_module(const torch::nn::ModuleHolder<Impl>& holder) : layer_module(holder.ptr()) {}  // NOLINT
+
+  bool empty() const { return !module_; }
+  at::Tensor forward(const at::Tensor& x) const { return forward_(x); }
+  const std::shared_ptr<torch::nn::Module>& ptr() const { return module_; }
+  // The module as its own type (std::bad_cast if it is not one).
+  template <class Impl>
+  Impl& as() const { return dynamic_cast<Impl&>(*module_); }
+
+ private:
+  std::shared_ptr<torch::nn::Module> module_;
+  std::function<at::Tensor(const at::Tensor&)> forward_;
+};
+
+// Builds a layer's module. Its parameters are initialised from the torch generator, which the
+// runtime seeds from (model seed, layer name) right before the call: every layout of the model
+// (any partition, any process) starts from the same numbers.
+using module_factory = std::function<layer_module()>;
+// How one position of the list calls its module (DeepSpeed's forward_fn); default: forward(x).
+using layer_forward = std::function<at::Tensor(layer_module& module, const at::Tensor& x)>;
+// The loss of one microbatch from the last layer's output and the targets: a scalar mean.
+using loss_function = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& targets)>;
+
+// How a layer's backward splits into I (input gradient) and W (weight gradients), as
+// zero-bubble schedules ask.
+enum class backward_split {
+  // The runtime does it for any module: I computes the input-gradient path of the autograd
+  // graph only and keeps the graph; W later runs each weight branch from the gradients I saw
+  // arrive at it (torch.distributed.pipelining's approach).
+  generic,
+  // The module defers its own weight products into the active weight_grad_deferral (it is
+  // built from split_linear): one backward pass, W replays the products. Used for a chunk
+  // whose layers all say so.
+  module_defers,
+};
+
+struct layer_spec {
+  std::string name;             // unique in the model; names the layer in splits and errors
+  module_factory build;
+  layer_forward forward;        // optional
+  // Layers with the same non-empty key share one module: built once (by the first layer of
+  // the key, under its name's seed) and, where the key spans virtual stages, held as a copy
+  // by each, with the gradients of the tied parameters summed at flush. A later layer of the
+  // key needs no build of its own; if it has one (as DeepSpeed's TiedLayerSpec does), it must
+  // build the same tied parameters (names and shapes), and the first layer's module is used.
+  std::string tie_key;
+  // Of a tied module, which parameters (by their name inside the module) are the tie; empty:
+  // all of them. Only these are held and trained by the copies.
+  std::vector<std::string> tied_parameters;
+  // Global parameter names are param_prefix + the module's own name ("fc" + "." + "weight").
+  // Unset: name + ".". The GPT uses "" for its embedding and "blocks.3." for block 3.
+  bool has_param_prefix = false;
+  std::string param_prefix;
+  backward_split split = backward_split::generic;
+
+  std::string prefix() const { return has_param_prefix ? param_prefix : name + "."; }
+};
+
+// A layer spec with the defaults.
+layer_spec make_layer(std::string name, module_factory build);
+
+struct model_definition {
+  std::string name;
+  std::vector<layer_spec> layers;
+  loss_function loss;
+  batch_function data;
+  std::string data_description;  // one line for the summary
+  // uniform | parameters | type:REGEX | profile | counts:A,B,...  (core/model/partition_methods.hpp)
+  std::string default_partition = "parameters";
+  // What one sample counts as in throughput ("tokens/s"): the GPT's seq_len, else 1.
+  double tokens_per_sample = 1;
+  std::uint64_t seed = 1234;  // layer init: torch generator seeded from (seed, layer name)
+};
+
+// Checks a definition before anything is built: at least one layer, unique non-empty names,
+// a build function per layer, a loss, data. Throws std::invalid_argument naming the layer.
+void validate_model(const model_definition& model);
+
+// Models by name, for `--model NAME`. "gpt" is built in (its options: train_options.model).
+using model_factory = std::function<model_definition(const train_options& options)>;
+// Adds (or replaces a user-registered) model. Throws std::invalid_argument for an empty or
+// whitespace-containing name, "gpt", or an empty factory.
+void register_model(const std::string& name, model_factory factory, std::string description = "");
+bool has_model(const std::string& name);
+// name -> description, built-in first.
+std::vector<std::pair<std::string, std::string>> list_models();
+// Builds and validates options.model_name's definition (std::invalid_argument for an unknown
+// name, listing the known ones).
+model_definition make_model(const train_options& options);
+
+// The modules of a whole model, built as the runtime builds them (one per layer, or per tie
+// key), for the partition methods that look at them; and what they measure.
+struct built_layers {
+  std::vector<layer_module> modules;  // per layer (tied layers share one)
+};
+built_layers build_all_layers(const model_definition& model);
+// Trainable elements per layer (a tied follower counts the tied parameters it uses).
+std::vector<double> layer_parameter_counts(const model_definition& model, const built_layers& built);
+// Forward + backward seconds per layer on microbatch 0 of step 0 (the loss counted with the
+// last layer): the median of `repeats` passes after one warm-up pass.
+std::vector<double> profile_layers(const model_definition& model, const built_layers& built, int repeats = 3);
+
+// A later layer of a tie key with a build of its own: throws std::invalid_argument unless its
+// module has the owner's tied parameters with the same shapes (naming both layers).
+void check_tie_shapes(const model_definition& model, int owner, const layer_module& owner_module, int follower);
+
+// Seeds torch's generator for building layer `name` (a pure function of seed and name).
+void seed_layer_init(std::uint64_t seed, const std::string& name);
+
+}  // namespace actorpipe
