@@ -1,11 +1,12 @@
 // Chunk actor: one virtual stage. Holds the inputs that arrived for it, tells its stage when an
 // action's inputs are here, runs what the stage picks on the rank's compute thread, and sends
 // F outputs to the next virtual stage and input-gradients to the previous one.
+#include <algorithm>
 #include <map>
 
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
-#include "core/model/chunk_runner.hpp"
+#include "core/model/layer_chunk.hpp"
 
 namespace actorpipe {
 namespace {
@@ -13,9 +14,9 @@ namespace {
 struct chunk_state {
   int step = -1;
   std::map<int, tensor_box> inputs, grads, targets;  // by microbatch
-  // Tied embedding sync: our copy is sent, and the other copy's gradient has arrived.
+  // Tied sync: our copies are sent, and the other holders' gradients (by slot) have arrived.
   int tied_sent_step = -1;
-  std::map<int, tensor_box> tied_other;  // by step
+  std::map<int, std::map<int, tensor_box>> tied_in;  // by step, then slot
 };
 
 }  // namespace
@@ -32,24 +33,48 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
     st->grads.clear();
     st->targets.clear();
   };
-  // The first and last chunks of the GPT each hold a copy of the tied embedding.
-  bool holds_tied = false;
-  for (auto& [name, t] : ctx->runners[v]->named_parameters()) holds_tied = holds_tied || name == "tok_emb.weight";
+  // The tie groups this stage takes part in, and how many tensors each holds (a stand-in
+  // stage holds none: it answers the sync at once).
+  std::vector<int> my_groups;
+  int expected_in = 0;
+  for (int g = 0; g < static_cast<int>(ctx->ties.size()); ++g) {
+    const auto& holders = ctx->ties[g].stages;
+    if (std::find(holders.begin(), holders.end(), v) == holders.end()) continue;
+    const int n = static_cast<int>(ctx->runners[v]->tied_parameters(ctx->ties[g].key).size());
+    if (n == 0) continue;
+    my_groups.push_back(g);
+    expected_in += n * static_cast<int>(holders.size() - 1);
+  }
   auto fail = [=](std::string what) {
     self->send(ctx->supervisor, msg::failure{"virtual stage " + std::to_string(v) + " (rank " + std::to_string(rank) +
                                              "): " + std::move(what)});
   };
-  // Both halves of the tied sync are here: add the other copy's gradient to ours.
+  // Everything for the tied sync is here: each tied tensor becomes the sum of every holder's
+  // copy in virtual-stage order.
   auto maybe_sum_tied = [=](int step) {
-    auto it = st->tied_other.find(step);
-    if (st->tied_sent_step != step || it == st->tied_other.end()) return;
-    tensor_box other = std::move(it->second);
-    st->tied_other.erase(it);
+    auto it = st->tied_in.find(step);
+    if (st->tied_sent_step != step || it == st->tied_in.end() || static_cast<int>(it->second.size()) < expected_in) return;
+    auto in = std::move(it->second);
+    st->tied_in.erase(it);
     auto runner = ctx->runners[v];
     auto sup = ctx->supervisor;
     self->send(ctx->compute[rank], msg::compute_job{[=] {
                  try {
-                   add_tied_gradient(*runner, other);
+                   for (int g : my_groups) {
+                     const auto& group = ctx->ties[g];
+                     const auto own = tied_gradient_copies(*runner, group.key);
+                     std::vector<std::vector<tensor_box>> per_holder;
+                     for (int u : group.stages) {
+                       if (u == v) {
+                         per_holder.push_back(own);
+                         continue;
+                       }
+                       std::vector<tensor_box> theirs;
+                       for (int j = 0; j < static_cast<int>(own.size()); ++j) theirs.push_back(in.at(ctx->tied_slot(g, j, u)));
+                       per_holder.push_back(std::move(theirs));
+                     }
+                     set_tied_gradient_sums(*runner, group.key, per_holder);
+                   }
                    caf::anon_send(sup, msg::tied_sync_done{step, v});
                  } catch (const std::exception& e) {
                    caf::anon_send(sup, msg::failure{"virtual stage " + std::to_string(v) + ": tied gradient sync failed: " + e.what()});
@@ -77,19 +102,30 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
         self->send(ctx->stage[rank], msg::input_ready{g.step, true, v, g.microbatch});
       },
       [=](msg::tied_sync& t) {
-        if (!holds_tied) {  // a stage without the embedding (a stand-in): nothing to sum
+        if (my_groups.empty()) {  // a stand-in without the tied parameters: nothing to sum
           self->send(ctx->supervisor, msg::tied_sync_done{t.step, v});
           return;
         }
-        // Send a copy of our tied gradient to the other copy (first <-> last virtual stage).
-        const int other = v == 0 ? ctx->stages - 1 : 0;
+        // Send a copy of our tied gradients to every other holder of each key.
         auto runner = ctx->runners[v];
         auto me = caf::actor_cast<caf::actor>(self);
         auto sup = ctx->supervisor;
         const int step = t.step;
         self->send(ctx->compute[rank], msg::compute_job{[=] {
                      try {
-                       ctx->send_tensor(tensor_kind::tied_gradient, step, other, 0, rank, tied_gradient_copy(*runner));
+                       for (int g : my_groups) {
+                         const auto& group = ctx->ties[g];
+                         const auto own = tied_gradient_copies(*runner, group.key);
+                         if (static_cast<int>(own.size()) > run_context::max_tied_tensors)
+                           throw std::invalid_argument("tie key '" + group.key + "' holds " + std::to_string(own.size()) +
+                                                       " tensors; at most " + std::to_string(run_context::max_tied_tensors) +
+                                                       " are synced per key");
+                         for (int u : group.stages) {
+                           if (u == v) continue;
+                           for (int j = 0; j < static_cast<int>(own.size()); ++j)
+                             ctx->send_tensor(tensor_kind::tied_gradient, step, u, ctx->tied_slot(g, j, v), rank, own[j]);
+                         }
+                       }
                        caf::anon_send(me, msg::tied_sent{step});
                      } catch (const std::exception& e) {
                        caf::anon_send(sup, msg::failure{"virtual stage " + std::to_string(v) + ": tied gradient sync failed: " + e.what()});
@@ -101,7 +137,7 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
         maybe_sum_tied(t.step);
       },
       [=](msg::tied_gradient& g) {
-        st->tied_other[g.step] = std::move(g.tensor);
+        st->tied_in[g.step][g.slot] = std::move(g.tensor);
         maybe_sum_tied(g.step);
       },
       [=](msg::gather_parameters& g) {
@@ -113,7 +149,9 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
                      try {
                        msg::parameter_names names{v, {}};
                        int index = 0;
+                       const auto copies = runner->tied_copies();  // sent once, by their owner
                        for (auto& [name, t] : runner->named_parameters()) {
+                         if (std::find(copies.begin(), copies.end(), name) != copies.end()) continue;
                          names.names.push_back(name);
                          ctx->send_tensor_to_process(0, tensor_kind::parameter, step, v, index++, rank, t.contiguous());
                        }

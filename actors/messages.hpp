@@ -172,7 +172,7 @@ struct tied_sync_done {
   int virtual_stage;
 };
 
-// Supervisor -> the first and last chunks: exchange and sum the tied embedding gradients.
+// Supervisor -> every chunk holding a tie key with another: exchange and sum the tied gradients.
 struct tied_sync {
   int step;
 };
@@ -180,10 +180,11 @@ struct tied_sync {
 struct tied_sent {
   int step;
 };
-// Transport -> chunk: the other copy's tied gradient.
+// Transport -> chunk: another holder's tied gradient.
 struct tied_gradient {
   int step;
   int virtual_stage;  // receiver
+  int slot;           // run_context::tied_slot(group, tensor, sender)
   tensor_box tensor;
 };
 

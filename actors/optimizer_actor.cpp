@@ -15,10 +15,8 @@ caf::behavior optimizer_actor(caf::event_based_actor* self, std::shared_ptr<cons
         self->send(ctx->compute[rank], msg::compute_job{[ctx, mine, sup, step, rank] {
                      msg::grad_sq_parts parts{step, rank, {}};
                      for (int v : mine) {
-                       // The last stage's copy of the tied embedding is counted once, on the first stage.
-                       std::vector<std::string> skip;
-                       if (v + 1 == ctx->stages && ctx->ties_embedding_copy()) skip.push_back("tok_emb.weight");
-                       parts.per_stage.push_back({v, ctx->optimizers[v]->grad_sq_sum(skip)});
+                       // Tied copies are counted once, where they are owned.
+                       parts.per_stage.push_back({v, ctx->optimizers[v]->grad_sq_sum(ctx->runners[v]->tied_copies())});
                      }
                      caf::anon_send(sup, std::move(parts));
                    }});

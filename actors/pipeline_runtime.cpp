@@ -73,7 +73,7 @@ transport::receive_handler make_dispatch(const std::weak_ptr<const run_context>&
         caf::anon_send(ctx->chunks[v], msg::gradient{m.step, v, m.microbatch, std::move(t)});
         break;
       case tensor_kind::tied_gradient:
-        caf::anon_send(ctx->chunks[v], msg::tied_gradient{m.step, v, std::move(t)});
+        caf::anon_send(ctx->chunks[v], msg::tied_gradient{m.step, v, m.microbatch, std::move(t)});
         break;
       default:
         caf::anon_send(ctx->supervisor, msg::failure{"rank " + std::to_string(m.source_rank) +
@@ -154,10 +154,14 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   ctx->replan_from = replan_step(o);
   ctx->runners = setup.runners;
   ctx->optimizers = setup.optimizers;
-  ctx->source = setup.source;
+  ctx->ties = setup.ties;
+  ctx->batches = setup.data;
+  ctx->tokens_per_sample = setup.tokens_per_sample;
   ctx->on_step = on_step;
   train_result result;
-  result.data_description = ctx->source->describe();
+  result.data_description = setup.data_description;
+  result.partition = setup.partition;
+  result.split = describe_partition(setup.layers, setup.layer_names);
   ctx->result = group.process == 0 ? &result : nullptr;
 
   std::shared_ptr<transport::ucx_transport> ucx;

@@ -10,11 +10,11 @@
 #include <memory>
 #include <vector>
 
-#include "core/data/token_source.hpp"
 #include "core/model/chunk_compute.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/schedule/plan.hpp"
 #include "core/schedule/policy.hpp"
+#include "core/train/run_setup.hpp"
 #include "core/train/train_options.hpp"
 #include "transport/transport.hpp"
 
@@ -28,7 +28,9 @@ struct run_context {
   int replan_from = -1;  // a plan rebuilt on measured costs applies from this step (-1: none)
   std::vector<std::shared_ptr<chunk_compute>> runners;       // per virtual stage
   std::vector<std::shared_ptr<shard_optimizer>> optimizers;  // per virtual stage
-  std::shared_ptr<const token_source> source;
+  std::vector<tie_group> ties;  // tie keys held by 2+ virtual stages
+  batch_function batches;  // the model's data
+  double tokens_per_sample = 1;
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
 
   // Processes of the job: which one hosts each rank, and which one this is. Handles of actors
@@ -50,7 +52,13 @@ struct run_context {
   train_result* result = nullptr;  // written by the supervisor, read after the run ends
 
   double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch).count(); }
-  bool ties_embedding_copy() const { return stages > 1; }  // first and last chunk hold separate copies
+  // The tied sync's slot of (tie group g, tensor j, sender stage) in a tensor frame's index.
+  int tied_slot(int group, int tensor, int sender) const {
+    int base = 0;
+    for (int i = 0; i < group; ++i) base += max_tied_tensors;
+    return (base + tensor) * stages + sender;
+  }
+  static constexpr int max_tied_tensors = 64;  // per tie key
   int process_of_stage(int v) const { return process_of_rank[place.rank_of[v]]; }
   bool is_local_rank(int r) const { return process_of_rank[r] == process; }
   bool is_local_stage(int v) const { return process_of_stage(v) == process; }

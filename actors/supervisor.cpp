@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
-#include "core/model/chunk_runner.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/simulator.hpp"
 
@@ -106,17 +106,23 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
     }
     return true;
   };
+  // Virtual stages that hold a tie key with another.
+  auto tie_holders = [=] {
+    std::set<int> out;
+    for (const auto& g : ctx->ties) out.insert(g.stages.begin(), g.stages.end());
+    return out;
+  };
   // After every flush and loss: tied-weight sync, then the norm.
   auto maybe_flushed = [=] {
     if (static_cast<int>(st->flushes.size()) < P || st->losses_got < M) return;
     const int k = st->step;
-    if (!ctx->ties_embedding_copy()) {
+    const auto holders = tie_holders();
+    if (holders.empty()) {
       for (auto& o : ctx->optimizer) self->send(o, msg::grad_norm_request{k});
       return;
     }
-    // The two copies swap gradients through the transport and each adds the other's.
-    self->send(ctx->chunks.front(), msg::tied_sync{k});
-    self->send(ctx->chunks.back(), msg::tied_sync{k});
+    // The holders swap gradients through the transport and each sums them in stage order.
+    for (int v : holders) self->send(ctx->chunks[v], msg::tied_sync{k});
   };
   // After the last step: every parameter on this process (--save-final in a multi-process job).
   auto finish = [=] {
@@ -141,13 +147,14 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
     for (int v = 0; v < ctx->stages; ++v) {
       std::vector<std::pair<std::string, tensor_box>> mine;
       if (ctx->is_local_stage(v)) {
-        mine = ctx->runners[v]->named_parameters();
-      } else {
+        const auto copies = ctx->runners[v]->tied_copies();  // counted once, where owned
+        for (auto& p : ctx->runners[v]->named_parameters())
+          if (std::find(copies.begin(), copies.end(), p.first) == copies.end()) mine.push_back(p);
+      } else {  // the chunk left its copies out
         auto& names = st->gathered_names[v];
         for (size_t i = 0; i < names.size(); ++i) mine.emplace_back(names[i], st->gathered[{v, int(i)}]);
       }
-      for (auto& [name, t] : mine)  // the tied copy once, as collect_parameters does
-        if (!(v > 0 && v + 1 == ctx->stages && name == "tok_emb.weight")) all.emplace_back(name, t);
+      for (auto& p : mine) all.push_back(std::move(p));
     }
     if (ctx->result) ctx->result->parameters = std::move(all);
     stop("");
@@ -193,7 +200,7 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
         maybe_flushed();
       },
       [=](msg::tied_sync_done& t) {
-        if (t.step != st->step || ++st->tied_done < 2) return;
+        if (t.step != st->step || ++st->tied_done < static_cast<int>(tie_holders().size())) return;
         for (auto& o : ctx->optimizer) self->send(o, msg::grad_norm_request{t.step});
       },
       [=](msg::grad_sq_parts& g) {
@@ -224,7 +231,7 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
         m.grad_norm = st->grad_norm;
         m.seconds = ctx->now() - st->started;
         const auto& o = ctx->options;
-        m.tokens_per_s = m.seconds > 0 ? double(M) * o.microbatch_size * o.model.seq_len / m.seconds : 0;
+        m.tokens_per_s = m.seconds > 0 ? double(M) * o.microbatch_size * ctx->tokens_per_sample / m.seconds : 0;
         // Measured bubble over the pipelined part of the step (first action start to last end).
         double first = 1e300, end = 0, busy = 0;
         m.peak_activations.assign(P, 0);

@@ -85,6 +85,11 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   std::string t_schedule;
   auto* t_sched = t->add_option("--schedule", t_schedule, "Schedule name, or greedy [default: 1f1b]");
   auto* t_file = t->add_option("--schedule-file", tr.schedule_file, "Train with a plan read from a text file");
+  t->add_option("--model", tr.model,
+                "Which model: gpt (built in), or one a program registered with actorpipe::register_model [default: gpt]");
+  t->add_option("--partition", tr.partition,
+                "How layers are cut over stages x chunks: uniform, parameters, type:REGEX, profile or counts:A,B,... "
+                "[default: the model's; gpt: type:^blocks\\.]");
   t_sched->excludes(t_file);
   t->add_option("--config", tr.config_path, "Job config (JSON); flags override it");
   t->add_option("--set", tr.overrides, "Override a config key, KEY=VALUE (repeatable)");

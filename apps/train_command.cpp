@@ -118,6 +118,8 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.data_seed = c.seed;
   t.schedule = c.schedule;
   t.schedule_file = o.schedule_file;
+  t.model_name = o.model;
+  t.partition = o.partition;
   t.stages = c.pp;
   t.chunks = c.chunks;
   t.microbatches = c.num_microbatches;
@@ -209,15 +211,10 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
     for (int p = 0; p < group.processes; ++p) out << ' ' << std::count(layout.begin(), layout.end(), p);
     out << "; control port " << group.master_addr << ':' << group.master_port << '\n';
   }
+  const bool gpt = t.model_name == "gpt";
   out << "actorpipe train: " << what << "; " << t.microbatches << " microbatches x " << t.microbatch_size
-      << " sequences of " << t.model.seq_len << " tokens; " << t.steps << " steps\n";
+      << (gpt ? " sequences of " + std::to_string(t.model.seq_len) + " tokens; " : " samples; ") << t.steps << " steps\n";
   for (auto& n : c.notes) out << "note: " << n << '\n';
-  if (!o.no_pipeline) {
-    auto counts = distribute_layers(t.model.layers, t.stages, t.chunks);
-    out << "partition: blocks per virtual stage";
-    for (int n : counts) out << ' ' << n;
-    out << " (embedding on the first, LM head tied to it on the last)\n";
-  }
   out.flush();
 
   const int width = 24;
@@ -241,10 +238,14 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   train_result r = o.no_pipeline ? run_reference(t, show) : run_pipeline(t, show, {}, group);
   if (group.process != 0) return;  // process 0 reports and writes the files
 
-  out << "model: GPT, " << t.model.layers << " layers, hidden " << t.model.hidden << ", " << t.model.heads
-      << " heads, vocab " << t.model.vocab
-      << (r.parameters.empty() ? std::string() : ": " + si(static_cast<double>(count_elements(r.parameters))) + " parameters")
+  if (gpt)
+    out << "model: GPT, " << t.model.layers << " layers, hidden " << t.model.hidden << ", " << t.model.heads
+        << " heads, vocab " << t.model.vocab;
+  else
+    out << "model: " << t.model_name;
+  out << (r.parameters.empty() ? std::string() : ": " + si(static_cast<double>(count_elements(r.parameters))) + " parameters")
       << "; data: " << r.data_description << '\n';
+  if (!o.no_pipeline) out << "partition: " << r.partition << ": " << r.split << '\n';
   out << "compute: " << libtorch_version() << ", " << t.threads_per_stage
       << (t.threads_per_stage == 1 ? " thread" : " threads") << (o.no_pipeline ? "" : " per stage") << "; "
       << describe_blas(current_blas()) << '\n';

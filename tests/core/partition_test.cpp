@@ -282,3 +282,81 @@ CATCH_TEST_CASE("partition_by_cost is fast for thousands of layers", "[partition
   auto big = partition_by_cost(costs, 2000);
   check_valid_split(big, 4000, 2000);
 }
+
+// ---- partition methods (partition_layers) ----
+
+namespace {
+std::vector<std::string> gpt_names(int blocks) {
+  std::vector<std::string> n{"embed"};
+  for (int i = 0; i < blocks; ++i) n.push_back("blocks." + std::to_string(i));
+  n.push_back("ln_f");
+  n.push_back("lm_head");
+  return n;
+}
+std::vector<int> sizes(const std::vector<actorpipe::layer_range>& parts) {
+  std::vector<int> out;
+  for (auto& p : parts) out.push_back(p.size());
+  return out;
+}
+}  // namespace
+
+CATCH_TEST_CASE("partition_layers: uniform counts every layer, remainder to the middle", "[partition]") {
+  using actorpipe::partition_layers;
+  const auto names = gpt_names(8);  // 11 layers
+  CATCH_CHECK(sizes(partition_layers("uniform", names, 2, 1)) == std::vector<int>{5, 6});
+  CATCH_CHECK(sizes(partition_layers("uniform", names, 2, 2)) == std::vector<int>{2, 3, 3, 3});
+  CATCH_CHECK(partition_layers("uniform", names, 1, 1) == std::vector<actorpipe::layer_range>{{0, 11}});
+}
+
+CATCH_TEST_CASE("partition_layers: type:REGEX spreads the matching layers, others ride along", "[partition]") {
+  using actorpipe::partition_layers;
+  const auto names = gpt_names(8);
+  // The GPT's default: 4 blocks each, the embedding with the first, ln_f + head with the last.
+  CATCH_CHECK(partition_layers("type:^blocks\\.", names, 2, 1) ==
+              std::vector<actorpipe::layer_range>{{0, 5}, {5, 11}});
+  // As distribute_layers on the blocks: 9 blocks over 4 -> 2, 2, 3, 2.
+  const auto nine = gpt_names(9);
+  CATCH_CHECK(sizes(partition_layers("type:blocks", nine, 2, 2)) == std::vector<int>{3, 2, 3, 4});
+  // A layer between matches goes with the match before it.
+  const std::vector<std::string> mixed{"conv0", "pool", "conv1", "pool2", "conv2", "conv3", "fc"};
+  CATCH_CHECK(partition_layers("type:conv", mixed, 2, 1) == std::vector<actorpipe::layer_range>{{0, 4}, {4, 7}});
+  CATCH_CHECK_THROWS_WITH(partition_layers("type:attn", names, 2, 1),
+                          Catch::Contains("--partition 'type:attn' matches no layer name") && Catch::Contains("blocks.0"));
+  CATCH_CHECK_THROWS_WITH(partition_layers("type:ln_f", names, 2, 1),
+                          Catch::Contains("matches 1 layers, fewer than the stages*chunks=2"));
+  CATCH_CHECK_THROWS_WITH(partition_layers("type:(", names, 2, 1), Catch::Contains("not a valid regular expression"));
+  CATCH_CHECK_THROWS_WITH(partition_layers("type:", names, 2, 1), Catch::Contains("needs a regular expression"));
+}
+
+CATCH_TEST_CASE("partition_layers: parameters and profile balance their per-layer numbers", "[partition]") {
+  using actorpipe::partition_layers;
+  const std::vector<std::string> names{"a", "b", "c", "d", "e"};
+  auto w = [](std::vector<double> v) { return [v] { return v; }; };
+  CATCH_CHECK(sizes(partition_layers("parameters", names, 2, 1, w({100, 1, 1, 1, 100}))) == std::vector<int>{2, 3});
+  CATCH_CHECK(sizes(partition_layers("parameters", names, 2, 1, w({300, 1, 1, 1, 100}))) == std::vector<int>{1, 4});
+  CATCH_CHECK(sizes(partition_layers("profile", names, 2, 1, {}, w({1, 1, 1, 1, 4}))) == std::vector<int>{4, 1});
+  bool called = false;
+  partition_layers("uniform", names, 2, 1, [&] { called = true; return std::vector<double>(5, 1.0); });
+  CATCH_CHECK_FALSE(called);  // only the methods that use them measure
+  CATCH_CHECK_THROWS_WITH(partition_layers("parameters", names, 2, 1, w({1, 2})), Catch::Contains("2 per-layer values for 5 layers"));
+  CATCH_CHECK_THROWS_WITH(partition_layers("profile", names, 2, 1, {}, w({1, 1, -1, 1, 1})),
+                          Catch::Contains("--partition profile") && Catch::Contains("per_layer[2]=-1"));
+}
+
+CATCH_TEST_CASE("partition_layers: counts, and one clear error per bad input", "[partition]") {
+  using actorpipe::partition_layers;
+  const std::vector<std::string> names{"a", "b", "c", "d", "e"};
+  CATCH_CHECK(sizes(partition_layers("counts:1,4", names, 2, 1)) == std::vector<int>{1, 4});
+  CATCH_CHECK_THROWS_WITH(partition_layers("counts:1,3", names, 2, 1),
+                          Catch::Contains("needs stages*chunks=2 counts summing to the model's 5 layers") &&
+                              Catch::Contains("summing to 4"));
+  CATCH_CHECK_THROWS_WITH(partition_layers("counts:1,x", names, 2, 1), Catch::Contains("'x' is not a layer count"));
+  CATCH_CHECK_THROWS_WITH(partition_layers("counts:0,5", names, 2, 1), Catch::Contains("'0' is not a layer count"));
+  CATCH_CHECK_THROWS_WITH(partition_layers("balanced", names, 2, 1),
+                          Catch::Contains("--partition 'balanced' is not a partition method") && Catch::Contains("type:REGEX"));
+  CATCH_CHECK_THROWS_WITH(partition_layers("uniform", {}, 2, 1), Catch::Contains("the model has no layers"));
+  CATCH_CHECK_THROWS_WITH(partition_layers("uniform", names, 3, 2),
+                          Catch::Contains("5 layers cannot be split over stages*chunks=6 virtual stages"));
+  CATCH_CHECK(actorpipe::describe_partition(partition_layers("counts:1,4", names, 2, 1), names) ==
+              "0: a (1 layer) | 1: b .. e (4 layers)");
+}

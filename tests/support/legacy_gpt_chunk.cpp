@@ -1,7 +1,7 @@
-// chunk_runner: one virtual stage's GPT layers, its per-microbatch stashes and deferred
-// weight-gradient stores, behind the torch-free chunk_runner.hpp.
-#include "core/model/chunk_runner.hpp"
+// The frozen pre-model-API GPT chunk (the bit-identity oracle of the tests).
+#include "tests/support/legacy_gpt_chunk.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -13,7 +13,7 @@
 #include "core/model/split_linear.hpp"
 #include "core/model/tensor_box_torch.hpp"
 
-namespace actorpipe {
+namespace actorpipe::legacy {
 namespace {
 
 std::string describe(const at::Tensor& t) {
@@ -42,7 +42,7 @@ struct stash {
 
 struct chunk_runner::impl {
   gpt_config model;
-  chunk_spec spec;
+  gpt_chunk_spec spec;
   std::optional<gpt_embedding> embedding;
   std::vector<gpt_block> blocks;
   at::Tensor head_copy;  // last-but-not-first stage's own copy of tok_emb.weight
@@ -67,7 +67,7 @@ struct chunk_runner::impl {
   }
 };
 
-chunk_runner::chunk_runner(const gpt_config& model, const chunk_spec& spec) : impl_(std::make_unique<impl>()) {
+chunk_runner::chunk_runner(const gpt_config& model, const gpt_chunk_spec& spec) : impl_(std::make_unique<impl>()) {
   validate_gpt_config(model);
   if (spec.block_begin > spec.block_end) {
     throw std::invalid_argument("chunk_spec: block_begin=" + std::to_string(spec.block_begin) +
@@ -96,7 +96,7 @@ chunk_runner::chunk_runner(const gpt_config& model, const chunk_spec& spec) : im
 
 chunk_runner::~chunk_runner() = default;
 
-const chunk_spec& chunk_runner::spec() const { return impl_->spec; }
+const gpt_chunk_spec& chunk_runner::spec() const { return impl_->spec; }
 
 forward_result chunk_runner::forward(int microbatch, const tensor_box& input, const tensor_box& targets,
                                      double loss_scale) {
@@ -237,50 +237,28 @@ void chunk_runner::zero_grad() {
   }
 }
 
-void sum_tied_gradients(const tensor_box& first_param, const tensor_box& second_param) {
-  const at::Tensor& a = unbox(first_param);
-  const at::Tensor& b = unbox(second_param);
-  if (!a.defined() || !b.defined()) throw std::invalid_argument("sum_tied_gradients: both parameters must be defined");
-  if (a.sizes() != b.sizes()) {
-    throw std::invalid_argument("sum_tied_gradients: tied parameters differ in shape: " + describe(a) + " vs " +
-                                describe(b));
-  }
-  if (a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl()) return;  // one tensor: the tie is already real
-  torch::NoGradGuard no_grad;
-  const at::Tensor& ga = a.grad();
-  const at::Tensor& gb = b.grad();
-  if (!ga.defined() && !gb.defined()) return;
-  at::Tensor sum = ga.defined() && gb.defined() ? ga + gb : (ga.defined() ? ga.clone() : gb.clone());
-  // Separate storage per side, so later in-place accumulation on one does not leak to the other.
-  b.mutable_grad() = sum.clone();
-  a.mutable_grad() = sum;
+std::vector<std::string> chunk_runner::tied_copies() const {
+  if (impl_->head_copy.defined()) return {"tok_emb.weight"};
+  return {};
 }
 
-namespace {
-at::Tensor tied_parameter(const chunk_compute& chunk) {  // by value: named_parameters() is a temporary
-  for (auto& [name, t] : chunk.named_parameters())
-    if (name == "tok_emb.weight") return unbox(t);
-  throw std::invalid_argument("tied gradient sync: this virtual stage holds no tok_emb.weight");
-}
-}  // namespace
-
-tensor_box tied_gradient_copy(const chunk_compute& chunk) {
-  const at::Tensor p = tied_parameter(chunk);
-  torch::NoGradGuard no_grad;
-  if (!p.grad().defined()) return box(torch::zeros_like(p));
-  return box(p.grad().clone());
+std::vector<tensor_box> chunk_runner::tied_parameters(const std::string& key) const {
+  if (key != "tok_emb") return {};
+  if (impl_->embedding) return {box(impl_->embedding->token_weight())};
+  if (impl_->head_copy.defined()) return {box(impl_->head_copy)};
+  return {};
 }
 
-void add_tied_gradient(const chunk_compute& chunk, const tensor_box& other) {
-  at::Tensor p = tied_parameter(chunk);
-  const at::Tensor& o = unbox(other);
-  if (!o.defined() || o.sizes() != p.sizes() || o.scalar_type() != p.scalar_type())
-    throw std::invalid_argument("tied gradient sync: the other copy's gradient is " + describe(o) + ", ours is " +
-                                describe(p));
-  torch::NoGradGuard no_grad;
-  at::Tensor sum = p.grad().defined() ? p.grad() + o : o.clone();
-  // as sum_tied_gradients: the parameter's grad is replaced, never accumulated into in place
-  p.mutable_grad() = sum;
+gpt_chunk_spec from_layers(const chunk_spec& spec, int blocks) {
+  gpt_chunk_spec g;
+  g.virtual_stage = spec.virtual_stage;
+  g.first = spec.first;
+  g.last = spec.last;
+  g.activation_checkpointing = spec.activation_checkpointing;
+  // layer 0 is the embedding, block i is layer i + 1, then ln_f and lm_head
+  g.block_begin = std::max(0, spec.layer_begin - 1);
+  g.block_end = std::min(blocks, spec.layer_end - 1);
+  return g;
 }
 
-}  // namespace actorpipe
+}  // namespace actorpipe::legacy

@@ -1,7 +1,6 @@
-// One virtual stage of the GPT as the runtime sees it: the layers it owns and the stash of
-// saved activations per microbatch. F, B, I and W are methods; the caller (a rank's compute
-// thread) runs at most one at a time. Torch is behind this header's tensor_box, so actor code
-// that only moves tensors around does not pay for torch headers.
+// The GPT's own chunk from before the model API (commit c135c2b), kept frozen as the test
+// oracle: the GPT through the model API must train bit-identically to it. Not used by the
+// runtime.
 #pragma once
 
 #include <memory>
@@ -11,18 +10,32 @@
 
 #include "core/model/chunk_compute.hpp"
 #include "core/model/gpt_config.hpp"
+#include "core/model/chunk_compute.hpp"
 #include "core/model/tensor_box.hpp"
 
-namespace actorpipe {
+namespace actorpipe::legacy {
+
+struct gpt_chunk_spec {
+  int virtual_stage = 0;
+  int block_begin = 0;  // transformer blocks [block_begin, block_end)
+  int block_end = 0;
+  bool first = false;   // owns token + position embeddings
+  bool last = false;    // owns final LayerNorm + LM head (tied to the token embedding)
+  bool activation_checkpointing = false;
+};
+
+// The runtime's chunk_spec over the model API's GPT layer list (embed, blocks, ln_f, lm_head)
+// as the legacy block range.
+gpt_chunk_spec from_layers(const chunk_spec& spec, int blocks);
 
 class chunk_runner final : public chunk_compute {
  public:
-  chunk_runner(const gpt_config& model, const chunk_spec& spec);
+  chunk_runner(const gpt_config& model, const gpt_chunk_spec& spec);
   ~chunk_runner() override;
   chunk_runner(const chunk_runner&) = delete;
   chunk_runner& operator=(const chunk_runner&) = delete;
 
-  const chunk_spec& spec() const;
+  const gpt_chunk_spec& spec() const;
 
   // F: input = token ids [B, S] int64 on the first stage, else hidden [B, S, H] float.
   // The last stage needs targets [B, S] int64 and scales its loss by loss_scale (1/M) before
@@ -47,21 +60,12 @@ class chunk_runner final : public chunk_compute {
   std::vector<std::pair<std::string, tensor_box>> named_parameters() const override;
 
   void zero_grad() override;
+  std::vector<std::string> tied_copies() const override;
+  std::vector<tensor_box> tied_parameters(const std::string& key) const override;
 
  private:
   struct impl;
   std::unique_ptr<impl> impl_;
 };
 
-// Tied-weight sync at flush: sets both gradients to their sum (first + second, in that order),
-// so the embedding on the first stage and its copy in the last stage's LM head stay equal.
-void sum_tied_gradients(const tensor_box& first_param, const tensor_box& second_param);
-
-// The tied sync across processes, one side at a time: a copy of the gradient of the chunk's
-// "tok_emb.weight" (throws std::invalid_argument if it has none or no gradient yet) ...
-tensor_box tied_gradient_copy(const chunk_compute& chunk);
-// ... and, once the other copy's arrived, own + other as the new gradient. Float addition is
-// commutative, so both sides end up with the bits sum_tied_gradients gives.
-void add_tied_gradient(const chunk_compute& chunk, const tensor_box& other);
-
-}  // namespace actorpipe
+}  // namespace actorpipe::legacy

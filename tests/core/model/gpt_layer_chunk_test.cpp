@@ -1,6 +1,7 @@
-// Tests for core/model/chunk_runner: partition-independent init, a 3-chunk pipeline matching
-// the unpartitioned model, the I/W split, activation checkpointing and the error messages.
-#include "core/model/chunk_runner.hpp"
+// Tests for core/model/layer_chunk on the GPT's layer list (core/model/gpt_model): partition-
+// independent init, a 3-chunk pipeline matching the unpartitioned model, the I/W split,
+// activation checkpointing, the tied sync and the error messages.
+#include "core/model/layer_chunk.hpp"
 
 #include <cmath>
 #include <map>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/model/gpt_model.hpp"
 #include "core/model/gpt_modules.hpp"
 #include "core/model/tensor_box_torch.hpp"
 
@@ -18,7 +20,6 @@
 namespace {
 
 using actorpipe::box;
-using actorpipe::chunk_runner;
 using actorpipe::chunk_spec;
 using actorpipe::gpt_config;
 using actorpipe::tensor_box;
@@ -36,15 +37,44 @@ gpt_config tiny() {
   return c;
 }
 
-chunk_spec spec(int v, int begin, int end, bool first, bool last, bool checkpointing = false) {
-  chunk_spec s;
-  s.virtual_stage = v;
-  s.block_begin = begin;
-  s.block_end = end;
-  s.first = first;
-  s.last = last;
-  s.activation_checkpointing = checkpointing;
-  return s;
+// A GPT chunk by its transformer blocks [begin, end): the first also holds the embedding
+// (layer 0), the last ln_f and the LM head (the list's last two layers).
+struct block_spec {
+  int v, block_begin, block_end;
+  bool first, last, checkpointing;
+};
+block_spec spec(int v, int begin, int end, bool first, bool last, bool checkpointing = false) {
+  return {v, begin, end, first, last, checkpointing};
+}
+
+std::shared_ptr<const actorpipe::model_definition> gpt(const gpt_config& cfg) {
+  actorpipe::train_options o;
+  o.model = cfg;
+  o.microbatch_size = 2;
+  return std::make_shared<const actorpipe::model_definition>(actorpipe::gpt_model(o));
+}
+
+class chunk_runner : public actorpipe::layer_chunk {
+ public:
+  chunk_runner(const gpt_config& cfg, const block_spec& b) : layer_chunk(gpt(cfg), to_layers(cfg, b)) {}
+  static chunk_spec to_layers(const gpt_config& cfg, const block_spec& b) {
+    chunk_spec s;
+    s.virtual_stage = b.v;
+    s.layer_begin = b.first ? 0 : b.block_begin + 1;
+    s.layer_end = b.last ? cfg.layers + 3 : b.block_end + 1;
+    s.first = b.first;
+    s.last = b.last;
+    s.activation_checkpointing = b.checkpointing;
+    return s;
+  }
+};
+
+// The tied sync of two holders, as the chunk actors do it.
+void sync_tied(const actorpipe::chunk_compute& a, const actorpipe::chunk_compute& b) {
+  const std::vector<std::vector<tensor_box>> both{actorpipe::tied_gradient_copies(a, "tok_emb"),
+                                                  actorpipe::tied_gradient_copies(b, "tok_emb")};
+  actorpipe::set_tied_gradient_sums(a, "tok_emb", both);
+  actorpipe::set_tied_gradient_sums(b, "tok_emb", both);
 }
 
 // Random token ids [B, S] from their own generator.
@@ -109,7 +139,7 @@ std::vector<double> run_step(std::vector<chunk_runner*> chain, const std::vector
 
 }  // namespace
 
-CATCH_TEST_CASE("parameter names and init do not depend on the partition", "[model][chunk_runner]") {
+CATCH_TEST_CASE("parameter names and init do not depend on the partition", "[model][layer_chunk]") {
   const gpt_config cfg = tiny();
   chunk_runner full(cfg, spec(0, 0, 3, true, true));
   const auto full_params = full.named_parameters();
@@ -132,7 +162,7 @@ CATCH_TEST_CASE("parameter names and init do not depend on the partition", "[mod
   // Different names draw different numbers.
   CATCH_CHECK_FALSE(torch::equal(full_map.at("blocks.0.attn.qkv.weight"), full_map.at("blocks.1.attn.qkv.weight")));
 
-  for (const auto& parts : std::vector<std::vector<chunk_spec>>{
+  for (const auto& parts : std::vector<std::vector<block_spec>>{
            {spec(0, 0, 1, true, false), spec(1, 1, 2, false, false), spec(2, 2, 3, false, true)},
            {spec(0, 0, 2, true, false), spec(1, 2, 3, false, false), spec(2, 3, 3, false, true)}}) {
     std::set<std::string> seen;
@@ -149,7 +179,7 @@ CATCH_TEST_CASE("parameter names and init do not depend on the partition", "[mod
   }
 }
 
-CATCH_TEST_CASE("a fresh model's loss is about ln(vocab)", "[model][chunk_runner]") {
+CATCH_TEST_CASE("a fresh model's loss is about ln(vocab)", "[model][layer_chunk]") {
   chunk_runner full(tiny(), spec(0, 0, 3, true, true));
   const auto b = make_batches(1)[0];
   const auto r = full.forward(0, box(b.inputs), box(b.targets), 1.0);
@@ -160,7 +190,7 @@ CATCH_TEST_CASE("a fresh model's loss is about ln(vocab)", "[model][chunk_runner
   CATCH_CHECK(full.live_stashes() == 0);
 }
 
-CATCH_TEST_CASE("three chained chunks reproduce the unpartitioned model's loss and gradients", "[model][chunk_runner]") {
+CATCH_TEST_CASE("three chained chunks reproduce the unpartitioned model's loss and gradients", "[model][layer_chunk]") {
   const gpt_config cfg = tiny();
   const auto batches = make_batches(3);
   chunk_runner full(cfg, spec(0, 0, 3, true, true));
@@ -180,8 +210,12 @@ CATCH_TEST_CASE("three chained chunks reproduce the unpartitioned model's loss a
   }();
   const tensor_box emb2 = c2.named_parameters().back().second;
   CATCH_REQUIRE(c2.named_parameters().back().first == "tok_emb.weight");
-  actorpipe::sum_tied_gradients(emb0, emb2);
+  const at::Tensor g0 = unbox(emb0).grad().clone(), g2 = unbox(emb2).grad().clone();
+  sync_tied(c0, c2);
   CATCH_CHECK(torch::equal(unbox(emb0).grad(), unbox(emb2).grad()));
+  CATCH_CHECK(torch::equal(unbox(emb0).grad(), g0 + g2));
+  CATCH_CHECK(c2.tied_copies() == std::vector<std::string>{"tok_emb.weight"});
+  CATCH_CHECK(c0.tied_copies().empty());
 
   const auto full_map = by_name(full);
   int compared = 0;
@@ -200,7 +234,7 @@ CATCH_TEST_CASE("three chained chunks reproduce the unpartitioned model's loss a
   CATCH_CHECK(full_map.at("blocks.0.attn.qkv.weight").grad().abs().max().item<double>() > 1e-6);
 }
 
-CATCH_TEST_CASE("split backward (I then W) gives the full backward's gradients", "[model][chunk_runner]") {
+CATCH_TEST_CASE("split backward (I then W) gives the full backward's gradients", "[model][layer_chunk]") {
   const gpt_config cfg = tiny();
   const auto batches = make_batches(3);
   chunk_runner a0(cfg, spec(0, 0, 1, true, false)), a1(cfg, spec(1, 1, 3, false, true));
@@ -232,7 +266,7 @@ CATCH_TEST_CASE("split backward (I then W) gives the full backward's gradients",
   }
 }
 
-CATCH_TEST_CASE("activation checkpointing recomputes the same numbers", "[model][chunk_runner]") {
+CATCH_TEST_CASE("activation checkpointing recomputes the same numbers", "[model][layer_chunk]") {
   const gpt_config cfg = tiny();
   const auto batches = make_batches(2);
   chunk_runner a0(cfg, spec(0, 0, 2, true, false)), a1(cfg, spec(1, 2, 3, false, true));
@@ -273,7 +307,7 @@ CATCH_TEST_CASE("activation checkpointing recomputes the same numbers", "[model]
   }
 }
 
-CATCH_TEST_CASE("compute enables grad mode itself, whatever the calling thread's mode", "[model][chunk_runner]") {
+CATCH_TEST_CASE("compute enables grad mode itself, whatever the calling thread's mode", "[model][layer_chunk]") {
   chunk_runner full(tiny(), spec(0, 0, 3, true, true));
   const auto b = make_batches(1)[0];
   std::thread([&] {
@@ -288,32 +322,36 @@ CATCH_TEST_CASE("compute enables grad mode itself, whatever the calling thread's
   }
 }
 
-CATCH_TEST_CASE("sum_tied_gradients adds both sides once and treats a missing grad as zero", "[model][chunk_runner]") {
-  auto a = at::full({2, 2}, 1.0).requires_grad_(true);
-  auto b = at::full({2, 2}, 2.0).requires_grad_(true);
-  a.mutable_grad() = at::full({2, 2}, 0.25);
-  b.mutable_grad() = at::full({2, 2}, 0.5);
-  actorpipe::sum_tied_gradients(box(a), box(b));
-  CATCH_CHECK(torch::equal(a.grad(), at::full({2, 2}, 0.75)));
-  CATCH_CHECK(torch::equal(b.grad(), at::full({2, 2}, 0.75)));
-  b.mutable_grad().add_(1.0);  // separate storage: a is untouched
-  CATCH_CHECK(torch::equal(a.grad(), at::full({2, 2}, 0.75)));
-
-  auto c = at::zeros({2, 2}).requires_grad_(true);
-  auto d = at::zeros({2, 2}).requires_grad_(true);
-  d.mutable_grad() = at::full({2, 2}, 3.0);
-  actorpipe::sum_tied_gradients(box(c), box(d));
-  CATCH_CHECK(torch::equal(c.grad(), at::full({2, 2}, 3.0)));
-  CATCH_CHECK(torch::equal(d.grad(), at::full({2, 2}, 3.0)));
-  CATCH_CHECK_THROWS_WITH(actorpipe::sum_tied_gradients(box(a), box(at::zeros({3}))), Catch::Contains("shape"));
+CATCH_TEST_CASE("the tied sum treats a missing grad as zero and leaves each holder its own storage", "[model][layer_chunk]") {
+  const gpt_config cfg = tiny();
+  chunk_runner c0(cfg, spec(0, 0, 1, true, false)), c2(cfg, spec(2, 2, 3, false, true));
+  const at::Tensor e0 = unbox(c0.tied_parameters("tok_emb").at(0)), e2 = unbox(c2.tied_parameters("tok_emb").at(0));
+  CATCH_CHECK(torch::equal(e0, e2));  // the copy starts equal
+  e2.mutable_grad() = at::full_like(e2, 3.0);
+  sync_tied(c0, c2);
+  CATCH_CHECK(torch::equal(e0.grad(), at::full_like(e0, 3.0)));
+  CATCH_CHECK(torch::equal(e2.grad(), at::full_like(e2, 3.0)));
+  e2.mutable_grad().add_(1.0);  // separate storage: the other is untouched
+  CATCH_CHECK(torch::equal(e0.grad(), at::full_like(e0, 3.0)));
+  CATCH_CHECK_THROWS_WITH(actorpipe::set_tied_gradient_sums(c0, "tok_emb", {{box(at::zeros({3}))}}),
+                          Catch::Contains("tok_emb") && Catch::Contains("[3]"));
+  chunk_runner middle(cfg, spec(1, 1, 2, false, false));
+  CATCH_CHECK_THROWS_WITH(actorpipe::tied_gradient_copies(middle, "tok_emb"), Catch::Contains("nothing tied"));
 }
 
-CATCH_TEST_CASE("chunk_runner errors name the offending value", "[model][chunk_runner]") {
+CATCH_TEST_CASE("layer_chunk errors name the offending value", "[model][layer_chunk]") {
   const gpt_config cfg = tiny();
-  CATCH_CHECK_THROWS_AS(chunk_runner(cfg, spec(0, 0, 4, true, true)), std::invalid_argument);
-  CATCH_CHECK_THROWS_WITH(chunk_runner(cfg, spec(0, 0, 4, true, true)), Catch::Contains("[0, 4)") && Catch::Contains("layers=3"));
-  CATCH_CHECK_THROWS_WITH(chunk_runner(cfg, spec(0, -1, 2, true, true)), Catch::Contains("[-1, 2)"));
-  CATCH_CHECK_THROWS_WITH(chunk_runner(cfg, spec(0, 2, 1, true, true)), Catch::Contains("block_begin=2") && Catch::Contains("block_end=1"));
+  auto layers = [](int begin, int end) {
+    chunk_spec s;
+    s.layer_begin = begin;
+    s.layer_end = end;
+    s.first = s.last = true;
+    return s;
+  };
+  CATCH_CHECK_THROWS_AS(actorpipe::layer_chunk(gpt(cfg), layers(0, 7)), std::invalid_argument);
+  CATCH_CHECK_THROWS_WITH(actorpipe::layer_chunk(gpt(cfg), layers(0, 7)), Catch::Contains("[0, 7)") && Catch::Contains("6 layers"));
+  CATCH_CHECK_THROWS_WITH(actorpipe::layer_chunk(gpt(cfg), layers(-1, 2)), Catch::Contains("[-1, 2)"));
+  CATCH_CHECK_THROWS_WITH(actorpipe::layer_chunk(gpt(cfg), layers(2, 2)), Catch::Contains("[2, 2)") && Catch::Contains("empty"));
   gpt_config odd = cfg;
   odd.heads = 3;
   CATCH_CHECK_THROWS_WITH(chunk_runner(odd, spec(0, 0, 3, true, true)), Catch::Contains("hidden=16, heads=3"));
@@ -346,9 +384,10 @@ CATCH_TEST_CASE("chunk_runner errors name the offending value", "[model][chunk_r
   CATCH_CHECK_THROWS_WITH(first.weight_grad(4), Catch::Contains("nothing deferred"));
 
   chunk_runner middle(cfg, spec(1, 1, 2, false, false));
-  CATCH_CHECK_THROWS_WITH(middle.forward(0, box(tokens(2, 8, 1)), tensor_box(), 1.0), Catch::Contains("hidden=16"));
-  CATCH_CHECK_THROWS_WITH(middle.forward(0, box(at::zeros({1, 9, 16})), tensor_box(), 1.0),
-                          Catch::Contains("sequence length 9 exceeds the model's seq_len=8"));
+  CATCH_CHECK_THROWS_WITH(middle.forward(0, box(tokens(2, 8, 1)), tensor_box(), 1.0),
+                          Catch::Contains("floating-point activation") && Catch::Contains("[2, 8]"));
+  CATCH_CHECK_THROWS_WITH(middle.forward(0, box(at::zeros({2, 8, 15})), tensor_box(), 1.0),
+                          Catch::Contains("layer 'blocks.1'"));
 
   chunk_runner last(cfg, spec(2, 2, 3, false, true));
   CATCH_CHECK_THROWS_WITH(last.forward(0, box(at::zeros({2, 8, 16})), box(tokens(2, 7, 1)), 1.0),

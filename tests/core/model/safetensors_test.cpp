@@ -15,7 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/model/chunk_runner.hpp"
+#include "core/model/gpt_model.hpp"
+#include "core/model/layer_chunk.hpp"
 #include "core/model/tensor_box_torch.hpp"
 
 #include <catch2/catch.hpp>
@@ -189,17 +190,18 @@ CATCH_TEST_CASE("safetensors load reports truncated and corrupt files by path", 
 
 CATCH_TEST_CASE("a chunk's parameters survive a safetensors round trip", "[model][safetensors]") {
   temp_dir dir("chunk");
-  actorpipe::gpt_config cfg;
-  cfg.vocab = 32;
-  cfg.seq_len = 8;
-  cfg.hidden = 16;
-  cfg.heads = 2;
-  cfg.layers = 3;
+  actorpipe::train_options o;
+  o.model.vocab = 32;
+  o.model.seq_len = 8;
+  o.model.hidden = 16;
+  o.model.heads = 2;
+  o.model.layers = 3;
+  auto gpt = std::make_shared<const actorpipe::model_definition>(actorpipe::gpt_model(o));
   actorpipe::chunk_spec s;
-  s.block_begin = 0;
-  s.block_end = 3;
+  s.layer_begin = 0;
+  s.layer_end = static_cast<int>(gpt->layers.size());
   s.first = s.last = true;
-  actorpipe::chunk_runner model(cfg, s);
+  actorpipe::layer_chunk model(gpt, s);
   const std::string path = dir.file("model.safetensors");
   save_safetensors(path, model.named_parameters());
   const auto loaded = load_safetensors(path);

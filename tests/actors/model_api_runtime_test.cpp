@@ -1,0 +1,139 @@
+// The actor runtime on models given through the model API: a user's MLP (with a tied pair of
+// layers) trains with every schedule to its unpipelined run, its tied copies stay equal, and
+// the GPT through the API trains bit-identically to the GPT's own pre-API chunk.
+#include <torch/torch.h>
+
+#include "actors/pipeline_runtime.hpp"
+#include "core/model/layer_chunk.hpp"
+#include "core/model/layer_model.hpp"
+#include "core/model/tensor_box_torch.hpp"
+#include "core/train/reference_trainer.hpp"
+#include "tests/support/legacy_gpt_chunk.hpp"
+#include "tests/support/mlp_model.hpp"
+
+#include <mutex>
+
+#include <catch2/catch.hpp>
+
+using namespace actorpipe;
+using Catch::Contains;
+
+namespace {
+
+train_options mlp_options(const std::string& schedule, int chunks) {
+  static const bool registered = [] {
+    register_model("test-mlp", [](const train_options& o) { return testing::mlp_model(o); }, "the tests' MLP");
+    return true;
+  }();
+  (void)registered;
+  train_options o;
+  o.model_name = "test-mlp";
+  o.model.seed = 11;
+  o.data_seed = 5;
+  o.schedule = schedule;
+  o.stages = 2;
+  o.chunks = chunks;
+  o.microbatches = 4;
+  o.microbatch_size = 4;
+  o.steps = 4;
+  o.lr = 1e-2;
+  o.grad_clip = 1.0;
+  o.step_timeout_s = 120;
+  return o;
+}
+
+std::map<std::string, at::Tensor> by_name(const train_result& r) {
+  std::map<std::string, at::Tensor> out;
+  for (auto& [name, t] : r.parameters) out[name] = unbox(t);
+  return out;
+}
+
+// Every chunk a run builds, kept for a look after the run.
+struct chunk_catcher {
+  std::shared_ptr<const model_definition> model;
+  std::mutex mutex;
+  std::vector<std::shared_ptr<layer_chunk>> chunks;
+  chunk_factory factory() {
+    return [this](const chunk_spec& spec) {
+      auto c = std::make_shared<layer_chunk>(model, spec);
+      std::lock_guard<std::mutex> lock(mutex);
+      chunks.push_back(c);
+      return std::shared_ptr<chunk_compute>(c);
+    };
+  }
+};
+
+}  // namespace
+
+CATCH_TEST_CASE("a user's model trains with every schedule to its unpipelined run", "[actors][runtime][model_api]") {
+  const train_result ref = run_reference(mlp_options("1f1b", 1));
+  CATCH_REQUIRE(ref.steps.size() == 4);
+  CATCH_CHECK(ref.steps.back().loss < ref.steps.front().loss);
+  const auto want = by_name(ref);
+  CATCH_CHECK(want.size() == 14);  // the tied weight once
+  for (auto [schedule, chunks] : std::vector<std::pair<std::string, int>>{
+           {"gpipe", 1}, {"1f1b", 1}, {"interleaved", 2}, {"zb-h1", 1}, {"zbv", 2}}) {
+    CATCH_INFO("schedule " << schedule << ", chunks " << chunks);
+    train_options o = mlp_options(schedule, chunks);
+    chunk_catcher catcher;
+    catcher.model = std::make_shared<const model_definition>(make_model(o));
+    const train_result r = run_pipeline(o, {}, catcher.factory());
+    CATCH_REQUIRE(r.steps.size() == 4);
+    for (std::size_t k = 0; k < 4; ++k) CATCH_CHECK(r.steps[k].loss == Approx(ref.steps[k].loss).epsilon(1e-5));
+    const auto got = by_name(r);
+    CATCH_REQUIRE(got.size() == want.size());
+    for (auto& [name, t] : want) {
+      CATCH_INFO("parameter " << name);
+      CATCH_REQUIRE(got.count(name));
+      CATCH_CHECK(torch::allclose(got.at(name), t, 1e-5, 4e-5));
+    }
+    // The tied pair: every holder's copy of the shared weight is the same tensor value.
+    std::vector<at::Tensor> copies;
+    for (auto& c : catcher.chunks)
+      for (auto& t : c->tied_parameters("shared")) copies.push_back(unbox(t));
+    CATCH_REQUIRE(copies.size() == 2);  // tied_a and tied_b sit on different virtual stages here
+    CATCH_CHECK(torch::equal(copies[0], copies[1]));
+    CATCH_CHECK(torch::equal(copies[0], got.at("tied_a.weight")));
+  }
+}
+
+CATCH_TEST_CASE("the GPT through the model API trains bit-identically to its pre-API chunk", "[actors][runtime][model_api]") {
+  train_options o;
+  o.model.vocab = 64;
+  o.model.seq_len = 16;
+  o.model.hidden = 32;
+  o.model.heads = 2;
+  o.model.layers = 4;
+  o.model.seed = 7;
+  o.data_seed = 7;
+  o.microbatches = 4;
+  o.microbatch_size = 2;
+  o.steps = 3;
+  o.lr = 3e-3;
+  o.step_timeout_s = 120;
+  const int blocks = o.model.layers;
+  const gpt_config cfg = o.model;
+  chunk_factory legacy = [cfg, blocks](const chunk_spec& spec) {
+    return std::make_shared<legacy::chunk_runner>(cfg, legacy::from_layers(spec, blocks));
+  };
+  for (auto [schedule, chunks] : std::vector<std::pair<std::string, int>>{{"1f1b", 1}, {"interleaved", 2}, {"zbv", 2}}) {
+    CATCH_INFO("schedule " << schedule);
+    o.schedule = schedule;
+    o.chunks = chunks;
+    const train_result now = run_pipeline(o);
+    const train_result before = run_pipeline(o, {}, legacy);
+    CATCH_REQUIRE(now.steps.size() == before.steps.size());
+    for (std::size_t k = 0; k < now.steps.size(); ++k) {
+      CATCH_CHECK(now.steps[k].loss == before.steps[k].loss);
+      CATCH_CHECK(now.steps[k].grad_norm == before.steps[k].grad_norm);
+    }
+    const auto a = by_name(now), b = by_name(before);
+    CATCH_REQUIRE(a.size() == b.size());
+    for (auto& [name, t] : b) {
+      CATCH_INFO("parameter " << name);
+      CATCH_REQUIRE(a.count(name));
+      CATCH_CHECK(torch::equal(a.at(name), t));
+    }
+    if (chunks == 1) CATCH_CHECK(now.split == "0: embed .. blocks.1 (3 layers) | 1: blocks.2 .. lm_head (4 layers)");
+  }
+}

@@ -1,0 +1,272 @@
+// Tests for the model API (core/model/layer_model, layer_chunk, split_backward) on a user's
+// model that is not the GPT: the generic I/W split against the full backward, ties, the
+// partition methods that measure the model, and the errors a user gets for bad input.
+#include "core/model/layer_chunk.hpp"
+#include "core/model/layer_model.hpp"
+#include "core/model/tensor_box_torch.hpp"
+#include "core/partition.hpp"
+#include "core/train/run_setup.hpp"
+#include "tests/support/mlp_model.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <stdexcept>
+
+#include <catch2/catch.hpp>
+
+namespace actorpipe {
+std::ostream& operator<<(std::ostream& os, const layer_range& r) { return os << '[' << r.start << ", " << r.end << ')'; }
+}  // namespace actorpipe
+
+namespace {
+
+using namespace actorpipe;
+using actorpipe::testing::mlp_model;
+using actorpipe::testing::mlp_options;
+
+train_options mlp_train_options() {
+  train_options o;
+  o.model_name = "mlp";
+  o.microbatch_size = 4;
+  return o;
+}
+
+std::shared_ptr<const model_definition> mlp(const mlp_options& m = {}) {
+  return std::make_shared<const model_definition>(mlp_model(mlp_train_options(), m));
+}
+
+chunk_spec slice(int v, int begin, int end, int layers) {
+  chunk_spec s;
+  s.virtual_stage = v;
+  s.layer_begin = begin;
+  s.layer_end = end;
+  s.first = begin == 0;
+  s.last = end == layers;
+  return s;
+}
+
+// Forward every microbatch through the chain, then backward (I, or B) in microbatch order.
+void run_step(const model_definition& model, std::vector<layer_chunk*> chain, int microbatches, bool split) {
+  for (int mb = 0; mb < microbatches; ++mb) {
+    const microbatch_tensors d = model.data(0, mb);
+    tensor_box act = d.inputs;
+    for (auto* c : chain) act = c->forward(mb, act, d.targets, 1.0 / microbatches).output;
+  }
+  for (int mb = 0; mb < microbatches; ++mb) {
+    tensor_box g;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) g = (*it)->backward(mb, g, split);
+  }
+}
+
+std::map<std::string, at::Tensor> grads(const std::vector<layer_chunk*>& chain) {
+  std::map<std::string, at::Tensor> out;
+  for (auto* c : chain)
+    for (auto& [name, t] : c->named_parameters()) out[std::to_string(c->spec().virtual_stage) + ":" + name] = unbox(t).grad();
+  return out;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("a user model's layers get global names, seeded init and one module per tie key", "[model][layer_model]") {
+  const auto model = mlp();
+  const int L = static_cast<int>(model->layers.size());
+  CATCH_REQUIRE(L == 8);
+  layer_chunk whole(model, slice(0, 0, L, L));
+  std::vector<std::string> names;
+  for (auto& p : whole.named_parameters()) names.push_back(p.first);
+  // tied_b reuses tied_a's module: its weight is listed once, under the owner's name.
+  CATCH_CHECK(names == std::vector<std::string>{"in.0.weight", "in.0.bias", "h0.fc.weight", "h0.fc.bias", "tied_a.weight",
+                                                "tied_a.bias", "h1.fc.weight", "h1.fc.bias", "h2.fc.weight", "h2.fc.bias",
+                                                "h3.fc.weight", "h3.fc.bias", "out.weight", "out.bias"});
+  CATCH_CHECK(whole.tied_copies().empty());
+  // Two slices hold the same numbers as the whole (init depends on the layer name only); the
+  // later slice holds a copy of the tied weight and not the owner's bias.
+  layer_chunk a(model, slice(0, 0, 4, L)), b(model, slice(1, 4, L, L));
+  std::map<std::string, at::Tensor> all;
+  for (auto& p : whole.named_parameters()) all[p.first] = unbox(p.second);
+  for (auto* c : {&a, &b})
+    for (auto& [name, t] : c->named_parameters()) {
+      CATCH_INFO(name);
+      CATCH_CHECK(torch::equal(unbox(t), all.at(name)));
+    }
+  CATCH_CHECK(b.tied_copies() == std::vector<std::string>{"tied_a.weight"});
+  CATCH_CHECK(unbox(b.tied_parameters("shared").at(0)).sizes() == at::IntArrayRef({32, 32}));
+  CATCH_CHECK(a.tied_parameters("shared").size() == 1);
+}
+
+CATCH_TEST_CASE("the generic split: I then W gives the full backward's gradients bit for bit", "[model][layer_model]") {
+  const auto model = mlp();
+  const int L = 8;
+  layer_chunk a0(model, slice(0, 0, 3, L)), a1(model, slice(1, 3, 6, L)), a2(model, slice(2, 6, L, L));
+  layer_chunk b0(model, slice(0, 0, 3, L)), b1(model, slice(1, 3, 6, L)), b2(model, slice(2, 6, L, L));
+  run_step(*model, {&a0, &a1, &a2}, 3, false);
+  run_step(*model, {&b0, &b1, &b2}, 3, true);
+  // After I: no weight gradient yet, except where a chunk had to fall back (none here).
+  for (auto* c : {&b0, &b1, &b2}) {
+    CATCH_CHECK(c->pending_weight_grads() == 3);
+    for (auto& [name, t] : c->named_parameters()) {
+      CATCH_INFO(name);
+      CATCH_CHECK_FALSE(unbox(t).grad().defined());
+    }
+  }
+  for (int mb = 0; mb < 3; ++mb)
+    for (auto* c : {&b0, &b1, &b2}) c->weight_grad(mb);
+  const auto ref = grads({&a0, &a1, &a2});
+  const auto got = grads({&b0, &b1, &b2});
+  CATCH_REQUIRE(ref.size() == got.size());
+  for (auto& [name, g] : ref) {
+    CATCH_INFO(name);
+    CATCH_REQUIRE(g.defined());
+    CATCH_CHECK(torch::equal(got.at(name), g));
+  }
+  CATCH_CHECK_THROWS_WITH(b0.weight_grad(0), Catch::Contains("nothing deferred"));
+}
+
+CATCH_TEST_CASE("the generic split falls back to a full backward where weight branches share a parameter", "[model][layer_model]") {
+  const auto model = mlp();  // tied_a and tied_b in the second slice use one weight at two depths
+  const int L = 8;
+  layer_chunk a0(model, slice(0, 0, 1, L)), a1(model, slice(1, 1, L, L));
+  layer_chunk b0(model, slice(0, 0, 1, L)), b1(model, slice(1, 1, L, L));
+  run_step(*model, {&a0, &a1}, 2, false);
+  run_step(*model, {&b0, &b1}, 2, true);
+  // The shared weight made the second slice run its whole backward in I.
+  for (auto& [name, t] : b1.named_parameters()) {
+    CATCH_INFO(name);
+    CATCH_CHECK(unbox(t).grad().defined());
+  }
+  for (int mb = 0; mb < 2; ++mb)
+    for (auto* c : {&b0, &b1}) c->weight_grad(mb);
+  const auto ref = grads({&a0, &a1}), got = grads({&b0, &b1});
+  for (auto& [name, g] : ref) {
+    CATCH_INFO(name);
+    CATCH_CHECK(torch::equal(got.at(name), g));
+  }
+}
+
+CATCH_TEST_CASE("partition methods on a model: parameters counts, profile measures", "[model][layer_model][partition]") {
+  train_options o = mlp_train_options();
+  mlp_options m;
+  m.heavy = {{"h0", 12}, {"h1", 12}};
+  const model_definition model = mlp_model(o, m);
+  const built_layers built = build_all_layers(model);
+  const auto counts = layer_parameter_counts(model, built);
+  // in 16*32+32, hidden 32*32+32, tied_b uses the tied weight only, out 32*16+16
+  CATCH_CHECK(counts == std::vector<double>{544, 1056, 1056, 1056, 1056, 1056, 1024, 528});
+
+  std::vector<std::string> names;
+  for (auto& l : model.layers) names.push_back(l.name);
+  const auto costs = profile_layers(model, built);
+  CATCH_REQUIRE(costs.size() == 8);
+  for (double c : costs) CATCH_CHECK(c > 0);
+  CATCH_CHECK(costs[1] > 4 * costs[5]);  // h0 (12 matmuls) against h3 (one)
+  const auto uniform = partition_layers("uniform", names, 2, 1);
+  const auto profile = partition_layers("profile", names, 2, 1, {}, [&] { return costs; });
+  CATCH_CHECK(uniform == std::vector<layer_range>{{0, 4}, {4, 8}});
+  CATCH_CHECK(profile != uniform);
+
+  // Measured stage times: the profile split's slowest stage beats the uniform split's.
+  auto slowest_stage = [&](const std::vector<layer_range>& parts) {
+    auto shared = std::make_shared<const model_definition>(model);
+    double worst = 0;
+    for (std::size_t v = 0; v < parts.size(); ++v) {
+      layer_chunk c(shared, slice(static_cast<int>(v), parts[v].start, parts[v].end, 8));
+      const microbatch_tensors d = model.data(0, 0);
+      tensor_box in = d.inputs;
+      if (v > 0) {  // an activation of the right shape
+        in = box(at::randn({4, 32}));
+      }
+      double best = 1e30;
+      for (int rep = 0; rep < 5; ++rep) {
+        auto t0 = std::chrono::steady_clock::now();
+        auto r = c.forward(rep, in, d.targets, 1.0);
+        c.backward(rep, v + 1 == parts.size() ? tensor_box() : box(at::ones_like(unbox(r.output))), false);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      worst = std::max(worst, best);
+    }
+    return worst;
+  };
+  const double t_uniform = slowest_stage(uniform), t_profile = slowest_stage(profile);
+  CATCH_INFO("slowest stage: uniform " << t_uniform << " s, profile " << t_profile << " s");
+  CATCH_CHECK(t_profile < 0.85 * t_uniform);
+}
+
+CATCH_TEST_CASE("prepare_run cuts a registered model by --partition and finds the ties", "[model][layer_model]") {
+  register_model("test-mlp-setup", [](const train_options& o) { return mlp_model(o); }, "the tests' MLP");
+  train_options o = mlp_train_options();
+  o.model_name = "test-mlp-setup";
+  o.stages = 2;
+  o.chunks = 2;
+  o.schedule = "interleaved";
+  o.microbatches = 4;
+  run_setup s = prepare_run(o);
+  CATCH_CHECK(s.partition == "uniform");
+  CATCH_CHECK(s.layers == std::vector<layer_range>{{0, 2}, {2, 4}, {4, 6}, {6, 8}});
+  CATCH_REQUIRE(s.ties.size() == 1);
+  CATCH_CHECK(s.ties[0].key == "shared");
+  CATCH_CHECK(s.ties[0].stages == std::vector<int>{1, 3});
+  CATCH_CHECK(describe_partition(s.layers, s.layer_names) ==
+              "0: in .. h0 (2 layers) | 1: tied_a .. h1 (2 layers) | 2: h2 .. h3 (2 layers) | 3: tied_b .. out (2 layers)");
+  o.partition = "type:^h";
+  s = prepare_run(o);
+  CATCH_CHECK(s.layers == std::vector<layer_range>{{0, 3}, {3, 4}, {4, 5}, {5, 8}});
+  o.partition = "type:^conv";
+  CATCH_CHECK_THROWS_WITH(prepare_run(o), Catch::Contains("--partition 'type:^conv' matches no layer name"));
+  o.partition = "uniform";
+  o.stages = 4;
+  o.chunks = 3;
+  o.schedule = "interleaved";
+  o.microbatches = 8;
+  CATCH_CHECK_THROWS_WITH(prepare_run(o), Catch::Contains("8 layers cannot be split over stages*chunks=12 virtual stages"));
+  o.model_name = "no-such-model";
+  CATCH_CHECK_THROWS_WITH(prepare_run(o), Catch::Contains("--model 'no-such-model' is not a registered model") &&
+                                              Catch::Contains("gpt") && Catch::Contains("test-mlp-setup"));
+}
+
+CATCH_TEST_CASE("bad models get one clear error each", "[model][layer_model]") {
+  const train_options o = mlp_train_options();
+  model_definition empty = mlp_model(o);
+  empty.layers.clear();
+  CATCH_CHECK_THROWS_WITH(validate_model(empty), Catch::Contains("model 'mlp' has no layers"));
+
+  model_definition twice = mlp_model(o);
+  twice.layers[3].name = "h0";
+  CATCH_CHECK_THROWS_WITH(validate_model(twice), Catch::Contains("layer 3") && Catch::Contains("'h0' is used twice"));
+
+  model_definition unbuilt = mlp_model(o);
+  unbuilt.layers[1].build = nullptr;
+  CATCH_CHECK_THROWS_WITH(validate_model(unbuilt), Catch::Contains("layer 1 ('h0') has no build function"));
+
+  model_definition no_loss = mlp_model(o);
+  no_loss.loss = nullptr;
+  CATCH_CHECK_THROWS_WITH(validate_model(no_loss), Catch::Contains("has no loss function"));
+
+  // A tie between layers of different shapes: tied_b builds [16, 32] where tied_a has [32, 32].
+  mlp_options bad;
+  bad.mismatched_tie = true;
+  auto mismatched = std::make_shared<const model_definition>(mlp_model(o, bad));
+  CATCH_CHECK_THROWS_WITH(layer_chunk(mismatched, slice(0, 0, 8, 8)),
+                          Catch::Contains("tie key 'shared': layer 'tied_b' (layer 6) builds weight [16, 32]") &&
+                              Catch::Contains("layer 'tied_a' (layer 2), which owns the tie, has weight [32, 32]"));
+  CATCH_CHECK_THROWS_WITH(layer_chunk(mismatched, slice(1, 4, 8, 8)), Catch::Contains("builds weight [16, 32]"));
+  CATCH_CHECK_THROWS_WITH(build_all_layers(*mismatched), Catch::Contains("builds weight [16, 32]"));
+
+  // Registration.
+  CATCH_CHECK_THROWS_WITH(register_model("gpt", [](const train_options& t) { return mlp_model(t); }),
+                          Catch::Contains("'gpt' is the built-in model"));
+  CATCH_CHECK_THROWS_WITH(register_model("my model", [](const train_options& t) { return mlp_model(t); }),
+                          Catch::Contains("non-empty without whitespace"));
+  CATCH_CHECK_THROWS_WITH(register_model("x", nullptr), Catch::Contains("needs a factory"));
+
+  // A layer that fails in forward is named, with the stage and microbatch.
+  model_definition broken = mlp_model(o);
+  broken.layers[5].forward = [](layer_module&, const at::Tensor& x) { return x.matmul(at::ones({7, 7})); };
+  layer_chunk c(std::make_shared<const model_definition>(broken), slice(0, 0, 8, 8));
+  const auto d = broken.data(0, 0);
+  CATCH_CHECK_THROWS_WITH(c.forward(0, d.inputs, d.targets, 1.0),
+                          Catch::Contains("forward of microbatch 0 on virtual stage 0") && Catch::Contains("layer 'h3' (layer 5)"));
+  CATCH_CHECK(c.live_stashes() == 0);
+}

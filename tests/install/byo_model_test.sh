@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The out-of-tree example against the installed package: cmake --install into a temporary
+# prefix, build examples/byo_model with find_package(actorpipe), train its own model with its
+# own policy on 2 stages in one process and in 2 processes; the loss must fall.
+#   byo_model_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
+test -x "$work/prefix/bin/actorpipe"
+test -f "$work/prefix/lib/cmake/actorpipe/actorpipeConfig.cmake"
+test -f "$work/prefix/include/actorpipe/core/model/layer_model.hpp"
+cmake -S "$src/examples/byo_model" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+
+falls() {  # "final loss X (first step Y)": X < Y
+  local line
+  line=$(grep '^final loss' "$1") || { echo "no final loss in $1:"; cat "$1"; return 1; }
+  echo "$line"
+  awk '{ gsub(/\)/, "", $6); exit !($3 < $6) }' <<<"$line" || { echo "the loss did not fall:"; cat "$1"; return 1; }
+}
+common=(--model convnet --stages 2 --microbatches 4 --microbatch-size 8 --steps 12 --lr 3e-3)
+"$work/build/byo_model" train "${common[@]}" --schedule "${BYO_POLICY:-1f1b}" > "$work/one.log" 2>&1 ||
+  { cat "$work/one.log"; exit 1; }
+grep -q '^partition: parameters: 0: conv1' "$work/one.log" || { echo "no partition line:"; cat "$work/one.log"; exit 1; }
+falls "$work/one.log"
+"$work/build/byo_model" launch --nproc-per-node 2 --master-port $((20000 + RANDOM % 20000)) -- \
+  train "${common[@]}" --schedule "${BYO_POLICY:-1f1b}" > "$work/two.log" 2>&1 || { cat "$work/two.log"; exit 1; }
+falls "$work/two.log"
+grep -q 'processes: 2' "$work/two.log" || { echo "not 2 processes:"; cat "$work/two.log"; exit 1; }
+echo "byo_model: built against the installed package, trained in 1 and 2 processes"

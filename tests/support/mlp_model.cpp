@@ -1,0 +1,77 @@
+// The tests' MLP through the model API (what a user writes: modules, a loss, data).
+#include "tests/support/mlp_model.hpp"
+
+#include "core/model/tensor_box_torch.hpp"
+
+namespace actorpipe::testing {
+namespace {
+
+// A layer that runs its linear `repeats` times (same result, more time): known unequal costs.
+struct heavy_linear : torch::nn::Module {
+  heavy_linear(int width, int repeats) : repeats(repeats) { fc = register_module("fc", torch::nn::Linear(width, width)); }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor y = fc(x);
+    for (int i = 1; i < repeats; ++i) y = (y + fc(x)) * 0.5;
+    return torch::tanh(y);
+  }
+  torch::nn::Linear fc{nullptr};
+  int repeats;
+};
+
+}  // namespace
+
+model_definition mlp_model(const train_options& options, const mlp_options& m) {
+  model_definition d;
+  d.name = "mlp";
+  d.seed = options.model.seed;
+  d.default_partition = "uniform";
+  const int f = m.features, w = m.width;
+  auto block = [](int in, int out) {
+    return [in, out] {
+      return layer_module(torch::nn::Sequential(torch::nn::Linear(in, out), torch::nn::Tanh()));
+    };
+  };
+  d.layers.push_back(make_layer("in", block(f, w)));
+  auto hidden = [&](const std::string& name) {
+    const int repeats = m.heavy.count(name) ? m.heavy.at(name) : 1;
+    return make_layer(name, [w, repeats] { return layer_module(std::make_shared<heavy_linear>(w, repeats)); });
+  };
+  d.layers.push_back(hidden("h0"));
+  layer_spec a = make_layer("tied_a", [w] { return layer_module(torch::nn::Linear(w, w)); });
+  layer_spec b = make_layer("tied_b", [w] { return layer_module(torch::nn::Linear(w, w)); });
+  if (m.tied) {
+    a.tie_key = b.tie_key = "shared";
+    // the second use: the same weight, transposed, no bias (as an LM head uses an embedding)
+    b.build = nullptr;
+    if (m.mismatched_tie) b.build = [w, f] { return layer_module(torch::nn::Linear(w, f)); };
+    b.forward = [](layer_module& module, const at::Tensor& x) {
+      auto& lin = module.as<torch::nn::LinearImpl>();
+      return torch::tanh(x.matmul(lin.weight));
+    };
+    a.tied_parameters = {"weight"};
+  }
+  a.forward = [](layer_module& module, const at::Tensor& x) { return torch::tanh(module.forward(x)); };
+  d.layers.push_back(std::move(a));
+  d.layers.push_back(hidden("h1"));
+  d.layers.push_back(hidden("h2"));
+  d.layers.push_back(hidden("h3"));
+  d.layers.push_back(std::move(b));
+  d.layers.push_back(make_layer("out", [w, f] { return layer_module(torch::nn::Linear(w, f)); }));
+  d.loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::mse_loss(out, y); };
+
+  // Data: x ~ N(0, 1) from (seed, step, microbatch); y = sin(x A) for a fixed A.
+  const std::uint64_t seed = options.data_seed;
+  const int batch = options.microbatch_size;
+  d.data = [seed, batch, f](std::uint64_t step, int microbatch) {
+    torch::NoGradGuard no_grad;
+    auto gen = at::detail::createCPUGenerator(seed * 1000003ULL + step * 7919ULL + static_cast<std::uint64_t>(microbatch));
+    at::Tensor x = at::normal(0.0, 1.0, {batch, f}, gen, at::TensorOptions().dtype(at::kFloat));
+    auto fixed = at::detail::createCPUGenerator(seed + 17);
+    at::Tensor a = at::normal(0.0, 1.0 / std::sqrt(double(f)), {f, f}, fixed, at::TensorOptions().dtype(at::kFloat));
+    return microbatch_tensors{box(x), box(torch::sin(x.matmul(a)))};
+  };
+  d.data_description = "synthetic regression y = sin(x A), " + std::to_string(f) + " features";
+  return d;
+}
+
+}  // namespace actorpipe::testing
