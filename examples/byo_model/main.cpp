@@ -1,0 +1,62 @@
+// Bring your own model: a small convolutional net on synthetic images, given to actorpipe as
+// a list of layers, trained by the actorpipe command line this program links (train,
+// simulate, launch: `byo_model train --model convnet --stages 2`).
+#include <torch/torch.h>
+
+#include <actorpipe/actorpipe.hpp>
+
+#include <iostream>
+
+namespace {
+
+// 16x16 one-channel images: noise plus a bright square in one of the four quadrants; the
+// label is the quadrant. A pure function of (seed, step, microbatch), as the runtime needs.
+actorpipe::microbatch_tensors images(std::uint64_t seed, int batch, std::uint64_t step, int microbatch) {
+  torch::NoGradGuard no_grad;
+  auto gen = at::detail::createCPUGenerator(seed * 1000003ULL + step * 7919ULL + static_cast<std::uint64_t>(microbatch));
+  at::Tensor x = at::normal(0.0, 0.5, {batch, 1, 16, 16}, gen, at::TensorOptions().dtype(at::kFloat));
+  at::Tensor y = at::randint(0, 4, {batch}, gen, at::TensorOptions().dtype(at::kLong));
+  for (int i = 0; i < batch; ++i) {
+    const auto q = y[i].item<std::int64_t>();
+    const auto r = (q / 2) * 8, c = (q % 2) * 8;
+    x[i][0].slice(0, r + 2, r + 6).slice(1, c + 2, c + 6) += 1.5;
+  }
+  return {actorpipe::box(x), actorpipe::box(y)};
+}
+
+actorpipe::model_definition convnet(const actorpipe::train_options& options) {
+  namespace nn = torch::nn;
+  using actorpipe::make_layer;
+  actorpipe::model_definition m;
+  m.name = "convnet";
+  m.seed = options.model.seed;
+  m.default_partition = "parameters";
+  auto conv = [](int in, int out, bool pool) {
+    return [in, out, pool] {
+      nn::Sequential s(nn::Conv2d(nn::Conv2dOptions(in, out, 3).padding(1)), nn::ReLU());
+      if (pool) s->push_back(nn::MaxPool2d(2));
+      return actorpipe::layer_module(s);
+    };
+  };
+  m.layers.push_back(make_layer("conv1", conv(1, 8, false)));
+  m.layers.push_back(make_layer("conv2", conv(8, 8, true)));   // 8x8
+  m.layers.push_back(make_layer("conv3", conv(8, 16, true)));  // 4x4
+  m.layers.push_back(make_layer("fc", [] {
+    return actorpipe::layer_module(nn::Sequential(nn::Flatten(), nn::Linear(16 * 4 * 4, 32), nn::ReLU()));
+  }));
+  m.layers.push_back(make_layer("head", [] { return actorpipe::layer_module(nn::Linear(32, 4)); }));
+  m.loss = [](const at::Tensor& logits, const at::Tensor& labels) { return torch::cross_entropy_loss(logits, labels); };
+  const std::uint64_t seed = options.data_seed;
+  const int batch = options.microbatch_size;
+  m.data = [seed, batch](std::uint64_t step, int microbatch) { return images(seed, batch, step, microbatch); };
+  m.data_description = "synthetic 16x16 images, 4 classes (the bright quadrant)";
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  actorpipe::ensure_best_blas_kernels(argv);  // may restart the program once, before anything else
+  actorpipe::register_model("convnet", convnet, "a small convolutional net on synthetic images");
+  return actorpipe::cli_main(argc, argv, std::cout, std::cerr);
+}
