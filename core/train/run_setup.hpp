@@ -18,12 +18,13 @@ namespace actorpipe {
 
 struct run_setup {
   placement place;
-  std::shared_ptr<const plan> static_plan;  // null for the dynamic "greedy" policy
+  std::shared_ptr<const plan> static_plan;  // null for a dynamic policy
+  std::string policy;                       // the dynamic policy's name (policy_registry) when static_plan is null
   std::vector<layer_range> blocks;          // per virtual stage
   std::vector<std::shared_ptr<chunk_compute>> runners;
   std::vector<std::shared_ptr<shard_optimizer>> optimizers;
   std::shared_ptr<const token_source> source;
-  int greedy_budget = 0;  // as in train_options: 0 = stages - rank
+  int greedy_budget = 0;  // as in train_options: the policy's budget, 0 = its default
 };
 
 // Makes the compute of one virtual stage; the default builds the GPT's chunk_runner.
