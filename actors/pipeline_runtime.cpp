@@ -151,6 +151,7 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   ctx->stages = setup.place.num_virtual_stages();
   ctx->microbatches = o.microbatches;
   ctx->static_plan = setup.static_plan;
+  ctx->policy = setup.policy;
   ctx->replan_from = replan_step(o);
   ctx->runners = setup.runners;
   ctx->optimizers = setup.optimizers;

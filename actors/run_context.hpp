@@ -13,7 +13,7 @@
 #include "core/model/chunk_compute.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/schedule/plan.hpp"
-#include "core/schedule/policy.hpp"
+#include "core/schedule/policy_registry.hpp"
 #include "core/train/run_setup.hpp"
 #include "core/train/train_options.hpp"
 #include "transport/transport.hpp"
@@ -25,6 +25,7 @@ struct run_context {
   placement place;
   int ranks = 0, stages = 0, microbatches = 0;  // P, S = P * V virtual stages, M
   std::shared_ptr<const plan> static_plan;      // null for a dynamic policy
+  std::string policy;                           // the dynamic policy's name when static_plan is null
   int replan_from = -1;  // a plan rebuilt on measured costs applies from this step (-1: none)
   std::vector<std::shared_ptr<chunk_compute>> runners;       // per virtual stage
   std::vector<std::shared_ptr<shard_optimizer>> optimizers;  // per virtual stage

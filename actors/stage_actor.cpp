@@ -28,8 +28,7 @@ struct stage_state {
 
 std::unique_ptr<rank_policy> run_context::make_policy(int rank) const {
   if (static_plan) return make_static_policy(*static_plan, rank);
-  const int budget = options.greedy_budget > 0 ? options.greedy_budget : std::max(1, ranks - rank);
-  return make_greedy_policy(place, microbatches, rank, budget, false);
+  return actorpipe::make_policy(policy, ranks, microbatches, place.chunks(), rank, options.greedy_budget);
 }
 
 caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int rank) {

@@ -9,6 +9,7 @@
 
 #include "apps/launch_command.hpp"
 #include "apps/simulate_command.hpp"
+#include "core/schedule/schedule_registry.hpp"
 #ifdef ACTORPIPE_WITH_TORCH
 #include <unistd.h>
 
@@ -40,7 +41,7 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "with op F (forward), B (backward), I (input-grad), W (weight-grad); '#' starts a comment.");
   std::string schedule;
   auto* opt_schedule =
-      s->add_option("--schedule", schedule, "Registered schedule name (see --list), or greedy [default: 1f1b]");
+      s->add_option("--schedule", schedule, "Registered schedule or dynamic policy (see --list) [default: 1f1b]");
   auto* opt_file = s->add_option("--schedule-file", sim.schedule_file, "Read the plan from a text file instead");
   opt_schedule->excludes(opt_file);
   auto* opt_stages = s->add_option("--stages,-P", stages, "Pipeline stages (ranks) P [default: 4]");
@@ -60,10 +61,17 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   s->add_option("--svg", sim.svg_path, "Write the timeline as an SVG picture");
   s->add_flag("--print-plan", sim.print_plan, "Also print the plan in its text form");
   s->add_option("--width", sim.width, "Maximum width of the ASCII timeline in columns")->default_val(200);
-  s->add_flag("--list", list, "List the registered schedules and exit");
+  s->add_flag("--list", list, "List the registered schedules and dynamic policies and exit");
 
 #ifdef ACTORPIPE_WITH_TORCH
   train_cli_options tr;
+  // Built from the registries, so a binary that registered its own schedules and policies
+  // before calling cli_main lists them too.
+  std::string plans, policies;
+  for (const auto& info : list_schedules()) {
+    std::string& names = info.dynamic ? policies : plans;
+    names += (names.empty() ? "" : ", ") + info.name;
+  }
   auto* t = app.add_subcommand("train",
                                "Train a GPT with pipeline parallelism: every stage, chunk and optimizer is an actor; the "
                                "schedule decides the order of their messages.");
@@ -80,10 +88,11 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "\nSeveral processes: when WORLD_SIZE > 1 (set by actorpipe launch, torchrun, srun or mpirun) this process\n"
       "is one of the job's; process 0 hosts the supervisor at MASTER_ADDR:MASTER_PORT and prints the progress.\n"
       "Every process needs the same ACTORPIPE_JOB_TOKEN (actorpipe launch makes one). See README.\n"
-      "\nSchedules: gpipe, 1f1b, interleaved, zb-h1, zbv, dualpipev (plans; see simulate --list), greedy (a dynamic\n"
-      "policy: backward first, forwards of new microbatches while the rank holds fewer than --budget).");
+      "\nSchedules: " + plans + " (plans; see simulate --list).\nDynamic policies: " + policies +
+      " (they pick each rank's next action as inputs arrive;\ngreedy: backward first, forwards of new microbatches "
+      "while the rank holds fewer than --budget).");
   std::string t_schedule;
-  auto* t_sched = t->add_option("--schedule", t_schedule, "Schedule name, or greedy [default: 1f1b]");
+  auto* t_sched = t->add_option("--schedule", t_schedule, "Schedule or dynamic policy (see simulate --list) [default: 1f1b]");
   auto* t_file = t->add_option("--schedule-file", tr.schedule_file, "Train with a plan read from a text file");
   t->add_option("--model", tr.model,
                 "Which model: gpt (built in), or one a program registered with actorpipe::register_model [default: gpt]");
@@ -122,7 +131,9 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
                                "Train on a file: .bin = flat uint16 tokens (nanoGPT/Megatron), else UTF-8 text as bytes");
   t_syn->excludes(t_data);
   t->add_option("--threads-per-stage", tr.threads_per_stage, "Torch threads on each rank's compute thread")->default_val(1);
-  t->add_option("--budget", tr.budget, "greedy: live activations a rank may hold (0 = stages - rank)")->default_val(0);
+  t->add_option("--budget", tr.budget,
+                "Dynamic policies: live activations a rank may hold (0 = the policy's default; greedy: stages - rank)")
+      ->default_val(0);
   t->add_flag("--activation-checkpointing", tr.activation_checkpointing, "Recompute each chunk's forward in backward");
   t->add_option("--step-timeout", tr.step_timeout_s, "Seconds a step may take before the job stops")->default_val(600);
   t->add_option("--metrics", tr.metrics_path, "Write one JSON line per step");

@@ -12,7 +12,7 @@
 
 #include "core/config.hpp"
 #include "core/schedule/plan_validator.hpp"
-#include "core/schedule/policy.hpp"
+#include "core/schedule/policy_registry.hpp"
 #include "core/sim/policy_simulator.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/chrome_trace.hpp"
@@ -49,18 +49,24 @@ job_config resolve_config(const simulate_options& opt) {
   return c;
 }
 
+// The config behind --config / --set, its lines added to the summary.
+job_config described_config(const simulate_options& opt, std::vector<std::string>& summary) {
+  if (!opt.schedule_file.empty()) throw std::invalid_argument("--schedule-file cannot be combined with --config or --set");
+  job_config c = resolve_config(opt);
+  summary.push_back("config" + (opt.config_path.empty() ? std::string() : " " + opt.config_path) +
+                    ": pp=" + std::to_string(c.pp) + " dp=" + std::to_string(c.dp) + " tp=" +
+                    std::to_string(c.tp) + " (world_size=" + std::to_string(c.world_size) +
+                    "), batch_size=" + std::to_string(c.batch_size) + " = num_microbatches " +
+                    std::to_string(c.num_microbatches) + " x microbatch_size " + std::to_string(c.microbatch_size) +
+                    ", global_batch_size=" + std::to_string(c.global_batch_size));
+  for (const auto& n : c.notes) summary.push_back("note: " + n);
+  return c;
+}
+
 plan build_plan(const simulate_options& opt, std::vector<std::string>& summary,
                 const std::shared_ptr<const cost_model>& costs) {
   if (!opt.config_path.empty() || !opt.overrides.empty()) {
-    if (!opt.schedule_file.empty()) throw std::invalid_argument("--schedule-file cannot be combined with --config or --set");
-    job_config c = resolve_config(opt);
-    summary.push_back("config" + (opt.config_path.empty() ? std::string() : " " + opt.config_path) +
-                      ": pp=" + std::to_string(c.pp) + " dp=" + std::to_string(c.dp) + " tp=" +
-                      std::to_string(c.tp) + " (world_size=" + std::to_string(c.world_size) +
-                      "), batch_size=" + std::to_string(c.batch_size) + " = num_microbatches " +
-                      std::to_string(c.num_microbatches) + " x microbatch_size " + std::to_string(c.microbatch_size) +
-                      ", global_batch_size=" + std::to_string(c.global_batch_size));
-    for (const auto& n : c.notes) summary.push_back("note: " + n);
+    job_config c = described_config(opt, summary);
     return make_schedule(c.schedule, {c.pp, c.num_microbatches, c.chunks, costs});
   }
   if (!opt.schedule_file.empty()) {
@@ -85,7 +91,7 @@ void list_schedules_command(std::ostream& out) {
   for (const auto& s : list_schedules()) {
     std::string name = s.name;
     name.resize(std::max<size_t>(name.size(), 13), ' ');
-    out << name << ' ' << s.description << '\n';
+    out << name << ' ' << (s.dynamic ? "[dynamic policy] " : "") << s.description << '\n';
   }
 }
 
@@ -100,19 +106,26 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   std::vector<std::string> summary;  // config lines, shown before the results
   plan p;
   sim_result r;
-  const std::string name = opt.schedule.value_or("1f1b");
-  if (opt.schedule_file.empty() && opt.config_path.empty() && opt.overrides.empty() && is_dynamic_policy(name)) {
+  const bool from_config = !opt.config_path.empty() || !opt.overrides.empty();
+  std::string name = opt.schedule.value_or("1f1b");
+  if (opt.schedule_file.empty() && from_config) name = resolve_config(opt).schedule;
+  std::string dynamic_note;  // text output only
+  if (opt.schedule_file.empty() && is_dynamic_policy(name)) {
+    std::optional<job_config> config;
+    if (from_config) config = described_config(opt, summary);
     // A dynamic policy has no plan up front: run it in the policy simulator, then show the
-    // order it chose as a plan.
-    const int P = opt.stages.value_or(4), M = opt.microbatches.value_or(8), V = opt.chunks.value_or(1);
+    // order it chose as a plan (--print-plan), which is what the runtime would run on these costs.
+    const int P = config ? config->pp : opt.stages.value_or(4);
+    const int M = config ? config->num_microbatches : opt.microbatches.value_or(8);
+    const int V = config ? config->chunks : opt.chunks.value_or(default_chunks(name));
     if (P < 1 || M < 1 || V < 1)
       throw std::invalid_argument("stages, microbatches and chunks must be >= 1: got stages=" + std::to_string(P) +
                                   ", microbatches=" + std::to_string(M) + ", chunks=" + std::to_string(V));
-    std::vector<std::unique_ptr<rank_policy>> policies;
-    for (int rank = 0; rank < P; ++rank) policies.push_back(make_greedy_policy(loop_placement(P, V), M, rank, P - rank, false));
-    auto res = simulate_policies(loop_placement(P, V), M, policies, costs, name);
+    auto policies = make_policies(name, P, M, V);
+    auto res = simulate_policies(policy_placement(name, P, V), M, policies, costs, name);
     p = std::move(res.executed);
     r = std::move(res.timeline);
+    dynamic_note = "dynamic policy: no plan to validate; it ran in the policy simulator, which chose this order";
   } else {
     // Costs other than the unit ones (or a send latency) shape the plans of cost-aware
     // schedules (zb-h1, zbv); the unit-cost plan is simulated beside it for comparison.
@@ -160,6 +173,7 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
       << " I=" << number_text(costs.input_grad[0]) << " W=" << number_text(costs.weight_grad[0])
       << ", send latency " << number_text(costs.send_latency) << '\n';
   for (const auto& line : summary) out << line << '\n';
+  if (!dynamic_note.empty()) out << dynamic_note << '\n';
   out << '\n';
   if (opt.print_plan) out << format_plan(p) << '\n';
   out << render_ascii_timeline(r, opt.width) << '\n';

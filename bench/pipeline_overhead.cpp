@@ -15,7 +15,7 @@
 
 #include "actors/pipeline_runtime.hpp"
 #include "core/blas_kernels.hpp"
-#include "core/schedule/policy.hpp"
+#include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/policy_simulator.hpp"
 #include "core/train/fixed_cost_chunk.hpp"
@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   for (const char* name : {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev", "greedy"})
     for (int P : quick ? std::vector<int>{2, 4} : std::vector<int>{2, 4, 8})
       for (int M : quick ? std::vector<int>{8} : std::vector<int>{8, 32}) {
-        const int V = is_dynamic_policy(name) ? 1 : default_chunks(name);
+        const int V = default_chunks(name);
         train_options o;  // the model fields only feed the (ignored) token tensors
         o.schedule = name;
         o.stages = P;
@@ -57,9 +57,8 @@ int main(int argc, char** argv) {
         double simulated = 0;
         try {
           if (is_dynamic_policy(name)) {
-            std::vector<std::unique_ptr<rank_policy>> policies;
-            for (int r = 0; r < P; ++r) policies.push_back(make_greedy_policy(loop_placement(P, V), M, r, P - r, false));
-            simulated = simulate_policies(loop_placement(P, V), M, policies, costs).timeline.makespan;
+            auto policies = make_policies(name, P, M, V);
+            simulated = simulate_policies(policy_placement(name, P, V), M, policies, costs).timeline.makespan;
           } else {
             simulated = simulate(make_schedule(name, {P, M, V}), costs).makespan;
           }

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <variant>
 
-#include "core/schedule/policy.hpp"
+#include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
 
 namespace actorpipe {
@@ -351,8 +351,11 @@ void resolve_and_validate(job_config& c) {
   resolve_batching(c);
 
   try {
-    // A dynamic policy has no plan to generate; its only rule is the layer split, checked above.
-    if (!is_dynamic_policy(c.schedule)) make_schedule(c.schedule, schedule_request{c.pp, c.num_microbatches, c.chunks});
+    // A dynamic policy has no plan to generate: making it for every rank is its check.
+    if (is_dynamic_policy(c.schedule))
+      make_policies(c.schedule, c.pp, c.num_microbatches, c.chunks);
+    else
+      make_schedule(c.schedule, schedule_request{c.pp, c.num_microbatches, c.chunks});
   } catch (const std::invalid_argument& e) {
     fail(std::string("schedule: ") + e.what());
   }

@@ -87,8 +87,9 @@ void apply_override(job_config& config, const std::string& assignment);
 //   4. Neither: pp > 1 is an error ("pp=4 needs num_microbatches or microbatch_size"); pp == 1
 //      takes M = 1, m = B, and needs B (no default batch size: a silent one hides a typo).
 //   Then G = m * M * dp (an error when G was given and differs).
-// - schedule: make_schedule(schedule, {pp, num_microbatches, chunks}) must succeed (a dynamic
-//   policy such as "greedy" has no plan to check); its message comes through prefixed "schedule: ".
+// - schedule: make_schedule(schedule, {pp, num_microbatches, chunks}) must succeed (for a dynamic
+//   policy such as "greedy": make_policies, which has no plan to check); its message comes through
+//   prefixed "schedule: ".
 void resolve_and_validate(job_config& config);
 
 // Every JSON key with its value (notes excluded); config_from_json(config_to_json(c)) == c.

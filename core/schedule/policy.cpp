@@ -133,8 +133,6 @@ class greedy_policy final : public rank_policy {
 
 }  // namespace
 
-bool is_dynamic_policy(const std::string& schedule) { return schedule == "greedy"; }
-
 std::unique_ptr<rank_policy> make_static_policy(const plan& p, int rank) {
   if (rank < 0 || rank >= p.num_ranks())
     throw std::invalid_argument("static policy: rank " + std::to_string(rank) + " is not in the plan's 0.." +

@@ -1,7 +1,7 @@
 // Policy: the message-ordering rule of one rank. Given which actions are ready (their inputs
 // have arrived), it picks what the rank runs next. A static plan is one policy (run the next
 // listed action once it is ready); greedy is a dynamic one. The stage actor drives a policy;
-// the same interface serves both, and user code may add its own.
+// the same interface serves both, and user code adds its own by name (policy_registry.hpp).
 #pragma once
 
 #include <functional>
@@ -33,9 +33,6 @@ class rank_policy {
   // Every action this rank runs in a step, in no particular order (for the stage's bookkeeping).
   virtual std::vector<action> all_actions() const = 0;
 };
-
-// True for the names of dynamic policies, which are not plan generators: "greedy".
-bool is_dynamic_policy(const std::string& schedule);
 
 // Runs rank `rank`'s list of a (validated) plan in order.
 std::unique_ptr<rank_policy> make_static_policy(const plan& p, int rank);

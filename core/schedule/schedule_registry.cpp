@@ -9,6 +9,7 @@
 
 #include "core/schedule/builtin_schedules.hpp"
 #include "core/schedule/plan_validator.hpp"
+#include "core/schedule/policy_registry.hpp"
 
 namespace actorpipe {
 namespace {
@@ -66,6 +67,10 @@ void register_schedule(const std::string& name, schedule_generator generator, st
   if (default_chunks < 1)
     throw std::invalid_argument("register_schedule: default_chunks=" + std::to_string(default_chunks) + " for '" +
                                 name + "' must be >= 1");
+  // Asked before taking this registry's lock: neither registry calls the other while it holds
+  // its own, so two threads can never wait on each other.
+  if (is_dynamic_policy(name))
+    throw std::invalid_argument("register_schedule: '" + name + "' is a dynamic policy; pick another name");
   auto& reg = the_registry();
   std::lock_guard<std::mutex> lock(reg.mu);
   auto it = reg.entries.find(name);
@@ -75,10 +80,15 @@ void register_schedule(const std::string& name, schedule_generator generator, st
 }
 
 int default_chunks(const std::string& name) {
-  auto& reg = the_registry();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  auto it = reg.entries.find(name);
-  return it == reg.entries.end() ? 1 : it->second.info.default_chunks;
+  {
+    auto& reg = the_registry();
+    std::lock_guard<std::mutex> lock(reg.mu);
+    auto it = reg.entries.find(name);
+    if (it != reg.entries.end()) return it->second.info.default_chunks;
+  }
+  for (const auto& p : list_policies())
+    if (p.name == name) return p.default_chunks;
+  return 1;
 }
 
 bool has_schedule(const std::string& name) {
@@ -88,31 +98,43 @@ bool has_schedule(const std::string& name) {
 }
 
 std::vector<schedule_info> list_schedules() {
-  auto& reg = the_registry();
-  std::lock_guard<std::mutex> lock(reg.mu);
-  std::vector<const entry*> all;
-  for (auto& [name, e] : reg.entries) all.push_back(&e);
-  std::stable_sort(all.begin(), all.end(), [](const entry* a, const entry* b) {
-    if (a->info.builtin != b->info.builtin) return a->info.builtin;
-    return a->info.builtin ? a->order < b->order : a->info.name < b->info.name;
-  });
-  std::vector<schedule_info> out;
-  for (auto* e : all) out.push_back(e->info);
-  return out;
+  std::vector<schedule_info> builtin, user;
+  {
+    auto& reg = the_registry();
+    std::lock_guard<std::mutex> lock(reg.mu);
+    std::vector<const entry*> all;
+    for (auto& [name, e] : reg.entries) all.push_back(&e);
+    std::sort(all.begin(), all.end(), [](const entry* a, const entry* b) { return a->order < b->order; });
+    for (auto* e : all) (e->info.builtin ? builtin : user).push_back(e->info);
+  }
+  // Built-in schedules, built-in policies, then every user registration in name order.
+  for (auto& p : list_policies()) (p.builtin ? builtin : user).push_back(std::move(p));
+  std::sort(user.begin(), user.end(), [](const schedule_info& a, const schedule_info& b) { return a.name < b.name; });
+  builtin.insert(builtin.end(), user.begin(), user.end());
+  return builtin;
 }
 
 plan make_schedule(const std::string& name, const schedule_request& request) {
   schedule_generator gen;
+  std::string known;
   {
     auto& reg = the_registry();
     std::lock_guard<std::mutex> lock(reg.mu);
     auto it = reg.entries.find(name);
-    if (it == reg.entries.end()) {
-      std::string known;
+    if (it != reg.entries.end())
+      gen = it->second.generator;
+    else
       for (auto& [n, e] : reg.entries) known += (known.empty() ? "" : ", ") + n;
-      throw std::invalid_argument("unknown schedule '" + name + "' (known: " + known + ")");
-    }
-    gen = it->second.generator;
+  }
+  if (!gen) {
+    if (is_dynamic_policy(name))
+      throw std::invalid_argument("'" + name +
+                                  "' is a dynamic policy: it picks actions as inputs arrive and has no plan to "
+                                  "generate or validate (simulate --schedule " + name + " runs it)");
+    std::string policies;
+    for (auto& p : list_policies()) policies += (policies.empty() ? "" : ", ") + p.name;
+    throw std::invalid_argument("unknown schedule '" + name + "' (known: " + known + "; dynamic policies: " +
+                                policies + ")");
   }
   if (request.stages < 1) throw std::invalid_argument("stages must be >= 1: got stages=" + std::to_string(request.stages));
   if (request.microbatches < 1)

@@ -3,6 +3,9 @@
 //
 //   actorpipe::register_schedule("my-1f1b", [](const actorpipe::schedule_request& r) { ... },
 //                                "what it does");
+//
+// Dynamic policies (no plan: they pick actions as inputs arrive) live in their own registry,
+// policy_registry.hpp; one name space covers both, and list_schedules shows both.
 #pragma once
 
 #include <functional>
@@ -36,23 +39,27 @@ struct schedule_info {
   std::string description;
   bool builtin = false;
   int default_chunks = 1;  // what front ends use when the user gives no chunk count
+  bool dynamic = false;    // a dynamic policy (policy_registry.hpp), not a plan generator
 };
 
 // Adds (or replaces a user-registered) schedule. Throws std::invalid_argument for an empty or
-// whitespace-containing name, a name of a built-in, or an empty generator.
+// whitespace-containing name, a name of a built-in or of a dynamic policy, or an empty generator.
 void register_schedule(const std::string& name, schedule_generator generator, std::string description = "",
                        int default_chunks = 1);
 
+// True for plan generators only (is_dynamic_policy answers for policies).
 bool has_schedule(const std::string& name);
 
-// The schedule's default_chunks (1 for an unknown name: make_schedule reports those).
+// The schedule's or dynamic policy's default_chunks (1 for an unknown name: make_schedule
+// reports those).
 int default_chunks(const std::string& name);
 
-// Registered schedules, built-ins first, then user ones in name order.
+// Registered schedules and then dynamic policies (dynamic = true), built-ins first in a fixed
+// order, then user ones in name order.
 std::vector<schedule_info> list_schedules();
 
 // Generates and validates. Throws std::invalid_argument for an unknown name (listing the known
-// ones), a request a schedule does not accept ("1f1b needs microbatches >= stages: got
+// ones), a dynamic policy's name (it has no plan), a request a schedule does not accept ("1f1b needs microbatches >= stages: got
 // microbatches=2, stages=4"), or a generator whose plan fails validation.
 plan make_schedule(const std::string& name, const schedule_request& request);
 

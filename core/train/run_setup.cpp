@@ -12,7 +12,7 @@
 #include "core/model/layer_model.hpp"
 
 #include "core/schedule/plan_validator.hpp"
-#include "core/schedule/policy.hpp"
+#include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/policy_simulator.hpp"
 
@@ -50,6 +50,7 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   const int P = o.no_pipeline ? 1 : o.stages, V = o.no_pipeline ? 1 : o.chunks, M = o.microbatches;
   if (o.no_pipeline) {
     s.place = loop_placement(1, 1);
+    s.policy = "greedy";  // one rank, no plan: F and B of each microbatch in turn
   } else if (!o.schedule_file.empty()) {
     plan p = load_plan_file(o.schedule_file);
     auto mismatch = [&](const char* flag, int given, int in_file) {
@@ -63,7 +64,9 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
     s.place = p.place;
     s.static_plan = std::make_shared<const plan>(std::move(p));
   } else if (is_dynamic_policy(o.schedule)) {
-    s.place = loop_placement(P, V);
+    s.place = policy_placement(o.schedule, P, V);
+    s.policy = o.schedule;
+    make_policies(s.policy, P, M, V, o.greedy_budget);  // a policy that refuses the request says so now
   } else {
     plan p = make_schedule(o.schedule, {P, M, V});
     s.place = p.place;
@@ -144,12 +147,9 @@ sim_result predict_from_measured(const run_setup& setup, const sim_result& measu
   const cost_model costs = mean_costs(measured.events, setup.place.num_virtual_stages());
   if (ran) return simulate(*ran, costs);
   if (setup.static_plan) return simulate(*setup.static_plan, costs);
-  std::vector<std::unique_ptr<rank_policy>> policies;
-  for (int r = 0; r < setup.place.ranks; ++r)
-    policies.push_back(make_greedy_policy(setup.place, measured.microbatches, r,
-                                          setup.greedy_budget > 0 ? setup.greedy_budget : std::max(1, setup.place.ranks - r),
-                                          false));
-  return simulate_policies(setup.place, measured.microbatches, policies, costs, "greedy").timeline;
+  auto policies = make_policies(setup.policy, setup.place.ranks, measured.microbatches, setup.place.chunks(),
+                                setup.greedy_budget);
+  return simulate_policies(setup.place, measured.microbatches, policies, costs, setup.policy).timeline;
 }
 
 int replan_step(const train_options& o) {

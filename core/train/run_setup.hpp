@@ -26,7 +26,8 @@ struct tie_group {
 
 struct run_setup {
   placement place;
-  std::shared_ptr<const plan> static_plan;  // null for the dynamic "greedy" policy
+  std::shared_ptr<const plan> static_plan;  // null for a dynamic policy
+  std::string policy;                       // the dynamic policy's name (policy_registry) when static_plan is null
   std::shared_ptr<const model_definition> model;
   std::vector<std::string> layer_names;     // the model's, in order
   std::string partition;                    // the method that chose `layers`
@@ -37,7 +38,7 @@ struct run_setup {
   batch_function data;
   std::string data_description;
   double tokens_per_sample = 1;  // throughput counts samples * this ("tokens/s")
-  int greedy_budget = 0;  // as in train_options: 0 = stages - rank
+  int greedy_budget = 0;  // as in train_options: the policy's budget, 0 = its default
 };
 
 // Makes the compute of one virtual stage in place of the model's layer_chunk (a benchmark's

@@ -22,14 +22,15 @@ struct train_options {
   // How layers are cut over stages * chunks virtual stages: uniform, parameters, type:REGEX,
   // profile or counts:A,B,... (core/partition.hpp); empty: the model's default.
   std::string partition;
-  // Schedule: a registered plan generator, a plan file, or the dynamic policy "greedy".
+  // Schedule: a registered plan generator, a plan file, or a registered dynamic policy (greedy, or
+  // one user code registered: core/schedule/policy_registry.hpp).
   std::string schedule = "1f1b";
   std::string schedule_file;
   int stages = 2;
   int chunks = 1;
   int microbatches = 4;
   int microbatch_size = 4;
-  int greedy_budget = 0;  // greedy: live activations on a rank's first chunk; 0 = stages - rank
+  int greedy_budget = 0;  // a dynamic policy's budget (greedy: live activations on a rank's first chunk); 0 = its default
   int steps = 10;
   double lr = 3e-4;
   int warmup_steps = 0;
