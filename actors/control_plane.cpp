@@ -6,11 +6,11 @@
 
 #include <chrono>
 #include <cstring>
-#include <iostream>
 #include <set>
 
 #include "actors/messages.hpp"
 #include "core/job_token.hpp"
+#include "core/log.hpp"
 
 namespace actorpipe {
 namespace msg {
@@ -70,8 +70,6 @@ struct control_state {
   std::string connect_error;  // why the last attempt to reach process 0 failed
 };
 
-void log_line(const std::string& s) { std::cerr << "actorpipe: " << s << std::endl; }
-
 std::string ranks_of(const cluster_options& o, int process) {
   std::string out;
   for (size_t r = 0; r < o.process_of_rank.size(); ++r)
@@ -111,7 +109,7 @@ bool write_envelope(caf::io::broker* self, connection_handle hdl, std::uint8_t t
   control_envelope e{target, process, index, std::move(content)};
   std::vector<char> body = encode_envelope(self->system(), e);
   if (body.empty()) {
-    log_line("control plane: cannot serialize a message for process " + std::to_string(process));
+    log_error("control plane: cannot serialize a message for process " + std::to_string(process));
     return false;
   }
   write_frame(self, hdl, 'M', body);
@@ -213,7 +211,7 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
     }
     auto it = st->targets.find({target, index});
     if (it == st->targets.end()) {
-      log_line("control plane: a message for an unknown actor (kind " + std::to_string(target) + ", index " +
+      log_warn("control plane: a message for an unknown actor (kind " + std::to_string(target) + ", index " +
                std::to_string(index) + ") was dropped");
       return;
     }
@@ -229,7 +227,7 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
   };
   auto refuse = [=](connection_handle hdl, const std::string& why) {
     auto& c = st->conns[hdl];
-    log_line("refused a connection from " + c.remote + ": " + why);
+    log_warn("refused a connection from " + c.remote + ": " + why);
     c.refused = true;
     std::vector<char> text(why.begin(), why.end());
     write_frame(self, hdl, 'R', text);
@@ -247,7 +245,7 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
     auto it = st->conns.find(hdl);
     const int p = it != st->conns.end() ? it->second.process : -1;
     const std::string name = process_name(*st, p);
-    log_line("closing the connection of " + name + ": " + why);
+    log_warn("closing the connection of " + name + ": " + why);
     st->conns.erase(hdl);
     if (p < 1) return;
     st->by_process.erase(p);
@@ -258,6 +256,7 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
   };
   auto all_joined = [=] {
     st->ready = true;
+    if (W > 1) log_info("every process joined: the job has formed");
     const double clock = st->o.clock ? st->o.clock() : 0;
     for (auto& [p, hdl] : st->by_process)
       write_envelope(self, hdl, static_cast<std::uint8_t>(target_kind::control), p, 0,
@@ -290,6 +289,8 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
         st->addresses[c.process] = j.address;
         st->by_process[c.process] = hdl;
         st->joined.insert(c.process);
+        log_info(process_name(*st, c.process) + " joined (" + std::to_string(st->joined.size() + 1) + " of " +
+                 std::to_string(W) + " processes)");
         if (static_cast<int>(st->joined.size()) == W - 1) all_joined();
       } else if (!hub && content.match_elements<msg::welcome>()) {
         auto& w = content.get_mutable_as<msg::welcome>(0);
@@ -299,6 +300,10 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
           return;
         }
         st->ready = true;
+        log_info("joined the job of process 0 at " + st->o.master_addr + ":" + std::to_string(st->o.master_port) +
+                 " as process " + std::to_string(st->o.process) + " (rank" +
+                 (ranks_of(st->o, st->o.process).find(',') != std::string::npos ? "s " : " ") +
+                 ranks_of(st->o, st->o.process) + ")");
         self->send(st->owner, msg::cluster_ready{std::move(w.addresses), w.clock, ""});
       }
       return;
@@ -396,6 +401,8 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
     }
     st->server = *hdl;
     st->connected = true;
+    log_debug("connected to process 0 at " + st->o.master_addr + ":" + std::to_string(st->o.master_port) +
+              "; proving the job token");
     st->conns[*hdl].remote = "process 0";
     start_reading(*hdl);
   };
@@ -408,6 +415,9 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
                  self->system().render(listening.error()));
     } else if (W == 1) {
       all_joined();
+    } else {
+      log_info("listening on " + st->o.master_addr + ":" + std::to_string(st->o.master_port) + " for the other " +
+               std::to_string(W - 1) + (W == 2 ? " process" : " processes") + " of the job");
     }
   } else {
     try_connect();
@@ -472,7 +482,7 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
         }
         if (!st->ready) {
           st->joined.erase(c.process);
-          log_line("process " + std::to_string(c.process) + " left while the job was forming");
+          log_warn("process " + std::to_string(c.process) + " left while the job was forming");
           return;
         }
         report_failure("lost " + process_name(*st, c.process) + ": its control connection closed (the process died or was killed)");
@@ -538,7 +548,7 @@ caf::behavior control_plane(caf::io::broker* self, std::shared_ptr<control_state
         if (!st->shutdown_reply_to) return;
         std::string left;
         for (auto& [p, hdl] : st->by_process) left += (left.empty() ? "" : ", ") + std::to_string(p);
-        log_line("process(es) " + left + " did not hang up within 5 s of the end of the run");
+        log_warn("process(es) " + left + " did not hang up within 5 s of the end of the run");
         self->send(st->shutdown_reply_to, msg::cluster_closed{});
         st->shutdown_reply_to = caf::actor{};
       },

@@ -7,7 +7,6 @@
 #include <caf/io/all.hpp>
 
 #include <algorithm>
-#include <cstdio>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -16,6 +15,7 @@
 #include "actors/control_plane.hpp"
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
+#include "core/log.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/process_layout.hpp"
 #include "core/train/run_setup.hpp"
@@ -113,7 +113,7 @@ struct transport_gate {
     if (f)
       f(process, reason);
     else
-      std::fprintf(stderr, "actorpipe: transport: %s\n", reason.c_str());
+      log_error("transport: " + reason);
   }
   void open_with(transport::receive_handler d, transport::failure_handler fail_f) {
     std::vector<std::pair<tensor_meta, tensor_box>> early;
@@ -223,6 +223,8 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
         throw std::runtime_error(ready.error);
       }
       ucx->connect(ready.addresses);
+      log_debug("data plane (UCX) connected to the other " + std::to_string(group.processes - 1) +
+                (group.processes == 2 ? " process" : " processes"));
       if (group.process != 0)
         ctx->epoch = std::chrono::steady_clock::now() -
                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(ready.clock));

@@ -6,6 +6,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
+#include "core/log.hpp"
 #include "core/schedule/plan.hpp"
 
 namespace actorpipe {
@@ -106,6 +107,8 @@ caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const ru
           return;
         }
         st->replanned = true;
+        log_debug("rank " + std::to_string(rank) + ": runs the plan rebuilt on measured costs from step " +
+                  std::to_string(p.from_step + 1));
         st->step = -1;  // the next input enters its step with the new policy reset
         auto held = std::move(st->held);
         st->held.clear();
@@ -128,6 +131,9 @@ caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const ru
         st->peak_pending = std::max(st->peak_pending, pending);
         st->events.push_back({rank, a, ctx->place.chunk_of[a.virtual_stage], d.start, d.end});
         if (st->policy->finished()) {
+          ACTORPIPE_LOG(debug, "rank " + std::to_string(rank) + ": step " + std::to_string(st->step + 1) + " done, " +
+                                   std::to_string(st->events.size()) + " actions, peak " + std::to_string(st->peak) +
+                                   " live activations");
           self->send(ctx->supervisor, msg::flush{st->step, rank, std::move(st->events), st->peak, st->peak_pending});
           st->events.clear();
           return;

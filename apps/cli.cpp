@@ -2,21 +2,69 @@
 #include "apps/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <ostream>
 #include <stdexcept>
 
 #include "apps/launch_command.hpp"
 #include "apps/simulate_command.hpp"
+#include "core/log.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #ifdef ACTORPIPE_WITH_TORCH
-#include <unistd.h>
-
 #include "apps/train_command.hpp"
 #endif
 
 namespace actorpipe {
+namespace {
+
+// --log-level and --log-file of a command that runs a job.
+struct log_flags {
+  std::string level, file;
+  CLI::Option* level_option = nullptr;
+};
+
+void add_log_options(CLI::App* command, log_flags& f, const std::string& file_help) {
+  f.level_option = command->add_option("--log-level", f.level,
+                                       "Log lines to show: trace, debug, info, warn, error or off "
+                                       "[default: $ACTORPIPE_LOG_LEVEL, else info]");
+  command->add_option("--log-file", f.file, file_help);
+}
+
+// The flags, else ACTORPIPE_LOG_LEVEL, else info. Throws std::invalid_argument naming the
+// flag (or the variable) and the value.
+log_options resolve_log_flags(const log_flags& f) {
+  log_options o;
+  const char* env = std::getenv("ACTORPIPE_LOG_LEVEL");
+  if (*f.level_option)
+    o.level = parse_log_level(f.level, "--log-level");
+  else if (env && *env)
+    o.level = parse_log_level(env, "ACTORPIPE_LOG_LEVEL");
+  o.file = f.file;
+  return o;
+}
+
+// A command that set up the log puts it back as it found it (the defaults) when it returns:
+// cli_main may run again in the same process.
+class logging_scope {
+ public:
+  void setup(const log_options& o) {
+    active_ = true;
+    setup_logging(o);
+  }
+  ~logging_scope() {
+    if (active_) reset_logging();
+  }
+
+ private:
+  bool active_ = false;
+};
+
+}  // namespace
 
 int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"actorpipe: pipeline-parallel training on the actor model.\n"
@@ -145,6 +193,10 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   t->add_flag("--no-pipeline", tr.no_pipeline, "Train the same model unpartitioned in one thread: the reference");
   t->add_flag("--unit-cost-plan", tr.unit_cost_plan,
               "Keep the plan generated on unit costs (by default zb-h1/zbv are rebuilt on the costs measured in step 1)");
+  log_flags t_log;
+  add_log_options(t, t_log,
+                  "Also append the log to this file, timestamped (stderr then keeps warnings and errors; the progress "
+                  "and the summary stay where they are)");
 #endif
 
   launch_options la;
@@ -170,7 +222,13 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "(from the environment, or a new one when there is a single node; it is never printed).\n"
       "The processes write to this terminal. launch exits 0 when all exit 0. When one fails, the others get\n"
       "--grace seconds to exit, then SIGTERM, then SIGKILL 5 s later, and launch exits with the first failure's\n"
-      "code (128 + N for a process killed by signal N). Ctrl-C (SIGINT) and SIGTERM are passed on to the processes.");
+      "code (128 + N for a process killed by signal N). Ctrl-C (SIGINT) and SIGTERM are passed on to the processes.\n"
+      "\nOutput: the processes' lines pass through launch, each prefixed with its process index, '[p1] ...' (their\n"
+      "own log lines already say '[p1 r2-3] actorpipe: ...': process 1, pipeline ranks 2-3, and keep just that). On a\n"
+      "terminal a process's progress line is redrawn on the last row, below the other lines. --log-level applies to\n"
+      "launch's own lines and is passed on to the processes (ACTORPIPE_LOG_LEVEL) unless their command sets its own;\n"
+      "--log-file appends launch's lines and every process's prefixed lines to a file, timestamped, and they stay on\n"
+      "the terminal.");
   l->add_option("--nproc-per-node", la.nproc_per_node, "Processes to start on this node (usually one per GPU)")
       ->required();
   l->add_option("--nnodes", la.nnodes, "Nodes in the job, each running its own actorpipe launch [default: 1]");
@@ -179,6 +237,8 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
                 "Address of the node that runs rank 0 (its supervisor listens there) [default: 127.0.0.1]");
   l->add_option("--master-port", la.master_port, "Port of rank 0's supervisor [default: 29500]");
   l->add_option("--grace", la.grace_s, "Seconds the other processes get to exit after one fails [default: 15]");
+  log_flags l_log;
+  add_log_options(l, l_log, "Also append launch's lines and every process's lines to this file, timestamped");
   l->add_option("command", la.command, "The actorpipe command each process runs, with its flags, after --");
 
   if (argc > 1 && argv[1][0] != '-') {
@@ -211,9 +271,11 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
     return 2;
   }
 
+  logging_scope logging;
   try {
 #ifdef ACTORPIPE_WITH_TORCH
     if (t->parsed()) {
+      logging.setup(resolve_log_flags(t_log));
       std::optional<int>* targets[12] = {&tr.stages, &tr.chunks, &tr.microbatches, &tr.microbatch_size,
                                          &tr.batch_size, &tr.steps, &tr.layers, &tr.hidden,
                                          &tr.heads, &tr.seq_len, &tr.vocab, &tr.warmup_steps};
@@ -224,12 +286,19 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       if (*t_lr_opt) tr.lr = t_lr;
       if (*t_clip_opt) tr.grad_clip = t_clip;
       if (*t_wd_opt) tr.weight_decay = t_wd;
-      tr.interactive_progress = &err == &std::cerr && isatty(STDERR_FILENO);
+      // Under actorpipe launch stderr is a pipe, and launch says whether its own is a terminal.
+      const char* launched_on_terminal = std::getenv(kProgressTerminalVariable);
+      tr.interactive_progress = &err == &std::cerr && (isatty(STDERR_FILENO) || (launched_on_terminal &&
+                                                                                 std::strcmp(launched_on_terminal, "1") == 0));
       run_train(tr, out, err);
       return 0;
     }
 #endif
     if (l->parsed()) {
+      const log_options launch_log = resolve_log_flags(l_log);
+      logging.setup(launch_log);
+      if (*l_log.level_option) la.env.push_back(std::string("ACTORPIPE_LOG_LEVEL=") + log_level_name(launch_log.level));
+      la.terminal = &err == &std::cerr && isatty(STDERR_FILENO);
       std::string names;
       bool known = la.command.empty() || la.command.front() == "launch";  // run_launch explains those
       for (const auto* sub : app.get_subcommands({}))
@@ -256,7 +325,11 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   } catch (const std::exception& e) {
     std::string what = e.what();
     std::replace(what.begin(), what.end(), '\n', ' ');  // one line, whatever the source
-    err << "actorpipe " << (s->parsed() ? "simulate" : l->parsed() ? "launch" : "train") << ": error: " << what << '\n';
+    const std::string line =
+        std::string("actorpipe ") + (s->parsed() ? "simulate" : l->parsed() ? "launch" : "train") + ": error: " + what;
+    // In a job, the process and its ranks first, as on its log lines.
+    err << log_prefix_text() << line << '\n';
+    log_to_file(log_level::error, line);
     return 2;
   }
   return 0;

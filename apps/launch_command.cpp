@@ -1,12 +1,15 @@
 // `actorpipe launch` implementation (no CLI parsing here; see cli.cpp): fork/exec the local
-// processes and watch them with SIGCHLD, SIGINT and SIGTERM blocked and taken by sigtimedwait,
-// so no signal handler and no global state is needed.
+// processes and watch them with SIGCHLD, SIGINT and SIGTERM blocked and read from a signalfd,
+// polled together with the pipes of the processes' output, so one thread without signal
+// handlers or global state does it all.
 #include "apps/launch_command.hpp"
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +25,7 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "apps/process_output.hpp"
 #include "core/job_token.hpp"
 #include "core/number_text.hpp"
 
@@ -137,6 +141,12 @@ class watch_scope {
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     sigaction(SIGCHLD, &dfl, &old_chld_);
+    signal_fd_ = signalfd(-1, &waited_, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (signal_fd_ < 0) {
+      const int err = errno;
+      restore();
+      throw std::runtime_error(std::string("cannot watch the processes' signals (signalfd): ") + std::strerror(err));
+    }
   }
   ~watch_scope() {
     for (auto& c : kids_)
@@ -147,8 +157,8 @@ class watch_scope {
         }
         c.running = false;
       }
-    sigaction(SIGCHLD, &old_chld_, nullptr);
-    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    close(signal_fd_);
+    restore();
   }
   watch_scope(const watch_scope&) = delete;
   watch_scope& operator=(const watch_scope&) = delete;
@@ -156,24 +166,58 @@ class watch_scope {
   const sigset_t& waited() const { return waited_; }
   const sigset_t& old_mask() const { return old_mask_; }
 
-  // Waits up to `timeout` for one of the signals; returns SIGINT/SIGTERM when launch got one, else 0.
-  int wait(steady::duration timeout) {
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(timeout, steady::duration::zero()));
-    timespec ts{static_cast<time_t>(ns.count() / 1000000000), static_cast<long>(ns.count() % 1000000000)};
-    siginfo_t info;
-    const int sig = sigtimedwait(&waited_, &info, &ts);
-    return sig == SIGINT || sig == SIGTERM ? sig : 0;
+  // Waits up to `timeout` for one of the signals, forwarding the processes' output meanwhile;
+  // returns SIGINT/SIGTERM when launch got one, else 0.
+  int wait(steady::duration timeout, process_output& output) {
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(std::max(timeout, steady::duration::zero()));
+    if (!output.pump(static_cast<int>(ms.count()), signal_fd_)) return 0;
+    signalfd_siginfo info;
+    while (read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info))
+      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) return static_cast<int>(info.ssi_signo);
+    return 0;  // SIGCHLD: the caller reaps
   }
 
  private:
+  void restore() {
+    sigaction(SIGCHLD, &old_chld_, nullptr);
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
   std::vector<child>& kids_;
   sigset_t waited_, old_mask_;
   struct sigaction old_chld_ {};
+  int signal_fd_ = -1;
 };
+
+// While launch watches, a closed stdout (actorpipe launch ... | head) must not kill it with
+// SIGPIPE: the lines for it are dropped instead. Set after the forks, so the processes keep
+// the default.
+class ignore_sigpipe {
+ public:
+  ignore_sigpipe() {
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, &old_);
+  }
+  ~ignore_sigpipe() { sigaction(SIGPIPE, &old_, nullptr); }
+  ignore_sigpipe(const ignore_sigpipe&) = delete;
+  ignore_sigpipe& operator=(const ignore_sigpipe&) = delete;
+
+ private:
+  struct sigaction old_ {};
+};
+
+// Makes `from` the descriptor `to` of the new program (async-signal-safe).
+void move_fd(int from, int to) {
+  if (from == to)
+    fcntl(from, F_SETFD, 0);  // keep it across exec
+  else
+    dup2(from, to);
+}
 
 // fork + exec one process. Only async-signal-safe calls between fork and exec.
 pid_t start_process(const char* program, char* const* argv, char* const* envp, const sigset_t& child_mask,
-                    const std::string& exec_failed_message) {
+                    process_output::child_ends ends, const std::string& exec_failed_message) {
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid != 0) return pid;
@@ -181,6 +225,8 @@ pid_t start_process(const char* program, char* const* argv, char* const* envp, c
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != parent) _exit(128 + SIGTERM);
   sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+  move_fd(ends.out, STDOUT_FILENO);
+  move_fd(ends.err, STDERR_FILENO);
   execve(program, argv, envp);
   const ssize_t ignored = write(STDERR_FILENO, exec_failed_message.data(), exec_failed_message.size());
   (void)ignored;
@@ -211,13 +257,18 @@ int run_launch(const launch_options& opt, std::ostream& log) {
   std::vector<char*> argv;
   for (auto& a : arg_text) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> extra_env = opt.env;
+  if (opt.terminal) extra_env.push_back(std::string(kProgressTerminalVariable) + "=1");
+  auto key_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
   std::vector<std::string> shared_env;
   for (char** e = environ; e && *e; ++e) {
     const std::string kv = *e;
-    const std::string key = kv.substr(0, kv.find('='));
-    if (std::none_of(std::begin(kJobVariables), std::end(kJobVariables), [&](const char* v) { return key == v; }))
+    const std::string key = key_of(kv);
+    if (std::none_of(std::begin(kJobVariables), std::end(kJobVariables), [&](const char* v) { return key == v; }) &&
+        std::none_of(extra_env.begin(), extra_env.end(), [&](const std::string& x) { return key_of(x) == key; }))
       shared_env.push_back(kv);
   }
+  shared_env.insert(shared_env.end(), extra_env.begin(), extra_env.end());
   shared_env.push_back("WORLD_SIZE=" + std::to_string(world));
   shared_env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(n));
   shared_env.push_back("MASTER_ADDR=" + opt.master_addr);
@@ -235,21 +286,30 @@ int run_launch(const launch_options& opt, std::ostream& log) {
 
   std::string what;
   for (const auto& a : arg_text) what += (what.empty() ? "" : " ") + shell_quoted(a);
-  log << "actorpipe launch: starting " << plural(n, "process", "processes") << " on node " << opt.node_rank << " of "
-      << opt.nnodes << (n > 1 ? ": ranks " + std::to_string(first_rank) + "-" + std::to_string(first_rank + n - 1)
-                : ": rank " + std::to_string(first_rank))
-      << " of world size " << world << ", master " << opt.master_addr << ':' << opt.master_port << ", "
-      << (generated ? "a new job token" : "job token from ACTORPIPE_JOB_TOKEN") << "; each runs: " << what << '\n';
-  log.flush();
+  process_output output({opt.out_fd, opt.err_fd, opt.terminal}, log);
+  auto say = [&](log_level level, const std::string& text) { output.own_line(level, "actorpipe launch: " + text); };
+  say(log_level::info,
+      "starting " + plural(n, "process", "processes") + " on node " + std::to_string(opt.node_rank) + " of " +
+          std::to_string(opt.nnodes) +
+          (n > 1 ? ": ranks " + std::to_string(first_rank) + "-" + std::to_string(first_rank + n - 1)
+                 : ": rank " + std::to_string(first_rank)) +
+          " of world size " + std::to_string(world) + ", master " + opt.master_addr + ':' +
+          std::to_string(opt.master_port) + ", " + (generated ? "a new job token" : "job token from ACTORPIPE_JOB_TOKEN") +
+          "; each runs: " + what);
 
+  std::vector<process_output::child_ends> ends;
+  for (int i = 0; i < n; ++i) ends.push_back(output.add(first_rank + i));
   std::vector<child> kids(n);
   watch_scope scope(kids);
   for (int i = 0; i < n; ++i) {
-    const pid_t pid = start_process(opt.program.c_str(), argv.data(), envp[i].data(), scope.old_mask(), exec_failed);
+    const pid_t pid =
+        start_process(opt.program.c_str(), argv.data(), envp[i].data(), scope.old_mask(), ends[i], exec_failed);
     if (pid < 0)
       throw std::runtime_error("cannot start process " + std::to_string(first_rank + i) + ": " + std::strerror(errno));
     kids[i] = child{pid, first_rank + i, i, true, false};
   }
+  output.opened();
+  ignore_sigpipe no_sigpipe;
 
   int alive = n;
   int result = 0;  // the first failure's code
@@ -287,8 +347,9 @@ int run_launch(const launch_options& opt, std::ostream& log) {
         code = WEXITSTATUS(status);
         how = "exited with code " + std::to_string(code);
       }
+      output.drain(c.rank);  // its last lines before the news of its end
       if (code == 0 || c.stopped_by_us) continue;
-      log << "actorpipe launch: " << c.name() << ' ' << how << '\n';
+      say(log_level::error, c.name() + ' ' + how);
       if (result == 0) {
         result = code;
         first_failure_now = true;
@@ -297,50 +358,48 @@ int run_launch(const launch_options& opt, std::ostream& log) {
     if (alive == 0) break;
     const auto now = steady::now();
     if (first_failure_now && signals_received == 0) {
-      log << "actorpipe launch: giving the other " << plural(alive, "running process", "running processes") << ' '
-          << number_text(opt.grace_s) << " s to exit, then stopping them\n";
+      say(log_level::warn, "giving the other " + plural(alive, "running process", "running processes") + ' ' +
+                               number_text(opt.grace_s) + " s to exit, then stopping them");
       term_at = now + seconds(opt.grace_s);
     }
     if (kill_at && now >= *kill_at) {
-      log << "actorpipe launch: still running " << number_text(opt.kill_after_s)
-          << " s after being told to stop, sending SIGKILL to " << signal_running(SIGKILL) << '\n';
+      say(log_level::warn, "still running " + number_text(opt.kill_after_s) +
+                               " s after being told to stop, sending SIGKILL to " + signal_running(SIGKILL));
       kill_at.reset();
     } else if (term_at && now >= *term_at) {
-      log << "actorpipe launch: still running after the " << number_text(opt.grace_s)
-          << " s grace period, sending SIGTERM to " << signal_running(SIGTERM) << '\n';
+      say(log_level::warn, "still running after the " + number_text(opt.grace_s) +
+                               " s grace period, sending SIGTERM to " + signal_running(SIGTERM));
       term_at.reset();
       kill_at = now + seconds(opt.kill_after_s);
     }
-    log.flush();
 
-    // Sleep until a child changes state, launch gets a signal, or the next deadline; the 100 ms
-    // cap keeps the loop correct even if a SIGCHLD is lost.
+    // Sleep until a child changes state or writes, launch gets a signal, or the next deadline;
+    // the 100 ms cap keeps the loop correct even if a SIGCHLD is lost.
     auto timeout = std::chrono::duration_cast<steady::duration>(std::chrono::milliseconds(100));
     for (const auto& at : {term_at, kill_at})
       if (at) timeout = std::min(timeout, *at - now);
-    const int sig = scope.wait(timeout);
+    const int sig = scope.wait(timeout, output);
     if (sig == 0) continue;
     ++signals_received;
     if (result == 0) result = 128 + sig;
     if (signals_received == 1) {
-      log << "actorpipe launch: got " << signal_name(sig) << ", passing it on to " << signal_running(sig)
-          << "; SIGKILL follows in " << number_text(opt.kill_after_s) << " s\n";
+      say(log_level::warn, "got " + signal_name(sig) + ", passing it on to " + signal_running(sig) +
+                               "; SIGKILL follows in " + number_text(opt.kill_after_s) + " s");
       term_at.reset();
       const auto k = steady::now() + seconds(opt.kill_after_s);
       kill_at = kill_at ? std::min(*kill_at, k) : k;
     } else {
-      log << "actorpipe launch: got " << signal_name(sig) << " again, sending SIGKILL to " << signal_running(SIGKILL)
-          << '\n';
+      say(log_level::warn, "got " + signal_name(sig) + " again, sending SIGKILL to " + signal_running(SIGKILL));
     }
-    log.flush();
   }
+  // What the processes wrote last; their own children may hold a pipe open a little longer.
+  output.finish(500);
 
   // A SIGINT/SIGTERM that came after the last child ended still counts, and must not be left
   // pending for when the mask is restored.
   const timespec zero{0, 0};
   for (int sig; (sig = sigtimedwait(&scope.waited(), nullptr, &zero)) > 0;)
     if ((sig == SIGINT || sig == SIGTERM) && result == 0) result = 128 + sig;
-  log.flush();
   return result;
 }
 

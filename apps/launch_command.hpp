@@ -18,13 +18,25 @@ struct launch_options {
   double kill_after_s = 5;  // after SIGTERM, how long before SIGKILL (the CLI keeps 5)
   std::string program;      // the executable every process runs; the CLI sets the running actorpipe
   std::vector<std::string> command;  // its arguments (an actorpipe subcommand and its flags)
+  std::vector<std::string> env;      // KEY=VALUE set for every process too (e.g. ACTORPIPE_LOG_LEVEL)
+  // Where the processes' output goes, a whole line at a time, each line prefixed "[pN] " with
+  // the process index N (apps/process_output.hpp).
+  int out_fd = 1, err_fd = 2;
+  // err_fd is a terminal: the processes may redraw a progress line there (launch sets
+  // ACTORPIPE_PROGRESS_TERMINAL=1 for them and keeps that line below the others).
+  bool terminal = false;
 };
+
+// Set to 1 by launch for its processes when its stderr is a terminal (their stderr is a pipe).
+constexpr const char* kProgressTerminalVariable = "ACTORPIPE_PROGRESS_TERMINAL";
 
 // Validates the options, then starts nproc_per_node processes of `program command...`, each with
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
 // ACTORPIPE_JOB_TOKEN set (the token from the environment, or a new one on a single node), and
-// waits for all of them. The processes share launch's stdout and stderr; launch's own lines
-// (what it starts, which process failed, what it stops) go to `log` and never show the token.
+// waits for all of them. Their stdout and stderr lines go to out_fd and err_fd, prefixed with
+// the process index; launch's own lines (what it starts, which process failed, what it stops)
+// go to `log` when the log level lets them (info: starting; warn: stopping; error: a failure),
+// and to the log file when there is one. They never show the token.
 // On the first failure the others get grace_s to exit, then SIGTERM, then SIGKILL; SIGINT and
 // SIGTERM sent to launch are forwarded. Returns 0 when every process exits 0, else the first
 // failure's exit code (128 + signal for a process killed by a signal, or for a signal that

@@ -17,6 +17,7 @@
 #include "core/config.hpp"
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
+#include "core/log.hpp"
 #include "core/process_layout.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/model/safetensors.hpp"
@@ -179,6 +180,7 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   if (!o.ranks_per_process.empty()) group.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
   std::vector<int> layout;  // process of each rank (multi-process jobs)
   if (group.processes > 1) {
+    set_log_prefix(process_prefix(group.process));  // its ranks follow once they are assigned
     if (o.no_pipeline) throw std::invalid_argument("--no-pipeline runs in one process, but WORLD_SIZE=" + std::to_string(group.processes));
     const char* token = std::getenv("ACTORPIPE_JOB_TOKEN");
     if (!token || !*token)
@@ -188,6 +190,10 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
     check_job_token(token);
     group.token = token;
     layout = assign_ranks_to_processes(t.stages, group.processes, group.ranks_per_process);  // errors before training
+    std::vector<int> own_ranks;
+    for (int r = 0; r < static_cast<int>(layout.size()); ++r)
+      if (layout[r] == group.process) own_ranks.push_back(r);
+    set_log_prefix(process_prefix(group.process, own_ranks));
     t.gather_parameters = !o.save_final_path.empty();
   } else if (!o.ranks_per_process.empty()) {
     throw std::invalid_argument("--ranks-per-process=" + o.ranks_per_process + " needs a multi-process job (WORLD_SIZE > 1)");
@@ -224,6 +230,9 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
     std::string line = "step " + std::to_string(done) + "/" + std::to_string(t.steps) + " [" + std::string(filled, '#') +
                        std::string(width - filled, '.') + "] loss " + fmt("%.4f", m.loss) + "  lr " + fmt("%.2e", m.lr) +
                        "  tokens/s " + si(m.tokens_per_s) + (o.no_pipeline ? "" : "  bubble " + fmt("%.1f%%", 100 * m.bubble_ratio));
+    ACTORPIPE_LOG(debug, "step " + std::to_string(done) + "/" + std::to_string(t.steps) + " done in " + fmt("%.3f", m.seconds) +
+                             " s: loss " + fmt("%.4f", m.loss) + ", grad norm " + fmt("%.4g", m.grad_norm) + ", " +
+                             si(m.tokens_per_s) + " tokens/s");
     if (o.interactive_progress)
       progress << '\r' << line << (done == t.steps ? "\n" : "") << std::flush;
     else

@@ -16,6 +16,8 @@
 #include <cpuid.h>
 #endif
 
+#include "core/log.hpp"
+
 namespace actorpipe {
 namespace {
 
@@ -154,11 +156,10 @@ void ensure_best_blas_kernels(char** argv) {
   const int err = errno;
   ::unsetenv("OPENBLAS_CORETYPE");
   ::unsetenv(blas_marker_variable);
-  std::fprintf(stderr,
-               "warning: OpenBLAS runs its generic %s kernels on a CPU with %s, and restarting with "
-               "OPENBLAS_CORETYPE=%s failed (%s); set that variable yourself for up to 4x faster matrix products\n",
-               detected.c_str(), simd_level_name(cpu_simd_level()).c_str(), choice.coretype.c_str(),
-               std::strerror(err));
+  // The first thing main does: nothing is set up yet, so this goes out on the default log.
+  log_warn("OpenBLAS runs its generic " + detected + " kernels on a CPU with " + simd_level_name(cpu_simd_level()) +
+           ", and restarting with OPENBLAS_CORETYPE=" + choice.coretype + " failed (" + std::strerror(err) +
+           "); set that variable yourself for up to 4x faster matrix products");
 }
 
 }  // namespace actorpipe

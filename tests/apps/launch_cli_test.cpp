@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -190,6 +191,14 @@ CATCH_TEST_CASE("the actorpipe binary launches two simulate processes and exits 
        at = r.out.find("schedule 1f1b: stages=2", at + 1))
     ++runs;
   CATCH_CHECK(runs == 2);
+  // Whole lines, each from one process and saying which.
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    CATCH_CAPTURE(line);
+    CATCH_CHECK((line.rfind("[p0] ", 0) == 0 || line.rfind("[p1] ", 0) == 0));
+  }
+  CATCH_CHECK_THAT(r.out, Contains("[p0] schedule 1f1b: stages=2, chunks=1, microbatches=4"));
+  CATCH_CHECK_THAT(r.out, Contains("[p1] schedule 1f1b: stages=2, chunks=1, microbatches=4"));
   CATCH_CHECK(r.err == "actorpipe launch: starting 2 processes on node 0 of 1: ranks 0-1 of world size 2, master "
                        "127.0.0.1:29500, a new job token; each runs: " +
                            std::filesystem::canonical(ACTORPIPE_BIN).string() +
@@ -333,4 +342,160 @@ CATCH_TEST_CASE("run_launch refuses a program it cannot run and starts nothing",
     CATCH_CHECK(std::string(e.what()) == "cannot run '/nonexistent/actorpipe': No such file or directory");
   }
   CATCH_CHECK(log.str().empty());
+}
+
+// Output: every line of every process, prefixed with its process index.
+
+namespace {
+
+// A shell job whose processes' stdout and stderr land in two files.
+struct captured_job {
+  launch_options opt;
+  std::string out_path = temp_path(".out"), err_path = temp_path(".err");
+  captured_job(int nproc, const std::string& script) : opt(shell_job(nproc, script)) {
+    opt.out_fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    opt.err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  }
+  ~captured_job() {
+    close(opt.out_fd);
+    close(opt.err_fd);
+    std::remove(out_path.c_str());
+    std::remove(err_path.c_str());
+  }
+  std::string out() const { return read_whole(out_path); }
+  std::string err() const { return read_whole(err_path); }
+  static std::string read_whole(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  }
+};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("launch prefixes each line of each process with its index, on stdout and stderr", "[apps][launch]") {
+  env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  // Process 1 also writes a line of its own log ("[p1 r2-3] ..."): that prefix stays alone.
+  captured_job job(2,
+                   "echo \"out $RANK\"; echo \"err $RANK\" >&2; "
+                   "if [ \"$RANK\" = 1 ]; then echo '[p1 r2-3] actorpipe: joined' >&2; echo '[p10] not mine'; fi; "
+                   "printf 'no newline at the end'");
+  std::ostringstream log;
+  CATCH_REQUIRE(run_launch(job.opt, log) == 0);
+  auto out = lines_of(job.out()), err = lines_of(job.err());
+  std::sort(out.begin(), out.end());
+  std::sort(err.begin(), err.end());
+  CATCH_CHECK(out == std::vector<std::string>{"[p0] no newline at the end", "[p0] out 0", "[p1] [p10] not mine",
+                                               "[p1] no newline at the end", "[p1] out 1"});
+  CATCH_CHECK(err == std::vector<std::string>{"[p0] err 0", "[p1 r2-3] actorpipe: joined", "[p1] err 1"});
+  CATCH_CHECK(job.out().back() == '\n');
+  CATCH_CHECK_THAT(log.str(), Contains("actorpipe launch: starting 2 processes"));
+  CATCH_CHECK(no_children_left());
+}
+
+CATCH_TEST_CASE("a huge line, a process dying mid-line or a pipe held open do not hang launch", "[apps][launch]") {
+  env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  // Process 0: 200000 bytes without a newline, then a line. Process 1: half a line, then
+  // SIGKILL. Both leave a background sleep holding their output pipes open.
+  captured_job job(2,
+                   "(exec /bin/sleep 5 &); "
+                   "if [ \"$RANK\" = 0 ]; then head -c 200000 /dev/zero | tr '\\0' x; echo; echo after; exit 0; fi; "
+                   "printf 'half a line'; kill -9 $$");
+  job.opt.grace_s = 10;  // process 0 ends on its own
+  std::ostringstream log;
+  const auto t0 = std::chrono::steady_clock::now();
+  CATCH_CHECK(run_launch(job.opt, log) == 128 + 9);
+  CATCH_CHECK(seconds_since(t0) < 3);
+  const auto out = lines_of(job.out());
+  size_t xs = 0, pieces = 0;
+  for (const auto& line : out)
+    if (line.rfind("[p0] x", 0) == 0) {
+      ++pieces;
+      CATCH_CHECK(line.size() <= 5 + 64 * 1024);
+      xs += static_cast<size_t>(std::count(line.begin(), line.end(), 'x'));
+    }
+  CATCH_CHECK(xs == 200000);
+  CATCH_CHECK(pieces == 4);  // 3 x 64 KiB + the rest
+  CATCH_CHECK(std::find(out.begin(), out.end(), "[p0] after") != out.end());
+  CATCH_CHECK(std::find(out.begin(), out.end(), "[p1] half a line") != out.end());
+  CATCH_CHECK_THAT(log.str(), Contains("actorpipe launch: process 1 (local 1) was killed by signal 9\n"));
+  CATCH_CHECK(no_children_left());
+}
+
+CATCH_TEST_CASE("on a terminal a process's progress line is redrawn below the other lines", "[apps][launch]") {
+  env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  const std::string dir = temp_path("_progress");
+  std::filesystem::create_directory(dir);
+  // Process 0 draws "step 1", process 1 then writes a line, then process 0 ends its progress
+  // line with "step 2" and a newline. The marks order them.
+  captured_job job(2, "if [ \"$RANK\" = 0 ]; then echo \"$ACTORPIPE_PROGRESS_TERMINAL\" > " + dir +
+                          "/env; printf '\\rstep 1' >&2; touch " + dir + "/drawn; "
+                          "while [ ! -e " + dir + "/written ]; do sleep 0.01; done; printf '\\rstep 2\\n' >&2; "
+                          "else while [ ! -e " + dir + "/drawn ]; do sleep 0.01; done; echo other >&2; touch " +
+                          dir + "/written; fi");
+  job.opt.terminal = true;
+  std::ostringstream log;
+  CATCH_REQUIRE(run_launch(job.opt, log) == 0);
+  const std::string clear = "\r\033[K";
+  CATCH_CHECK(job.err() == clear + "[p0] step 1" +                   // drawn
+                               clear + "[p1] other\n" +               // a line above it
+                               clear + "[p0] step 1" +                // drawn again
+                               clear + "[p0] step 2\n");              // its final state stays
+  std::ifstream env(dir + "/env");
+  std::string value;
+  env >> value;
+  CATCH_CHECK(value == "1");  // the processes know they may redraw
+  std::filesystem::remove_all(dir);
+  CATCH_CHECK(no_children_left());
+}
+
+CATCH_TEST_CASE("launch and train refuse a bad --log-level in one line naming it", "[apps][launch][log]") {
+  auto r = cli({"launch", "--log-level", "loud", "--nproc-per-node", "2", "--", "simulate"});
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK(r.err == "actorpipe launch: error: --log-level=loud must be one of trace, debug, info, warn, error, off\n");
+  {
+    env_var bad("ACTORPIPE_LOG_LEVEL", "chatty");
+    r = cli({"launch", "--nproc-per-node", "2", "--", "simulate"});
+    CATCH_CHECK(r.code == 2);
+    CATCH_CHECK(r.err ==
+                "actorpipe launch: error: ACTORPIPE_LOG_LEVEL=chatty must be one of trace, debug, info, warn, error, off\n");
+  }
+  r = cli({"launch", "--log-file", "/nonexistent-dir/launch.log", "--nproc-per-node", "2", "--", "simulate"});
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK(r.err == "actorpipe launch: error: --log-file=/nonexistent-dir/launch.log cannot be opened for appending: "
+                       "No such file or directory\n");
+  auto help = cli({"launch", "--help"});
+  CATCH_CHECK_THAT(help.out, Contains("--log-level"));
+  CATCH_CHECK_THAT(help.out, Contains("--log-file"));
+  CATCH_CHECK_THAT(help.out, Contains("'[p1] ...'"));
+}
+
+CATCH_TEST_CASE("the actorpipe binary: launch's lines obey --log-level, and --log-file gets every line",
+                "[apps][launch][binary][log]") {
+  env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  auto quiet = binary("launch --log-level warn --nproc-per-node 2 -- simulate --stages 2 --microbatches 4");
+  CATCH_CHECK(quiet.code == 0);
+  CATCH_CHECK(quiet.err.empty());  // the "starting" line is info
+
+  const std::string file = temp_path(".launch.log");
+  auto r = binary("launch --log-file " + file + " --nproc-per-node 2 -- simulate --stages 2 --microbatches 4");
+  CATCH_CHECK(r.code == 0);
+  CATCH_CHECK_THAT(r.err, Contains("actorpipe launch: starting 2 processes"));  // still on the terminal
+  std::ifstream f(file);
+  std::stringstream s;
+  s << f.rdbuf();
+  const std::string logged = s.str();
+  CATCH_CAPTURE(logged);
+  CATCH_CHECK_THAT(logged, Contains(" info: actorpipe launch: starting 2 processes on node 0 of 1"));
+  CATCH_CHECK_THAT(logged, Contains(" info: [p0] schedule 1f1b: stages=2, chunks=1, microbatches=4"));
+  CATCH_CHECK_THAT(logged, Contains(" info: [p1] schedule 1f1b: stages=2, chunks=1, microbatches=4"));
+  std::remove(file.c_str());
 }

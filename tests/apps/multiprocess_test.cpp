@@ -191,7 +191,7 @@ CATCH_TEST_CASE("strangers without the job token are refused and logged while th
     CATCH_CHECK(code == 0);
   }
   const std::string log0 = read_text(logs[0]);
-  CATCH_CHECK(log0.find("refused a connection from 127.0.0.1:") != std::string::npos);
+  CATCH_CHECK(log0.find("[p0 r0-1] actorpipe: warning: refused a connection from 127.0.0.1:") != std::string::npos);
   CATCH_CHECK(log0.find("wrong job token") != std::string::npos);
   CATCH_CHECK(log0.find("before proving the job token") != std::string::npos);
   CATCH_CHECK(log0.find("a frame of 2147483647 bytes") != std::string::npos);
@@ -263,4 +263,32 @@ CATCH_TEST_CASE("a diverging multi-process run stops with the reason instead of 
   CATCH_INFO(read_text(log));
   CATCH_CHECK(code > 0);
   CATCH_CHECK(read_text(log).find("training diverged (try a lower --lr or --grad-clip)") != std::string::npos);
+}
+
+CATCH_TEST_CASE("every line of a launched job says its process; log lines its ranks too", "[multiprocess][log]") {
+  const std::string log = temp_path(".prefix.log"), file = temp_path(".prefix.file.log");
+  std::vector<std::string> args = {"launch", "--nproc-per-node", "2", "--master-port", std::to_string(free_port()),
+                                   "--log-level", "debug", "--log-file", file, "--"};
+  auto train = job("1f1b", 1, 2, "");
+  args.insert(args.end(), train.begin(), train.end());
+  const int code = wait_process(start_process(bin, args, {{"UCX_TLS", "tcp,self"}}, log), 120);
+  const std::string text = read_text(log);
+  CATCH_INFO(text);
+  CATCH_CHECK(code == 0);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    CATCH_CAPTURE(line);
+    CATCH_CHECK((line.rfind("[p0] ", 0) == 0 || line.rfind("[p1] ", 0) == 0 || line.rfind("[p0 r0-1] ", 0) == 0 ||
+                 line.rfind("[p1 r2-3] ", 0) == 0 || line.rfind("actorpipe launch: ", 0) == 0));
+  }
+  // Forming the job, at info; steps at debug (launch passed its level on).
+  CATCH_CHECK(text.find("[p0 r0-1] actorpipe: process 1 (ranks 2, 3 on ") != std::string::npos);
+  CATCH_CHECK(text.find("[p0 r0-1] actorpipe: every process joined: the job has formed") != std::string::npos);
+  CATCH_CHECK(text.find("[p1 r2-3] actorpipe: joined the job of process 0 at 127.0.0.1:") != std::string::npos);
+  CATCH_CHECK(text.find("[p1 r2-3] actorpipe: debug: rank 3: step 2 done") != std::string::npos);
+  CATCH_CHECK(text.find("[p0] final loss") != std::string::npos);
+  const std::string logged = read_text(file);
+  CATCH_CHECK(logged.find(" info: actorpipe launch: starting 2 processes") != std::string::npos);
+  CATCH_CHECK(logged.find(" info: [p1 r2-3] actorpipe: debug: rank 2: step 1 done") != std::string::npos);
+  std::remove(file.c_str());
 }

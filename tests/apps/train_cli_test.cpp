@@ -208,3 +208,28 @@ CATCH_TEST_CASE("train takes the schedule's own chunk count when none is given",
   CATCH_CHECK(r.code == 2);
   CATCH_CHECK_THAT(r.err, Contains("interleaved needs chunks >= 2"));
 }
+
+CATCH_TEST_CASE("train --log-level and --log-file: a bad level is one error; the file gets the debug lines",
+                "[apps][train][log]") {
+  auto bad = cli(with({"train", "--log-level", "verbose"}, tiny));
+  CATCH_CHECK(bad.code == 2);
+  CATCH_CHECK(bad.err == "actorpipe train: error: --log-level=verbose must be one of trace, debug, info, warn, error, off\n");
+  CATCH_CHECK_THAT(cli({"train", "--help"}).out, Contains("--log-file"));
+
+  const std::string file = temp_path(".train.log");
+  auto r = cli(with({"train", "--steps", "2", "--log-level", "debug", "--log-file", file}, tiny));
+  CATCH_REQUIRE(r.code == 0);
+  // The progress and the summary are where they always are.
+  CATCH_CHECK_THAT(r.err, Contains("step 2/2 [########################] loss "));
+  CATCH_CHECK_THAT(r.out, Contains("final loss"));
+  std::ifstream f(file);
+  std::stringstream s;
+  s << f.rdbuf();
+  const std::string logged = s.str();
+  CATCH_CAPTURE(logged);
+  CATCH_CHECK_THAT(logged, Contains(" debug: rank 0: step 1 done, "));
+  CATCH_CHECK_THAT(logged, Contains(" debug: rank 1: step 2 done, "));
+  CATCH_CHECK_THAT(logged, Contains(" debug: step 2/2 done in "));
+  CATCH_CHECK(logged.find("[p") == std::string::npos);  // one process: no prefix
+  std::remove(file.c_str());
+}

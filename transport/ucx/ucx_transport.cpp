@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <map>
@@ -22,6 +21,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/log.hpp"
 #include "transport/ucx/ucx_worker.hpp"
 
 namespace actorpipe::transport {
@@ -271,9 +271,9 @@ struct ucx_transport::state {
     try {
       h->on_failure(process, reason);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "actorpipe ucx transport: failure handler threw: %s\n", e.what());
+      log_error(std::string("ucx transport: failure handler threw: ") + e.what());
     } catch (...) {
-      std::fprintf(stderr, "actorpipe ucx transport: failure handler threw\n");
+      log_error("ucx transport: failure handler threw");
     }
   }
 
@@ -283,9 +283,9 @@ struct ucx_transport::state {
     try {
       h->on_receive(meta, std::move(tensor));
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "actorpipe ucx transport: receive handler threw: %s\n", e.what());
+      log_error(std::string("ucx transport: receive handler threw: ") + e.what());
     } catch (...) {
-      std::fprintf(stderr, "actorpipe ucx transport: receive handler threw\n");
+      log_error("ucx transport: receive handler threw");
     }
   }
 

@@ -1,0 +1,191 @@
+// The "actorpipe" spdlog logger behind core/log.hpp. The logger object never changes (other
+// threads may log at any time); setup swaps the sinks inside a dist_sink, which locks, and
+// re-sets each sink's formatter, which locks too.
+#include "core/log.hpp"
+
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/dist_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+
+namespace actorpipe {
+namespace {
+
+const char* const kLevelNames[] = {"trace", "debug", "info", "warn", "error", "off"};
+
+spdlog::level::level_enum to_spdlog(log_level l) {
+  switch (l) {
+    case log_level::trace: return spdlog::level::trace;
+    case log_level::debug: return spdlog::level::debug;
+    case log_level::info: return spdlog::level::info;
+    case log_level::warn: return spdlog::level::warn;
+    case log_level::error: return spdlog::level::err;
+    case log_level::off: break;
+  }
+  return spdlog::level::off;
+}
+
+// %* in the terminal pattern: nothing for info (the common line reads "actorpipe: process 1
+// joined"), else the level as compilers write it ("warning: ", "error: ").
+class level_label final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const char* text = "";
+    switch (msg.level) {
+      case spdlog::level::trace: text = "trace: "; break;
+      case spdlog::level::debug: text = "debug: "; break;
+      case spdlog::level::warn: text = "warning: "; break;
+      case spdlog::level::err:
+      case spdlog::level::critical: text = "error: "; break;
+      default: break;
+    }
+    dest.append(text, text + std::strlen(text));
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<level_label>(); }
+};
+
+std::string pattern_literal(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '%' ? std::string("%%") : std::string(1, c);
+  return out;
+}
+
+struct log_state {
+  std::mutex mutex;  // setup and prefix changes (logging itself does not take it)
+  std::shared_ptr<spdlog::sinks::dist_sink_mt> all = std::make_shared<spdlog::sinks::dist_sink_mt>();
+  std::shared_ptr<spdlog::sinks::dist_sink_mt> file_only = std::make_shared<spdlog::sinks::dist_sink_mt>();
+  std::shared_ptr<spdlog::sinks::sink> console = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  std::shared_ptr<spdlog::sinks::sink> file;
+  std::shared_ptr<spdlog::logger> logger = std::make_shared<spdlog::logger>("actorpipe", all);
+  std::shared_ptr<spdlog::logger> file_logger = std::make_shared<spdlog::logger>("actorpipe.file", file_only);
+  std::string prefix;
+
+  log_state() {
+    apply_patterns();
+    all->set_sinks({console});
+    logger->set_level(spdlog::level::info);
+    file_logger->set_level(spdlog::level::info);
+    // Every line reaches the file at once, in one write: processes of a job may share a file.
+    logger->flush_on(spdlog::level::trace);
+    file_logger->flush_on(spdlog::level::trace);
+    try {
+      spdlog::register_logger(logger);  // spdlog::get("actorpipe") finds it
+      spdlog::set_default_logger(logger);
+    } catch (const spdlog::spdlog_ex&) {
+      // A program of its own registered the name first: ours still works, unregistered.
+    }
+  }
+
+  // Caller holds the mutex (or is the constructor).
+  void apply_patterns() {
+    const std::string p = prefix.empty() ? "" : pattern_literal(prefix) + " ";
+    auto terminal = std::make_unique<spdlog::pattern_formatter>();
+    terminal->add_flag<level_label>('*').set_pattern(p + "actorpipe: %*%v");
+    console->set_formatter(std::move(terminal));
+    if (file) file->set_formatter(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%d %H:%M:%S.%e " + p + "%l: %v"));
+  }
+};
+
+log_state& state() {
+  static log_state s;
+  return s;
+}
+
+}  // namespace
+
+log_level parse_log_level(const std::string& text, const std::string& source) {
+  for (int i = 0; i < 6; ++i)
+    if (text == kLevelNames[i]) return static_cast<log_level>(i);
+  throw std::invalid_argument(source + "=" + text + " must be one of trace, debug, info, warn, error, off");
+}
+
+const char* log_level_name(log_level level) { return kLevelNames[static_cast<int>(level)]; }
+
+void setup_logging(const log_options& o) {
+  auto& s = state();
+  std::shared_ptr<spdlog::sinks::sink> file;
+  if (!o.file.empty()) {
+    // Checked here for a message that names the option (spdlog's own names only the path).
+    std::FILE* f = std::fopen(o.file.c_str(), "ab");
+    if (!f) throw std::invalid_argument("--log-file=" + o.file + " cannot be opened for appending: " + std::strerror(errno));
+    std::fclose(f);
+    try {
+      file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(o.file, false);
+    } catch (const spdlog::spdlog_ex& e) {
+      throw std::invalid_argument("--log-file=" + o.file + " cannot be opened for appending: " + e.what());
+    }
+  }
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const auto level = to_spdlog(o.level);
+  s.file = file;
+  s.apply_patterns();
+  // With a file the terminal keeps warnings and errors only; the file gets every line.
+  s.console->set_level(file ? std::max(level, spdlog::level::warn) : spdlog::level::trace);
+  s.all->set_sinks(file ? std::vector<spdlog::sink_ptr>{s.console, file} : std::vector<spdlog::sink_ptr>{s.console});
+  s.file_only->set_sinks(file ? std::vector<spdlog::sink_ptr>{file} : std::vector<spdlog::sink_ptr>{});
+  s.logger->set_level(level);
+  s.file_logger->set_level(level);
+}
+
+void reset_logging() {
+  auto& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.prefix.clear();
+  }
+  setup_logging({});
+}
+
+std::string process_prefix(int process, const std::vector<int>& ranks) {
+  std::vector<int> r = ranks;
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  std::string text = "[p" + std::to_string(process);
+  for (size_t i = 0; i < r.size();) {
+    size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    text += (i == 0 ? " r" : ",") + std::to_string(r[i]) + (j > i ? "-" + std::to_string(r[j]) : "");
+    i = j + 1;
+  }
+  return text + "]";
+}
+
+void set_log_prefix(const std::string& prefix) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.prefix = prefix;
+  s.apply_patterns();
+}
+
+std::string log_prefix_text() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.prefix.empty() ? "" : s.prefix + " ";
+}
+
+bool log_enabled(log_level level) { return level != log_level::off && state().logger->should_log(to_spdlog(level)); }
+
+void log_message(log_level level, const std::string& text) {
+  if (level == log_level::off) return;
+  state().logger->log(spdlog::source_loc{}, to_spdlog(level), spdlog::string_view_t(text));
+}
+
+void log_to_file(log_level level, const std::string& text) {
+  if (level == log_level::off) return;
+  state().file_logger->log(spdlog::source_loc{}, to_spdlog(level), spdlog::string_view_t(text));
+}
+
+void flush_log() {
+  state().logger->flush();
+  state().file_logger->flush();
+}
+
+}  // namespace actorpipe

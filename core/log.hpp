@@ -1,0 +1,66 @@
+// actorpipe's log: one named spdlog logger, "actorpipe", that every library and command writes
+// through. Lines go to stderr, and with a log file to that file too; in a multi-process job
+// each line names its process and ranks ("[p1 r2-3] actorpipe: ..."). No spdlog in this
+// header, so including it costs nothing; core/log.cpp owns the logger.
+//
+// Before setup_logging the logger already works with the defaults (info and above on stderr,
+// no prefix): code that runs at the very top of main may log.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace actorpipe {
+
+enum class log_level { trace, debug, info, warn, error, off };
+
+// "trace", "debug", "info", "warn", "error" or "off". Throws std::invalid_argument naming
+// `source` (the option or variable it came from) and the value:
+// "--log-level=verbose must be one of trace, debug, info, warn, error, off".
+log_level parse_log_level(const std::string& text, const std::string& source = "--log-level");
+const char* log_level_name(log_level level);
+
+struct log_options {
+  log_level level = log_level::info;
+  // Empty: stderr only. Else every line at `level` and above is appended to this file (with a
+  // timestamp and its level), and stderr keeps only warnings and errors.
+  std::string file;
+};
+
+// (Re)makes the logger from `options`. Throws std::invalid_argument naming --log-file when the
+// file cannot be opened for appending.
+void setup_logging(const log_options& options);
+// Back to the defaults (info on stderr, no file, no prefix); closes the file.
+void reset_logging();
+
+// "[p1 r2-3]": process 1 of a job, hosting pipeline ranks 2 and 3 ("r2" for one rank, "r2,5"
+// when they are not contiguous; "[p1]" while its ranks are not known yet).
+std::string process_prefix(int process, const std::vector<int>& ranks = {});
+// Puts `prefix` (e.g. process_prefix(...); "" for none) in front of every line from now on.
+void set_log_prefix(const std::string& prefix);
+// The prefix and one space ("[p1 r2-3] "), or "" when there is none: for the few lines a
+// command writes itself (its final error line) so they read like the log's.
+std::string log_prefix_text();
+
+bool log_enabled(log_level level);
+void log_message(log_level level, const std::string& text);
+// Only to the log file (nothing when there is none), if `level` passes: for output that is
+// already on the terminal another way (actorpipe launch copies its processes' lines there).
+void log_to_file(log_level level, const std::string& text);
+void flush_log();
+
+inline void log_trace(const std::string& text) { log_message(log_level::trace, text); }
+inline void log_debug(const std::string& text) { log_message(log_level::debug, text); }
+inline void log_info(const std::string& text) { log_message(log_level::info, text); }
+inline void log_warn(const std::string& text) { log_message(log_level::warn, text); }
+inline void log_error(const std::string& text) { log_message(log_level::error, text); }
+
+}  // namespace actorpipe
+
+// Builds the text only when the level is on (for lines in hot paths, e.g. per step):
+// ACTORPIPE_LOG(debug, "step " + std::to_string(k) + " done").
+#define ACTORPIPE_LOG(level, text)                                                   \
+  do {                                                                               \
+    if (::actorpipe::log_enabled(::actorpipe::log_level::level))                     \
+      ::actorpipe::log_message(::actorpipe::log_level::level, (text));               \
+  } while (false)
