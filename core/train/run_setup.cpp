@@ -79,6 +79,12 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
     throw std::invalid_argument("--layers=" + std::to_string(o.model.layers) + " cannot be split over stages*chunks=" +
                                 std::to_string(S) + " virtual stages (each needs at least one layer)");
   s.partition = o.partition.empty() ? model->default_partition : o.partition;
+  bool other_processes = false;
+  for (int r = 0; build_rank && r < s.place.ranks; ++r) other_processes = other_processes || !build_rank(r);
+  if (s.partition == "profile" && other_processes)
+    throw std::invalid_argument(
+        "--partition profile measures the layers in one process, and the processes of a job could measure different "
+        "splits: run it once in one process and give the split it prints as --partition counts:A,B,...");
   if (S == 1) {
     partition_layers(s.partition, s.layer_names, 1, 1, [&] { return std::vector<double>(L, 1.0); },
                      [&] { return std::vector<double>(L, 1.0); });  // the method is still checked

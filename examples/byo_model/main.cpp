@@ -1,6 +1,7 @@
 // Bring your own model: a small convolutional net on synthetic images, given to actorpipe as
-// a list of layers, trained by the actorpipe command line this program links (train,
-// simulate, launch: `byo_model train --model convnet --stages 2`).
+// a list of layers, and a dynamic ordering policy of its own, both trained by the actorpipe
+// command line this program links (train, simulate, launch):
+//   byo_model train --model convnet --schedule backward-first --stages 2 --partition profile
 #include <torch/torch.h>
 
 #include <actorpipe/actorpipe.hpp>
@@ -53,10 +54,74 @@ actorpipe::model_definition convnet(const actorpipe::train_options& options) {
   return m;
 }
 
+// A dynamic policy: run any ready backward first (the deepest chunk first: it frees memory
+// soonest), else the next forward while the rank's first chunk holds fewer than `budget` live
+// activations. Each virtual stage still runs its F and its B in microbatch order, so the
+// gradients add up in the same order as under any built-in schedule.
+class backward_first final : public actorpipe::rank_policy {
+ public:
+  backward_first(const actorpipe::placement& place, int microbatches, int rank, int budget)
+      : chunks_(place.virtual_stages_of(rank)), M_(microbatches), budget_(budget) {
+    reset();
+  }
+  void reset() override {
+    next_f_.assign(chunks_.size(), 0);
+    next_b_.assign(chunks_.size(), 0);
+    left_ = static_cast<int>(chunks_.size()) * M_ * 2;
+  }
+  std::optional<actorpipe::action> next(const std::function<bool(const actorpipe::action&)>& ready) override {
+    using actorpipe::op_kind;
+    for (std::size_t k = chunks_.size(); k-- > 0;) {
+      actorpipe::action b{op_kind::backward, chunks_[k], next_b_[k]};
+      if (next_b_[k] < M_ && ready(b)) {
+        ++next_b_[k];
+        return b;
+      }
+    }
+    for (std::size_t k = chunks_.size(); k-- > 0;) {
+      actorpipe::action f{op_kind::forward, chunks_[k], next_f_[k]};
+      const bool room = k > 0 || next_f_[0] - next_b_[0] < budget_;
+      if (next_f_[k] < M_ && room && ready(f)) {
+        ++next_f_[k];
+        return f;
+      }
+    }
+    return std::nullopt;
+  }
+  void completed(const actorpipe::action&) override { --left_; }
+  bool finished() const override { return left_ == 0; }
+  std::string waiting_for() const override {
+    return "backward-first: next F" + std::to_string(next_f_[0]) + ", B" + std::to_string(next_b_[0]) + " on its first chunk";
+  }
+  std::vector<actorpipe::action> all_actions() const override {
+    std::vector<actorpipe::action> out;
+    for (int v : chunks_)
+      for (int m = 0; m < M_; ++m) {
+        out.push_back({actorpipe::op_kind::forward, v, m});
+        out.push_back({actorpipe::op_kind::backward, v, m});
+      }
+    return out;
+  }
+
+ private:
+  std::vector<int> chunks_;  // the rank's virtual stages
+  int M_, budget_;
+  std::vector<int> next_f_, next_b_;
+  int left_ = 0;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   actorpipe::ensure_best_blas_kernels(argv);  // may restart the program once, before anything else
   actorpipe::register_model("convnet", convnet, "a small convolutional net on synthetic images");
+  actorpipe::register_policy(
+      "backward-first",
+      [](const actorpipe::policy_request& r) {
+        // --budget, or as many live activations as 1F1B holds: stages - rank
+        const int budget = r.budget > 0 ? r.budget : r.place.ranks - r.rank;
+        return std::make_unique<backward_first>(r.place, r.microbatches, r.rank, budget);
+      },
+      "any ready backward first, then forwards while the rank holds fewer than --budget activations");
   return actorpipe::cli_main(argc, argv, std::cout, std::cerr);
 }

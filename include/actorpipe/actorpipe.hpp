@@ -16,5 +16,6 @@
 #include "core/model/tensor_box_torch.hpp"
 #include "core/partition.hpp"
 #include "core/schedule/policy.hpp"
+#include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/train/reference_trainer.hpp"

@@ -215,6 +215,10 @@ CATCH_TEST_CASE("prepare_run cuts a registered model by --partition and finds th
   CATCH_CHECK(s.layers == std::vector<layer_range>{{0, 3}, {3, 4}, {4, 5}, {5, 8}});
   o.partition = "type:^conv";
   CATCH_CHECK_THROWS_WITH(prepare_run(o), Catch::Contains("--partition 'type:^conv' matches no layer name"));
+  o.partition = "profile";  // measured per process: a job of several would disagree
+  CATCH_CHECK_THROWS_WITH(prepare_run(o, {}, [](int rank) { return rank == 0; }),
+                          Catch::Contains("--partition profile measures the layers in one process") &&
+                              Catch::Contains("counts:A,B"));
   o.partition = "uniform";
   o.stages = 4;
   o.chunks = 3;
