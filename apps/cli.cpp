@@ -14,6 +14,7 @@
 #include "apps/launch_command.hpp"
 #include "apps/simulate_command.hpp"
 #include "core/log.hpp"
+#include "core/model/model_names.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #ifdef ACTORPIPE_WITH_TORCH
 #include "apps/train_command.hpp"
@@ -120,9 +121,12 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
     std::string& names = info.dynamic ? policies : plans;
     names += (names.empty() ? "" : ", ") + info.name;
   }
+  std::string models;
+  for (const auto& [name, description] : list_models()) models += "\n  " + name + ": " + description;
   auto* t = app.add_subcommand("train",
-                               "Train a GPT with pipeline parallelism: every stage, chunk and optimizer is an actor; the "
-                               "schedule decides the order of their messages.");
+                               "Train a model (the built-in GPT, or one a program registered) with pipeline parallelism: "
+                               "every stage, chunk and optimizer is an actor; the schedule decides the order of their "
+                               "messages.");
   t->footer(
       "\nExamples:\n"
       "  actorpipe train                                      # the default job: 2 stages, 1f1b, synthetic data\n"
@@ -136,6 +140,7 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "\nSeveral processes: when WORLD_SIZE > 1 (set by actorpipe launch, torchrun, srun or mpirun) this process\n"
       "is one of the job's; process 0 hosts the supervisor at MASTER_ADDR:MASTER_PORT and prints the progress.\n"
       "Every process needs the same ACTORPIPE_JOB_TOKEN (actorpipe launch makes one). See README.\n"
+      "\nModels (--model):" + models + "\n" +
       "\nSchedules: " + plans + " (plans; see simulate --list).\nDynamic policies: " + policies +
       " (they pick each rank's next action as inputs arrive;\ngreedy: backward first, forwards of new microbatches "
       "while the rank holds fewer than --budget).");

@@ -11,10 +11,7 @@ set(actorpipe_install_targets actorpipe_log actorpipe_core actorpipe_model actor
 if(TARGET actorpipe_nccl)
   list(APPEND actorpipe_install_targets actorpipe_nccl)
 endif()
-if(TARGET actorpipe_libtorch)  # a PyPI wheel's LibTorch: exported with its absolute paths
-  list(APPEND actorpipe_install_targets actorpipe_libtorch)
-  set(ACTORPIPE_PACKAGE_TORCH_DIR "${ACTORPIPE_TORCH_DIR}")
-endif()
+set(ACTORPIPE_PACKAGE_TORCH_DIR "${ACTORPIPE_TORCH_DIR}")  # a PyPI wheel's LibTorch: found there again
 install(TARGETS ${actorpipe_install_targets} EXPORT actorpipeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -27,6 +27,7 @@
 #include <torch/torch.h>
 
 #include "core/data/microbatch.hpp"
+#include "core/model/model_names.hpp"
 #include "core/train/train_options.hpp"
 
 namespace actorpipe {
@@ -123,9 +124,7 @@ using model_factory = std::function<model_definition(const train_options& option
 // Adds (or replaces a user-registered) model. Throws std::invalid_argument for an empty or
 // whitespace-containing name, "gpt", or an empty factory.
 void register_model(const std::string& name, model_factory factory, std::string description = "");
-bool has_model(const std::string& name);
-// name -> description, built-in first.
-std::vector<std::pair<std::string, std::string>> list_models();
+// has_model, list_models: core/model/model_names.hpp
 // Builds and validates options.model_name's definition (std::invalid_argument for an unknown
 // name, listing the known ones).
 model_definition make_model(const train_options& options);

@@ -19,6 +19,18 @@ using torch::autograd::Edge;
 using torch::autograd::edge_list;
 using torch::autograd::Node;
 
+// An owning handle to a node we only hold a raw pointer to: shared_ptr in LibTorch 1.x,
+// intrusive_ptr (getptr) in later ones.
+template <class N>
+auto owning(N* n, int) -> decltype(n->getptr()) {
+  return n->getptr();
+}
+template <class N>
+auto owning(N* n, long) -> decltype(n->shared_from_this()) {
+  return n->shared_from_this();
+}
+Edge edge_into(Node* n, std::uint32_t input_nr) { return Edge(owning(n, 0), input_nr); }
+
 // For every node reachable from `root`: does it lead to `target` (the input's leaf)? An
 // iterative post-order walk: chunks can be deep chains, too deep for recursion.
 std::unordered_map<Node*, bool> nodes_reaching(Node* root, Node* target) {
@@ -115,7 +127,7 @@ at::Tensor input_grad_pass(const at::Tensor& output, const at::Tensor& grad_outp
           if (it->second != top) overlap = true;
           continue;
         }
-        if (dynamic_cast<torch::autograd::AccumulateGrad*>(n)) b.leaves.push_back(Edge(n->shared_from_this(), 0));
+        if (dynamic_cast<torch::autograd::AccumulateGrad*>(n)) b.leaves.push_back(edge_into(n, 0));
         for (const Edge& e : n->next_edges())
           if (e.function) walk.push_back(e.function.get());
       }
@@ -132,7 +144,7 @@ at::Tensor input_grad_pass(const at::Tensor& output, const at::Tensor& grad_outp
   // their input-path outputs only (their weight children are not needed in this pass).
   edge_list outputs{in_edge};
   for (const auto& b : branches)
-    for (std::uint32_t k = 0; k < b.top->num_inputs(); ++k) outputs.emplace_back(b.top->shared_from_this(), k);
+    for (std::uint32_t k = 0; k < b.top->num_inputs(); ++k) outputs.push_back(edge_into(b.top, k));
   auto& engine = torch::autograd::Engine::get_default_engine();
   const auto captured = engine.execute({root}, {g}, /*keep_graph=*/true, /*create_graph=*/false,
                                        /*accumulate_grad=*/false, outputs);
@@ -141,7 +153,7 @@ at::Tensor input_grad_pass(const at::Tensor& output, const at::Tensor& grad_outp
     deferred_weight_pass::call c;
     for (std::uint32_t k = 0; k < b.top->num_inputs(); ++k, ++at) {
       if (!captured[at].defined()) continue;
-      c.roots.emplace_back(b.top->shared_from_this(), k);
+      c.roots.push_back(edge_into(b.top, k));
       c.grads.push_back(captured[at]);
     }
     if (c.roots.empty()) continue;
