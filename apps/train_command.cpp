@@ -65,6 +65,8 @@ job_config resolve_job(const train_cli_options& o) {
     if (value) apply_override(c, key, std::to_string(*value));
   };
   if (o.schedule) apply_override(c, "schedule", *o.schedule);
+  if (o.model) c.model = *o.model;
+  if (o.partition) c.partition = *o.partition;
   set("pp", o.stages);
   set("chunks", o.chunks);
   // Without a config file or a chunk count, the schedule's own (2 for interleaved, zbv and
@@ -119,8 +121,8 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.data_seed = c.seed;
   t.schedule = c.schedule;
   t.schedule_file = o.schedule_file;
-  t.model_name = o.model;
-  t.partition = o.partition;
+  t.model_name = c.model;
+  t.partition = c.partition;
   t.stages = c.pp;
   t.chunks = c.chunks;
   t.microbatches = c.num_microbatches;

@@ -16,8 +16,8 @@ struct train_cli_options {
   std::vector<std::string> overrides;  // KEY=VALUE on the job config
   std::optional<std::string> schedule;
   std::string schedule_file;
-  std::string model = "gpt";  // a registered model (register_model); gpt is built in
-  std::string partition;      // empty: the model's default
+  std::optional<std::string> model;      // a registered model (register_model); gpt is built in
+  std::optional<std::string> partition;  // empty: the model's default
   std::optional<int> stages, chunks, microbatches, microbatch_size, batch_size, steps;
   std::optional<int> layers, hidden, heads, seq_len, vocab, warmup_steps;
   std::optional<std::uint64_t> seed;

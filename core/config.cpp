@@ -44,6 +44,8 @@ const std::vector<field>& fields() {
       {"chunks", &job_config::chunks},
       {"zero_stage", &job_config::zero_stage},
       {"precision", &job_config::precision},
+      {"model", &job_config::model},
+      {"partition", &job_config::partition},
       {"layers", &job_config::layers},
       {"hidden", &job_config::hidden},
       {"heads", &job_config::heads},
@@ -330,7 +332,7 @@ void resolve_and_validate(job_config& c) {
   if (c.hidden % c.heads != 0) fail("hidden=" + str(c.hidden) + " is not divisible by heads=" + str(c.heads));
   if (c.heads % c.tp != 0) fail("heads=" + str(c.heads) + " is not divisible by tp=" + str(c.tp));
   long long virtual_stages = static_cast<long long>(c.pp) * c.chunks;
-  if (c.layers < virtual_stages)
+  if (c.model == "gpt" && c.layers < virtual_stages)  // another model's layer count is its own
     fail("layers=" + str(c.layers) + " cannot be split over pp*chunks = " + str(c.pp) + "*" + str(c.chunks) + " = " +
          str(virtual_stages) + " virtual stages (each needs at least one layer)");
 

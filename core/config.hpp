@@ -32,7 +32,10 @@ struct job_config {
   int zero_stage = 0;
   std::string precision = "fp32";  // fp32 | bf16 | fp16
 
-  // Model.
+  // Model: a registered name (gpt is built in) and how its layers are cut (empty: the
+  // model's default partition method). The shape keys below are the GPT's.
+  std::string model = "gpt";
+  std::string partition;
   int layers = 8;
   int hidden = 256;
   int heads = 4;

@@ -146,7 +146,7 @@ CATCH_TEST_CASE("config_to_json round-trips through config_from_json", "[config]
   c.notes = {"not serialized"};
 
   json j = config_to_json(c);
-  CATCH_CHECK(j.size() == 23);
+  CATCH_CHECK(j.size() == 25);
   CATCH_CHECK(j.count("notes") == 0);
   CATCH_CHECK(j["pp"] == 2);
   CATCH_CHECK(j["precision"] == "bf16");
@@ -390,6 +390,9 @@ CATCH_TEST_CASE("rule: model sizes", "[config]") {
   CATCH_CHECK_NOTHROW(resolved(c));
   c.layers = 6;
   CATCH_CHECK_THROWS_WITH(resolved(c), Catch::Contains("layers=6 cannot be split over pp*chunks = 4*2 = 8"));
+  c.model = "my-convnet";  // the layers key is the GPT's: another model counts its own layers
+  CATCH_CHECK_NOTHROW(resolved(c));
+  c.model = "gpt";
 
   job_config h = base();
   h.hidden = 250;
