@@ -2,7 +2,10 @@
 // action's inputs are here, runs what the stage picks on the rank's compute thread, and sends
 // F outputs to the next virtual stage and input-gradients to the previous one.
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
@@ -19,6 +22,89 @@ struct chunk_state {
   std::map<int, std::map<int, tensor_box>> tied_in;  // by step, then slot
 };
 
+// Runs `job` on the rank's compute thread; if it throws, the supervisor hears "virtual stage v:
+// <what> failed: <why>". The job reports its own success.
+void on_compute_thread(caf::event_based_actor* self, const run_context& ctx, int v, const std::string& what,
+                       std::function<void()> job) {
+  auto sup = ctx.supervisor;
+  self->send(ctx.compute[ctx.place.rank_of[v]], msg::compute_job{[sup, v, what, job = std::move(job)] {
+               try {
+                 job();
+               } catch (const std::exception& e) {
+                 caf::anon_send(sup, msg::failure{"virtual stage " + std::to_string(v) + ": " + what + " failed: " + e.what()});
+               }
+             }});
+}
+
+// The tie groups stage v takes part in (a stand-in stage holds no tied tensor: none), and how
+// many tensors it receives from the other holders per step.
+std::vector<int> tie_groups_of(const run_context& ctx, int v, int& expected_in) {
+  std::vector<int> groups;
+  expected_in = 0;
+  for (int g = 0; g < static_cast<int>(ctx.ties.size()); ++g) {
+    const auto& holders = ctx.ties[g].stages;
+    if (std::find(holders.begin(), holders.end(), v) == holders.end()) continue;
+    const int n = static_cast<int>(ctx.runners[v]->tied_parameters(ctx.ties[g].key).size());
+    if (n == 0) continue;
+    groups.push_back(g);
+    expected_in += n * static_cast<int>(holders.size() - 1);
+  }
+  return groups;
+}
+
+// Compute thread: a copy of stage v's tied gradients to every other holder of each key.
+void send_tied_gradients(const run_context& ctx, int v, int step, const std::vector<int>& groups) {
+  const int rank = ctx.place.rank_of[v];
+  for (int g : groups) {
+    const auto& group = ctx.ties[g];
+    const auto own = tied_gradient_copies(*ctx.runners[v], group.key);
+    if (static_cast<int>(own.size()) > run_context::max_tied_tensors)
+      throw std::invalid_argument("tie key '" + group.key + "' holds " + std::to_string(own.size()) + " tensors; at most " +
+                                  std::to_string(run_context::max_tied_tensors) + " are synced per key");
+    for (int u : group.stages) {
+      if (u == v) continue;
+      for (int j = 0; j < static_cast<int>(own.size()); ++j)
+        ctx.send_tensor(tensor_kind::tied_gradient, step, u, ctx.tied_slot(g, j, v), rank, own[j]);
+    }
+  }
+}
+
+// Compute thread: each tied tensor of stage v becomes the sum of every holder's copy, in
+// virtual-stage order (`in`: the others' copies by slot).
+void sum_tied_gradients(const run_context& ctx, int v, const std::vector<int>& groups,
+                        const std::map<int, tensor_box>& in) {
+  for (int g : groups) {
+    const auto& group = ctx.ties[g];
+    const auto own = tied_gradient_copies(*ctx.runners[v], group.key);
+    std::vector<std::vector<tensor_box>> per_holder;
+    for (int u : group.stages) {
+      if (u == v) {
+        per_holder.push_back(own);
+        continue;
+      }
+      std::vector<tensor_box> theirs;
+      for (int j = 0; j < static_cast<int>(own.size()); ++j) theirs.push_back(in.at(ctx.tied_slot(g, j, u)));
+      per_holder.push_back(std::move(theirs));
+    }
+    set_tied_gradient_sums(*ctx.runners[v], group.key, per_holder);
+  }
+}
+
+// Compute thread: stage v's parameters (tied copies left to their owner) to process 0, their
+// names by control message.
+msg::parameter_names send_parameters(const run_context& ctx, int v, int step) {
+  msg::parameter_names names{v, {}};
+  int index = 0;
+  const auto& runner = *ctx.runners[v];
+  const auto copies = runner.tied_copies();
+  for (auto& [name, t] : runner.named_parameters()) {
+    if (std::find(copies.begin(), copies.end(), name) != copies.end()) continue;
+    names.names.push_back(name);
+    ctx.send_tensor_to_process(0, tensor_kind::parameter, step, v, index++, ctx.place.rank_of[v], t.contiguous());
+  }
+  return names;
+}
+
 }  // namespace
 
 caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int v) {
@@ -33,53 +119,23 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
     st->grads.clear();
     st->targets.clear();
   };
-  // The tie groups this stage takes part in, and how many tensors each holds (a stand-in
-  // stage holds none: it answers the sync at once).
-  std::vector<int> my_groups;
   int expected_in = 0;
-  for (int g = 0; g < static_cast<int>(ctx->ties.size()); ++g) {
-    const auto& holders = ctx->ties[g].stages;
-    if (std::find(holders.begin(), holders.end(), v) == holders.end()) continue;
-    const int n = static_cast<int>(ctx->runners[v]->tied_parameters(ctx->ties[g].key).size());
-    if (n == 0) continue;
-    my_groups.push_back(g);
-    expected_in += n * static_cast<int>(holders.size() - 1);
-  }
+  const std::vector<int> my_groups = tie_groups_of(*ctx, v, expected_in);
   auto fail = [=](std::string what) {
     self->send(ctx->supervisor, msg::failure{"virtual stage " + std::to_string(v) + " (rank " + std::to_string(rank) +
                                              "): " + std::move(what)});
   };
-  // Everything for the tied sync is here: each tied tensor becomes the sum of every holder's
-  // copy in virtual-stage order.
+  // Everything for the tied sync is here: sum on the compute thread, then report.
   auto maybe_sum_tied = [=](int step) {
     auto it = st->tied_in.find(step);
     if (st->tied_sent_step != step || it == st->tied_in.end() || static_cast<int>(it->second.size()) < expected_in) return;
     auto in = std::move(it->second);
     st->tied_in.erase(it);
-    auto runner = ctx->runners[v];
     auto sup = ctx->supervisor;
-    self->send(ctx->compute[rank], msg::compute_job{[=] {
-                 try {
-                   for (int g : my_groups) {
-                     const auto& group = ctx->ties[g];
-                     const auto own = tied_gradient_copies(*runner, group.key);
-                     std::vector<std::vector<tensor_box>> per_holder;
-                     for (int u : group.stages) {
-                       if (u == v) {
-                         per_holder.push_back(own);
-                         continue;
-                       }
-                       std::vector<tensor_box> theirs;
-                       for (int j = 0; j < static_cast<int>(own.size()); ++j) theirs.push_back(in.at(ctx->tied_slot(g, j, u)));
-                       per_holder.push_back(std::move(theirs));
-                     }
-                     set_tied_gradient_sums(*runner, group.key, per_holder);
-                   }
-                   caf::anon_send(sup, msg::tied_sync_done{step, v});
-                 } catch (const std::exception& e) {
-                   caf::anon_send(sup, msg::failure{"virtual stage " + std::to_string(v) + ": tied gradient sync failed: " + e.what()});
-                 }
-               }});
+    on_compute_thread(self, *ctx, v, "tied gradient sync", [=] {
+      sum_tied_gradients(*ctx, v, my_groups, in);
+      caf::anon_send(sup, msg::tied_sync_done{step, v});
+    });
   };
   auto forward_ready = [=](int step, int m) {
     if (st->inputs.count(m) && (!last || st->targets.count(m)))
@@ -106,31 +162,12 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
           self->send(ctx->supervisor, msg::tied_sync_done{t.step, v});
           return;
         }
-        // Send a copy of our tied gradients to every other holder of each key.
-        auto runner = ctx->runners[v];
         auto me = caf::actor_cast<caf::actor>(self);
-        auto sup = ctx->supervisor;
         const int step = t.step;
-        self->send(ctx->compute[rank], msg::compute_job{[=] {
-                     try {
-                       for (int g : my_groups) {
-                         const auto& group = ctx->ties[g];
-                         const auto own = tied_gradient_copies(*runner, group.key);
-                         if (static_cast<int>(own.size()) > run_context::max_tied_tensors)
-                           throw std::invalid_argument("tie key '" + group.key + "' holds " + std::to_string(own.size()) +
-                                                       " tensors; at most " + std::to_string(run_context::max_tied_tensors) +
-                                                       " are synced per key");
-                         for (int u : group.stages) {
-                           if (u == v) continue;
-                           for (int j = 0; j < static_cast<int>(own.size()); ++j)
-                             ctx->send_tensor(tensor_kind::tied_gradient, step, u, ctx->tied_slot(g, j, v), rank, own[j]);
-                         }
-                       }
-                       caf::anon_send(me, msg::tied_sent{step});
-                     } catch (const std::exception& e) {
-                       caf::anon_send(sup, msg::failure{"virtual stage " + std::to_string(v) + ": tied gradient sync failed: " + e.what()});
-                     }
-                   }});
+        on_compute_thread(self, *ctx, v, "tied gradient sync", [=] {
+          send_tied_gradients(*ctx, v, step, my_groups);
+          caf::anon_send(me, msg::tied_sent{step});
+        });
       },
       [=](msg::tied_sent& t) {
         st->tied_sent_step = t.step;
@@ -141,25 +178,10 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
         maybe_sum_tied(g.step);
       },
       [=](msg::gather_parameters& g) {
-        // --save-final across processes: every parameter to process 0, names by control message.
-        auto runner = ctx->runners[v];
+        // --save-final across processes: every parameter to process 0.
         auto sup = ctx->supervisor;
         const int step = g.step;
-        self->send(ctx->compute[rank], msg::compute_job{[=] {
-                     try {
-                       msg::parameter_names names{v, {}};
-                       int index = 0;
-                       const auto copies = runner->tied_copies();  // sent once, by their owner
-                       for (auto& [name, t] : runner->named_parameters()) {
-                         if (std::find(copies.begin(), copies.end(), name) != copies.end()) continue;
-                         names.names.push_back(name);
-                         ctx->send_tensor_to_process(0, tensor_kind::parameter, step, v, index++, rank, t.contiguous());
-                       }
-                       caf::anon_send(sup, std::move(names));
-                     } catch (const std::exception& e) {
-                       caf::anon_send(sup, msg::failure{"virtual stage " + std::to_string(v) + ": sending parameters failed: " + e.what()});
-                     }
-                   }});
+        on_compute_thread(self, *ctx, v, "sending parameters", [=] { caf::anon_send(sup, send_parameters(*ctx, v, step)); });
       },
       [=](msg::run& r) {
         const action a = r.act;

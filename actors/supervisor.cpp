@@ -34,6 +34,67 @@ struct supervisor_state {
   std::map<caf::actor_addr, std::string> names;
 };
 
+// The pipelined part of a step: from the first action's start to the last one's end.
+struct step_span {
+  double first = 1e300, end = 0, busy = 0;
+};
+
+step_span span_of(const std::vector<msg::flush>& flushes) {
+  step_span s;
+  for (auto& f : flushes)
+    for (auto& e : f.events) {
+      s.first = std::min(s.first, e.start);
+      s.end = std::max(s.end, e.end);
+      s.busy += e.end - e.start;
+    }
+  return s;
+}
+
+// What a finished step reports: loss (mean over microbatches, in microbatch order), lr, norm,
+// time, throughput and the measured bubble.
+step_metrics step_report(const run_context& ctx, const supervisor_state& st) {
+  const int P = ctx.ranks, M = ctx.microbatches;
+  step_metrics m;
+  m.step = st.step;
+  for (double l : st.losses) m.loss += l;
+  m.loss /= M;
+  m.lr = st.lr;
+  m.grad_norm = st.grad_norm;
+  m.seconds = ctx.now() - st.started;
+  m.tokens_per_s = m.seconds > 0 ? double(M) * ctx.options.microbatch_size * ctx.tokens_per_sample / m.seconds : 0;
+  const step_span s = span_of(st.flushes);
+  m.bubble_ratio = s.end > s.first ? 1.0 - s.busy / (P * (s.end - s.first)) : 0;
+  m.peak_activations.assign(P, 0);
+  for (auto& f : st.flushes) m.peak_activations[f.rank] = f.peak_activations;
+  return m;
+}
+
+// The step's measured timeline, shifted so its pipelined part starts at 0, as the simulator
+// draws one.
+sim_result measured_timeline(const run_context& ctx, const std::vector<msg::flush>& flushes) {
+  const int P = ctx.ranks;
+  const double first = span_of(flushes).first;
+  sim_result t;
+  t.schedule = ctx.options.schedule;
+  t.stages = P;
+  t.chunks = ctx.place.chunks();
+  t.microbatches = ctx.microbatches;
+  t.peak_activations.assign(P, 0);
+  t.peak_pending_weight_grads.assign(P, 0);
+  for (auto& f : flushes) {
+    t.peak_activations[f.rank] = f.peak_activations;
+    t.peak_pending_weight_grads[f.rank] = f.peak_pending_weight_grads;
+    for (auto e : f.events) {
+      e.start -= first, e.end -= first;
+      t.events.push_back(e);
+    }
+  }
+  std::stable_sort(t.events.begin(), t.events.end(),
+                   [](const timeline_event& a, const timeline_event& b) { return a.rank < b.rank; });
+  summarize_timeline(t);
+  return t;
+}
+
 }  // namespace
 
 caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx) {
@@ -223,50 +284,11 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
       [=](msg::optimizer_done& d) {
         if (d.step != st->step || ++st->optimizers_done < P) return;
         const int k = st->step;
-        step_metrics m;
-        m.step = k;
-        for (double l : st->losses) m.loss += l;  // microbatch order
-        m.loss /= M;
-        m.lr = st->lr;
-        m.grad_norm = st->grad_norm;
-        m.seconds = ctx->now() - st->started;
         const auto& o = ctx->options;
-        m.tokens_per_s = m.seconds > 0 ? double(M) * o.microbatch_size * ctx->tokens_per_sample / m.seconds : 0;
-        // Measured bubble over the pipelined part of the step (first action start to last end).
-        double first = 1e300, end = 0, busy = 0;
-        m.peak_activations.assign(P, 0);
-        for (auto& f : st->flushes) {
-          m.peak_activations[f.rank] = f.peak_activations;
-          for (auto& e : f.events) {
-            first = std::min(first, e.start);
-            end = std::max(end, e.end);
-            busy += e.end - e.start;
-          }
-        }
-        m.bubble_ratio = end > first ? 1.0 - busy / (P * (end - first)) : 0;
+        const step_metrics m = step_report(*ctx, *st);
         if (ctx->result) {
           ctx->result->steps.push_back(m);
-          if (k + 1 == o.steps) {
-            sim_result& t = ctx->result->last_step;
-            t = sim_result{};
-            t.schedule = o.schedule;
-            t.stages = P;
-            t.chunks = ctx->place.chunks();
-            t.microbatches = M;
-            t.peak_activations.assign(P, 0);
-            t.peak_pending_weight_grads.assign(P, 0);
-            for (auto& f : st->flushes) {
-              t.peak_activations[f.rank] = f.peak_activations;
-              t.peak_pending_weight_grads[f.rank] = f.peak_pending_weight_grads;
-              for (auto e : f.events) {
-                e.start -= first, e.end -= first;  // the pipelined part starts at 0
-                t.events.push_back(e);
-              }
-            }
-            std::stable_sort(t.events.begin(), t.events.end(),
-                             [](const timeline_event& a, const timeline_event& b) { return a.rank < b.rank; });
-            summarize_timeline(t);
-          }
+          if (k + 1 == o.steps) ctx->result->last_step = measured_timeline(*ctx, st->flushes);
         }
         if (ctx->on_step) ctx->on_step(m);
         if (k + 1 == ctx->replan_from && !replan(k, m.bubble_ratio)) return;
