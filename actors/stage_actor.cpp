@@ -47,15 +47,16 @@ caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const ru
     st->last_waiting.clear();
   };
   auto ready = [st, ctx](const action& a) {
-    const auto key = std::make_pair(a.virtual_stage, a.microbatch);
-    switch (a.op) {
-      case op_kind::forward: return st->fwd_in.count(key) > 0;
-      case op_kind::backward:
-      case op_kind::input_grad:
-        return st->f_done.count(key) > 0 && (a.virtual_stage + 1 == ctx->stages || st->grad_in.count(key) > 0);
-      case op_kind::weight_grad: return st->i_done.count(key) > 0;
-    }
-    return false;
+    return action_ready(a, ctx->stages, [&](awaited d, int v, int m) {
+      const auto key = std::make_pair(v, m);
+      switch (d) {
+        case awaited::input: return st->fwd_in.count(key) > 0;
+        case awaited::forward_done: return st->f_done.count(key) > 0;
+        case awaited::gradient: return st->grad_in.count(key) > 0;
+        case awaited::input_grad_done: return st->i_done.count(key) > 0;
+      }
+      return false;
+    });
   };
   // Up to two actions in flight: the second waits in the compute actor's mailbox and starts the
   // moment the first ends, instead of after a done -> stage -> chunk -> compute round trip.

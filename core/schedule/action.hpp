@@ -36,4 +36,24 @@ inline bool produces_input_grad(op_kind op) {
   return op == op_kind::backward || op == op_kind::input_grad;
 }
 
+// What an action waits for at run time: the rule every executor shares (the stage actor, the
+// policy simulator). F needs its input (from the feeder or the previous virtual stage); B and I
+// need their own F and, on any virtual stage but the last, the gradient from the next; W needs
+// its I. (plan.hpp's dependencies_of is the same rule in terms of completed actions.)
+enum class awaited { input, forward_done, gradient, input_grad_done };
+
+// True when everything `a` awaits is there; has(awaited, virtual_stage, microbatch) answers.
+template <class Has>
+bool action_ready(const action& a, int virtual_stages, const Has& has) {
+  const int v = a.virtual_stage, m = a.microbatch;
+  switch (a.op) {
+    case op_kind::forward: return has(awaited::input, v, m);
+    case op_kind::backward:
+    case op_kind::input_grad:
+      return has(awaited::forward_done, v, m) && (v + 1 == virtual_stages || has(awaited::gradient, v, m));
+    case op_kind::weight_grad: return has(awaited::input_grad_done, v, m);
+  }
+  return false;
+}
+
 }  // namespace actorpipe

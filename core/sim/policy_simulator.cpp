@@ -62,14 +62,16 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
     for (int r = 0; r < P; ++r)
       if (running[r] && running[r]->end <= t) finish(r);
     auto ready = [&](const action& a) {
-      const size_t k = idx(a.virtual_stage, a.microbatch);
-      switch (a.op) {
-        case op_kind::forward: return input_at[k] <= t;
-        case op_kind::backward:
-        case op_kind::input_grad: return f_done[k] <= t && (a.virtual_stage + 1 == S || grad_at[k] <= t);
-        case op_kind::weight_grad: return i_done[k] <= t;
-      }
-      return false;
+      return action_ready(a, S, [&](awaited d, int v, int m) {
+        const size_t k = idx(v, m);
+        switch (d) {
+          case awaited::input: return input_at[k] <= t;
+          case awaited::forward_done: return f_done[k] <= t;
+          case awaited::gradient: return grad_at[k] <= t;
+          case awaited::input_grad_done: return i_done[k] <= t;
+        }
+        return false;
+      });
     };
     for (int r = 0; r < P; ++r) {
       if (running[r]) continue;
