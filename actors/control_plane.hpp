@@ -1,14 +1,10 @@
 // The control plane of a multi-process job, on CAF's middleman (io brokers): process 0 listens
-// on MASTER_ADDR:MASTER_PORT, every other process connects, proves it holds the job token
-// (HMAC challenge, core/job_token.hpp) and joins; then small control messages (flush, losses,
-// optimizer steps, ...) flow between actors in different processes as CAF-serialized
-// envelopes, relayed by process 0. Tensor bytes never pass here: they go through the transport.
-//
-// Wire format on each TCP connection: frames of [u32 little-endian length][body], body[0] a
-// type byte: 'C' challenge (32 random bytes), 'H' hello ([32-byte answer][i32 process][joiner
-// name]), 'R' refusal (reason text), 'M' envelope ([u8 target][i32 process][i32 index] + a
-// CAF-serialized caf::message). Before a connection has proven the token, frames are capped
-// at 4 KiB and only a hello is accepted; nothing else it sends is acted on.
+// on MASTER_ADDR:MASTER_PORT (the hub, control_hub.cpp), every other process connects (a
+// member, control_member.cpp), proves it holds the job token (HMAC challenge,
+// core/job_token.hpp) and joins; then small control messages (flush, losses, optimizer steps,
+// ...) flow between actors in different processes as CAF-serialized envelopes, relayed by
+// process 0. Tensor bytes never pass here: they go through the transport. The wire format and
+// its codec are in control_codec.hpp; the stand-ins for remote actors in remote_proxy.hpp.
 #pragma once
 
 #include <caf/all.hpp>
@@ -20,7 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "actors/control_codec.hpp"
 #include "actors/messages.hpp"
+#include "actors/remote_proxy.hpp"
 
 namespace actorpipe {
 
@@ -35,9 +33,6 @@ struct cluster_options {
   std::vector<int> process_of_rank;       // per pipeline rank
   std::function<double()> clock;          // seconds on the run's clock (process 0's is shared)
 };
-
-// Who an envelope is for, in its process.
-enum class target_kind : std::uint8_t { control = 0, supervisor = 1, stage = 2, optimizer = 3, chunk = 4, feeder = 5, runtime = 6 };
 
 namespace msg {
 
@@ -90,22 +85,6 @@ typename Inspector::result_type inspect(Inspector& f, welcome& x) {
 
 }  // namespace msg
 
-// One control message on the wire ('M' frame body): for actor (target, index) in `process`.
-struct control_envelope {
-  std::uint8_t target = 0;
-  std::int32_t process = 0;
-  std::int32_t index = 0;
-  caf::message content;
-};
-
-// Serializes an envelope (its content's types must be registered with `sys`).
-std::vector<char> encode_envelope(caf::actor_system& sys, control_envelope& e);
-// Decodes a frame body into `out`. Returns why it is malformed (a deserialization error,
-// trailing bytes, a target or process out of range), or "" when it is well-formed. Never
-// throws, never trusts a length it has not checked against what is there.
-std::string decode_envelope(caf::actor_system& sys, const char* data, std::size_t size, int processes,
-                            control_envelope& out);
-
 // Registers join and welcome (add_message_types in messages.hpp calls this).
 void add_control_plane_types(caf::actor_system_config& cfg);
 
@@ -115,9 +94,6 @@ void add_control_plane_types(caf::actor_system_config& cfg);
 // supervisor target as msg::failure naming its ranks.
 caf::actor spawn_control_plane(caf::actor_system& sys, cluster_options options, std::vector<std::uint8_t> address,
                                caf::actor owner);
-
-// A local stand-in for an actor in another process: forwards every message it receives.
-caf::actor spawn_remote_proxy(caf::actor_system& sys, caf::actor control, int process, target_kind target, int index);
 
 }  // namespace actorpipe
 

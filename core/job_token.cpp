@@ -8,6 +8,8 @@
 
 #include <stdexcept>
 
+#include "core/wire_bytes.hpp"
+
 namespace actorpipe {
 namespace {
 
@@ -47,8 +49,7 @@ std::vector<std::uint8_t> answer_challenge(const std::string& token, const std::
   // Length-prefix the joiner so ("ab", "c...") and ("a", "bc...") can never collide.
   std::vector<std::uint8_t> message(kDomain, kDomain + sizeof kDomain - 1);
   message.insert(message.end(), challenge.begin(), challenge.end());
-  const std::uint32_t n = static_cast<std::uint32_t>(joiner.size());
-  for (int i = 0; i < 4; ++i) message.push_back(static_cast<std::uint8_t>(n >> (8 * i)));
+  wire::put_u32(message, static_cast<std::uint32_t>(joiner.size()));
   message.insert(message.end(), joiner.begin(), joiner.end());
   std::vector<std::uint8_t> mac(EVP_MAX_MD_SIZE);
   unsigned int len = 0;

@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "core/wire_bytes.hpp"
+
 namespace actorpipe {
 
 namespace {
@@ -39,46 +41,13 @@ constexpr std::size_t fixed_header_bytes = 40;
 constexpr std::size_t dim_bytes = 8;
 constexpr std::size_t max_wire_dims = 255;  // ndims travels as one byte
 
-void put_u8(std::vector<std::uint8_t>& out, std::uint8_t v) { out.push_back(v); }
-
-void put_u32(std::vector<std::uint8_t>& out, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>((v >> (8 * i)) & 0xffu));
-}
-
-void put_u64(std::vector<std::uint8_t>& out, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::uint8_t>((v >> (8 * i)) & 0xffu));
-}
-
-// Signed -> unsigned conversion is defined modulo 2^N, so this is two's complement everywhere.
-void put_i32(std::vector<std::uint8_t>& out, std::int32_t v) { put_u32(out, static_cast<std::uint32_t>(v)); }
-void put_i64(std::vector<std::uint8_t>& out, std::int64_t v) { put_u64(out, static_cast<std::uint64_t>(v)); }
-
-// Callers check bounds once against the frame size; these helpers only assemble bytes.
-std::uint32_t get_u32(const std::uint8_t* p) {
-  std::uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-std::uint64_t get_u64(const std::uint8_t* p) {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-// Unsigned -> signed of an out-of-range value is implementation-defined before C++20; do the
-// two's complement reinterpretation arithmetically instead.
-std::int32_t get_i32(const std::uint8_t* p) {
-  const std::uint32_t u = get_u32(p);
-  if (u <= 0x7fffffffu) return static_cast<std::int32_t>(u);
-  return static_cast<std::int32_t>(static_cast<std::int64_t>(u) - (std::int64_t{1} << 32));
-}
-
-std::int64_t get_i64(const std::uint8_t* p) {
-  const std::uint64_t u = get_u64(p);
-  if (u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return static_cast<std::int64_t>(u);
-  return -static_cast<std::int64_t>(~u) - 1;
-}
+using wire::get_i32;
+using wire::get_i64;
+using wire::get_u64;
+using wire::put_i32;
+using wire::put_i64;
+using wire::put_u64;
+using wire::put_u8;
 
 bool known_dtype(std::uint8_t v) { return v >= 1 && v <= 5; }
 bool known_kind(std::uint8_t v) { return v >= 1 && v <= 6; }

@@ -1,0 +1,306 @@
+// The control plane's hub, on process 0: listens on MASTER_ADDR:MASTER_PORT, challenges every
+// connection for the job token, admits each process once with a matching job fingerprint,
+// sends every process all transport addresses when all joined, then relays envelopes between
+// processes and delivers those for process 0. A lost process is reported to the supervisor.
+#include <caf/io/all.hpp>
+
+#include <chrono>
+#include <memory>
+#include <set>
+
+#include "actors/control_role.hpp"
+#include "core/job_token.hpp"
+#include "core/log.hpp"
+
+namespace actorpipe {
+namespace msg {
+namespace {
+// Hub -> itself.
+struct handshake_deadline {
+  caf::io::connection_handle hdl;
+};
+struct hub_join_deadline {};
+struct shutdown_deadline {};
+}  // namespace
+}  // namespace msg
+}  // namespace actorpipe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::handshake_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::hub_join_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::shutdown_deadline)
+
+namespace actorpipe {
+namespace {
+
+using caf::io::connection_handle;
+
+class hub final : public control_role {
+ public:
+  using control_role::control_role;
+
+  // Listens, and forms the job at once when it has one process.
+  void start() {
+    auto listening = self_->add_tcp_doorman(static_cast<std::uint16_t>(o_.master_port), o_.master_addr.c_str(), true);
+    if (!listening) {
+      fail_setup("cannot listen on " + master() +
+                 " (MASTER_ADDR / MASTER_PORT, or --master-addr / --master-port of actorpipe launch): " +
+                 self_->system().render(listening.error()));
+    } else if (o_.processes == 1) {
+      all_joined();
+    } else {
+      log_info("listening on " + master() + " for the other " + std::to_string(o_.processes - 1) +
+               (o_.processes == 2 ? " process" : " processes") + " of the job");
+    }
+    self_->delayed_send(self_, seconds_span(o_.join_timeout_s), msg::hub_join_deadline{});
+  }
+
+  // A stranger connected: challenge it, and give it 10 s to prove the token.
+  void on_new_connection(const caf::io::new_connection_msg& m) {
+    auto& c = conns_[m.handle];
+    c.remote = self_->remote_addr(m.handle) + ":" + std::to_string(self_->remote_port(m.handle));
+    c.challenge = make_challenge();
+    write_frame(m.handle, control_wire::challenge, std::vector<char>(c.challenge.begin(), c.challenge.end()));
+    start_reading(m.handle);
+    self_->delayed_send(self_, std::chrono::seconds(10), msg::handshake_deadline{m.handle});
+  }
+
+  void on_data(const caf::io::new_data_msg& m) {
+    auto it = conns_.find(m.handle);
+    if (it == conns_.end()) return;
+    control_connection& c = it->second;
+    std::string why;
+    switch (read_frame(m.handle, c, m, c.authenticated ? control_wire::frame_cap : control_wire::pre_auth_cap, why)) {
+      case read_step::length: return;
+      case read_step::bad_length:
+        if (c.authenticated)
+          drop_malformed(m.handle, why);
+        else
+          refuse(m.handle, why);
+        return;
+      case read_step::body:
+        on_frame(m.handle, c, m.buf);
+        if (conns_.count(m.handle)) start_reading(m.handle);
+        return;
+    }
+  }
+
+  void on_connection_closed(const caf::io::connection_closed_msg& m) {
+    auto it = conns_.find(m.handle);
+    if (it == conns_.end()) return;
+    const control_connection c = it->second;
+    conns_.erase(it);
+    if (c.process < 1 || !c.authenticated) return;  // a stranger or a refused process left
+    by_process_.erase(c.process);
+    if (shutting_down_) {
+      if (by_process_.empty()) reply_closed();
+      return;
+    }
+    if (!ready_) {
+      joined_.erase(c.process);
+      log_warn("process " + std::to_string(c.process) + " left while the job was forming");
+      return;
+    }
+    report_failure("lost " + process_name(c.process) + ": its control connection closed (the process died or was killed)");
+  }
+
+  void on_handshake_deadline(const msg::handshake_deadline& d) {
+    auto it = conns_.find(d.hdl);
+    if (it != conns_.end() && !it->second.authenticated) refuse(d.hdl, "no valid hello within 10 s");
+  }
+
+  void on_join_deadline() {
+    if (ready_ || failed_) return;
+    std::string missing;
+    for (int p = 1; p < o_.processes; ++p)
+      if (!joined_.count(p)) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+    fail_setup("only " + std::to_string(joined_.size() + 1) + " of " + std::to_string(o_.processes) +
+               " processes joined within " + join_timeout_text() + " s (--join-timeout); missing: " + missing +
+               ". Check that every process got the same MASTER_ADDR, MASTER_PORT, WORLD_SIZE and ACTORPIPE_JOB_TOKEN");
+  }
+
+  // A local proxy's message for another process.
+  void on_forward(msg::forward& f) {
+    auto it = by_process_.find(f.process);
+    if (it != by_process_.end()) write_envelope(it->second, f.target, f.process, f.index, std::move(f.content));
+  }
+
+  // The run is over: tell every process, and answer once they all hung up (or after 5 s).
+  void on_shutdown(const msg::shutdown_cluster& s) {
+    shutting_down_ = true;
+    shutdown_reply_to_ = caf::actor_cast<caf::actor>(self_->current_sender());
+    for (auto& [p, hdl] : by_process_)
+      write_envelope(hdl, static_cast<std::uint8_t>(target_kind::runtime), p, 0,
+                     caf::make_message(msg::run_finished{s.error}));
+    if (by_process_.empty()) {
+      reply_closed();
+      return;
+    }
+    self_->delayed_send(self_, std::chrono::seconds(5), msg::shutdown_deadline{});
+  }
+
+  void on_shutdown_deadline() {
+    if (!shutdown_reply_to_) return;
+    std::string left;
+    for (auto& [p, hdl] : by_process_) left += (left.empty() ? "" : ", ") + std::to_string(p);
+    log_warn("process(es) " + left + " did not hang up within 5 s of the end of the run");
+    reply_closed();
+  }
+
+ private:
+  // Before the token is proven only a hello is read; after, only envelopes are acted on.
+  void on_frame(connection_handle hdl, control_connection& c, const std::vector<char>& buf) {
+    const char type = buf[0];
+    const char* data = buf.data() + 1;
+    const std::size_t size = buf.size() - 1;
+    if (!c.authenticated) {
+      if (type == control_wire::hello)
+        on_hello(hdl, c, data, size);
+      else
+        refuse(hdl, "a '" + control_wire::frame_type_text(type) + "' frame before proving the job token (protocol error)");
+      return;
+    }
+    if (type == control_wire::envelope) on_envelope(hdl, c, data, size);
+  }
+
+  void on_hello(connection_handle hdl, control_connection& c, const char* data, std::size_t size) {
+    control_wire::hello_frame h;
+    if (auto why = control_wire::decode_hello(data, size, h); !why.empty()) {
+      refuse(hdl, why);
+      return;
+    }
+    if (!verify_answer(o_.token, c.challenge, h.joiner, h.answer)) {
+      refuse(hdl, "wrong job token (from '" + h.joiner + "'; check ACTORPIPE_JOB_TOKEN)");
+      return;
+    }
+    if (h.process < 1 || h.process >= o_.processes) {
+      refuse(hdl, "process index " + std::to_string(h.process) + " outside [1, " + std::to_string(o_.processes) +
+                      ") (is every process started with the same WORLD_SIZE?)");
+      return;
+    }
+    if (joined_.count(h.process)) {
+      refuse(hdl, "process " + std::to_string(h.process) + " has already joined (two processes with RANK=" +
+                      std::to_string(h.process) + "?)");
+      return;
+    }
+    c.authenticated = true;
+    c.process = h.process;
+  }
+
+  // An envelope from an admitted process: its join, a relay to another process, or for us.
+  void on_envelope(connection_handle hdl, control_connection& c, const char* data, std::size_t size) {
+    control_envelope e;
+    if (auto why = decode_envelope(self_->system(), data, size, o_.processes, e); !why.empty()) {
+      drop_malformed(hdl, why);
+      return;
+    }
+    if (e.target == static_cast<std::uint8_t>(target_kind::control)) {
+      if (e.content.match_elements<msg::join>()) on_join(hdl, c, e.content.get_mutable_as<msg::join>(0));
+      return;
+    }
+    if (e.process != 0) {  // relay between two other processes
+      auto it = by_process_.find(e.process);
+      if (it != by_process_.end()) write_envelope(it->second, e.target, e.process, e.index, std::move(e.content));
+      return;
+    }
+    deliver(e.target, e.index, std::move(e.content));
+  }
+
+  void on_join(connection_handle hdl, control_connection& c, msg::join& j) {
+    c.host = j.host;
+    if (ready_) {
+      refuse(hdl, "the job has already formed");
+      return;
+    }
+    if (j.fingerprint != o_.fingerprint) {
+      refuse(hdl, "process " + std::to_string(c.process) + " runs a different job: its options are '" + j.fingerprint +
+                      "', process 0's are '" + o_.fingerprint + "'");
+      return;
+    }
+    addresses_[c.process] = j.address;
+    by_process_[c.process] = hdl;
+    joined_.insert(c.process);
+    log_info(process_name(c.process) + " joined (" + std::to_string(joined_.size() + 1) + " of " +
+             std::to_string(o_.processes) + " processes)");
+    if (static_cast<int>(joined_.size()) == o_.processes - 1) all_joined();
+  }
+
+  void all_joined() {
+    ready_ = true;
+    if (o_.processes > 1) log_info("every process joined: the job has formed");
+    const double clock = o_.clock ? o_.clock() : 0;
+    for (auto& [p, hdl] : by_process_)
+      write_envelope(hdl, static_cast<std::uint8_t>(target_kind::control), p, 0,
+                     caf::make_message(msg::welcome{addresses_, clock}));
+    self_->send(owner_, msg::cluster_ready{addresses_, clock, ""});
+  }
+
+  // Tells a connection why it is turned away, and closes it.
+  void refuse(connection_handle hdl, const std::string& why) {
+    log_warn("refused a connection from " + conns_[hdl].remote + ": " + why);
+    write_frame(hdl, control_wire::refusal, std::vector<char>(why.begin(), why.end()));
+    self_->close(hdl);
+    conns_.erase(hdl);
+  }
+
+  // An admitted process sent something malformed: close its connection and stop the job (or
+  // its forming), naming it. Callers must not touch the connection's entry afterwards.
+  void drop_malformed(connection_handle hdl, const std::string& why) {
+    self_->close(hdl);
+    auto it = conns_.find(hdl);
+    const int p = it != conns_.end() ? it->second.process : -1;
+    const std::string name = process_name(p);
+    log_warn("closing the connection of " + name + ": " + why);
+    conns_.erase(hdl);
+    if (p < 1) return;
+    by_process_.erase(p);
+    if (ready_)
+      report_failure(name + " sent " + why + "; its connection is closed");
+    else
+      fail_setup(name + " sent " + why);
+  }
+
+  void report_failure(std::string what) {
+    deliver(static_cast<std::uint8_t>(target_kind::supervisor), 0, caf::make_message(msg::failure{std::move(what)}));
+  }
+
+  void reply_closed() {
+    if (!shutdown_reply_to_) return;
+    self_->send(shutdown_reply_to_, msg::cluster_closed{});
+    shutdown_reply_to_ = caf::actor{};
+  }
+
+  // "process 2 (rank 2 on host-b)": the host while its connection is open.
+  std::string process_name(int p) const {
+    std::string name = "process " + std::to_string(p) + " (" + ranks_label(p);
+    for (auto& [hdl, c] : conns_)
+      if (c.process == p && !c.host.empty()) name += " on " + c.host;
+    return name + ")";
+  }
+
+  std::map<int, connection_handle> by_process_;  // admitted processes that joined
+  std::set<int> joined_;
+  bool shutting_down_ = false;
+  caf::actor shutdown_reply_to_;
+};
+
+}  // namespace
+
+caf::behavior control_hub(caf::io::broker* self, cluster_options o, std::vector<std::uint8_t> own_address,
+                          caf::actor owner) {
+  auto h = std::make_shared<hub>(self, std::move(o), std::move(own_address), std::move(owner));
+  h->start();
+  return {
+      [h](const caf::io::new_connection_msg& m) { h->on_new_connection(m); },
+      [h](const caf::io::new_data_msg& m) { h->on_data(m); },
+      [h](const caf::io::connection_closed_msg& m) { h->on_connection_closed(m); },
+      [](const caf::io::acceptor_closed_msg&) {},
+      [h](const msg::handshake_deadline& d) { h->on_handshake_deadline(d); },
+      [h](const msg::hub_join_deadline&) { h->on_join_deadline(); },
+      [h](msg::set_targets& t) { h->on_set_targets(t); },
+      [h](msg::forward& f) { h->on_forward(f); },
+      [h](const msg::shutdown_cluster& s) { h->on_shutdown(s); },
+      [h](const msg::shutdown_deadline&) { h->on_shutdown_deadline(); },
+  };
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,200 @@
+// The control plane of a process other than 0 (a member): connects to the hub on process 0
+// (retrying until --join-timeout), answers its challenge with the job token, sends its join
+// (job fingerprint, transport address), and once welcomed exchanges envelopes with the hub.
+// Losing the hub ends this process's run.
+#include <caf/io/all.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+
+#include "actors/control_role.hpp"
+#include "core/job_token.hpp"
+#include "core/log.hpp"
+
+namespace actorpipe {
+namespace msg {
+namespace {
+// Member -> itself.
+struct member_join_deadline {};
+struct retry_connect {};
+}  // namespace
+}  // namespace msg
+}  // namespace actorpipe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::member_join_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::retry_connect)
+
+namespace actorpipe {
+namespace {
+
+using caf::io::connection_handle;
+
+class member final : public control_role {
+ public:
+  using control_role::control_role;
+
+  void start() {
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(o_.join_timeout_s));
+    try_connect();
+    self_->delayed_send(self_, seconds_span(o_.join_timeout_s), msg::member_join_deadline{});
+  }
+
+  // Process 0 may not listen yet: retry every 200 ms until the join deadline.
+  void try_connect() {
+    if (connected_ || failed_) return;
+    auto hdl = self_->add_tcp_scribe(o_.master_addr, static_cast<std::uint16_t>(o_.master_port));
+    if (!hdl) {
+      connect_error_ = self_->system().render(hdl.error());
+      if (std::chrono::steady_clock::now() >= deadline_) {
+        fail_setup("could not reach process 0 at " + master() + " within " + join_timeout_text() +
+                   " s (--join-timeout): " + connect_error_);
+        return;
+      }
+      self_->delayed_send(self_, std::chrono::milliseconds(200), msg::retry_connect{});
+      return;
+    }
+    server_ = *hdl;
+    connected_ = true;
+    log_debug("connected to process 0 at " + master() + "; proving the job token");
+    conns_[*hdl].remote = "process 0";
+    start_reading(*hdl);
+  }
+
+  void on_data(const caf::io::new_data_msg& m) {
+    auto it = conns_.find(m.handle);
+    if (it == conns_.end()) return;
+    control_connection& c = it->second;
+    std::string why;
+    switch (read_frame(m.handle, c, m, control_wire::frame_cap, why)) {
+      case read_step::length: return;
+      case read_step::bad_length: drop_malformed(m.handle, why); return;
+      case read_step::body:
+        on_frame(m.handle, m.buf);
+        if (conns_.count(m.handle)) start_reading(m.handle);
+        return;
+    }
+  }
+
+  void on_connection_closed(const caf::io::connection_closed_msg& m) {
+    auto it = conns_.find(m.handle);
+    if (it == conns_.end()) return;
+    conns_.erase(it);
+    connected_ = false;
+    if (!ready_)
+      fail_setup("process 0 closed the connection while this process was joining");
+    else
+      report_failure("lost the connection to process 0 (the supervisor, at " + master() + ")");
+  }
+
+  void on_join_deadline() {
+    if (ready_ || failed_) return;
+    if (!connected_) {
+      fail_setup("could not reach process 0 at " + master() + " within " + join_timeout_text() +
+                 " s (--join-timeout; is process 0 running, and are MASTER_ADDR and MASTER_PORT right?): " +
+                 connect_error_);
+    } else {
+      fail_setup("process 0 at " + master() + " did not admit this process within " + join_timeout_text() +
+                 " s (--join-timeout): the other processes did not all join");
+    }
+  }
+
+  // A local proxy's message for another process: the hub delivers or relays it.
+  void on_forward(msg::forward& f) {
+    if (connected_) write_envelope(server_, f.target, f.process, f.index, std::move(f.content));
+  }
+
+ private:
+  void on_frame(connection_handle hdl, const std::vector<char>& buf) {
+    const char* data = buf.data() + 1;
+    const std::size_t size = buf.size() - 1;
+    switch (buf[0]) {
+      case control_wire::challenge: answer_challenge_and_join(hdl, std::vector<std::uint8_t>(data, data + size)); break;
+      case control_wire::refusal:
+        fail_setup("process 0 (" + master() + ") refused this process: " + std::string(data, size));
+        break;
+      case control_wire::envelope: on_envelope(hdl, data, size); break;
+      default: report_failure("process 0 sent an unknown frame type"); break;
+    }
+  }
+
+  void answer_challenge_and_join(connection_handle hdl, const std::vector<std::uint8_t>& challenge) {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    control_wire::hello_frame h;
+    h.process = o_.process;
+    h.joiner = std::string(host) + ":" + std::to_string(getpid()) + ":process " + std::to_string(o_.process);
+    h.answer = answer_challenge(o_.token, challenge, h.joiner);
+    write_frame(hdl, control_wire::hello, control_wire::encode_hello(h));
+    write_envelope(hdl, static_cast<std::uint8_t>(target_kind::control), 0, 0,
+                   caf::make_message(msg::join{o_.fingerprint, addresses_[o_.process], host}));
+  }
+
+  // An envelope from the hub: the welcome, the end of the run, or for one of our actors.
+  void on_envelope(connection_handle hdl, const char* data, std::size_t size) {
+    control_envelope e;
+    if (auto why = decode_envelope(self_->system(), data, size, o_.processes, e); !why.empty()) {
+      drop_malformed(hdl, why);
+      return;
+    }
+    if (e.target == static_cast<std::uint8_t>(target_kind::control)) {
+      if (e.content.match_elements<msg::welcome>()) on_welcome(e.content.get_mutable_as<msg::welcome>(0));
+      return;
+    }
+    if (e.target == static_cast<std::uint8_t>(target_kind::runtime)) finished_ = true;
+    deliver(e.target, e.index, std::move(e.content));
+  }
+
+  void on_welcome(msg::welcome& w) {
+    if (static_cast<int>(w.addresses.size()) != o_.processes) {
+      fail_setup("process 0 sent " + std::to_string(w.addresses.size()) + " addresses for " +
+                 std::to_string(o_.processes) + " processes (is every process started with the same WORLD_SIZE?)");
+      return;
+    }
+    ready_ = true;
+    log_info("joined the job of process 0 at " + master() + " as process " + std::to_string(o_.process) + " (" +
+             ranks_label(o_.process) + ")");
+    self_->send(owner_, msg::cluster_ready{std::move(w.addresses), w.clock, ""});
+  }
+
+  // The hub sent something malformed: hang up and end this process's run.
+  void drop_malformed(connection_handle hdl, const std::string& why) {
+    self_->close(hdl);
+    report_failure("process 0 sent " + why);
+  }
+
+  void report_failure(std::string what) {
+    if (finished_) return;
+    finished_ = true;
+    self_->send(owner_, msg::run_finished{std::move(what)});
+  }
+
+  connection_handle server_;  // the connection to process 0
+  bool connected_ = false;
+  bool finished_ = false;  // the owner was told the run is over
+  std::chrono::steady_clock::time_point deadline_;
+  std::string connect_error_;  // why the last attempt to reach process 0 failed
+};
+
+}  // namespace
+
+caf::behavior control_member(caf::io::broker* self, cluster_options o, std::vector<std::uint8_t> own_address,
+                             caf::actor owner) {
+  auto m = std::make_shared<member>(self, std::move(o), std::move(own_address), std::move(owner));
+  m->start();
+  return {
+      [m](const caf::io::new_data_msg& d) { m->on_data(d); },
+      [m](const caf::io::connection_closed_msg& c) { m->on_connection_closed(c); },
+      [m](const msg::member_join_deadline&) { m->on_join_deadline(); },
+      [m](const msg::retry_connect&) { m->try_connect(); },
+      [m](msg::set_targets& t) { m->on_set_targets(t); },
+      [m](msg::forward& f) { m->on_forward(f); },
+      // Only process 0 shuts the cluster down; a member has no process to wait for.
+      [self](const msg::shutdown_cluster&) {
+        self->send(caf::actor_cast<caf::actor>(self->current_sender()), msg::cluster_closed{});
+      },
+  };
+}
+
+}  // namespace actorpipe

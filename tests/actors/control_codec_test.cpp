@@ -1,0 +1,72 @@
+// The control plane's wire codec on its own (no broker, no sockets): frames carry their
+// length, lengths outside the cap are refused with the number, and a hello round-trips or is
+// refused when too short to hold an answer and a process index.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/control_codec.hpp"
+
+using namespace actorpipe;
+using namespace actorpipe::control_wire;
+
+CATCH_TEST_CASE("control frames: a little-endian length of type + payload, then the type", "[actors][control][codec]") {
+  const std::vector<char> frame = make_frame(envelope, {'a', 'b', 'c'});
+  CATCH_REQUIRE(frame.size() == length_bytes + 4);
+  CATCH_CHECK(frame_length(frame.data()) == 4);
+  CATCH_CHECK(frame[0] == 4);
+  CATCH_CHECK(frame[1] == 0);
+  CATCH_CHECK(frame[4] == 'M');
+  CATCH_CHECK(std::string(frame.begin() + 5, frame.end()) == "abc");
+  CATCH_CHECK(frame_length(make_frame(refusal, {}).data()) == 1);
+}
+
+CATCH_TEST_CASE("control frame lengths outside 1..cap are refused with the length", "[actors][control][codec]") {
+  CATCH_CHECK(check_frame_length(1, pre_auth_cap) == "");
+  CATCH_CHECK(check_frame_length(pre_auth_cap, pre_auth_cap) == "");
+  CATCH_CHECK(check_frame_length(0, pre_auth_cap) == "a frame of 0 bytes (allowed: 1..4096)");
+  CATCH_CHECK(check_frame_length(pre_auth_cap + 1, pre_auth_cap) == "a frame of 4097 bytes (allowed: 1..4096)");
+  CATCH_CHECK(check_frame_length(0xffffffffu, frame_cap) != "");
+  CATCH_CHECK(frame_type_text('H') == "H");
+  CATCH_CHECK(frame_type_text('\x01') == "?");
+}
+
+CATCH_TEST_CASE("a hello round-trips, and a short one is refused", "[actors][control][codec]") {
+  hello_frame h;
+  h.answer.assign(answer_bytes, 0xab);
+  h.process = 3;
+  h.joiner = "host-b:1234:process 3";
+  const std::vector<char> body = encode_hello(h);
+  CATCH_CHECK(body.size() == answer_bytes + 4 + h.joiner.size());
+  hello_frame back;
+  CATCH_REQUIRE(decode_hello(body.data(), body.size(), back) == "");
+  CATCH_CHECK(back.answer == h.answer);
+  CATCH_CHECK(back.process == 3);
+  CATCH_CHECK(back.joiner == h.joiner);
+
+  h.process = -5;  // negative indices survive the wire (the hub refuses them, naming the value)
+  const std::vector<char> negative = encode_hello(h);
+  CATCH_REQUIRE(decode_hello(negative.data(), negative.size(), back) == "");
+  CATCH_CHECK(back.process == -5);
+
+  CATCH_CHECK(decode_hello(body.data(), answer_bytes + 3, back) == "a hello of 35 bytes (protocol error)");
+  CATCH_CHECK(decode_hello(body.data(), 0, back) == "a hello of 0 bytes (protocol error)");
+}
+
+CATCH_TEST_CASE("an envelope round-trips alone; one for a process out of range is refused", "[actors][control][codec]") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  control_envelope e{static_cast<std::uint8_t>(target_kind::stage), 1, 2, caf::make_message(std::string("flush"), 7)};
+  const std::vector<char> body = encode_envelope(sys, e);
+  CATCH_REQUIRE(!body.empty());
+  control_envelope back;
+  CATCH_REQUIRE(decode_envelope(sys, body.data(), body.size(), 2, back) == "");
+  CATCH_CHECK(back.target == e.target);
+  CATCH_CHECK(back.process == 1);
+  CATCH_CHECK(back.index == 2);
+  CATCH_CHECK(to_string(back.content) == to_string(e.content));
+  CATCH_CHECK(decode_envelope(sys, body.data(), body.size(), 1, back) == "a control message for process 1 of 1");
+  CATCH_CHECK(decode_envelope(sys, body.data(), body.size() - 1, 2, back) != "");
+}
