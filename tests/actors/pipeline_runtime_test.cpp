@@ -222,12 +222,13 @@ CATCH_TEST_CASE("a plan rebuilt on measured costs trains to the same bits", "[ac
 }
 
 CATCH_TEST_CASE("zbv is rebuilt on measured costs where W is cheaper than F", "[actors][runtime][replan]") {
-  // Stand-in stages with F = I = 6 ms and W = 1.5 ms: the unit-cost zbv leaves a bubble that a
+  // Stand-in stages with F = I = 18 ms and W = 4.5 ms: the unit-cost zbv leaves a bubble that a
   // plan built for these costs closes (actorpipe simulate --cost 6,,6,1.5 shows the same).
+  // Long enough that a loaded machine's scheduling delays stay small beside them.
   fixed_costs fc;
-  fc.forward_s = fc.input_grad_s = 0.006;
-  fc.weight_grad_s = 0.0015;
-  fc.backward_s = 0.0075;
+  fc.forward_s = fc.input_grad_s = 0.018;
+  fc.weight_grad_s = 0.0045;
+  fc.backward_s = 0.0225;
   train_options o = tiny("zbv", 2, 2);
   o.microbatches = 8;
   o.steps = 4;
