@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 
@@ -65,18 +66,26 @@ class logging_scope {
   bool active_ = false;
 };
 
-}  // namespace
 
-int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app{"actorpipe: pipeline-parallel training on the actor model.\n"
-               "Schedules are data: print, validate, simulate and draw them before you train."};
-  app.name("actorpipe");
-  app.require_subcommand(1);
-
+// simulate: its options, and what it runs.
+struct simulate_cli {
   simulate_options sim;
   bool list = false;
+  std::string schedule;
   int stages = 0, microbatches = 0, chunks = 0;
-  auto* s = app.add_subcommand("simulate",
+  CLI::App* command = nullptr;
+  CLI::Option *schedule_option = nullptr, *stages_option = nullptr, *microbatches_option = nullptr,
+              *chunks_option = nullptr;
+};
+
+void add_simulate(CLI::App& app, simulate_cli& c) {
+  auto& sim = c.sim;
+  auto& list = c.list;
+  auto& schedule = c.schedule;
+  auto& stages = c.stages;
+  auto& microbatches = c.microbatches;
+  auto& chunks = c.chunks;
+  auto* s = c.command = app.add_subcommand("simulate",
                                "Validate a pipeline schedule and simulate it on a cost model: ASCII timeline, makespan, "
                                "bubble ratio, peak activations per rank; optional Chrome trace and SVG picture.");
   s->footer(
@@ -88,14 +97,13 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "  actorpipe simulate --config examples/job.json --set num_microbatches=16\n"
       "\nSchedule file format: one line per rank, 'RANK: ACTION ...', ACTION = <op><virtual_stage>.<microbatch>\n"
       "with op F (forward), B (backward), I (input-grad), W (weight-grad); '#' starts a comment.");
-  std::string schedule;
-  auto* opt_schedule =
+  c.schedule_option =
       s->add_option("--schedule", schedule, "Registered schedule or dynamic policy (see --list) [default: 1f1b]");
   auto* opt_file = s->add_option("--schedule-file", sim.schedule_file, "Read the plan from a text file instead");
-  opt_schedule->excludes(opt_file);
-  auto* opt_stages = s->add_option("--stages,-P", stages, "Pipeline stages (ranks) P [default: 4]");
-  auto* opt_mb = s->add_option("--microbatches,-M", microbatches, "Microbatches per step M [default: 8]");
-  auto* opt_chunks = s->add_option("--chunks,-V", chunks,
+  c.schedule_option->excludes(opt_file);
+  c.stages_option = s->add_option("--stages,-P", stages, "Pipeline stages (ranks) P [default: 4]");
+  c.microbatches_option = s->add_option("--microbatches,-M", microbatches, "Microbatches per step M [default: 8]");
+  c.chunks_option = s->add_option("--chunks,-V", chunks,
                                    "Virtual stages per rank V [default: 2 for interleaved, zbv, dualpipev; else 1]");
   auto* opt_config = s->add_option("--config", sim.config_path,
                                    "Job config (JSON): schedule, pp, num_microbatches, chunks and the batch rules");
@@ -111,9 +119,33 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   s->add_flag("--print-plan", sim.print_plan, "Also print the plan in its text form");
   s->add_option("--width", sim.width, "Maximum width of the ASCII timeline in columns")->default_val(200);
   s->add_flag("--list", list, "List the registered schedules and dynamic policies and exit");
+}
+
+int run_simulate_cli(simulate_cli& c, std::ostream& out) {
+  if (c.list) {
+    list_schedules_command(out);
+    return 0;
+  }
+  if (*c.schedule_option) c.sim.schedule = c.schedule;
+  if (*c.stages_option) c.sim.stages = c.stages;
+  if (*c.microbatches_option) c.sim.microbatches = c.microbatches;
+  if (*c.chunks_option) c.sim.chunks = c.chunks;
+  run_simulate(c.sim, out);
+  return 0;
+}
 
 #ifdef ACTORPIPE_WITH_TORCH
+// train: its options, and what it runs.
+struct train_cli {
   train_cli_options tr;
+  log_flags t_log;
+  CLI::App* command = nullptr;
+};
+
+// Longer than the others: it is the list of train's flags and their help, one statement each.
+void add_train(CLI::App& app, train_cli& c) {
+  auto& tr = c.tr;
+  auto& t_log = c.t_log;
   // Built from the registries, so a binary that registered its own schedules and policies
   // before calling cli_main lists them too.
   std::string plans, policies;
@@ -123,7 +155,7 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   }
   std::string models;
   for (const auto& [name, description] : list_models()) models += "\n  " + name + ": " + description;
-  auto* t = app.add_subcommand("train",
+  auto* t = c.command = app.add_subcommand("train",
                                "Train a model (the built-in GPT, or one a program registered) with pipeline parallelism: "
                                "every stage, chunk and optimizer is an actor; the schedule decides the order of their "
                                "messages.");
@@ -144,8 +176,7 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "\nSchedules: " + plans + " (plans; see simulate --list).\nDynamic policies: " + policies +
       " (they pick each rank's next action as inputs arrive;\ngreedy: backward first, forwards of new microbatches "
       "while the rank holds fewer than --budget).");
-  std::string t_schedule;
-  auto* t_sched = t->add_option("--schedule", t_schedule, "Schedule or dynamic policy (see simulate --list) [default: 1f1b]");
+  auto* t_sched = t->add_option("--schedule", tr.schedule, "Schedule or dynamic policy (see simulate --list) [default: 1f1b]");
   auto* t_file = t->add_option("--schedule-file", tr.schedule_file, "Train with a plan read from a text file");
   t->add_option("--model", tr.model,
                 "Which model: gpt (built in), or one a program registered with actorpipe::register_model [default: gpt]");
@@ -155,29 +186,31 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   t_sched->excludes(t_file);
   t->add_option("--config", tr.config_path, "Job config (JSON); flags override it");
   t->add_option("--set", tr.overrides, "Override a config key, KEY=VALUE (repeatable)");
-  int t_int[12];
-  CLI::Option* t_opts[12];
-  const char* t_names[12] = {"--stages,-P", "--chunks,-V", "--microbatches,-M", "--microbatch-size,-B", "--batch-size",
-                              "--steps", "--layers", "--hidden", "--heads", "--seq-len", "--vocab", "--warmup-steps"};
-  const char* t_help[12] = {"Pipeline stages P [default: 2]",
-                             "Virtual stages per rank V [default: 1]",
-                             "Microbatches per step M [default: 8]",
-                             "Sequences per microbatch [default: 4]",
-                             "Sequences per step (= microbatches x microbatch size)",
-                             "Optimizer steps [default: 60]",
-                             "Transformer blocks [default: 4]",
-                             "Hidden size [default: 128]",
-                             "Attention heads [default: 4]",
-                             "Sequence length in tokens [default: 64]",
-                             "Vocabulary size [default: 256]",
-                             "Linear learning-rate warm-up steps [default: 5]"};
-  for (int i = 0; i < 12; ++i) t_opts[i] = t->add_option(t_names[i], t_int[i], t_help[i]);
-  std::uint64_t t_seed = 0;
-  double t_lr = 0, t_clip = 0, t_wd = 0;
-  auto* t_seed_opt = t->add_option("--seed", t_seed, "Seed of parameters and data [default: 1234]");
-  auto* t_lr_opt = t->add_option("--lr", t_lr, "Peak learning rate [default: 3e-3]");
-  auto* t_clip_opt = t->add_option("--grad-clip", t_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
-  auto* t_wd_opt = t->add_option("--weight-decay", t_wd, "AdamW weight decay on matrices [default: 0.1]");
+  // The optional numbers of a job, each bound to its field (unset: the config's value).
+  struct int_flag {
+    const char* name;
+    std::optional<int> train_cli_options::*field;
+    const char* help;
+  };
+  static const int_flag int_flags[] = {
+      {"--stages,-P", &train_cli_options::stages, "Pipeline stages P [default: 2]"},
+      {"--chunks,-V", &train_cli_options::chunks, "Virtual stages per rank V [default: 1]"},
+      {"--microbatches,-M", &train_cli_options::microbatches, "Microbatches per step M [default: 8]"},
+      {"--microbatch-size,-B", &train_cli_options::microbatch_size, "Sequences per microbatch [default: 4]"},
+      {"--batch-size", &train_cli_options::batch_size, "Sequences per step (= microbatches x microbatch size)"},
+      {"--steps", &train_cli_options::steps, "Optimizer steps [default: 60]"},
+      {"--layers", &train_cli_options::layers, "Transformer blocks [default: 4]"},
+      {"--hidden", &train_cli_options::hidden, "Hidden size [default: 128]"},
+      {"--heads", &train_cli_options::heads, "Attention heads [default: 4]"},
+      {"--seq-len", &train_cli_options::seq_len, "Sequence length in tokens [default: 64]"},
+      {"--vocab", &train_cli_options::vocab, "Vocabulary size [default: 256]"},
+      {"--warmup-steps", &train_cli_options::warmup_steps, "Linear learning-rate warm-up steps [default: 5]"},
+  };
+  for (const auto& f : int_flags) t->add_option(f.name, tr.*f.field, f.help);
+  t->add_option("--seed", tr.seed, "Seed of parameters and data [default: 1234]");
+  t->add_option("--lr", tr.lr, "Peak learning rate [default: 3e-3]");
+  t->add_option("--grad-clip", tr.grad_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
+  t->add_option("--weight-decay", tr.weight_decay, "AdamW weight decay on matrices [default: 0.1]");
   auto* t_syn = t->add_option("--data", tr.data, "synthetic: the embedded Markov corpus (the default)")
                     ->check(CLI::IsMember({"synthetic"}));
   auto* t_data = t->add_option("--data-file", tr.data_file,
@@ -198,14 +231,33 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   t->add_flag("--no-pipeline", tr.no_pipeline, "Train the same model unpartitioned in one thread: the reference");
   t->add_flag("--unit-cost-plan", tr.unit_cost_plan,
               "Keep the plan generated on unit costs (by default zb-h1/zbv are rebuilt on the costs measured in step 1)");
-  log_flags t_log;
   add_log_options(t, t_log,
                   "Also append the log to this file, timestamped (stderr then keeps warnings and errors; the progress "
                   "and the summary stay where they are)");
+}
+
+int run_train_cli(train_cli& c, std::ostream& out, std::ostream& err, logging_scope& logging) {
+  logging.setup(resolve_log_flags(c.t_log));
+  // Under actorpipe launch stderr is a pipe, and launch says whether its own is a terminal.
+  const char* launched_on_terminal = std::getenv(kProgressTerminalVariable);
+  c.tr.interactive_progress = &err == &std::cerr && (isatty(STDERR_FILENO) || (launched_on_terminal &&
+                                                                               std::strcmp(launched_on_terminal, "1") == 0));
+  run_train(c.tr, out, err);
+  return 0;
+}
 #endif
 
+// launch: its options, and what it runs.
+struct launch_cli {
   launch_options la;
-  auto* l = app.add_subcommand("launch",
+  log_flags l_log;
+  CLI::App* command = nullptr;
+};
+
+void add_launch(CLI::App& app, launch_cli& c) {
+  auto& la = c.la;
+  auto& l_log = c.l_log;
+  auto* l = c.command = app.add_subcommand("launch",
                                "Start this node's processes of a multi-process job and watch them (like torchrun): each "
                                "runs the actorpipe command given after --, told its place in the job by environment "
                                "variables.");
@@ -242,10 +294,32 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
                 "Address of the node that runs rank 0 (its supervisor listens there) [default: 127.0.0.1]");
   l->add_option("--master-port", la.master_port, "Port of rank 0's supervisor [default: 29500]");
   l->add_option("--grace", la.grace_s, "Seconds the other processes get to exit after one fails [default: 15]");
-  log_flags l_log;
   add_log_options(l, l_log, "Also append launch's lines and every process's lines to this file, timestamped");
   l->add_option("command", la.command, "The actorpipe command each process runs, with its flags, after --");
+}
 
+int run_launch_cli(CLI::App& app, launch_cli& c, const char* argv0, std::ostream& err, logging_scope& logging) {
+  auto& la = c.la;
+  const log_options launch_log = resolve_log_flags(c.l_log);
+  logging.setup(launch_log);
+  if (*c.l_log.level_option) la.env.push_back(std::string("ACTORPIPE_LOG_LEVEL=") + log_level_name(launch_log.level));
+  la.terminal = &err == &std::cerr && isatty(STDERR_FILENO);
+  std::string names;
+  bool known = la.command.empty() || la.command.front() == "launch";  // run_launch explains those
+  for (const auto* sub : app.get_subcommands({}))
+    if (sub != c.command) {
+      known = known || sub->get_name() == la.command.front();
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+  if (!known) throw std::invalid_argument("unknown command '" + la.command.front() + "' after -- (commands: " + names + ")");
+  la.program = running_executable(argv0);
+  return run_launch(la, err);
+}
+
+// An unknown command, or flags CLI11 refuses: one error line, exit 2. Help: printed, exit 0.
+// nullopt when the command line parsed.
+std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const* argv, std::ostream& out,
+                                      std::ostream& err) {
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;
     bool known = false;
@@ -275,63 +349,38 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
     err << "actorpipe" << (in_command ? std::string(" ") + argv[1] : std::string()) << ": error: " << what << '\n';
     return 2;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"actorpipe: pipeline-parallel training on the actor model.\n"
+               "Schedules are data: print, validate, simulate and draw them before you train."};
+  app.name("actorpipe");
+  app.require_subcommand(1);
+  simulate_cli simulate;
+  add_simulate(app, simulate);
+#ifdef ACTORPIPE_WITH_TORCH
+  train_cli train;
+  add_train(app, train);
+#endif
+  launch_cli launch;
+  add_launch(app, launch);
+  if (auto code = parse_command_line(app, argc, argv, out, err)) return *code;
 
   logging_scope logging;
   try {
 #ifdef ACTORPIPE_WITH_TORCH
-    if (t->parsed()) {
-      logging.setup(resolve_log_flags(t_log));
-      std::optional<int>* targets[12] = {&tr.stages, &tr.chunks, &tr.microbatches, &tr.microbatch_size,
-                                         &tr.batch_size, &tr.steps, &tr.layers, &tr.hidden,
-                                         &tr.heads, &tr.seq_len, &tr.vocab, &tr.warmup_steps};
-      for (int i = 0; i < 12; ++i)
-        if (*t_opts[i]) *targets[i] = t_int[i];
-      if (*t_sched) tr.schedule = t_schedule;
-      if (*t_seed_opt) tr.seed = t_seed;
-      if (*t_lr_opt) tr.lr = t_lr;
-      if (*t_clip_opt) tr.grad_clip = t_clip;
-      if (*t_wd_opt) tr.weight_decay = t_wd;
-      // Under actorpipe launch stderr is a pipe, and launch says whether its own is a terminal.
-      const char* launched_on_terminal = std::getenv(kProgressTerminalVariable);
-      tr.interactive_progress = &err == &std::cerr && (isatty(STDERR_FILENO) || (launched_on_terminal &&
-                                                                                 std::strcmp(launched_on_terminal, "1") == 0));
-      run_train(tr, out, err);
-      return 0;
-    }
+    if (train.command->parsed()) return run_train_cli(train, out, err, logging);
 #endif
-    if (l->parsed()) {
-      const log_options launch_log = resolve_log_flags(l_log);
-      logging.setup(launch_log);
-      if (*l_log.level_option) la.env.push_back(std::string("ACTORPIPE_LOG_LEVEL=") + log_level_name(launch_log.level));
-      la.terminal = &err == &std::cerr && isatty(STDERR_FILENO);
-      std::string names;
-      bool known = la.command.empty() || la.command.front() == "launch";  // run_launch explains those
-      for (const auto* sub : app.get_subcommands({}))
-        if (sub != l) {
-          known = known || sub->get_name() == la.command.front();
-          names += (names.empty() ? "" : ", ") + sub->get_name();
-        }
-      if (!known)
-        throw std::invalid_argument("unknown command '" + la.command.front() + "' after -- (commands: " + names + ")");
-      la.program = running_executable(argv[0]);
-      return run_launch(la, err);
-    }
-    if (s->parsed()) {
-      if (list) {
-        list_schedules_command(out);
-        return 0;
-      }
-      if (*opt_schedule) sim.schedule = schedule;
-      if (*opt_stages) sim.stages = stages;
-      if (*opt_mb) sim.microbatches = microbatches;
-      if (*opt_chunks) sim.chunks = chunks;
-      run_simulate(sim, out);
-    }
+    if (launch.command->parsed()) return run_launch_cli(app, launch, argv[0], err, logging);
+    if (simulate.command->parsed()) return run_simulate_cli(simulate, out);
   } catch (const std::exception& e) {
     std::string what = e.what();
     std::replace(what.begin(), what.end(), '\n', ' ');  // one line, whatever the source
-    const std::string line =
-        std::string("actorpipe ") + (s->parsed() ? "simulate" : l->parsed() ? "launch" : "train") + ": error: " + what;
+    const char* command = simulate.command->parsed() ? "simulate" : launch.command->parsed() ? "launch" : "train";
+    const std::string line = std::string("actorpipe ") + command + ": error: " + what;
     // In a job, the process and its ranks first, as on its log lines.
     err << log_prefix_text() << line << '\n';
     log_to_file(log_level::error, line);
