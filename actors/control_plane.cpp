@@ -11,6 +11,7 @@
 #include "actors/messages.hpp"
 #include "core/job_token.hpp"
 #include "core/log.hpp"
+#include "core/process_layout.hpp"
 
 namespace actorpipe {
 namespace msg {
@@ -70,12 +71,7 @@ struct control_state {
   std::string connect_error;  // why the last attempt to reach process 0 failed
 };
 
-std::string ranks_of(const cluster_options& o, int process) {
-  std::string out;
-  for (size_t r = 0; r < o.process_of_rank.size(); ++r)
-    if (o.process_of_rank[r] == process) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out.empty() ? "none" : out;
-}
+std::string ranks_of(const cluster_options& o, int process) { return ranks_of_process(o.process_of_rank, process); }
 
 std::string process_name(const control_state& st, int p) {
   std::string name = "process " + std::to_string(p) + " (rank" +
