@@ -18,19 +18,16 @@
 
 #include "actors/control_codec.hpp"
 #include "actors/messages.hpp"
+#include "core/job_place.hpp"
 #include "actors/remote_proxy.hpp"
 
 namespace actorpipe {
 
-struct cluster_options {
-  int processes = 1;
-  int process = 0;                        // this process's index (0 hosts the supervisor)
-  std::string master_addr = "127.0.0.1";  // process 0 binds here; the others connect here
-  int master_port = 29500;
-  std::string token;                      // ACTORPIPE_JOB_TOKEN (never logged)
+// This process's place in the job (processes, process, master address and port, token, join
+// timeout) and what forming the job needs besides.
+struct cluster_options : job_place {
   std::string fingerprint;                // the job's options as text: must match process 0's
-  double join_timeout_s = 60;
-  std::vector<int> process_of_rank;       // per pipeline rank
+  std::vector<int> process_of_rank;       // per pipeline rank (ranks_per_process resolved)
   std::function<double()> clock;          // seconds on the run's clock (process 0's is shared)
 };
 

@@ -1,6 +1,8 @@
 // What the hub and a member of the control plane share (see control_role.hpp).
 #include "actors/control_role.hpp"
 
+#include "core/process_layout.hpp"
+
 #include "core/log.hpp"
 
 namespace actorpipe {
@@ -75,10 +77,7 @@ void control_role::fail_setup(std::string error) {
 }
 
 std::string control_role::ranks_label(int process) const {
-  std::string ranks;
-  for (std::size_t r = 0; r < o_.process_of_rank.size(); ++r)
-    if (o_.process_of_rank[r] == process) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-  if (ranks.empty()) return "rank none";
+  const std::string ranks = ranks_of_process(o_.process_of_rank, process);
   return (ranks.find(',') != std::string::npos ? "ranks " : "rank ") + ranks;
 }
 

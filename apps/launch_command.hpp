@@ -6,14 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "core/job_place.hpp"
+
 namespace actorpipe {
 
 struct launch_options {
   int nproc_per_node = 1;                 // processes started on this node
   int nnodes = 1;                         // nodes in the job, each running one launch
   int node_rank = 0;                      // this node's index in [0, nnodes)
-  std::string master_addr = "127.0.0.1";  // where rank 0's supervisor listens
-  int master_port = 29500;
+  std::string master_addr = default_master_addr;  // where rank 0's supervisor listens
+  int master_port = default_master_port;
   double grace_s = 15;      // after a failure, how long the others may take to exit on their own
   double kill_after_s = 5;  // after SIGTERM, how long before SIGKILL (the CLI keeps 5)
   std::string program;      // the executable every process runs; the CLI sets the running actorpipe

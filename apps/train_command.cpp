@@ -171,38 +171,33 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   train_options t = to_train_options(c, o);
 
   // A multi-process job when the launcher says so. Process 0 reports; the others stay quiet.
-  const launch_env env = read_launch_env();
-  process_group group;
-  group.processes = env.world_size;
-  group.process = env.rank;
-  group.master_addr = env.master_addr;
-  group.master_port = env.master_port;
-  group.join_timeout_s = o.join_timeout_s;
+  job_place place = read_launch_env();
+  place.join_timeout_s = o.join_timeout_s;
   if (!(o.join_timeout_s > 0)) throw std::invalid_argument("--join-timeout=" + fmt("%g", o.join_timeout_s) + " must be > 0");
-  if (!o.ranks_per_process.empty()) group.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
+  if (!o.ranks_per_process.empty()) place.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
   std::vector<int> layout;  // process of each rank (multi-process jobs)
-  if (group.processes > 1) {
-    set_log_prefix(process_prefix(group.process));  // its ranks follow once they are assigned
-    if (o.no_pipeline) throw std::invalid_argument("--no-pipeline runs in one process, but WORLD_SIZE=" + std::to_string(group.processes));
+  if (place.processes > 1) {
+    set_log_prefix(process_prefix(place.process));  // its ranks follow once they are assigned
+    if (o.no_pipeline) throw std::invalid_argument("--no-pipeline runs in one process, but WORLD_SIZE=" + std::to_string(place.processes));
     const char* token = std::getenv("ACTORPIPE_JOB_TOKEN");
     if (!token || !*token)
-      throw std::invalid_argument("WORLD_SIZE=" + std::to_string(group.processes) +
+      throw std::invalid_argument("WORLD_SIZE=" + std::to_string(place.processes) +
                                   " but ACTORPIPE_JOB_TOKEN is not set: start the job with actorpipe launch (which makes one), "
                                   "or export the same token to every process");
     check_job_token(token);
-    group.token = token;
-    layout = assign_ranks_to_processes(t.stages, group.processes, group.ranks_per_process);  // errors before training
+    place.token = token;
+    layout = assign_ranks_to_processes(t.stages, place.processes, place.ranks_per_process);  // errors before training
     std::vector<int> own_ranks;
     for (int r = 0; r < static_cast<int>(layout.size()); ++r)
-      if (layout[r] == group.process) own_ranks.push_back(r);
-    set_log_prefix(process_prefix(group.process, own_ranks));
+      if (layout[r] == place.process) own_ranks.push_back(r);
+    set_log_prefix(process_prefix(place.process, own_ranks));
     t.gather_parameters = !o.save_final_path.empty();
   } else if (!o.ranks_per_process.empty()) {
     throw std::invalid_argument("--ranks-per-process=" + o.ranks_per_process + " needs a multi-process job (WORLD_SIZE > 1)");
   }
   std::ostringstream quiet;
-  std::ostream& out = group.process == 0 ? out_stream : quiet;
-  std::ostream& progress = group.process == 0 ? progress_stream : quiet;
+  std::ostream& out = place.process == 0 ? out_stream : quiet;
+  std::ostream& progress = place.process == 0 ? progress_stream : quiet;
   // Open output files first: a typo in a path should not cost a training run.
   std::ofstream metrics;
   if (!o.metrics_path.empty()) {
@@ -214,10 +209,10 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
                                          : (o.schedule_file.empty() ? t.schedule : o.schedule_file) + ", " +
                                                std::to_string(t.stages) + " stages x " + std::to_string(t.chunks) +
                                                (t.chunks == 1 ? " chunk" : " chunks");
-  if (group.processes > 1) {
-    out << "processes: " << group.processes << " (this one hosts the supervisor); ranks per process";
-    for (int p = 0; p < group.processes; ++p) out << ' ' << std::count(layout.begin(), layout.end(), p);
-    out << "; control port " << group.master_addr << ':' << group.master_port << '\n';
+  if (place.processes > 1) {
+    out << "processes: " << place.processes << " (this one hosts the supervisor); ranks per process";
+    for (int p = 0; p < place.processes; ++p) out << ' ' << std::count(layout.begin(), layout.end(), p);
+    out << "; control port " << place.master_addr << ':' << place.master_port << '\n';
   }
   const bool gpt = t.model_name == "gpt";
   out << "actorpipe train: " << what << "; " << t.microbatches << " microbatches x " << t.microbatch_size
@@ -246,8 +241,8 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
       metrics << j.dump() << '\n' << std::flush;
     }
   };
-  train_result r = o.no_pipeline ? run_reference(t, show) : run_pipeline(t, show, {}, group);
-  if (group.process != 0) return;  // process 0 reports and writes the files
+  train_result r = o.no_pipeline ? run_reference(t, show) : run_pipeline(t, show, {}, place);
+  if (place.process != 0) return;  // process 0 reports and writes the files
 
   if (gpt)
     out << "model: GPT, " << t.model.layers << " layers, hidden " << t.model.hidden << ", " << t.model.heads

@@ -7,7 +7,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(actorpipe_install_targets actorpipe_log actorpipe_core actorpipe_model actorpipe_transport actorpipe_ucx
-    actorpipe_ucx_transport actorpipe_actors actorpipe_cli)
+    actorpipe_ucx_transport actorpipe_transport_factory actorpipe_actors actorpipe_cli)
 if(TARGET actorpipe_nccl)
   list(APPEND actorpipe_install_targets actorpipe_nccl)
 endif()

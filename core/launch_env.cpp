@@ -38,13 +38,13 @@ launch_env read_launch_env(const std::function<const char*(const char*)>& env) {
     if (!rank) throw std::invalid_argument(std::string(f.size) + " is set but " + f.rank + " is not");
     if (!size) throw std::invalid_argument(std::string(f.rank) + " is set but " + f.size + " is not");
     out.launcher = f.launcher;
-    out.rank = parse_int(f.rank, rank);
-    out.world_size = parse_int(f.size, size);
-    if (out.world_size < 1) throw std::invalid_argument(std::string(f.size) + "=" + size + " must be >= 1");
-    if (out.rank >= out.world_size)
+    out.process = parse_int(f.rank, rank);
+    out.processes = parse_int(f.size, size);
+    if (out.processes < 1) throw std::invalid_argument(std::string(f.size) + "=" + size + " must be >= 1");
+    if (out.process >= out.processes)
       throw std::invalid_argument(std::string(f.rank) + "=" + rank + " is not below " + f.size + "=" + size);
     const char* local = env(f.local);
-    out.local_rank = local ? parse_int(f.local, local) : out.rank;
+    out.local_rank = local ? parse_int(f.local, local) : out.process;
     break;
   }
   if (const char* addr = env("MASTER_ADDR")) {

@@ -7,14 +7,14 @@
 #include <functional>
 #include <string>
 
+#include "core/job_place.hpp"
+
 namespace actorpipe {
 
-struct launch_env {
-  int rank = 0;
-  int world_size = 1;
+// The job_place the variables give (processes = the world size, process = the rank; token and
+// join timeout are not the launcher's to say), plus what only the launcher knows.
+struct launch_env : job_place {
   int local_rank = 0;
-  std::string master_addr = "127.0.0.1";  // loopback unless the launcher says otherwise
-  int master_port = 29500;
   std::string launcher = "none";  // "torchrun", "slurm", "openmpi" or "none"
 };
 

@@ -60,4 +60,11 @@ std::vector<int> parse_ranks_per_process(const std::string& text) {
   return out;
 }
 
+std::string ranks_of_process(const std::vector<int>& process_of_rank, int process) {
+  std::string out;
+  for (size_t r = 0; r < process_of_rank.size(); ++r)
+    if (process_of_rank[r] == process) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out.empty() ? "none" : out;
+}
+
 }  // namespace actorpipe

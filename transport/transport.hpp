@@ -1,12 +1,15 @@
 // The interface the actors use to move a tensor to another process of the job and to be told
 // when one arrived. Backends live beside it: local/ (one process: a hand-off), ucx/ (CPU memory
-// over tcp, shared memory, rdma), nccl/ (GPU memory). Peers are process indices; what a tensor
-// is (kind, step, microbatch, virtual stage) rides in its tensor_meta.
+// over tcp, shared memory, rdma); transport_factory.hpp is the one place that names them.
+// (nccl/ is a GPU channel of its own, not a tensor_transport.) Peers are process indices; what
+// a tensor is (kind, step, microbatch, virtual stage) rides in its tensor_meta.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/model/tensor_box.hpp"
 #include "transport/tensor_frame.hpp"
@@ -25,6 +28,14 @@ class tensor_transport {
 
   // "local", "ucx", ...
   virtual std::string name() const = 0;
+
+  // What another process needs to reach this one (opaque bytes, handed to every peer through
+  // the control plane before connect). A backend without peers returns none.
+  virtual std::vector<std::uint8_t> address() const = 0;
+
+  // addresses[p] is process p's address() (own entry ignored): reach every peer. Call once,
+  // after set_handlers and before the first send to a peer.
+  virtual void connect(const std::vector<std::vector<std::uint8_t>>& addresses) = 0;
 
   // Installs the handlers; call before the first send, and before peers may send to us.
   virtual void set_handlers(receive_handler on_receive, failure_handler on_failure) = 0;

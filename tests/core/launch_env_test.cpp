@@ -20,8 +20,8 @@ launch_env read(const std::map<std::string, std::string>& vars) {
 CATCH_TEST_CASE("no launcher: one process on loopback", "[launch]") {
   auto e = read({});
   CATCH_CHECK(e.launcher == "none");
-  CATCH_CHECK(e.rank == 0);
-  CATCH_CHECK(e.world_size == 1);
+  CATCH_CHECK(e.process == 0);
+  CATCH_CHECK(e.processes == 1);
   CATCH_CHECK(e.master_addr == "127.0.0.1");
   CATCH_CHECK(e.master_port == 29500);
 }
@@ -29,14 +29,14 @@ CATCH_TEST_CASE("no launcher: one process on loopback", "[launch]") {
 CATCH_TEST_CASE("torchrun, srun and mpirun variables", "[launch]") {
   auto t = read({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "6000"}});
   CATCH_CHECK(t.launcher == "torchrun");
-  CATCH_CHECK(t.rank == 3);
-  CATCH_CHECK(t.world_size == 8);
+  CATCH_CHECK(t.process == 3);
+  CATCH_CHECK(t.processes == 8);
   CATCH_CHECK(t.local_rank == 1);
   CATCH_CHECK(t.master_addr == "10.1.2.3");
   CATCH_CHECK(t.master_port == 6000);
   auto s = read({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"}});
   CATCH_CHECK(s.launcher == "slurm");
-  CATCH_CHECK(s.rank == 5);
+  CATCH_CHECK(s.process == 5);
   CATCH_CHECK(s.local_rank == 2);
   auto o = read({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
   CATCH_CHECK(o.launcher == "openmpi");
@@ -44,7 +44,7 @@ CATCH_TEST_CASE("torchrun, srun and mpirun variables", "[launch]") {
   // srun starting torchrun: torchrun's variables describe this process.
   auto both = read({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
   CATCH_CHECK(both.launcher == "torchrun");
-  CATCH_CHECK(both.rank == 1);
+  CATCH_CHECK(both.process == 1);
 }
 
 CATCH_TEST_CASE("bad launcher variables name the variable and the value", "[launch]") {

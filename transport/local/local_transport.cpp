@@ -10,6 +10,13 @@ namespace {
 class local_transport final : public tensor_transport {
  public:
   std::string name() const override { return "local"; }
+  // One process: no peers to reach, nothing to hand out.
+  std::vector<std::uint8_t> address() const override { return {}; }
+  void connect(const std::vector<std::vector<std::uint8_t>>& addresses) override {
+    if (addresses.size() > 1)
+      throw std::invalid_argument("local transport: connect to " + std::to_string(addresses.size()) +
+                                  " processes, but it serves one process only");
+  }
   void set_handlers(receive_handler on_receive, failure_handler on_failure) override {
     on_receive_ = std::move(on_receive);
     on_failure_ = std::move(on_failure);

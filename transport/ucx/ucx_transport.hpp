@@ -62,11 +62,11 @@ class ucx_transport final : public tensor_transport {
   ucx_transport& operator=(const ucx_transport&) = delete;
 
   // This worker's address, to hand to the other processes through the control plane.
-  std::vector<std::uint8_t> address() const;
+  std::vector<std::uint8_t> address() const override;
 
   // addresses[p] for every process p (own entry ignored): endpoints to every peer. Call once,
   // before the first send to a peer.
-  void connect(const std::vector<std::vector<std::uint8_t>>& addresses);
+  void connect(const std::vector<std::vector<std::uint8_t>>& addresses) override;
 
   std::string name() const override { return "ucx"; }
   // Handlers run on the progress thread (a self-send: on the sender's thread). They may call

@@ -1,0 +1,26 @@
+// One process's place in a multi-process job: how many processes, which one this is, where
+// process 0 listens, and what proves membership. The launcher's variables fill it
+// (core/launch_env.hpp), the runtime runs in it (actors/pipeline_runtime.hpp) and the control
+// plane forms the job from it (actors/control_plane.hpp). No torch, no CAF.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace actorpipe {
+
+// Where process 0 listens unless the launcher says otherwise (torchrun's default port).
+inline constexpr char default_master_addr[] = "127.0.0.1";
+constexpr int default_master_port = 29500;
+
+struct job_place {
+  int processes = 1;                              // WORLD_SIZE; 1: the whole job in this process
+  int process = 0;                                // RANK; 0 hosts rank 0 and the supervisor
+  std::string master_addr = default_master_addr;  // process 0 binds here; the others connect here
+  int master_port = default_master_port;
+  std::string token;                              // ACTORPIPE_JOB_TOKEN (never logged)
+  double join_timeout_s = 60;                     // how long the job may take to form
+  std::vector<int> ranks_per_process;             // pipeline ranks per process; empty: spread evenly
+};
+
+}  // namespace actorpipe
