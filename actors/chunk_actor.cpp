@@ -110,7 +110,7 @@ msg::parameter_names send_parameters(const run_context& ctx, int v, int step) {
 caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int v) {
   auto st = std::make_shared<chunk_state>();
   const int rank = ctx->place.rank_of[v];
-  const bool last = v + 1 == ctx->stages;
+  const bool last = v + 1 == ctx->virtual_stages;
   // Steps run one after another: the first message of a new step means the old one is over.
   auto enter = [st](int step) {
     if (step == st->step) return;

@@ -10,7 +10,7 @@ namespace actorpipe {
 caf::behavior feeder_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx) {
   return {
       [=](msg::start_step& s) {
-        if (!ctx->is_local_stage(0) && !ctx->is_local_stage(ctx->stages - 1)) return;
+        if (!ctx->is_local_stage(0) && !ctx->is_local_stage(ctx->virtual_stages - 1)) return;
         for (int m = 0; m < ctx->microbatches; ++m) {
           microbatch_tensors mt;
           try {
@@ -19,8 +19,8 @@ caf::behavior feeder_actor(caf::event_based_actor* self, std::shared_ptr<const r
             self->send(ctx->supervisor, msg::failure{std::string("feeder: ") + e.what()});
             return;
           }
-          if (ctx->is_local_stage(ctx->stages - 1)) self->send(ctx->chunks.back(), msg::targets{s.step, m, std::move(mt.targets)});
-          if (ctx->is_local_stage(0)) self->send(ctx->chunks.front(), msg::activation{s.step, 0, m, std::move(mt.inputs)});
+          if (ctx->is_local_stage(ctx->virtual_stages - 1)) self->send(ctx->chunk_actors.back(), msg::targets{s.step, m, std::move(mt.targets)});
+          if (ctx->is_local_stage(0)) self->send(ctx->chunk_actors.front(), msg::activation{s.step, 0, m, std::move(mt.inputs)});
         }
       },
   };

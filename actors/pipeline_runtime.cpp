@@ -50,24 +50,24 @@ transport::receive_handler make_dispatch(const std::weak_ptr<const run_context>&
     auto ctx = weak.lock();
     if (!ctx) return;
     const int v = m.virtual_stage;
-    if (m.kind == tensor_kind::parameter && ctx->process == 0 && v >= 0 && v < ctx->stages && !ctx->is_local_stage(v)) {
+    if (m.kind == tensor_kind::parameter && ctx->process == 0 && v >= 0 && v < ctx->virtual_stages && !ctx->is_local_stage(v)) {
       caf::anon_send(ctx->supervisor, msg::parameter_arrived{v, m.microbatch, std::move(t)});  // v: the sender's stage
       return;
     }
-    if (v < 0 || v >= ctx->stages || !ctx->is_local_stage(v) || m.kind == tensor_kind::parameter) {
+    if (v < 0 || v >= ctx->virtual_stages || !ctx->is_local_stage(v) || m.kind == tensor_kind::parameter) {
       caf::anon_send(ctx->supervisor, msg::failure{"rank " + std::to_string(m.source_rank) + " sent a tensor for virtual stage " +
                                                    std::to_string(v) + ", which is not in process " + std::to_string(ctx->process)});
       return;
     }
     switch (m.kind) {
       case tensor_kind::activation:
-        caf::anon_send(ctx->chunks[v], msg::activation{m.step, v, m.microbatch, std::move(t)});
+        caf::anon_send(ctx->chunk_actors[v], msg::activation{m.step, v, m.microbatch, std::move(t)});
         break;
       case tensor_kind::gradient:
-        caf::anon_send(ctx->chunks[v], msg::gradient{m.step, v, m.microbatch, std::move(t)});
+        caf::anon_send(ctx->chunk_actors[v], msg::gradient{m.step, v, m.microbatch, std::move(t)});
         break;
       case tensor_kind::tied_gradient:
-        caf::anon_send(ctx->chunks[v], msg::tied_gradient{m.step, v, m.microbatch, std::move(t)});
+        caf::anon_send(ctx->chunk_actors[v], msg::tied_gradient{m.step, v, m.microbatch, std::move(t)});
         break;
       default:
         caf::anon_send(ctx->supervisor, msg::failure{"rank " + std::to_string(m.source_rank) +
@@ -143,7 +143,7 @@ std::shared_ptr<run_context> make_context(const train_options& o, const std::fun
   ctx->process_of_rank = process_of_rank;
   ctx->place = setup.place;
   ctx->ranks = setup.place.ranks;
-  ctx->stages = setup.place.num_virtual_stages();
+  ctx->virtual_stages = setup.place.num_virtual_stages();
   ctx->microbatches = o.microbatches;
   ctx->static_plan = setup.static_plan;
   ctx->policy = setup.policy;
@@ -170,7 +170,7 @@ std::shared_ptr<transport::tensor_transport> make_transport(const run_context& c
   opts.process = place.process;
   opts.processes = place.processes;
   opts.limits.ranks = ctx.ranks;
-  opts.limits.virtual_stages = ctx.stages;
+  opts.limits.virtual_stages = ctx.virtual_stages;
   opts.limits.microbatches = ctx.microbatches;
   // Every microbatch's activation may be in flight, twice over.
   const std::size_t activation_bytes = std::size_t(o.microbatch_size) * o.model.seq_len * o.model.hidden * sizeof(float);
@@ -234,8 +234,8 @@ void spawn_actors(caf::actor_system& sys, const caf::actor& control, const std::
     caf::anon_send(ctx->compute[r], msg::compute_job{[threads] { set_compute_threads(threads); }});
   }
   std::shared_ptr<const run_context> shared = ctx;
-  for (int v = 0; v < ctx->stages; ++v)
-    ctx->chunks.push_back(ctx->is_local_stage(v) ? sys.spawn(chunk_actor, shared, v)
+  for (int v = 0; v < ctx->virtual_stages; ++v)
+    ctx->chunk_actors.push_back(ctx->is_local_stage(v) ? sys.spawn(chunk_actor, shared, v)
                                                  : proxy(ctx->process_of_stage(v), target_kind::chunk, v));
   for (int r = 0; r < ctx->ranks; ++r) {
     const bool local = ctx->is_local_rank(r);
@@ -269,8 +269,8 @@ void send_targets(caf::scoped_actor& self, const caf::actor& control, const run_
   auto add = [&](target_kind k, int i, const caf::actor& a) { t.targets[{static_cast<std::uint8_t>(k), i}] = a; };
   for (int r = 0; r < ctx.ranks; ++r)
     if (ctx.is_local_rank(r)) add(target_kind::stage, r, ctx.stage[r]), add(target_kind::optimizer, r, ctx.optimizer[r]);
-  for (int v = 0; v < ctx.stages; ++v)
-    if (ctx.is_local_stage(v)) add(target_kind::chunk, v, ctx.chunks[v]);
+  for (int v = 0; v < ctx.virtual_stages; ++v)
+    if (ctx.is_local_stage(v)) add(target_kind::chunk, v, ctx.chunk_actors[v]);
   add(target_kind::feeder, 0, ctx.feeder);
   add(target_kind::runtime, 0, caf::actor_cast<caf::actor>(self));
   if (ctx.process == 0) add(target_kind::supervisor, 0, ctx.supervisor);
@@ -346,7 +346,7 @@ void tear_down(caf::scoped_actor& self, const caf::actor& control, run_context& 
   while (!alive.empty()) self->receive([&](const caf::down_msg& d) { alive.erase(d.source); });
   if (control) caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
   gate.close();
-  ctx.compute.clear(), ctx.chunks.clear(), ctx.stage.clear(), ctx.optimizer.clear(), ctx.feeders.clear();
+  ctx.compute.clear(), ctx.chunk_actors.clear(), ctx.stage.clear(), ctx.optimizer.clear(), ctx.feeders.clear();
   ctx.feeder = caf::actor{};
   ctx.supervisor = caf::actor{};
 }

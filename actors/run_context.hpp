@@ -23,7 +23,8 @@ namespace actorpipe {
 struct run_context {
   train_options options;
   placement place;
-  int ranks = 0, stages = 0, microbatches = 0;  // P, S = P * V virtual stages, M
+  // P pipeline ranks, S = P * V virtual stages (not the options' `stages`, which is P), M microbatches.
+  int ranks = 0, virtual_stages = 0, microbatches = 0;
   std::shared_ptr<const plan> static_plan;      // null for a dynamic policy
   std::string policy;                           // the dynamic policy's name when static_plan is null
   int replan_from = -1;  // a plan rebuilt on measured costs applies from this step (-1: none)
@@ -42,7 +43,7 @@ struct run_context {
   std::shared_ptr<transport::tensor_transport> data;
 
   std::vector<caf::actor> compute;     // per rank (empty handle for a rank in another process)
-  std::vector<caf::actor> chunks;      // per virtual stage
+  std::vector<caf::actor> chunk_actors;  // per virtual stage
   std::vector<caf::actor> stage;       // per rank
   std::vector<caf::actor> optimizer;   // per rank
   std::vector<caf::actor> feeders;     // per process
@@ -57,7 +58,7 @@ struct run_context {
   int tied_slot(int group, int tensor, int sender) const {
     int base = 0;
     for (int i = 0; i < group; ++i) base += max_tied_tensors;
-    return (base + tensor) * stages + sender;
+    return (base + tensor) * virtual_stages + sender;
   }
   static constexpr int max_tied_tensors = 64;  // per tie key
   int process_of_stage(int v) const { return process_of_rank[place.rank_of[v]]; }
@@ -68,8 +69,8 @@ struct run_context {
     std::vector<caf::actor> all;
     for (int r = 0; r < ranks; ++r)
       if (is_local_rank(r)) all.insert(all.end(), {compute[r], stage[r], optimizer[r]});
-    for (int v = 0; v < stages; ++v)
-      if (is_local_stage(v)) all.push_back(chunks[v]);
+    for (int v = 0; v < virtual_stages; ++v)
+      if (is_local_stage(v)) all.push_back(chunk_actors[v]);
     all.push_back(feeder);
     return all;
   }

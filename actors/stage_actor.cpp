@@ -47,7 +47,7 @@ caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const ru
     st->last_waiting.clear();
   };
   auto ready = [st, ctx](const action& a) {
-    return action_ready(a, ctx->stages, [&](awaited d, int v, int m) {
+    return action_ready(a, ctx->virtual_stages, [&](awaited d, int v, int m) {
       const auto key = std::make_pair(v, m);
       switch (d) {
         case awaited::input: return st->fwd_in.count(key) > 0;
@@ -74,7 +74,7 @@ caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const ru
       auto a = st->policy->next(ready);
       if (!a) break;
       st->running.emplace_back(*a, ctx->now());
-      self->send(ctx->chunks[a->virtual_stage], msg::run{st->step, *a});
+      self->send(ctx->chunk_actors[a->virtual_stage], msg::run{st->step, *a});
     }
     report_running();
     if (!st->running.empty() || st->policy->finished()) return;

@@ -130,7 +130,7 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
   auto replan = [=](int measured, double measured_bubble) {
     std::vector<timeline_event> events;
     for (auto& f : st->flushes) events.insert(events.end(), f.events.begin(), f.events.end());
-    auto costs = std::make_shared<const cost_model>(mean_costs(events, ctx->stages));
+    auto costs = std::make_shared<const cost_model>(mean_costs(events, ctx->virtual_stages));
     std::shared_ptr<const plan> use = ctx->static_plan;
     std::string report;
     try {
@@ -183,7 +183,7 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
       return;
     }
     // The holders swap gradients through the transport and each sums them in stage order.
-    for (int v : holders) self->send(ctx->chunks[v], msg::tied_sync{k});
+    for (int v : holders) self->send(ctx->chunk_actors[v], msg::tied_sync{k});
   };
   // After the last step: every parameter on this process (--save-final in a multi-process job).
   auto finish = [=] {
@@ -192,9 +192,9 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
       return;
     }
     st->gather_expected = 0;
-    for (int v = 0; v < ctx->stages; ++v)
+    for (int v = 0; v < ctx->virtual_stages; ++v)
       if (!ctx->is_local_stage(v)) {
-        self->send(ctx->chunks[v], msg::gather_parameters{st->step});
+        self->send(ctx->chunk_actors[v], msg::gather_parameters{st->step});
         ++st->gather_expected;
       }
     if (st->gather_expected == 0) stop("");
@@ -205,7 +205,7 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
     for (auto& [v, names] : st->gathered_names) expected += names.size();
     if (st->gathered.size() < expected) return;
     std::vector<std::pair<std::string, tensor_box>> all;
-    for (int v = 0; v < ctx->stages; ++v) {
+    for (int v = 0; v < ctx->virtual_stages; ++v) {
       std::vector<std::pair<std::string, tensor_box>> mine;
       if (ctx->is_local_stage(v)) {
         const auto copies = ctx->runners[v]->tied_copies();  // counted once, where owned
@@ -241,8 +241,8 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
           watch(ctx->stage[r], "stage actor of rank " + std::to_string(r));
           watch(ctx->optimizer[r], "optimizer actor of rank " + std::to_string(r));
         }
-        for (int v = 0; v < ctx->stages; ++v)
-          if (ctx->is_local_stage(v)) watch(ctx->chunks[v], "chunk actor of virtual stage " + std::to_string(v));
+        for (int v = 0; v < ctx->virtual_stages; ++v)
+          if (ctx->is_local_stage(v)) watch(ctx->chunk_actors[v], "chunk actor of virtual stage " + std::to_string(v));
         watch(ctx->feeder, "feeder");
         begin_step(0);
       },

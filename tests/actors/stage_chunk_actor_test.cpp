@@ -94,10 +94,10 @@ std::shared_ptr<run_context> two_rank_context(caf::actor nobody) {
   ctx->options.microbatches = 2;
   ctx->static_plan = std::make_shared<const plan>(make_schedule("1f1b", {2, 2, 1}));
   ctx->place = ctx->static_plan->place;
-  ctx->ranks = ctx->stages = 2;
+  ctx->ranks = ctx->virtual_stages = 2;
   ctx->microbatches = 2;
   ctx->process_of_rank = {0, 0};
-  ctx->compute = ctx->chunks = ctx->stage = ctx->optimizer = {nobody, nobody};
+  ctx->compute = ctx->chunk_actors = ctx->stage = ctx->optimizer = {nobody, nobody};
   ctx->supervisor = ctx->feeder = nobody;
   return ctx;
 }
@@ -118,7 +118,7 @@ CATCH_TEST_CASE("the stage actor runs its plan only as inputs arrive, two action
   caf::actor_system sys{config()};
   caf::scoped_actor chunk{sys}, sup{sys}, nobody{sys};
   auto ctx = two_rank_context(caf::actor_cast<caf::actor>(nobody));
-  ctx->chunks[0] = caf::actor_cast<caf::actor>(chunk);
+  ctx->chunk_actors[0] = caf::actor_cast<caf::actor>(chunk);
   ctx->supervisor = caf::actor_cast<caf::actor>(sup);
   auto stage = sys.spawn(stage_actor, std::shared_ptr<const run_context>(ctx), 0);
   // Rank 0 of 1f1b, P = 2, M = 2: F0.0 F0.1 B0.0 B0.1.
@@ -171,7 +171,7 @@ CATCH_TEST_CASE("the chunk actor reports ready inputs, runs on the compute threa
       [](int, const std::string&) {});
   auto c0 = sys.spawn(chunk_actor, std::shared_ptr<const run_context>(ctx), 0);
   auto c1 = sys.spawn(chunk_actor, std::shared_ptr<const run_context>(ctx), 1);
-  ctx->chunks = {c0, c1};
+  ctx->chunk_actors = {c0, c1};
 
   // First stage: an activation makes F ready; F runs, its output goes to stage 1.
   stage->send(c0, msg::activation{0, 0, 0, box(at::ones({2, 3}))});
@@ -215,5 +215,5 @@ CATCH_TEST_CASE("the chunk actor reports ready inputs, runs on the compute threa
   CATCH_CHECK_THAT(failure.what, Contains("rank 0, step 0: F0.1 failed: boom"));
 
   for (auto& a : {c0, c1, ctx->compute[0], ctx->compute[1]}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-  ctx->compute.clear(), ctx->chunks.clear();
+  ctx->compute.clear(), ctx->chunk_actors.clear();
 }
