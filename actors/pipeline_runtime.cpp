@@ -9,7 +9,10 @@
 #include <caf/io/all.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -351,14 +354,11 @@ void tear_down(caf::scoped_actor& self, const caf::actor& control, run_context& 
   ctx.supervisor = caf::actor{};
 }
 
-// One actor system for this process: form the job (several processes), spawn, wire, run and
-// tear down. Returns the run's error ("" when it finished).
-std::string run_actors(const std::shared_ptr<run_context>& ctx, const job_place& place,
-                       const std::shared_ptr<transport_gate>& gate) {
+// Forms the job (several processes), spawns, wires, runs and tears down in `sys`. Returns the
+// run's error ("" when it finished).
+std::string run_in(caf::actor_system& sys, const std::shared_ptr<run_context>& ctx, const job_place& place,
+                   const std::shared_ptr<transport_gate>& gate) {
   const bool multi = place.processes > 1;
-  caf::actor_system_config cfg;
-  configure_actor_system(cfg, multi);
-  caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   const caf::actor control = multi ? form_job(sys, self, ctx, place) : caf::actor{};
   spawn_actors(sys, control, ctx);
@@ -370,6 +370,39 @@ std::string run_actors(const std::shared_ptr<run_context>& ctx, const job_place&
   const std::string error = ctx->process == 0 ? run_as_process_0(sys, self, control, *ctx, local)
                                               : run_as_worker(sys, self, control, *ctx, local);
   tear_down(self, control, *ctx, local, *gate);
+  return error;
+}
+
+// Every actor of the run is down by now; the actor system's destructor waits, without a
+// bound, until the registry counts none running. A worker of a multi-process job has been
+// seen (rarely, under load) to wait there for ever, on an actor that should be gone (open: see
+// the issue notes). The run's outcome is known, so the wait is bounded: after `patience` the
+// system is left undestroyed, with a warning, and the process goes on to exit.
+void shut_down(std::unique_ptr<caf::actor_system> sys, std::unique_ptr<caf::actor_system_config> cfg,
+               std::chrono::seconds patience) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  while (sys->registry().running() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (sys->registry().running() > 0) {
+    log_warn("the actor system still counts " + std::to_string(sys->registry().running()) + " running actor(s) " +
+             std::to_string(patience.count()) + " s after the run ended; leaving it to the process's exit");
+    (void)sys.release();  // its destructor would wait for ever
+    (void)cfg.release();
+    return;
+  }
+  sys.reset();  // before its config, which it refers to
+  cfg.reset();
+}
+
+// One actor system for this process: form the job (several processes), spawn, wire, run and
+// tear down. Returns the run's error ("" when it finished).
+std::string run_actors(const std::shared_ptr<run_context>& ctx, const job_place& place,
+                       const std::shared_ptr<transport_gate>& gate) {
+  auto cfg = std::make_unique<caf::actor_system_config>();
+  configure_actor_system(*cfg, place.processes > 1);
+  auto sys = std::make_unique<caf::actor_system>(*cfg);
+  const std::string error = run_in(*sys, ctx, place, gate);
+  shut_down(std::move(sys), std::move(cfg), std::chrono::seconds(5));
   return error;
 }
 
