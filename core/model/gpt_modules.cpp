@@ -1,6 +1,8 @@
 // GPT modules: name-seeded parameter init and the forward math of embeddings, blocks and head.
 #include "core/model/gpt_modules.hpp"
 
+#include "core/data/splitmix64.hpp"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/version.h>
 
@@ -12,13 +14,6 @@
 
 namespace actorpipe {
 namespace {
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "core/data/splitmix64.hpp"
 #include "core/model/gpt_model.hpp"
+#include "core/model/gpt_modules.hpp"
 #include "core/model/tensor_box_torch.hpp"
 
 namespace actorpipe {
@@ -112,12 +112,7 @@ model_definition make_model(const train_options& options) {
 }
 
 void seed_layer_init(std::uint64_t seed, const std::string& name) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the name, mixed with the seed
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  torch::manual_seed(splitmix64(seed ^ splitmix64(h)));
+  torch::manual_seed(parameter_seed(seed, name));  // the GPT's per-name seed, for whole layers
 }
 
 void check_tie_shapes(const model_definition& model, int owner, const layer_module& owner_module, int follower) {
