@@ -105,150 +105,228 @@ msg::parameter_names send_parameters(const run_context& ctx, int v, int step) {
   return names;
 }
 
+// One virtual stage's chunk: the inputs that arrived for it, and one member per message.
+class chunk {
+ public:
+  chunk(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int v)
+      : self_(self), ctx_(std::move(ctx)), v_(v), rank_(ctx_->place.rank_of[v]), last_(v + 1 == ctx_->virtual_stages) {
+    groups_ = tie_groups_of(*ctx_, v_, expected_tied_in_);
+  }
+
+  void on_activation(msg::activation& a);
+  void on_targets(msg::targets& t);
+  void on_gradient(msg::gradient& g);
+  void on_tied_sync(const msg::tied_sync& t);
+  void on_tied_sent(const msg::tied_sent& t);
+  void on_tied_gradient(msg::tied_gradient& g);
+  void on_gather_parameters(const msg::gather_parameters& g);
+  void on_run(const msg::run& r);
+  void on_job_done(msg::job_done& d);
+
+ private:
+  void enter(int step);
+  void fail(const std::string& what);
+  void forward_ready(int step, int m);
+  void maybe_sum_tied(int step);
+  void take_inputs(const action& a, tensor_box& input, tensor_box& extra);
+  void send_outputs(msg::job_done& d);
+
+  caf::event_based_actor* self_;
+  std::shared_ptr<const run_context> ctx_;
+  const int v_, rank_;
+  const bool last_;
+  std::vector<int> groups_;  // the tie groups this stage takes part in
+  int expected_tied_in_ = 0;  // tensors from the other holders per step
+  int step_ = -1;
+  std::map<int, tensor_box> inputs_, grads_, targets_;  // by microbatch
+  // Tied sync: our copies are sent, and the other holders' gradients (by slot) have arrived.
+  int tied_sent_step_ = -1;
+  std::map<int, std::map<int, tensor_box>> tied_in_;  // by step, then slot
+};
+
+// Steps run one after another: the first message of a new step means the old one is over.
+void chunk::enter(int step) {
+  if (step == step_) return;
+  step_ = step;
+  inputs_.clear();
+  grads_.clear();
+  targets_.clear();
+}
+
+void chunk::fail(const std::string& what) {
+  self_->send(ctx_->supervisor, msg::failure{"virtual stage " + std::to_string(v_) + " (rank " +
+                                              std::to_string(rank_) + "): " + what});
+}
+
+// F is ready when its input (and, on the last stage, its targets) arrived.
+void chunk::forward_ready(int step, int m) {
+  if (inputs_.count(m) && (!last_ || targets_.count(m)))
+    self_->send(ctx_->stage[rank_], msg::input_ready{step, false, v_, m});
+}
+
+void chunk::on_activation(msg::activation& a) {
+  enter(a.step);
+  inputs_[a.microbatch] = std::move(a.tensor);
+  forward_ready(a.step, a.microbatch);
+}
+
+void chunk::on_targets(msg::targets& t) {
+  enter(t.step);
+  targets_[t.microbatch] = std::move(t.tensor);
+  forward_ready(t.step, t.microbatch);
+}
+
+void chunk::on_gradient(msg::gradient& g) {
+  enter(g.step);
+  grads_[g.microbatch] = std::move(g.tensor);
+  self_->send(ctx_->stage[rank_], msg::input_ready{g.step, true, v_, g.microbatch});
+}
+
+// The supervisor starts the tied sync: send our copies to the other holders.
+void chunk::on_tied_sync(const msg::tied_sync& t) {
+  if (groups_.empty()) {  // a stand-in without the tied parameters: nothing to sum
+    self_->send(ctx_->supervisor, msg::tied_sync_done{t.step, v_});
+    return;
+  }
+  auto me = caf::actor_cast<caf::actor>(self_);
+  auto ctx = ctx_;
+  const int v = v_, step = t.step;
+  const auto groups = groups_;
+  on_compute_thread(self_, *ctx_, v_, "tied gradient sync", [=] {
+    send_tied_gradients(*ctx, v, step, groups);
+    caf::anon_send(me, msg::tied_sent{step});
+  });
+}
+
+void chunk::on_tied_sent(const msg::tied_sent& t) {
+  tied_sent_step_ = t.step;
+  maybe_sum_tied(t.step);
+}
+
+void chunk::on_tied_gradient(msg::tied_gradient& g) {
+  tied_in_[g.step][g.slot] = std::move(g.tensor);
+  maybe_sum_tied(g.step);
+}
+
+// Everything for the tied sync is here: sum on the compute thread, then report.
+void chunk::maybe_sum_tied(int step) {
+  auto it = tied_in_.find(step);
+  if (tied_sent_step_ != step || it == tied_in_.end() || static_cast<int>(it->second.size()) < expected_tied_in_)
+    return;
+  auto in = std::move(it->second);
+  tied_in_.erase(it);
+  auto ctx = ctx_;
+  const int v = v_;
+  const auto groups = groups_;
+  on_compute_thread(self_, *ctx_, v_, "tied gradient sync", [=] {
+    sum_tied_gradients(*ctx, v, groups, in);
+    caf::anon_send(ctx->supervisor, msg::tied_sync_done{step, v});
+  });
+}
+
+// --save-final across processes: every parameter to process 0.
+void chunk::on_gather_parameters(const msg::gather_parameters& g) {
+  auto ctx = ctx_;
+  const int v = v_, step = g.step;
+  on_compute_thread(self_, *ctx_, v_, "sending parameters",
+                    [=] { caf::anon_send(ctx->supervisor, send_parameters(*ctx, v, step)); });
+}
+
+// The tensors action `a` consumes, taken out of what arrived: F's input (and the last stage's
+// targets), B's or I's output gradient (the last stage starts from its loss).
+void chunk::take_inputs(const action& a, tensor_box& input, tensor_box& extra) {
+  const int m = a.microbatch;
+  if (a.op == op_kind::forward) {
+    input = std::move(inputs_.at(m));
+    inputs_.erase(m);
+    if (last_) {
+      extra = std::move(targets_.at(m));
+      targets_.erase(m);
+    }
+  } else if (produces_input_grad(a.op) && !last_) {
+    input = std::move(grads_.at(m));
+    grads_.erase(m);
+  }
+}
+
+// Runs the action on the rank's compute thread; the result comes back as job_done.
+void chunk::on_run(const msg::run& r) {
+  const action a = r.act;
+  tensor_box input, extra;
+  take_inputs(a, input, extra);
+  auto runner = ctx_->runners[v_];
+  auto me = caf::actor_cast<caf::actor>(self_);
+  const double loss_scale = 1.0 / ctx_->microbatches;
+  const int step = r.step;
+  auto work = [ctx = ctx_, runner, me, a, input, extra, loss_scale, step] {
+    msg::job_done d{step, a, {}, 0, 0, 0, 0, 0, {}};
+    d.start = ctx->now();
+    try {
+      switch (a.op) {
+        case op_kind::forward: {
+          auto res = runner->forward(a.microbatch, input, extra, loss_scale);
+          d.output = std::move(res.output);
+          d.loss = res.loss;
+          break;
+        }
+        case op_kind::backward: d.output = runner->backward(a.microbatch, input, false); break;
+        case op_kind::input_grad: d.output = runner->backward(a.microbatch, input, true); break;
+        case op_kind::weight_grad: runner->weight_grad(a.microbatch); break;
+      }
+    } catch (const std::exception& e) {
+      d.error = e.what();
+    }
+    d.end = ctx->now();
+    d.live_stashes = runner->live_stashes();
+    d.pending_weight_grads = runner->pending_weight_grads();
+    caf::anon_send(me, std::move(d));
+  };
+  self_->send(ctx_->compute[rank_], msg::compute_job{std::move(work)});
+}
+
+// F's output to the next virtual stage (the last one reports its loss), B's or I's input
+// gradient to the previous one.
+void chunk::send_outputs(msg::job_done& d) {
+  const action a = d.act;
+  if (a.op == op_kind::forward) {
+    if (last_)
+      self_->send(ctx_->supervisor, msg::loss_report{d.step, a.microbatch, d.loss});
+    else
+      ctx_->send_tensor(tensor_kind::activation, d.step, v_ + 1, a.microbatch, rank_, std::move(d.output));
+  } else if (produces_input_grad(a.op) && v_ > 0) {
+    ctx_->send_tensor(tensor_kind::gradient, d.step, v_ - 1, a.microbatch, rank_, std::move(d.output));
+  }
+}
+
+void chunk::on_job_done(msg::job_done& d) {
+  const action a = d.act;
+  if (!d.error.empty()) {
+    self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ", step " + std::to_string(d.step) +
+                                                ": " + to_string(a) + " failed: " + d.error});
+    return;
+  }
+  if (!d.output.defined() && ((a.op == op_kind::forward && !last_) || (produces_input_grad(a.op) && v_ > 0))) {
+    fail(to_string(a) + " produced no tensor to send");
+    return;
+  }
+  send_outputs(d);
+  self_->send(ctx_->stage[rank_], msg::action_done{d.step, a, d.start, d.end, d.live_stashes, d.pending_weight_grads});
+}
+
 }  // namespace
 
 caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int v) {
-  auto st = std::make_shared<chunk_state>();
-  const int rank = ctx->place.rank_of[v];
-  const bool last = v + 1 == ctx->virtual_stages;
-  // Steps run one after another: the first message of a new step means the old one is over.
-  auto enter = [st](int step) {
-    if (step == st->step) return;
-    st->step = step;
-    st->inputs.clear();
-    st->grads.clear();
-    st->targets.clear();
-  };
-  int expected_in = 0;
-  const std::vector<int> my_groups = tie_groups_of(*ctx, v, expected_in);
-  auto fail = [=](std::string what) {
-    self->send(ctx->supervisor, msg::failure{"virtual stage " + std::to_string(v) + " (rank " + std::to_string(rank) +
-                                             "): " + std::move(what)});
-  };
-  // Everything for the tied sync is here: sum on the compute thread, then report.
-  auto maybe_sum_tied = [=](int step) {
-    auto it = st->tied_in.find(step);
-    if (st->tied_sent_step != step || it == st->tied_in.end() || static_cast<int>(it->second.size()) < expected_in) return;
-    auto in = std::move(it->second);
-    st->tied_in.erase(it);
-    auto sup = ctx->supervisor;
-    on_compute_thread(self, *ctx, v, "tied gradient sync", [=] {
-      sum_tied_gradients(*ctx, v, my_groups, in);
-      caf::anon_send(sup, msg::tied_sync_done{step, v});
-    });
-  };
-  auto forward_ready = [=](int step, int m) {
-    if (st->inputs.count(m) && (!last || st->targets.count(m)))
-      self->send(ctx->stage[rank], msg::input_ready{step, false, v, m});
-  };
+  auto c = std::make_shared<chunk>(self, std::move(ctx), v);
   return {
-      [=](msg::activation& a) {
-        enter(a.step);
-        st->inputs[a.microbatch] = std::move(a.tensor);
-        forward_ready(a.step, a.microbatch);
-      },
-      [=](msg::targets& t) {
-        enter(t.step);
-        st->targets[t.microbatch] = std::move(t.tensor);
-        forward_ready(t.step, t.microbatch);
-      },
-      [=](msg::gradient& g) {
-        enter(g.step);
-        st->grads[g.microbatch] = std::move(g.tensor);
-        self->send(ctx->stage[rank], msg::input_ready{g.step, true, v, g.microbatch});
-      },
-      [=](msg::tied_sync& t) {
-        if (my_groups.empty()) {  // a stand-in without the tied parameters: nothing to sum
-          self->send(ctx->supervisor, msg::tied_sync_done{t.step, v});
-          return;
-        }
-        auto me = caf::actor_cast<caf::actor>(self);
-        const int step = t.step;
-        on_compute_thread(self, *ctx, v, "tied gradient sync", [=] {
-          send_tied_gradients(*ctx, v, step, my_groups);
-          caf::anon_send(me, msg::tied_sent{step});
-        });
-      },
-      [=](msg::tied_sent& t) {
-        st->tied_sent_step = t.step;
-        maybe_sum_tied(t.step);
-      },
-      [=](msg::tied_gradient& g) {
-        st->tied_in[g.step][g.slot] = std::move(g.tensor);
-        maybe_sum_tied(g.step);
-      },
-      [=](msg::gather_parameters& g) {
-        // --save-final across processes: every parameter to process 0.
-        auto sup = ctx->supervisor;
-        const int step = g.step;
-        on_compute_thread(self, *ctx, v, "sending parameters", [=] { caf::anon_send(sup, send_parameters(*ctx, v, step)); });
-      },
-      [=](msg::run& r) {
-        const action a = r.act;
-        const int m = a.microbatch;
-        tensor_box input, extra;
-        if (a.op == op_kind::forward) {
-          input = std::move(st->inputs.at(m));
-          st->inputs.erase(m);
-          if (last) {
-            extra = std::move(st->targets.at(m));
-            st->targets.erase(m);
-          }
-        } else if (produces_input_grad(a.op) && !last) {
-          input = std::move(st->grads.at(m));
-          st->grads.erase(m);
-        }
-        auto runner = ctx->runners[v];
-        auto me = caf::actor_cast<caf::actor>(self);
-        const double loss_scale = 1.0 / ctx->microbatches;
-        const int step = r.step;
-        auto work = [ctx, runner, me, a, input, extra, loss_scale, step] {
-          msg::job_done d{step, a, {}, 0, 0, 0, 0, 0, {}};
-          d.start = ctx->now();
-          try {
-            switch (a.op) {
-              case op_kind::forward: {
-                auto res = runner->forward(a.microbatch, input, extra, loss_scale);
-                d.output = std::move(res.output);
-                d.loss = res.loss;
-                break;
-              }
-              case op_kind::backward: d.output = runner->backward(a.microbatch, input, false); break;
-              case op_kind::input_grad: d.output = runner->backward(a.microbatch, input, true); break;
-              case op_kind::weight_grad: runner->weight_grad(a.microbatch); break;
-            }
-          } catch (const std::exception& e) {
-            d.error = e.what();
-          }
-          d.end = ctx->now();
-          d.live_stashes = runner->live_stashes();
-          d.pending_weight_grads = runner->pending_weight_grads();
-          caf::anon_send(me, std::move(d));
-        };
-        self->send(ctx->compute[rank], msg::compute_job{std::move(work)});
-      },
-      [=](msg::job_done& d) {
-        const action a = d.act;
-        if (!d.error.empty()) {
-          self->send(ctx->supervisor, msg::failure{"rank " + std::to_string(rank) + ", step " + std::to_string(d.step) +
-                                                   ": " + to_string(a) + " failed: " + d.error});
-          return;
-        }
-        if (!d.output.defined() && ((a.op == op_kind::forward && !last) || (produces_input_grad(a.op) && v > 0))) {
-          fail(to_string(a) + " produced no tensor to send");
-          return;
-        }
-        if (a.op == op_kind::forward) {
-          if (last)
-            self->send(ctx->supervisor, msg::loss_report{d.step, a.microbatch, d.loss});
-          else
-            ctx->send_tensor(tensor_kind::activation, d.step, v + 1, a.microbatch, rank, std::move(d.output));
-        } else if (produces_input_grad(a.op) && v > 0) {
-          ctx->send_tensor(tensor_kind::gradient, d.step, v - 1, a.microbatch, rank, std::move(d.output));
-        }
-        self->send(ctx->stage[rank],
-                   msg::action_done{d.step, a, d.start, d.end, d.live_stashes, d.pending_weight_grads});
-      },
+      [c](msg::activation& a) { c->on_activation(a); },
+      [c](msg::targets& t) { c->on_targets(t); },
+      [c](msg::gradient& g) { c->on_gradient(g); },
+      [c](msg::tied_sync& t) { c->on_tied_sync(t); },
+      [c](msg::tied_sent& t) { c->on_tied_sent(t); },
+      [c](msg::tied_gradient& g) { c->on_tied_gradient(g); },
+      [c](msg::gather_parameters& g) { c->on_gather_parameters(g); },
+      [c](msg::run& r) { c->on_run(r); },
+      [c](msg::job_done& d) { c->on_job_done(d); },
   };
 }
 

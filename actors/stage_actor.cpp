@@ -12,18 +12,152 @@
 namespace actorpipe {
 namespace {
 
-struct stage_state {
-  std::unique_ptr<rank_policy> policy;
-  int step = -1;
-  std::set<std::pair<int, int>> fwd_in, grad_in, f_done, i_done;  // (virtual stage, microbatch)
-  std::vector<std::pair<action, double>> running;  // handed to the compute thread, with start times
-  std::map<int, int> live, pending;  // per virtual stage, as the chunk runners last reported
-  int peak = 0, peak_pending = 0;
-  std::vector<timeline_event> events;
-  std::string last_waiting;
-  bool replanned = false;                 // the rebuilt plan (run_context::replan_from) arrived
-  std::vector<msg::input_ready> held;     // inputs of steps that must wait for it
+// One rank's stage: its state and one member per message it handles.
+class stage {
+ public:
+  stage(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int rank)
+      : self_(self), ctx_(std::move(ctx)), rank_(rank), policy_(ctx_->make_policy(rank)) {}
+
+  void on_input_ready(const msg::input_ready& r);
+  void on_replan(const msg::replan& p);
+  void on_action_done(const msg::action_done& d);
+
+ private:
+  void enter(int step);
+  bool ready(const action& a) const;
+  void dispatch();
+  void report_waiting(std::string what);
+  void accept_input(const msg::input_ready& r);
+  void record(const msg::action_done& d);
+
+  caf::event_based_actor* self_;
+  std::shared_ptr<const run_context> ctx_;
+  int rank_;
+  std::unique_ptr<rank_policy> policy_;
+  int step_ = -1;
+  std::set<std::pair<int, int>> fwd_in_, grad_in_, f_done_, i_done_;  // (virtual stage, microbatch)
+  std::vector<std::pair<action, double>> running_;  // handed to the compute thread, with start times
+  std::map<int, int> live_, pending_;  // per virtual stage, as the chunk runners last reported
+  int peak_ = 0, peak_pending_ = 0;
+  std::vector<timeline_event> events_;
+  std::string last_waiting_;
+  bool replanned_ = false;              // the rebuilt plan (run_context::replan_from) arrived
+  std::vector<msg::input_ready> held_;  // inputs of steps that must wait for it
 };
+
+// Steps run one after another: the first input of a new step means the old one is over.
+void stage::enter(int step) {
+  if (step == step_) return;
+  step_ = step;
+  policy_->reset();
+  fwd_in_.clear(), grad_in_.clear(), f_done_.clear(), i_done_.clear();
+  running_.clear();
+  live_.clear(), pending_.clear();
+  peak_ = peak_pending_ = 0;
+  events_.clear();
+  last_waiting_.clear();
+}
+
+bool stage::ready(const action& a) const {
+  return action_ready(a, ctx_->virtual_stages, [&](awaited d, int v, int m) {
+    const auto key = std::make_pair(v, m);
+    switch (d) {
+      case awaited::input: return fwd_in_.count(key) > 0;
+      case awaited::forward_done: return f_done_.count(key) > 0;
+      case awaited::gradient: return grad_in_.count(key) > 0;
+      case awaited::input_grad_done: return i_done_.count(key) > 0;
+    }
+    return false;
+  });
+}
+
+// Tells the supervisor what the rank waits for (once per change), so a stall can be explained.
+void stage::report_waiting(std::string what) {
+  if (what == last_waiting_) return;
+  last_waiting_ = what;
+  self_->send(ctx_->supervisor, msg::waiting{step_, rank_, std::move(what)});
+}
+
+// Up to two actions in flight: the second waits in the compute actor's mailbox and starts the
+// moment the first ends, instead of after a done -> stage -> chunk -> compute round trip.
+// A busy rank waits for the oldest action in flight; an idle one for what its policy names.
+void stage::dispatch() {
+  while (running_.size() < 2 && !policy_->finished()) {
+    auto a = policy_->next([this](const action& x) { return ready(x); });
+    if (!a) break;
+    running_.emplace_back(*a, ctx_->now());
+    self_->send(ctx_->chunk_actors[a->virtual_stage], msg::run{step_, *a});
+  }
+  if (!running_.empty())
+    report_waiting(to_string(running_.front().first) + " to finish (handed to the compute thread at " +
+                   std::to_string(running_.front().second) + " s)");
+  else if (!policy_->finished())
+    report_waiting(policy_->waiting_for());
+}
+
+void stage::accept_input(const msg::input_ready& r) {
+  enter(r.step);
+  (r.is_gradient ? grad_in_ : fwd_in_).insert({r.virtual_stage, r.microbatch});
+  dispatch();
+}
+
+void stage::on_input_ready(const msg::input_ready& r) {
+  // Across processes an input of the next step can overtake the plan on its way here.
+  if (ctx_->replan_from >= 0 && r.step >= ctx_->replan_from && !replanned_) {
+    held_.push_back(r);
+    return;
+  }
+  accept_input(r);
+}
+
+void stage::on_replan(const msg::replan& p) {
+  try {
+    const plan rebuilt = parse_plan(p.plan_text, "plan rebuilt on measured costs");
+    policy_ = make_static_policy(rebuilt, rank_);
+  } catch (const std::exception& e) {
+    self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ": the rebuilt plan: " + e.what()});
+    return;
+  }
+  replanned_ = true;
+  log_debug("rank " + std::to_string(rank_) + ": runs the plan rebuilt on measured costs from step " +
+            std::to_string(p.from_step + 1));
+  step_ = -1;  // the next input enters its step with the new policy reset
+  auto held = std::move(held_);
+  held_.clear();
+  for (auto& r : held) accept_input(r);
+}
+
+// What a finished action changes: prerequisites met, memory peaks, the timeline.
+void stage::record(const msg::action_done& d) {
+  const action a = d.act;
+  policy_->completed(a);
+  running_.erase(std::find_if(running_.begin(), running_.end(),
+                              [&](const std::pair<action, double>& r) { return r.first == a; }));
+  const auto key = std::make_pair(a.virtual_stage, a.microbatch);
+  if (a.op == op_kind::forward) f_done_.insert(key);
+  if (produces_input_grad(a.op)) i_done_.insert(key);
+  live_[a.virtual_stage] = d.live_stashes;
+  pending_[a.virtual_stage] = d.pending_weight_grads;
+  int live = 0, pending = 0;
+  for (auto& [v, n] : live_) live += n;
+  for (auto& [v, n] : pending_) pending += n;
+  peak_ = std::max(peak_, live);
+  peak_pending_ = std::max(peak_pending_, pending);
+  events_.push_back({rank_, a, ctx_->place.chunk_of[a.virtual_stage], d.start, d.end});
+}
+
+void stage::on_action_done(const msg::action_done& d) {
+  record(d);
+  if (!policy_->finished()) {
+    dispatch();
+    return;
+  }
+  ACTORPIPE_LOG(debug, "rank " + std::to_string(rank_) + ": step " + std::to_string(step_ + 1) + " done, " +
+                           std::to_string(events_.size()) + " actions, peak " + std::to_string(peak_) +
+                           " live activations");
+  self_->send(ctx_->supervisor, msg::flush{step_, rank_, std::move(events_), peak_, peak_pending_});
+  events_.clear();
+}
 
 }  // namespace
 
@@ -33,114 +167,11 @@ std::unique_ptr<rank_policy> run_context::make_policy(int rank) const {
 }
 
 caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int rank) {
-  auto st = std::make_shared<stage_state>();
-  st->policy = ctx->make_policy(rank);
-  auto enter = [st](int step) {
-    if (step == st->step) return;
-    st->step = step;
-    st->policy->reset();
-    st->fwd_in.clear(), st->grad_in.clear(), st->f_done.clear(), st->i_done.clear();
-    st->running.clear();
-    st->live.clear(), st->pending.clear();
-    st->peak = st->peak_pending = 0;
-    st->events.clear();
-    st->last_waiting.clear();
-  };
-  auto ready = [st, ctx](const action& a) {
-    return action_ready(a, ctx->virtual_stages, [&](awaited d, int v, int m) {
-      const auto key = std::make_pair(v, m);
-      switch (d) {
-        case awaited::input: return st->fwd_in.count(key) > 0;
-        case awaited::forward_done: return st->f_done.count(key) > 0;
-        case awaited::gradient: return st->grad_in.count(key) > 0;
-        case awaited::input_grad_done: return st->i_done.count(key) > 0;
-      }
-      return false;
-    });
-  };
-  // Up to two actions in flight: the second waits in the compute actor's mailbox and starts the
-  // moment the first ends, instead of after a done -> stage -> chunk -> compute round trip.
-  // So a stall report can say what a busy rank is stuck in: the oldest action in flight.
-  auto report_running = [=] {
-    if (st->running.empty()) return;
-    std::string what = to_string(st->running.front().first) + " to finish (handed to the compute thread at " +
-                       std::to_string(st->running.front().second) + " s)";
-    if (what == st->last_waiting) return;
-    st->last_waiting = what;
-    self->send(ctx->supervisor, msg::waiting{st->step, rank, what});
-  };
-  auto dispatch = [=] {
-    while (st->running.size() < 2 && !st->policy->finished()) {
-      auto a = st->policy->next(ready);
-      if (!a) break;
-      st->running.emplace_back(*a, ctx->now());
-      self->send(ctx->chunk_actors[a->virtual_stage], msg::run{st->step, *a});
-    }
-    report_running();
-    if (!st->running.empty() || st->policy->finished()) return;
-    // Idle: tell the supervisor what we wait for, so a stall can be explained.
-    std::string what = st->policy->waiting_for();
-    if (what != st->last_waiting) {
-      st->last_waiting = what;
-      self->send(ctx->supervisor, msg::waiting{st->step, rank, what});
-    }
-  };
-  auto on_input = [=](const msg::input_ready& r) {
-    enter(r.step);
-    (r.is_gradient ? st->grad_in : st->fwd_in).insert({r.virtual_stage, r.microbatch});
-    dispatch();
-  };
+  auto s = std::make_shared<stage>(self, std::move(ctx), rank);
   return {
-      [=](msg::input_ready& r) {
-        // Across processes an input of the next step can overtake the plan on its way here.
-        if (ctx->replan_from >= 0 && r.step >= ctx->replan_from && !st->replanned) {
-          st->held.push_back(r);
-          return;
-        }
-        on_input(r);
-      },
-      [=](msg::replan& p) {
-        try {
-          const plan rebuilt = parse_plan(p.plan_text, "plan rebuilt on measured costs");
-          st->policy = make_static_policy(rebuilt, rank);
-        } catch (const std::exception& e) {
-          self->send(ctx->supervisor, msg::failure{"rank " + std::to_string(rank) + ": the rebuilt plan: " + e.what()});
-          return;
-        }
-        st->replanned = true;
-        log_debug("rank " + std::to_string(rank) + ": runs the plan rebuilt on measured costs from step " +
-                  std::to_string(p.from_step + 1));
-        st->step = -1;  // the next input enters its step with the new policy reset
-        auto held = std::move(st->held);
-        st->held.clear();
-        for (auto& r : held) on_input(r);
-      },
-      [=](msg::action_done& d) {
-        const action a = d.act;
-        st->policy->completed(a);
-        st->running.erase(std::find_if(st->running.begin(), st->running.end(),
-                                       [&](const std::pair<action, double>& r) { return r.first == a; }));
-        const auto key = std::make_pair(a.virtual_stage, a.microbatch);
-        if (a.op == op_kind::forward) st->f_done.insert(key);
-        if (produces_input_grad(a.op)) st->i_done.insert(key);
-        st->live[a.virtual_stage] = d.live_stashes;
-        st->pending[a.virtual_stage] = d.pending_weight_grads;
-        int live = 0, pending = 0;
-        for (auto& [v, n] : st->live) live += n;
-        for (auto& [v, n] : st->pending) pending += n;
-        st->peak = std::max(st->peak, live);
-        st->peak_pending = std::max(st->peak_pending, pending);
-        st->events.push_back({rank, a, ctx->place.chunk_of[a.virtual_stage], d.start, d.end});
-        if (st->policy->finished()) {
-          ACTORPIPE_LOG(debug, "rank " + std::to_string(rank) + ": step " + std::to_string(st->step + 1) + " done, " +
-                                   std::to_string(st->events.size()) + " actions, peak " + std::to_string(st->peak) +
-                                   " live activations");
-          self->send(ctx->supervisor, msg::flush{st->step, rank, std::move(st->events), st->peak, st->peak_pending});
-          st->events.clear();
-          return;
-        }
-        dispatch();
-      },
+      [s](msg::input_ready& r) { s->on_input_ready(r); },
+      [s](msg::replan& p) { s->on_replan(p); },
+      [s](msg::action_done& d) { s->on_action_done(d); },
   };
 }
 

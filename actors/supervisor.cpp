@@ -95,232 +95,326 @@ sim_result measured_timeline(const run_context& ctx, const std::vector<msg::flus
   return t;
 }
 
+
+// The plan for the steps after a measured one: `use` is the rebuilt plan where the simulator,
+// on the measured costs, finds it faster than the static one, else the static one; `report`
+// says which and why ("" where the generator does not order by cost: 1f1b, interleaved, ...).
+struct rebuilt_plan {
+  std::shared_ptr<const plan> use;
+  std::string report;
+};
+
+rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const cost_model>& costs, int measured,
+                          double measured_bubble) {
+  rebuilt_plan r{ctx.static_plan, ""};
+  auto rebuilt = std::make_shared<const plan>(
+      make_schedule(ctx.options.schedule, schedule_request{ctx.ranks, ctx.microbatches, ctx.place.chunks(), costs}));
+  if (format_plan(*rebuilt) == format_plan(*ctx.static_plan)) return r;
+  const sim_result before = simulate(*ctx.static_plan, *costs), after = simulate(*rebuilt, *costs);
+  char line[320];
+  if (after.makespan < before.makespan * (1 - 1e-9)) {
+    r.use = rebuilt;
+    std::snprintf(line, sizeof line,
+                  "plan: %s rebuilt on the costs measured in step %d; simulated on them, bubble %.1f%% -> %.1f%% "
+                  "(pipeline %.4f -> %.4f s); measured bubble %.1f%% in step %d",
+                  ctx.options.schedule.c_str(), measured + 1, 100 * before.bubble_ratio, 100 * after.bubble_ratio,
+                  before.makespan, after.makespan, 100 * measured_bubble, measured + 1);
+  } else {
+    std::snprintf(line, sizeof line,
+                  "plan: %s as generated is already the best for the costs measured in step %d (simulated "
+                  "bubble %.1f%%)",
+                  ctx.options.schedule.c_str(), measured + 1, 100 * before.bubble_ratio);
+  }
+  r.report = line;
+  return r;
+}
+
+// The supervisor: the step's state (supervisor_state) and one member per message.
+class supervisor {
+ public:
+  supervisor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx)
+      : self_(self), ctx_(std::move(ctx)), P_(ctx_->ranks), M_(ctx_->microbatches) {}
+
+  void on_start_run(const msg::start_run& s);
+  void on_down(const caf::down_msg& dm);
+  void on_loss(const msg::loss_report& l);
+  void on_waiting(const msg::waiting& w);
+  void on_flush(msg::flush& f);
+  void on_tied_sync_done(const msg::tied_sync_done& t);
+  void on_grad_sq_parts(const msg::grad_sq_parts& g);
+  void on_optimizer_done(const msg::optimizer_done& d);
+  void on_deadline(const msg::step_deadline& d);
+  void on_parameter_names(msg::parameter_names& n);
+  void on_parameter_arrived(msg::parameter_arrived& p);
+  void stop(std::string error);
+
+ private:
+  void watch(const caf::actor& a, std::string name);
+  void begin_step(int k);
+  void request_norm(int step);
+  std::set<int> tie_holders() const;
+  void maybe_flushed();
+  bool replan(int measured, double measured_bubble);
+  void finish();
+  void maybe_gathered();
+  std::vector<std::pair<std::string, tensor_box>> all_parameters();
+  std::string stall_detail() const;
+
+  caf::event_based_actor* self_;
+  std::shared_ptr<const run_context> ctx_;
+  const int P_, M_;
+  supervisor_state st_;
+};
+
+// Every local actor is watched: one that dies stops the job with its name. Actors of other
+// processes are not: their links report.
+void supervisor::on_start_run(const msg::start_run& s) {
+  st_.reply_to = s.reply_to;
+  for (int r = 0; r < P_; ++r) {
+    if (!ctx_->is_local_rank(r)) continue;
+    watch(ctx_->compute[r], "compute actor of rank " + std::to_string(r));
+    watch(ctx_->stage[r], "stage actor of rank " + std::to_string(r));
+    watch(ctx_->optimizer[r], "optimizer actor of rank " + std::to_string(r));
+  }
+  for (int v = 0; v < ctx_->virtual_stages; ++v)
+    if (ctx_->is_local_stage(v)) watch(ctx_->chunk_actors[v], "chunk actor of virtual stage " + std::to_string(v));
+  watch(ctx_->feeder, "feeder");
+  begin_step(0);
+}
+
+void supervisor::watch(const caf::actor& a, std::string name) {
+  self_->monitor(a);
+  st_.names[a.address()] = std::move(name);
+}
+
+void supervisor::on_down(const caf::down_msg& dm) {
+  if (st_.stopped) return;
+  auto it = st_.names.find(dm.source);
+  std::string who = it != st_.names.end() ? it->second : "an actor";
+  stop(who + " stopped unexpectedly during step " + std::to_string(st_.step) + ": " + self_->system().render(dm.reason));
+}
+
+// Ends the job: the actors of this process stop (the other processes stop on their own when
+// the runtime tells them the run is over), and the runtime hears why ("" for success).
+void supervisor::stop(std::string error) {
+  if (st_.stopped) return;
+  st_.stopped = true;
+  for (auto& a : ctx_->local_actors()) self_->send_exit(a, caf::exit_reason::user_shutdown);
+  self_->send(st_.reply_to, msg::run_finished{std::move(error)});
+  self_->quit();
+}
+
+void supervisor::begin_step(int k) {
+  st_.step = k;
+  st_.started = ctx_->now();
+  st_.losses.assign(M_, 0.0);
+  st_.losses_got = 0;
+  st_.flushes.clear();
+  st_.waiting.clear();
+  st_.sq_parts.clear();
+  st_.parts_got = st_.optimizers_done = st_.tied_done = 0;
+  for (auto& f : ctx_->feeders) self_->send(f, msg::start_step{k});
+  self_->delayed_send(self_,
+                      std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(ctx_->options.step_timeout_s)),
+                      msg::step_deadline{k});
+}
+
+void supervisor::on_loss(const msg::loss_report& l) {
+  if (l.step != st_.step) return;
+  st_.losses[l.microbatch] = l.loss;
+  ++st_.losses_got;
+  maybe_flushed();
+}
+
+void supervisor::on_waiting(const msg::waiting& w) {
+  if (w.step == st_.step) st_.waiting[w.rank] = w.what;
+}
+
+void supervisor::on_flush(msg::flush& f) {
+  if (f.step != st_.step) return;
+  st_.flushes.push_back(std::move(f));
+  maybe_flushed();
+}
+
+// Virtual stages that hold a tie key with another.
+std::set<int> supervisor::tie_holders() const {
+  std::set<int> out;
+  for (const auto& g : ctx_->ties) out.insert(g.stages.begin(), g.stages.end());
+  return out;
+}
+
+void supervisor::request_norm(int step) {
+  for (auto& o : ctx_->optimizer) self_->send(o, msg::grad_norm_request{step});
+}
+
+// After every flush and loss: tied-weight sync, then the norm. The holders swap gradients
+// through the transport and each sums them in stage order.
+void supervisor::maybe_flushed() {
+  if (static_cast<int>(st_.flushes.size()) < P_ || st_.losses_got < M_) return;
+  const auto holders = tie_holders();
+  if (holders.empty()) {
+    request_norm(st_.step);
+    return;
+  }
+  for (int v : holders) self_->send(ctx_->chunk_actors[v], msg::tied_sync{st_.step});
+}
+
+void supervisor::on_tied_sync_done(const msg::tied_sync_done& t) {
+  if (t.step != st_.step || ++st_.tied_done < static_cast<int>(tie_holders().size())) return;
+  request_norm(t.step);
+}
+
+// Every rank's sums of squares are here: the norm (summed in virtual stage order), the clip
+// coefficient and the learning rate go to the optimizers.
+void supervisor::on_grad_sq_parts(const msg::grad_sq_parts& g) {
+  if (g.step != st_.step) return;
+  for (auto& [v, sq] : g.per_stage) st_.sq_parts[v] = sq;
+  if (++st_.parts_got < P_) return;
+  double total = 0;
+  for (auto& [v, sq] : st_.sq_parts) total += sq;  // virtual stage order
+  st_.grad_norm = std::sqrt(total);
+  if (!std::isfinite(st_.grad_norm)) {
+    stop("step " + std::to_string(st_.step) + ": the gradient norm is " + std::to_string(st_.grad_norm) +
+         ": training diverged (try a lower --lr or --grad-clip)");
+    return;
+  }
+  const auto& o = ctx_->options;
+  st_.lr = lr_at(st_.step, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio);
+  const double coef = clip_coefficient(st_.grad_norm, o.grad_clip);
+  for (auto& opt : ctx_->optimizer) self_->send(opt, msg::optimizer_step{st_.step, coef, st_.lr});
+}
+
+// The step is over: report it, maybe rebuild the plan, start the next step or finish.
+void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
+  if (d.step != st_.step || ++st_.optimizers_done < P_) return;
+  const int k = st_.step;
+  const auto& o = ctx_->options;
+  const step_metrics m = step_report(*ctx_, st_);
+  if (ctx_->result) {
+    ctx_->result->steps.push_back(m);
+    if (k + 1 == o.steps) ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes);
+  }
+  if (ctx_->on_step) ctx_->on_step(m);
+  if (k + 1 == ctx_->replan_from && !replan(k, m.bubble_ratio)) return;
+  if (k + 1 < o.steps)
+    begin_step(k + 1);
+  else
+    finish();
+}
+
+// After step `measured`: rebuild the plan on its per-(op, virtual stage) costs and send it to
+// every stage, for the steps from `measured + 1` on. The rebuilt plan is kept only if the
+// simulator, on those costs, finds it faster than the one that ran. False if the job stopped.
+bool supervisor::replan(int measured, double measured_bubble) {
+  std::vector<timeline_event> events;
+  for (auto& f : st_.flushes) events.insert(events.end(), f.events.begin(), f.events.end());
+  auto costs = std::make_shared<const cost_model>(mean_costs(events, ctx_->virtual_stages));
+  rebuilt_plan r;
+  try {
+    r = rebuild_plan(*ctx_, costs, measured, measured_bubble);
+  } catch (const std::exception& e) {
+    stop(std::string("rebuilding the plan on the measured costs failed: ") + e.what());
+    return false;
+  }
+  const std::string text = format_plan(*r.use);
+  for (auto& s : ctx_->stage) self_->send(s, msg::replan{measured + 1, text});
+  if (ctx_->result) {
+    if (r.use != ctx_->static_plan) ctx_->result->replanned = r.use;
+    ctx_->result->replan_report = r.report;
+  }
+  return true;
+}
+
+// After the last step: every parameter on this process (--save-final in a multi-process job).
+void supervisor::finish() {
+  if (ctx_->processes == 1 || !ctx_->options.gather_parameters) {
+    stop("");
+    return;
+  }
+  st_.gather_expected = 0;
+  for (int v = 0; v < ctx_->virtual_stages; ++v)
+    if (!ctx_->is_local_stage(v)) {
+      self_->send(ctx_->chunk_actors[v], msg::gather_parameters{st_.step});
+      ++st_.gather_expected;
+    }
+  if (st_.gather_expected == 0) stop("");
+}
+
+void supervisor::on_parameter_names(msg::parameter_names& n) {
+  st_.gathered_names[n.virtual_stage] = std::move(n.names);
+  maybe_gathered();
+}
+
+void supervisor::on_parameter_arrived(msg::parameter_arrived& p) {
+  st_.gathered[{p.virtual_stage, p.index}] = std::move(p.tensor);
+  maybe_gathered();
+}
+
+// Every virtual stage's parameters in stage order: local ones from their runners, the others
+// as gathered; tied copies are counted once, where owned (a remote chunk left its copies out).
+std::vector<std::pair<std::string, tensor_box>> supervisor::all_parameters() {
+  std::vector<std::pair<std::string, tensor_box>> all;
+  for (int v = 0; v < ctx_->virtual_stages; ++v) {
+    if (ctx_->is_local_stage(v)) {
+      const auto copies = ctx_->runners[v]->tied_copies();
+      for (auto& p : ctx_->runners[v]->named_parameters())
+        if (std::find(copies.begin(), copies.end(), p.first) == copies.end()) all.push_back(p);
+      continue;
+    }
+    auto& names = st_.gathered_names[v];
+    for (size_t i = 0; i < names.size(); ++i) all.emplace_back(names[i], st_.gathered[{v, int(i)}]);
+  }
+  return all;
+}
+
+void supervisor::maybe_gathered() {
+  if (static_cast<int>(st_.gathered_names.size()) < st_.gather_expected) return;
+  size_t expected = 0;
+  for (auto& [v, names] : st_.gathered_names) expected += names.size();
+  if (st_.gathered.size() < expected) return;
+  auto all = all_parameters();
+  if (ctx_->result) ctx_->result->parameters = std::move(all);
+  stop("");
+}
+
+// What each rank that has not flushed waits for, as the stage actors last reported.
+std::string supervisor::stall_detail() const {
+  std::string detail;
+  for (int r = 0; r < P_; ++r) {
+    bool flushed = std::any_of(st_.flushes.begin(), st_.flushes.end(), [r](auto& f) { return f.rank == r; });
+    if (flushed) continue;
+    auto it = st_.waiting.find(r);
+    detail += (detail.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " waits for " +
+              (it != st_.waiting.end() ? it->second : "its first input");
+  }
+  if (detail.empty()) detail = "every rank flushed; the optimizer step did not finish";
+  return detail;
+}
+
+void supervisor::on_deadline(const msg::step_deadline& d) {
+  if (d.step != st_.step || st_.stopped) return;
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", ctx_->options.step_timeout_s);
+  stop("step " + std::to_string(d.step) + " did not finish within " + secs + " s (--step-timeout): " + stall_detail());
+}
+
 }  // namespace
 
 caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx) {
-  auto st = std::make_shared<supervisor_state>();
-  const int P = ctx->ranks, M = ctx->microbatches;
-
-  // The actors of this process (the other processes stop on their own when the runtime tells
-  // them the run is over).
-  auto all_actors = [ctx] { return ctx->local_actors(); };
-  auto stop = [=](std::string error) {
-    if (st->stopped) return;
-    st->stopped = true;
-    for (auto& a : all_actors()) self->send_exit(a, caf::exit_reason::user_shutdown);
-    self->send(st->reply_to, msg::run_finished{std::move(error)});
-    self->quit();
-  };
-  auto begin_step = [=](int k) {
-    st->step = k;
-    st->started = ctx->now();
-    st->losses.assign(M, 0.0);
-    st->losses_got = 0;
-    st->flushes.clear();
-    st->waiting.clear();
-    st->sq_parts.clear();
-    st->parts_got = st->optimizers_done = st->tied_done = 0;
-    for (auto& f : ctx->feeders) self->send(f, msg::start_step{k});
-    self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(ctx->options.step_timeout_s)),
-                       msg::step_deadline{k});
-  };
-  // After step `measured`: rebuild the plan on its per-(op, virtual stage) costs and send it to
-  // every stage, for the steps from `measured + 1` on. The rebuilt plan is kept only if the
-  // simulator, on those costs, finds it faster than the one that ran. False if the job stopped.
-  auto replan = [=](int measured, double measured_bubble) {
-    std::vector<timeline_event> events;
-    for (auto& f : st->flushes) events.insert(events.end(), f.events.begin(), f.events.end());
-    auto costs = std::make_shared<const cost_model>(mean_costs(events, ctx->virtual_stages));
-    std::shared_ptr<const plan> use = ctx->static_plan;
-    std::string report;
-    try {
-      auto rebuilt = std::make_shared<const plan>(
-          make_schedule(ctx->options.schedule, schedule_request{P, M, ctx->place.chunks(), costs}));
-      // Generators that do not order by cost (1f1b, interleaved, ...) give the same plan: no report.
-      if (format_plan(*rebuilt) != format_plan(*ctx->static_plan)) {
-        const sim_result before = simulate(*ctx->static_plan, *costs), after = simulate(*rebuilt, *costs);
-        char line[320];
-        if (after.makespan < before.makespan * (1 - 1e-9)) {
-          use = rebuilt;
-          std::snprintf(line, sizeof line,
-                        "plan: %s rebuilt on the costs measured in step %d; simulated on them, bubble %.1f%% -> %.1f%% "
-                        "(pipeline %.4f -> %.4f s); measured bubble %.1f%% in step %d",
-                        ctx->options.schedule.c_str(), measured + 1, 100 * before.bubble_ratio,
-                        100 * after.bubble_ratio, before.makespan, after.makespan, 100 * measured_bubble, measured + 1);
-        } else {
-          std::snprintf(line, sizeof line,
-                        "plan: %s as generated is already the best for the costs measured in step %d (simulated "
-                        "bubble %.1f%%)",
-                        ctx->options.schedule.c_str(), measured + 1, 100 * before.bubble_ratio);
-        }
-        report = line;
-      }
-    } catch (const std::exception& e) {
-      stop(std::string("rebuilding the plan on the measured costs failed: ") + e.what());
-      return false;
-    }
-    const std::string text = format_plan(*use);
-    for (auto& s : ctx->stage) self->send(s, msg::replan{measured + 1, text});
-    if (ctx->result) {
-      if (use != ctx->static_plan) ctx->result->replanned = use;
-      ctx->result->replan_report = report;
-    }
-    return true;
-  };
-  // Virtual stages that hold a tie key with another.
-  auto tie_holders = [=] {
-    std::set<int> out;
-    for (const auto& g : ctx->ties) out.insert(g.stages.begin(), g.stages.end());
-    return out;
-  };
-  // After every flush and loss: tied-weight sync, then the norm.
-  auto maybe_flushed = [=] {
-    if (static_cast<int>(st->flushes.size()) < P || st->losses_got < M) return;
-    const int k = st->step;
-    const auto holders = tie_holders();
-    if (holders.empty()) {
-      for (auto& o : ctx->optimizer) self->send(o, msg::grad_norm_request{k});
-      return;
-    }
-    // The holders swap gradients through the transport and each sums them in stage order.
-    for (int v : holders) self->send(ctx->chunk_actors[v], msg::tied_sync{k});
-  };
-  // After the last step: every parameter on this process (--save-final in a multi-process job).
-  auto finish = [=] {
-    if (ctx->processes == 1 || !ctx->options.gather_parameters) {
-      stop("");
-      return;
-    }
-    st->gather_expected = 0;
-    for (int v = 0; v < ctx->virtual_stages; ++v)
-      if (!ctx->is_local_stage(v)) {
-        self->send(ctx->chunk_actors[v], msg::gather_parameters{st->step});
-        ++st->gather_expected;
-      }
-    if (st->gather_expected == 0) stop("");
-  };
-  auto maybe_gathered = [=] {
-    if (static_cast<int>(st->gathered_names.size()) < st->gather_expected) return;
-    size_t expected = 0;
-    for (auto& [v, names] : st->gathered_names) expected += names.size();
-    if (st->gathered.size() < expected) return;
-    std::vector<std::pair<std::string, tensor_box>> all;
-    for (int v = 0; v < ctx->virtual_stages; ++v) {
-      std::vector<std::pair<std::string, tensor_box>> mine;
-      if (ctx->is_local_stage(v)) {
-        const auto copies = ctx->runners[v]->tied_copies();  // counted once, where owned
-        for (auto& p : ctx->runners[v]->named_parameters())
-          if (std::find(copies.begin(), copies.end(), p.first) == copies.end()) mine.push_back(p);
-      } else {  // the chunk left its copies out
-        auto& names = st->gathered_names[v];
-        for (size_t i = 0; i < names.size(); ++i) mine.emplace_back(names[i], st->gathered[{v, int(i)}]);
-      }
-      for (auto& p : mine) all.push_back(std::move(p));
-    }
-    if (ctx->result) ctx->result->parameters = std::move(all);
-    stop("");
-  };
-
-  self->set_down_handler([=](caf::down_msg& dm) {
-    if (st->stopped) return;
-    auto it = st->names.find(dm.source);
-    std::string who = it != st->names.end() ? it->second : "an actor";
-    stop(who + " stopped unexpectedly during step " + std::to_string(st->step) + ": " + self->system().render(dm.reason));
-  });
-
+  auto s = std::make_shared<supervisor>(self, std::move(ctx));
+  self->set_down_handler([s](caf::down_msg& dm) { s->on_down(dm); });
   return {
-      [=](msg::start_run& s) {
-        st->reply_to = s.reply_to;
-        auto watch = [&](const caf::actor& a, std::string name) {
-          self->monitor(a);
-          st->names[a.address()] = std::move(name);
-        };
-        for (int r = 0; r < P; ++r) {
-          if (!ctx->is_local_rank(r)) continue;  // another process: its link reports its loss
-          watch(ctx->compute[r], "compute actor of rank " + std::to_string(r));
-          watch(ctx->stage[r], "stage actor of rank " + std::to_string(r));
-          watch(ctx->optimizer[r], "optimizer actor of rank " + std::to_string(r));
-        }
-        for (int v = 0; v < ctx->virtual_stages; ++v)
-          if (ctx->is_local_stage(v)) watch(ctx->chunk_actors[v], "chunk actor of virtual stage " + std::to_string(v));
-        watch(ctx->feeder, "feeder");
-        begin_step(0);
-      },
-      [=](msg::loss_report& l) {
-        if (l.step != st->step) return;
-        st->losses[l.microbatch] = l.loss;
-        ++st->losses_got;
-        maybe_flushed();
-      },
-      [=](msg::waiting& w) {
-        if (w.step == st->step) st->waiting[w.rank] = w.what;
-      },
-      [=](msg::flush& f) {
-        if (f.step != st->step) return;
-        st->flushes.push_back(std::move(f));
-        maybe_flushed();
-      },
-      [=](msg::tied_sync_done& t) {
-        if (t.step != st->step || ++st->tied_done < static_cast<int>(tie_holders().size())) return;
-        for (auto& o : ctx->optimizer) self->send(o, msg::grad_norm_request{t.step});
-      },
-      [=](msg::grad_sq_parts& g) {
-        if (g.step != st->step) return;
-        for (auto& [v, sq] : g.per_stage) st->sq_parts[v] = sq;
-        if (++st->parts_got < P) return;
-        double total = 0;
-        for (auto& [v, sq] : st->sq_parts) total += sq;  // virtual stage order
-        st->grad_norm = std::sqrt(total);
-        if (!std::isfinite(st->grad_norm)) {
-          stop("step " + std::to_string(st->step) + ": the gradient norm is " + std::to_string(st->grad_norm) +
-               ": training diverged (try a lower --lr or --grad-clip)");
-          return;
-        }
-        const auto& o = ctx->options;
-        st->lr = lr_at(st->step, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio);
-        const double coef = clip_coefficient(st->grad_norm, o.grad_clip);
-        for (auto& opt : ctx->optimizer) self->send(opt, msg::optimizer_step{st->step, coef, st->lr});
-      },
-      [=](msg::optimizer_done& d) {
-        if (d.step != st->step || ++st->optimizers_done < P) return;
-        const int k = st->step;
-        const auto& o = ctx->options;
-        const step_metrics m = step_report(*ctx, *st);
-        if (ctx->result) {
-          ctx->result->steps.push_back(m);
-          if (k + 1 == o.steps) ctx->result->last_step = measured_timeline(*ctx, st->flushes);
-        }
-        if (ctx->on_step) ctx->on_step(m);
-        if (k + 1 == ctx->replan_from && !replan(k, m.bubble_ratio)) return;
-        if (k + 1 < o.steps)
-          begin_step(k + 1);
-        else
-          finish();
-      },
-      [=](msg::step_deadline& d) {
-        if (d.step != st->step || st->stopped) return;
-        std::string detail;
-        for (int r = 0; r < P; ++r) {
-          bool flushed = std::any_of(st->flushes.begin(), st->flushes.end(), [r](auto& f) { return f.rank == r; });
-          if (flushed) continue;
-          auto it = st->waiting.find(r);
-          detail += (detail.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " waits for " +
-                    (it != st->waiting.end() ? it->second : "its first input");
-        }
-        if (detail.empty()) detail = "every rank flushed; the optimizer step did not finish";
-        char secs[32];
-        std::snprintf(secs, sizeof secs, "%g", ctx->options.step_timeout_s);
-        stop("step " + std::to_string(d.step) + " did not finish within " + secs + " s (--step-timeout): " + detail);
-      },
-      [=](msg::failure& f) { stop(f.what); },
-      [=](msg::parameter_names& n) {
-        st->gathered_names[n.virtual_stage] = std::move(n.names);
-        maybe_gathered();
-      },
-      [=](msg::parameter_arrived& p) {
-        st->gathered[{p.virtual_stage, p.index}] = std::move(p.tensor);
-        maybe_gathered();
-      },
+      [s](msg::start_run& r) { s->on_start_run(r); },
+      [s](msg::loss_report& l) { s->on_loss(l); },
+      [s](msg::waiting& w) { s->on_waiting(w); },
+      [s](msg::flush& f) { s->on_flush(f); },
+      [s](msg::tied_sync_done& t) { s->on_tied_sync_done(t); },
+      [s](msg::grad_sq_parts& g) { s->on_grad_sq_parts(g); },
+      [s](msg::optimizer_done& d) { s->on_optimizer_done(d); },
+      [s](msg::step_deadline& d) { s->on_deadline(d); },
+      [s](msg::failure& f) { s->stop(f.what); },
+      [s](msg::parameter_names& n) { s->on_parameter_names(n); },
+      [s](msg::parameter_arrived& p) { s->on_parameter_arrived(p); },
   };
 }
 
