@@ -14,6 +14,7 @@
 
 #include "apps/launch_command.hpp"
 #include "apps/simulate_command.hpp"
+#include "core/job_place.hpp"
 #include "core/log.hpp"
 #include "core/model/model_names.hpp"
 #include "core/schedule/schedule_registry.hpp"
@@ -309,8 +310,10 @@ void add_launch(CLI::App& app, launch_cli& c) {
   l->add_option("--nnodes", la.nnodes, "Nodes in the job, each running its own actorpipe launch [default: 1]");
   l->add_option("--node-rank", la.node_rank, "This node's index, 0 .. nnodes-1 [default: 0]");
   l->add_option("--master-addr", la.master_addr,
-                "Address of the node that runs rank 0 (its supervisor listens there) [default: 127.0.0.1]");
-  l->add_option("--master-port", la.master_port, "Port of rank 0's supervisor [default: 29500]");
+                "Address of the node that runs rank 0 (its supervisor listens there) [default: " +
+                    std::string(default_master_addr) + "]");
+  l->add_option("--master-port", la.master_port,
+                "Port of rank 0's supervisor [default: " + std::to_string(default_master_port) + "]");
   l->add_option("--grace", la.grace_s, "Seconds the other processes get to exit after one fails [default: 15]");
   add_log_options(l, l_log, "Also append launch's lines and every process's lines to this file, timestamped");
   l->add_option("command", la.command, "The actorpipe command each process runs, with its flags, after --");
