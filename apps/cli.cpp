@@ -14,6 +14,7 @@
 
 #include "apps/launch_command.hpp"
 #include "apps/simulate_command.hpp"
+#include "core/job_place.hpp"
 #include "core/log.hpp"
 #include "core/model/model_names.hpp"
 #include "core/schedule/schedule_registry.hpp"
@@ -142,12 +143,10 @@ struct train_cli {
   CLI::App* command = nullptr;
 };
 
-// Longer than the others: it is the list of train's flags and their help, one statement each.
-void add_train(CLI::App& app, train_cli& c) {
-  auto& tr = c.tr;
-  auto& t_log = c.t_log;
-  // Built from the registries, so a binary that registered its own schedules and policies
-  // before calling cli_main lists them too.
+// The end of train's help: examples, how config and flags combine, multi-process jobs, and the
+// models, schedules and dynamic policies registered. Built from the registries, so a binary
+// that registered its own before calling cli_main lists them too.
+std::string train_footer() {
   std::string plans, policies;
   for (const auto& info : list_schedules()) {
     std::string& names = info.dynamic ? policies : plans;
@@ -155,27 +154,26 @@ void add_train(CLI::App& app, train_cli& c) {
   }
   std::string models;
   for (const auto& [name, description] : list_models()) models += "\n  " + name + ": " + description;
-  auto* t = c.command = app.add_subcommand("train",
-                               "Train a model (the built-in GPT, or one a program registered) with pipeline parallelism: "
-                               "every stage, chunk and optimizer is an actor; the schedule decides the order of their "
-                               "messages.");
-  t->footer(
-      "\nExamples:\n"
-      "  actorpipe train                                      # the default job: 2 stages, 1f1b, synthetic data\n"
-      "  actorpipe train --schedule zbv --stages 2 --microbatches 8 --trace trace.json\n"
-      "  actorpipe train --schedule interleaved --chunks 2 --layers 8 --save-final model.safetensors\n"
-      "  actorpipe train --no-pipeline                        # the single-thread reference\n"
-      "  actorpipe train --config examples/job.json --set lr=1e-3 --metrics metrics.jsonl\n"
-      "  actorpipe launch --nproc-per-node 2 -- train --stages 2   # the same job, one process per rank\n"
-      "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
-      "config defaults: see README) apply, and flags and --set override them.\n"
-      "\nSeveral processes: when WORLD_SIZE > 1 (set by actorpipe launch, torchrun, srun or mpirun) this process\n"
-      "is one of the job's; process 0 hosts the supervisor at MASTER_ADDR:MASTER_PORT and prints the progress.\n"
-      "Every process needs the same ACTORPIPE_JOB_TOKEN (actorpipe launch makes one). See README.\n"
-      "\nModels (--model):" + models + "\n" +
-      "\nSchedules: " + plans + " (plans; see simulate --list).\nDynamic policies: " + policies +
-      " (they pick each rank's next action as inputs arrive;\ngreedy: backward first, forwards of new microbatches "
-      "while the rank holds fewer than --budget).");
+  return "\nExamples:\n"
+         "  actorpipe train                                      # the default job: 2 stages, 1f1b, synthetic data\n"
+         "  actorpipe train --schedule zbv --stages 2 --microbatches 8 --trace trace.json\n"
+         "  actorpipe train --schedule interleaved --chunks 2 --layers 8 --save-final model.safetensors\n"
+         "  actorpipe train --no-pipeline                        # the single-thread reference\n"
+         "  actorpipe train --config examples/job.json --set lr=1e-3 --metrics metrics.jsonl\n"
+         "  actorpipe launch --nproc-per-node 2 -- train --stages 2   # the same job, one process per rank\n"
+         "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
+         "config defaults: see README) apply, and flags and --set override them.\n"
+         "\nSeveral processes: when WORLD_SIZE > 1 (set by actorpipe launch, torchrun, srun or mpirun) this process\n"
+         "is one of the job's; process 0 hosts the supervisor at MASTER_ADDR:MASTER_PORT and prints the progress.\n"
+         "Every process needs the same ACTORPIPE_JOB_TOKEN (actorpipe launch makes one). See README.\n"
+         "\nModels (--model):" + models + "\n" +
+         "\nSchedules: " + plans + " (plans; see simulate --list).\nDynamic policies: " + policies +
+         " (they pick each rank's next action as inputs arrive;\ngreedy: backward first, forwards of new microbatches "
+         "while the rank holds fewer than --budget).";
+}
+
+// train's flags for what to train: the schedule, the model and its partition, the job config.
+void add_train_job_flags(CLI::App* t, train_cli_options& tr) {
   auto* t_sched = t->add_option("--schedule", tr.schedule, "Schedule or dynamic policy (see simulate --list) [default: 1f1b]");
   auto* t_file = t->add_option("--schedule-file", tr.schedule_file, "Train with a plan read from a text file");
   t->add_option("--model", tr.model,
@@ -186,7 +184,12 @@ void add_train(CLI::App& app, train_cli& c) {
   t_sched->excludes(t_file);
   t->add_option("--config", tr.config_path, "Job config (JSON); flags override it");
   t->add_option("--set", tr.overrides, "Override a config key, KEY=VALUE (repeatable)");
-  // The optional numbers of a job, each bound to its field (unset: the config's value).
+}
+
+// train's optional numbers of a job: the pipeline's shape, the batch, the model's size and the
+// optimizer's settings (unset: the config's value).
+void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
+  // One int flag, bound to its field.
   struct int_flag {
     const char* name;
     std::optional<int> train_cli_options::*field;
@@ -211,6 +214,11 @@ void add_train(CLI::App& app, train_cli& c) {
   t->add_option("--lr", tr.lr, "Peak learning rate [default: 3e-3]");
   t->add_option("--grad-clip", tr.grad_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
   t->add_option("--weight-decay", tr.weight_decay, "AdamW weight decay on matrices [default: 0.1]");
+}
+
+// train's flags for how it runs: the data, the compute, the files it writes, multi-process
+// jobs and the reference.
+void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   auto* t_syn = t->add_option("--data", tr.data, "synthetic: the embedded Markov corpus (the default)")
                     ->check(CLI::IsMember({"synthetic"}));
   auto* t_data = t->add_option("--data-file", tr.data_file,
@@ -231,7 +239,18 @@ void add_train(CLI::App& app, train_cli& c) {
   t->add_flag("--no-pipeline", tr.no_pipeline, "Train the same model unpartitioned in one thread: the reference");
   t->add_flag("--unit-cost-plan", tr.unit_cost_plan,
               "Keep the plan generated on unit costs (by default zb-h1/zbv are rebuilt on the costs measured in step 1)");
-  add_log_options(t, t_log,
+}
+
+void add_train(CLI::App& app, train_cli& c) {
+  auto* t = c.command = app.add_subcommand("train",
+                               "Train a model (the built-in GPT, or one a program registered) with pipeline parallelism: "
+                               "every stage, chunk and optimizer is an actor; the schedule decides the order of their "
+                               "messages.");
+  t->footer(train_footer());
+  add_train_job_flags(t, c.tr);
+  add_train_number_flags(t, c.tr);
+  add_train_run_flags(t, c.tr);
+  add_log_options(t, c.t_log,
                   "Also append the log to this file, timestamped (stderr then keeps warnings and errors; the progress "
                   "and the summary stay where they are)");
 }
@@ -291,8 +310,10 @@ void add_launch(CLI::App& app, launch_cli& c) {
   l->add_option("--nnodes", la.nnodes, "Nodes in the job, each running its own actorpipe launch [default: 1]");
   l->add_option("--node-rank", la.node_rank, "This node's index, 0 .. nnodes-1 [default: 0]");
   l->add_option("--master-addr", la.master_addr,
-                "Address of the node that runs rank 0 (its supervisor listens there) [default: 127.0.0.1]");
-  l->add_option("--master-port", la.master_port, "Port of rank 0's supervisor [default: 29500]");
+                "Address of the node that runs rank 0 (its supervisor listens there) [default: " +
+                    std::string(default_master_addr) + "]");
+  l->add_option("--master-port", la.master_port,
+                "Port of rank 0's supervisor [default: " + std::to_string(default_master_port) + "]");
   l->add_option("--grace", la.grace_s, "Seconds the other processes get to exit after one fails [default: 15]");
   add_log_options(l, l_log, "Also append launch's lines and every process's lines to this file, timestamped");
   l->add_option("command", la.command, "The actorpipe command each process runs, with its flags, after --");

@@ -24,6 +24,7 @@
 #include <optional>
 #include <ostream>
 #include <stdexcept>
+#include <utility>
 
 #include "apps/process_output.hpp"
 #include "core/job_token.hpp"
@@ -233,6 +234,197 @@ pid_t start_process(const char* program, char* const* argv, char* const* envp, c
   _exit(127);
 }
 
+// The rank of this node's first process.
+int first_rank_of(const launch_options& o) { return o.node_rank * o.nproc_per_node; }
+
+// The arguments of every process: the program, then the command given after --.
+std::vector<std::string> command_line(const launch_options& opt) {
+  std::vector<std::string> arg_text{opt.program};
+  arg_text.insert(arg_text.end(), opt.command.begin(), opt.command.end());
+  return arg_text;
+}
+
+// The C view of `text` that execve takes: a pointer to each string, then nullptr. The pointers
+// are into `text`, which must outlive them.
+std::vector<char*> c_strings(std::vector<std::string>& text) {
+  std::vector<char*> pointers;
+  for (auto& s : text) pointers.push_back(s.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+// The environment each process gets: launch's own less the variables launch sets, then
+// opt.env, then the job's variables; each process's RANK and LOCAL_RANK last.
+std::vector<std::vector<std::string>> process_environments(const launch_options& opt, const std::string& token) {
+  const int n = opt.nproc_per_node;
+  const int first_rank = first_rank_of(opt);
+  std::vector<std::string> extra_env = opt.env;
+  if (opt.terminal) extra_env.push_back(std::string(kProgressTerminalVariable) + "=1");
+  auto key_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
+  std::vector<std::string> shared_env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const std::string key = key_of(kv);
+    if (std::none_of(std::begin(kJobVariables), std::end(kJobVariables), [&](const char* v) { return key == v; }) &&
+        std::none_of(extra_env.begin(), extra_env.end(), [&](const std::string& x) { return key_of(x) == key; }))
+      shared_env.push_back(kv);
+  }
+  shared_env.insert(shared_env.end(), extra_env.begin(), extra_env.end());
+  shared_env.push_back("WORLD_SIZE=" + std::to_string(opt.nnodes * n));
+  shared_env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(n));
+  shared_env.push_back("MASTER_ADDR=" + opt.master_addr);
+  shared_env.push_back("MASTER_PORT=" + std::to_string(opt.master_port));
+  shared_env.push_back("ACTORPIPE_JOB_TOKEN=" + token);
+  std::vector<std::vector<std::string>> env_text(n, shared_env);
+  for (int i = 0; i < n; ++i) {
+    env_text[i].push_back("RANK=" + std::to_string(first_rank + i));
+    env_text[i].push_back("LOCAL_RANK=" + std::to_string(i));
+  }
+  return env_text;
+}
+
+// One line of launch's own, prefixed "actorpipe launch: ".
+void say(process_output& output, log_level level, const std::string& text) {
+  output.own_line(level, "actorpipe launch: " + text);
+}
+
+// Says what launch starts: how many processes, their ranks, the master, where the token comes
+// from (never the token) and the command line each runs.
+void announce(process_output& output, const launch_options& opt, bool generated_token,
+              const std::vector<std::string>& arg_text) {
+  const int n = opt.nproc_per_node;
+  const int first_rank = first_rank_of(opt);
+  std::string what;
+  for (const auto& a : arg_text) what += (what.empty() ? "" : " ") + shell_quoted(a);
+  say(output, log_level::info,
+      "starting " + plural(n, "process", "processes") + " on node " + std::to_string(opt.node_rank) + " of " +
+          std::to_string(opt.nnodes) +
+          (n > 1 ? ": ranks " + std::to_string(first_rank) + "-" + std::to_string(first_rank + n - 1)
+                 : ": rank " + std::to_string(first_rank)) +
+          " of world size " + std::to_string(opt.nnodes * n) + ", master " + opt.master_addr + ':' +
+          std::to_string(opt.master_port) + ", " +
+          (generated_token ? "a new job token" : "job token from ACTORPIPE_JOB_TOKEN") + "; each runs: " + what);
+}
+
+// The watch of the started processes: how many still run, the first failure's code, and when
+// the rest get SIGTERM (after a failure's grace period) and SIGKILL.
+struct watch_state {
+  const launch_options& opt;
+  std::vector<child>& kids;
+  process_output& output;
+  int alive = 0;
+  int result = 0;  // the first failure's code
+  int signals_received = 0;
+  std::optional<steady::time_point> term_at = std::nullopt, kill_at = std::nullopt;
+};
+
+// Sends `sig` to every running process, marking its end as expected; returns their names.
+std::string signal_running(watch_state& w, int sig) {
+  std::string names;
+  for (auto& c : w.kids)
+    if (c.running) {
+      kill(c.pid, sig);
+      c.stopped_by_us = true;
+      names += (names.empty() ? "" : ", ") + c.name();
+    }
+  return names;
+}
+
+// The exit code of a process reaped by waitpid (which returned `r`) and how it ended, in words.
+std::pair<int, std::string> how_it_ended(pid_t r, int status) {
+  if (r < 0)  // reaped by someone else: its status is lost, so count it as a failure
+    return {1, "ended, but its exit status was lost"};
+  if (WIFSIGNALED(status))
+    return {128 + WTERMSIG(status), "was killed by signal " + std::to_string(WTERMSIG(status))};
+  return {WEXITSTATUS(status), "exited with code " + std::to_string(WEXITSTATUS(status))};
+}
+
+// Reaps the processes that ended, after forwarding their last lines, and reports each failure
+// launch did not cause; true when the job's first failure is among them.
+bool reap_ended(watch_state& w) {
+  bool first_failure_now = false;
+  for (auto& c : w.kids) {
+    if (!c.running) continue;
+    int status = 0;
+    const pid_t r = waitpid(c.pid, &status, WNOHANG);
+    if (r == 0 || (r < 0 && errno == EINTR)) continue;
+    c.running = false;
+    --w.alive;
+    const auto [code, how] = how_it_ended(r, status);
+    w.output.drain(c.rank);  // its last lines before the news of its end
+    if (code == 0 || c.stopped_by_us) continue;
+    say(w.output, log_level::error, c.name() + ' ' + how);
+    if (w.result == 0) {
+      w.result = code;
+      first_failure_now = true;
+    }
+  }
+  return first_failure_now;
+}
+
+// Starts the grace period on a first failure, and sends SIGTERM or SIGKILL when one is due.
+void stop_when_due(watch_state& w, bool first_failure_now, steady::time_point now) {
+  if (first_failure_now && w.signals_received == 0) {
+    say(w.output, log_level::warn, "giving the other " + plural(w.alive, "running process", "running processes") + ' ' +
+                                       number_text(w.opt.grace_s) + " s to exit, then stopping them");
+    w.term_at = now + seconds(w.opt.grace_s);
+  }
+  if (w.kill_at && now >= *w.kill_at) {
+    say(w.output, log_level::warn, "still running " + number_text(w.opt.kill_after_s) +
+                                       " s after being told to stop, sending SIGKILL to " + signal_running(w, SIGKILL));
+    w.kill_at.reset();
+  } else if (w.term_at && now >= *w.term_at) {
+    say(w.output, log_level::warn, "still running after the " + number_text(w.opt.grace_s) +
+                                       " s grace period, sending SIGTERM to " + signal_running(w, SIGTERM));
+    w.term_at.reset();
+    w.kill_at = now + seconds(w.opt.kill_after_s);
+  }
+}
+
+// Passes a SIGINT or SIGTERM launch got on to the processes: the first with SIGKILL to follow,
+// a second as SIGKILL at once.
+void pass_on_signal(watch_state& w, int sig) {
+  ++w.signals_received;
+  if (w.result == 0) w.result = 128 + sig;
+  if (w.signals_received == 1) {
+    say(w.output, log_level::warn, "got " + signal_name(sig) + ", passing it on to " + signal_running(w, sig) +
+                                       "; SIGKILL follows in " + number_text(w.opt.kill_after_s) + " s");
+    w.term_at.reset();
+    const auto k = steady::now() + seconds(w.opt.kill_after_s);
+    w.kill_at = w.kill_at ? std::min(*w.kill_at, k) : k;
+  } else {
+    say(w.output, log_level::warn,
+        "got " + signal_name(sig) + " again, sending SIGKILL to " + signal_running(w, SIGKILL));
+  }
+}
+
+// Reaps, stops and forwards signals until every process has ended.
+void watch_until_all_ended(watch_state& w, watch_scope& scope) {
+  while (w.alive > 0) {
+    const bool first_failure_now = reap_ended(w);
+    if (w.alive == 0) break;
+    const auto now = steady::now();
+    stop_when_due(w, first_failure_now, now);
+    // Sleep until a child changes state or writes, launch gets a signal, or the next deadline;
+    // the 100 ms cap keeps the loop correct even if a SIGCHLD is lost.
+    auto timeout = std::chrono::duration_cast<steady::duration>(std::chrono::milliseconds(100));
+    for (const auto& at : {w.term_at, w.kill_at})
+      if (at) timeout = std::min(timeout, *at - now);
+    const int sig = scope.wait(timeout, w.output);
+    if (sig != 0) pass_on_signal(w, sig);
+  }
+}
+
+// `result`, or 128 + signal for a SIGINT/SIGTERM that came after the last process ended when
+// nothing failed before: such a signal still counts, and must not be left pending for when
+// the mask is restored.
+int with_late_stop_signals(const watch_scope& scope, int result) {
+  const timespec zero{0, 0};
+  for (int sig; (sig = sigtimedwait(&scope.waited(), nullptr, &zero)) > 0;)
+    if ((sig == SIGINT || sig == SIGTERM) && result == 0) result = 128 + sig;
+  return result;
+}
+
 }  // namespace
 
 std::string running_executable(const std::string& argv0) {
@@ -248,55 +440,18 @@ int run_launch(const launch_options& opt, std::ostream& log) {
   bool generated = false;
   const std::string token = job_token(opt, generated);
   const int n = opt.nproc_per_node;
-  const int world = opt.nnodes * n;
-  const int first_rank = opt.node_rank * n;
+  const int first_rank = first_rank_of(opt);
 
   // Everything the children need is built before the first fork.
-  std::vector<std::string> arg_text{opt.program};
-  arg_text.insert(arg_text.end(), opt.command.begin(), opt.command.end());
-  std::vector<char*> argv;
-  for (auto& a : arg_text) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> extra_env = opt.env;
-  if (opt.terminal) extra_env.push_back(std::string(kProgressTerminalVariable) + "=1");
-  auto key_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
-  std::vector<std::string> shared_env;
-  for (char** e = environ; e && *e; ++e) {
-    const std::string kv = *e;
-    const std::string key = key_of(kv);
-    if (std::none_of(std::begin(kJobVariables), std::end(kJobVariables), [&](const char* v) { return key == v; }) &&
-        std::none_of(extra_env.begin(), extra_env.end(), [&](const std::string& x) { return key_of(x) == key; }))
-      shared_env.push_back(kv);
-  }
-  shared_env.insert(shared_env.end(), extra_env.begin(), extra_env.end());
-  shared_env.push_back("WORLD_SIZE=" + std::to_string(world));
-  shared_env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(n));
-  shared_env.push_back("MASTER_ADDR=" + opt.master_addr);
-  shared_env.push_back("MASTER_PORT=" + std::to_string(opt.master_port));
-  shared_env.push_back("ACTORPIPE_JOB_TOKEN=" + token);
-  std::vector<std::vector<std::string>> env_text(n, shared_env);
-  std::vector<std::vector<char*>> envp(n);
-  for (int i = 0; i < n; ++i) {
-    env_text[i].push_back("RANK=" + std::to_string(first_rank + i));
-    env_text[i].push_back("LOCAL_RANK=" + std::to_string(i));
-    for (auto& kv : env_text[i]) envp[i].push_back(kv.data());
-    envp[i].push_back(nullptr);
-  }
+  std::vector<std::string> arg_text = command_line(opt);
+  std::vector<char*> argv = c_strings(arg_text);
+  std::vector<std::vector<std::string>> env_text = process_environments(opt, token);
+  std::vector<std::vector<char*>> envp;
+  for (auto& env : env_text) envp.push_back(c_strings(env));
   const std::string exec_failed = "actorpipe launch: cannot run '" + opt.program + "'\n";
 
-  std::string what;
-  for (const auto& a : arg_text) what += (what.empty() ? "" : " ") + shell_quoted(a);
   process_output output({opt.out_fd, opt.err_fd, opt.terminal}, log);
-  auto say = [&](log_level level, const std::string& text) { output.own_line(level, "actorpipe launch: " + text); };
-  say(log_level::info,
-      "starting " + plural(n, "process", "processes") + " on node " + std::to_string(opt.node_rank) + " of " +
-          std::to_string(opt.nnodes) +
-          (n > 1 ? ": ranks " + std::to_string(first_rank) + "-" + std::to_string(first_rank + n - 1)
-                 : ": rank " + std::to_string(first_rank)) +
-          " of world size " + std::to_string(world) + ", master " + opt.master_addr + ':' +
-          std::to_string(opt.master_port) + ", " + (generated ? "a new job token" : "job token from ACTORPIPE_JOB_TOKEN") +
-          "; each runs: " + what);
-
+  announce(output, opt, generated, arg_text);
   std::vector<process_output::child_ends> ends;
   for (int i = 0; i < n; ++i) ends.push_back(output.add(first_rank + i));
   std::vector<child> kids(n);
@@ -311,96 +466,11 @@ int run_launch(const launch_options& opt, std::ostream& log) {
   output.opened();
   ignore_sigpipe no_sigpipe;
 
-  int alive = n;
-  int result = 0;  // the first failure's code
-  int signals_received = 0;
-  std::optional<steady::time_point> term_at, kill_at;
-  auto signal_running = [&](int sig) {
-    std::string names;
-    for (auto& c : kids)
-      if (c.running) {
-        kill(c.pid, sig);
-        c.stopped_by_us = true;
-        names += (names.empty() ? "" : ", ") + c.name();
-      }
-    return names;
-  };
-
-  while (alive > 0) {
-    bool first_failure_now = false;
-    for (auto& c : kids) {
-      if (!c.running) continue;
-      int status = 0;
-      const pid_t r = waitpid(c.pid, &status, WNOHANG);
-      if (r == 0 || (r < 0 && errno == EINTR)) continue;
-      c.running = false;
-      --alive;
-      int code;
-      std::string how;
-      if (r < 0) {  // reaped by someone else: its status is lost, so count it as a failure
-        code = 1;
-        how = "ended, but its exit status was lost";
-      } else if (WIFSIGNALED(status)) {
-        code = 128 + WTERMSIG(status);
-        how = "was killed by signal " + std::to_string(WTERMSIG(status));
-      } else {
-        code = WEXITSTATUS(status);
-        how = "exited with code " + std::to_string(code);
-      }
-      output.drain(c.rank);  // its last lines before the news of its end
-      if (code == 0 || c.stopped_by_us) continue;
-      say(log_level::error, c.name() + ' ' + how);
-      if (result == 0) {
-        result = code;
-        first_failure_now = true;
-      }
-    }
-    if (alive == 0) break;
-    const auto now = steady::now();
-    if (first_failure_now && signals_received == 0) {
-      say(log_level::warn, "giving the other " + plural(alive, "running process", "running processes") + ' ' +
-                               number_text(opt.grace_s) + " s to exit, then stopping them");
-      term_at = now + seconds(opt.grace_s);
-    }
-    if (kill_at && now >= *kill_at) {
-      say(log_level::warn, "still running " + number_text(opt.kill_after_s) +
-                               " s after being told to stop, sending SIGKILL to " + signal_running(SIGKILL));
-      kill_at.reset();
-    } else if (term_at && now >= *term_at) {
-      say(log_level::warn, "still running after the " + number_text(opt.grace_s) +
-                               " s grace period, sending SIGTERM to " + signal_running(SIGTERM));
-      term_at.reset();
-      kill_at = now + seconds(opt.kill_after_s);
-    }
-
-    // Sleep until a child changes state or writes, launch gets a signal, or the next deadline;
-    // the 100 ms cap keeps the loop correct even if a SIGCHLD is lost.
-    auto timeout = std::chrono::duration_cast<steady::duration>(std::chrono::milliseconds(100));
-    for (const auto& at : {term_at, kill_at})
-      if (at) timeout = std::min(timeout, *at - now);
-    const int sig = scope.wait(timeout, output);
-    if (sig == 0) continue;
-    ++signals_received;
-    if (result == 0) result = 128 + sig;
-    if (signals_received == 1) {
-      say(log_level::warn, "got " + signal_name(sig) + ", passing it on to " + signal_running(sig) +
-                               "; SIGKILL follows in " + number_text(opt.kill_after_s) + " s");
-      term_at.reset();
-      const auto k = steady::now() + seconds(opt.kill_after_s);
-      kill_at = kill_at ? std::min(*kill_at, k) : k;
-    } else {
-      say(log_level::warn, "got " + signal_name(sig) + " again, sending SIGKILL to " + signal_running(SIGKILL));
-    }
-  }
+  watch_state w{opt, kids, output, n};
+  watch_until_all_ended(w, scope);
   // What the processes wrote last; their own children may hold a pipe open a little longer.
   output.finish(500);
-
-  // A SIGINT/SIGTERM that came after the last child ended still counts, and must not be left
-  // pending for when the mask is restored.
-  const timespec zero{0, 0};
-  for (int sig; (sig = sigtimedwait(&scope.waited(), nullptr, &zero)) > 0;)
-    if ((sig == SIGINT || sig == SIGTERM) && result == 0) result = 128 + sig;
-  return result;
+  return with_late_stop_signals(scope, w.result);
 }
 
 }  // namespace actorpipe

@@ -85,104 +85,87 @@ plan build_plan(const simulate_options& opt, std::vector<std::string>& summary,
   return make_schedule(name, req);
 }
 
-}  // namespace
-
-void list_schedules_command(std::ostream& out) {
-  for (const auto& s : list_schedules()) {
-    std::string name = s.name;
-    name.resize(std::max<size_t>(name.size(), 13), ' ');
-    out << name << ' ' << (s.dynamic ? "[dynamic policy] " : "") << s.description << '\n';
-  }
-}
-
-void run_simulate(const simulate_options& opt, std::ostream& out) {
+// Refuses an output format, send latency or timeline width simulate cannot use.
+void check_output_options(const simulate_options& opt) {
   if (opt.format != "text" && opt.format != "json")
     throw std::invalid_argument("--format must be text or json, got '" + opt.format + "'");
   if (!std::isfinite(opt.send_latency) || opt.send_latency < 0)
     throw std::invalid_argument("--latency must be a finite number >= 0, got " + number_text(opt.send_latency));
   if (opt.width < 40) throw std::invalid_argument("--width must be >= 40, got " + std::to_string(opt.width));
-  cost_model costs = parse_cost_spec(opt.cost);
-  costs.send_latency = opt.send_latency;
-  std::vector<std::string> summary;  // config lines, shown before the results
+}
+
+// What was simulated: the plan (built, loaded, or the order a dynamic policy chose), its
+// timeline, and the lines to show before the results.
+struct simulation {
   plan p;
   sim_result r;
-  const bool from_config = !opt.config_path.empty() || !opt.overrides.empty();
-  std::string name = opt.schedule.value_or("1f1b");
-  if (opt.schedule_file.empty() && from_config) name = resolve_config(opt).schedule;
-  std::string dynamic_note;  // text output only
-  if (opt.schedule_file.empty() && is_dynamic_policy(name)) {
-    std::optional<job_config> config;
-    if (from_config) config = described_config(opt, summary);
-    // A dynamic policy has no plan up front: run it in the policy simulator, then show the
-    // order it chose as a plan (--print-plan), which is what the runtime would run on these costs.
-    const int P = config ? config->pp : opt.stages.value_or(4);
-    const int M = config ? config->num_microbatches : opt.microbatches.value_or(8);
-    const int V = config ? config->chunks : opt.chunks.value_or(default_chunks(name));
-    if (P < 1 || M < 1 || V < 1)
-      throw std::invalid_argument("stages, microbatches and chunks must be >= 1: got stages=" + std::to_string(P) +
-                                  ", microbatches=" + std::to_string(M) + ", chunks=" + std::to_string(V));
-    auto policies = make_policies(name, P, M, V);
-    auto res = simulate_policies(policy_placement(name, P, V), M, policies, costs, name);
-    p = std::move(res.executed);
-    r = std::move(res.timeline);
-    dynamic_note = "dynamic policy: no plan to validate; it ran in the policy simulator, which chose this order";
-  } else {
-    // Costs other than the unit ones (or a send latency) shape the plans of cost-aware
-    // schedules (zb-h1, zbv); the unit-cost plan is simulated beside it for comparison.
-    const bool given = opt.cost != simulate_options{}.cost || costs.send_latency > 0;
-    p = build_plan(opt, summary, given ? std::make_shared<const cost_model>(costs) : nullptr);
-    r = simulate(p, costs);
-    if (given && opt.schedule_file.empty()) {
-      std::vector<std::string> ignored;
-      const plan unit = build_plan(opt, ignored, nullptr);
-      if (!(format_plan(unit) == format_plan(p))) {
-        const sim_result u = simulate(unit, costs);
-        char line[200];
-        std::snprintf(line, sizeof line,
-                      "plan built for these costs: makespan %s, bubble %.2f%% (the unit-cost plan on these costs: "
-                      "makespan %s, bubble %.2f%%)",
-                      number_text(r.makespan).c_str(), 100.0 * r.bubble_ratio, number_text(u.makespan).c_str(),
-                      100.0 * u.bubble_ratio);
-        summary.push_back(line);
-      }
-    }
-  }
+  std::vector<std::string> summary;  // config lines, shown before the results
+  std::string dynamic_note;          // text output only
+};
 
-  if (!opt.trace_path.empty()) write_file(opt.trace_path, "the Chrome trace", render_chrome_trace(r));
-  if (!opt.svg_path.empty()) write_file(opt.svg_path, "the SVG timeline", render_svg_timeline(r));
+// A dynamic policy has no plan up front: runs it in the policy simulator, and keeps the order
+// it chose as the plan (--print-plan), which is what the runtime would run on these costs.
+void simulate_dynamic_policy(const simulate_options& opt, const std::string& name, const cost_model& costs,
+                             bool from_config, simulation& s) {
+  std::optional<job_config> config;
+  if (from_config) config = described_config(opt, s.summary);
+  const int P = config ? config->pp : opt.stages.value_or(4);
+  const int M = config ? config->num_microbatches : opt.microbatches.value_or(8);
+  const int V = config ? config->chunks : opt.chunks.value_or(default_chunks(name));
+  if (P < 1 || M < 1 || V < 1)
+    throw std::invalid_argument("stages, microbatches and chunks must be >= 1: got stages=" + std::to_string(P) +
+                                ", microbatches=" + std::to_string(M) + ", chunks=" + std::to_string(V));
+  auto policies = make_policies(name, P, M, V);
+  auto res = simulate_policies(policy_placement(name, P, V), M, policies, costs, name);
+  s.p = std::move(res.executed);
+  s.r = std::move(res.timeline);
+  s.dynamic_note = "dynamic policy: no plan to validate; it ran in the policy simulator, which chose this order";
+}
 
-  if (opt.format == "json") {
-    nlohmann::json per_rank = nlohmann::json::array();
-    for (int rank = 0; rank < r.stages; ++rank)
-      per_rank.push_back({{"busy", r.busy[rank]},
-                          {"idle", r.idle[rank]},
-                          {"peak_activations", r.peak_activations[rank]},
-                          {"peak_pending_weight_grads", r.peak_pending_weight_grads[rank]}});
-    nlohmann::json j = {{"schedule", r.schedule},   {"stages", r.stages},
-                        {"chunks", r.chunks},       {"microbatches", r.microbatches},
-                        {"makespan", r.makespan},   {"ideal_time", r.ideal_time},
-                        {"bubble_ratio", r.bubble_ratio}, {"per_rank", per_rank}};
-    if (opt.print_plan) j["plan"] = format_plan(p);
-    if (!summary.empty()) j["config"] = summary;
-    out << j.dump(2) << '\n';
-    return;
-  }
+// Builds (or loads) the plan and simulates it. Costs other than the unit ones (or a send
+// latency) shape the plans of cost-aware schedules (zb-h1, zbv); the unit-cost plan is then
+// simulated beside it for comparison.
+void simulate_plan(const simulate_options& opt, const cost_model& costs, simulation& s) {
+  const bool given = opt.cost != simulate_options{}.cost || costs.send_latency > 0;
+  s.p = build_plan(opt, s.summary, given ? std::make_shared<const cost_model>(costs) : nullptr);
+  s.r = simulate(s.p, costs);
+  if (!given || !opt.schedule_file.empty()) return;
+  std::vector<std::string> ignored;
+  const plan unit = build_plan(opt, ignored, nullptr);
+  if (format_plan(unit) == format_plan(s.p)) return;
+  const sim_result u = simulate(unit, costs);
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "plan built for these costs: makespan %s, bubble %.2f%% (the unit-cost plan on these costs: "
+                "makespan %s, bubble %.2f%%)",
+                number_text(s.r.makespan).c_str(), 100.0 * s.r.bubble_ratio, number_text(u.makespan).c_str(),
+                100.0 * u.bubble_ratio);
+  s.summary.push_back(line);
+}
 
-  out << "schedule " << r.schedule << ": stages=" << r.stages << ", chunks=" << r.chunks
-      << ", microbatches=" << r.microbatches << "; cost F=" << number_text(costs.forward[0]) << " B=" << number_text(costs.backward[0])
-      << " I=" << number_text(costs.input_grad[0]) << " W=" << number_text(costs.weight_grad[0])
-      << ", send latency " << number_text(costs.send_latency) << '\n';
-  for (const auto& line : summary) out << line << '\n';
-  if (!dynamic_note.empty()) out << dynamic_note << '\n';
-  out << '\n';
-  if (opt.print_plan) out << format_plan(p) << '\n';
-  out << render_ascii_timeline(r, opt.width) << '\n';
-  out << "makespan      " << number_text(r.makespan) << '\n';
-  out << "ideal time    " << number_text(r.ideal_time) << "  (busiest rank's compute, no bubble)\n";
-  char pct[32];
-  std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * r.bubble_ratio);
-  out << "bubble ratio  " << pct << "  (1 - total busy / (stages * makespan))\n\n";
-  const bool split = p.uses_split_backward();
+// The results as one JSON document.
+void print_json(std::ostream& out, const simulate_options& opt, const simulation& s) {
+  const sim_result& r = s.r;
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (int rank = 0; rank < r.stages; ++rank)
+    per_rank.push_back({{"busy", r.busy[rank]},
+                        {"idle", r.idle[rank]},
+                        {"peak_activations", r.peak_activations[rank]},
+                        {"peak_pending_weight_grads", r.peak_pending_weight_grads[rank]}});
+  nlohmann::json j = {{"schedule", r.schedule},   {"stages", r.stages},
+                      {"chunks", r.chunks},       {"microbatches", r.microbatches},
+                      {"makespan", r.makespan},   {"ideal_time", r.ideal_time},
+                      {"bubble_ratio", r.bubble_ratio}, {"per_rank", per_rank}};
+  if (opt.print_plan) j["plan"] = format_plan(s.p);
+  if (!s.summary.empty()) j["config"] = s.summary;
+  out << j.dump(2) << '\n';
+}
+
+// Each rank's busy and idle time and peak activations (and pending weight grads when the plan
+// splits backward), with a note on what they count.
+void print_rank_table(std::ostream& out, const simulation& s) {
+  const sim_result& r = s.r;
+  const bool split = s.p.uses_split_backward();
   out << "rank  busy        idle        peak activations" << (split ? "  peak pending W" : "") << '\n';
   for (int rank = 0; rank < r.stages; ++rank) {
     char line[128];
@@ -195,8 +178,60 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   }
   out << "(activations: stashes of one microbatch on one virtual stage, live from F until B or I";
   out << (split ? "; pending W: I done, W not yet, holding only the weight-grad inputs)\n" : ")\n");
+}
+
+// The results as text: the schedule and costs, the summary, the ASCII timeline, the totals and
+// the per-rank table, then the files written.
+void print_text(std::ostream& out, const simulate_options& opt, const cost_model& costs, const simulation& s) {
+  const sim_result& r = s.r;
+  out << "schedule " << r.schedule << ": stages=" << r.stages << ", chunks=" << r.chunks
+      << ", microbatches=" << r.microbatches << "; cost F=" << number_text(costs.forward[0]) << " B=" << number_text(costs.backward[0])
+      << " I=" << number_text(costs.input_grad[0]) << " W=" << number_text(costs.weight_grad[0])
+      << ", send latency " << number_text(costs.send_latency) << '\n';
+  for (const auto& line : s.summary) out << line << '\n';
+  if (!s.dynamic_note.empty()) out << s.dynamic_note << '\n';
+  out << '\n';
+  if (opt.print_plan) out << format_plan(s.p) << '\n';
+  out << render_ascii_timeline(r, opt.width) << '\n';
+  out << "makespan      " << number_text(r.makespan) << '\n';
+  out << "ideal time    " << number_text(r.ideal_time) << "  (busiest rank's compute, no bubble)\n";
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * r.bubble_ratio);
+  out << "bubble ratio  " << pct << "  (1 - total busy / (stages * makespan))\n\n";
+  print_rank_table(out, s);
   if (!opt.trace_path.empty()) out << "wrote Chrome trace " << opt.trace_path << " (open in ui.perfetto.dev)\n";
   if (!opt.svg_path.empty()) out << "wrote SVG timeline " << opt.svg_path << '\n';
+}
+
+}  // namespace
+
+void list_schedules_command(std::ostream& out) {
+  for (const auto& s : list_schedules()) {
+    std::string name = s.name;
+    name.resize(std::max<size_t>(name.size(), 13), ' ');
+    out << name << ' ' << (s.dynamic ? "[dynamic policy] " : "") << s.description << '\n';
+  }
+}
+
+void run_simulate(const simulate_options& opt, std::ostream& out) {
+  check_output_options(opt);
+  cost_model costs = parse_cost_spec(opt.cost);
+  costs.send_latency = opt.send_latency;
+  const bool from_config = !opt.config_path.empty() || !opt.overrides.empty();
+  std::string name = opt.schedule.value_or("1f1b");
+  if (opt.schedule_file.empty() && from_config) name = resolve_config(opt).schedule;
+  simulation s;
+  if (opt.schedule_file.empty() && is_dynamic_policy(name))
+    simulate_dynamic_policy(opt, name, costs, from_config, s);
+  else
+    simulate_plan(opt, costs, s);
+
+  if (!opt.trace_path.empty()) write_file(opt.trace_path, "the Chrome trace", render_chrome_trace(s.r));
+  if (!opt.svg_path.empty()) write_file(opt.svg_path, "the SVG timeline", render_svg_timeline(s.r));
+  if (opt.format == "json")
+    print_json(out, opt, s);
+  else
+    print_text(out, opt, costs, s);
 }
 
 }  // namespace actorpipe

@@ -162,20 +162,13 @@ sim_result in_milliseconds(sim_result r) {
   return r;
 }
 
-}  // namespace
-
-void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {
-  if (!o.schedule_file.empty() && o.schedule) throw std::invalid_argument("give --schedule or --schedule-file, not both");
-  if (!o.trace_path.empty() && o.no_pipeline) throw std::invalid_argument("--trace needs the pipeline (not --no-pipeline)");
-  job_config c = resolve_job(o);
-  train_options t = to_train_options(c, o);
-
-  // A multi-process job when the launcher says so. Process 0 reports; the others stay quiet.
+// This process's place in the job, from the launcher's variables and the multi-process flags;
+// in a multi-process job also the process of each rank, and the log prefix of this process.
+job_place place_in_job(const train_cli_options& o, const train_options& t, std::vector<int>& layout) {
   job_place place = read_launch_env();
   place.join_timeout_s = o.join_timeout_s;
   if (!(o.join_timeout_s > 0)) throw std::invalid_argument("--join-timeout=" + fmt("%g", o.join_timeout_s) + " must be > 0");
   if (!o.ranks_per_process.empty()) place.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
-  std::vector<int> layout;  // process of each rank (multi-process jobs)
   if (place.processes > 1) {
     set_log_prefix(process_prefix(place.process));  // its ranks follow once they are assigned
     if (o.no_pipeline) throw std::invalid_argument("--no-pipeline runs in one process, but WORLD_SIZE=" + std::to_string(place.processes));
@@ -191,20 +184,16 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
     for (int r = 0; r < static_cast<int>(layout.size()); ++r)
       if (layout[r] == place.process) own_ranks.push_back(r);
     set_log_prefix(process_prefix(place.process, own_ranks));
-    t.gather_parameters = !o.save_final_path.empty();
   } else if (!o.ranks_per_process.empty()) {
     throw std::invalid_argument("--ranks-per-process=" + o.ranks_per_process + " needs a multi-process job (WORLD_SIZE > 1)");
   }
-  std::ostringstream quiet;
-  std::ostream& out = place.process == 0 ? out_stream : quiet;
-  std::ostream& progress = place.process == 0 ? progress_stream : quiet;
-  // Open output files first: a typo in a path should not cost a training run.
-  std::ofstream metrics;
-  if (!o.metrics_path.empty()) {
-    metrics.open(o.metrics_path);
-    if (!metrics) throw std::runtime_error("cannot write --metrics file '" + o.metrics_path + "'");
-  }
+  return place;
+}
 
+// The lines before training: the processes (in a multi-process job), what runs, and the
+// config's notes.
+void print_job(std::ostream& out, const train_cli_options& o, const train_options& t, const job_config& c,
+               const job_place& place, const std::vector<int>& layout) {
   const std::string what = o.no_pipeline ? "reference (--no-pipeline: one thread, unpartitioned)"
                                          : (o.schedule_file.empty() ? t.schedule : o.schedule_file) + ", " +
                                                std::to_string(t.stages) + " stages x " + std::to_string(t.chunks) +
@@ -214,24 +203,33 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
     for (int p = 0; p < place.processes; ++p) out << ' ' << std::count(layout.begin(), layout.end(), p);
     out << "; control port " << place.master_addr << ':' << place.master_port << '\n';
   }
-  const bool gpt = t.model_name == "gpt";
   out << "actorpipe train: " << what << "; " << t.microbatches << " microbatches x " << t.microbatch_size
-      << (gpt ? " sequences of " + std::to_string(t.model.seq_len) + " tokens; " : " samples; ") << t.steps << " steps\n";
+      << (t.model_name == "gpt" ? " sequences of " + std::to_string(t.model.seq_len) + " tokens; " : " samples; ")
+      << t.steps << " steps\n";
   for (auto& n : c.notes) out << "note: " << n << '\n';
   out.flush();
+}
 
-  const int width = 24;
-  auto show = [&](const step_metrics& m) {
+// What each finished step shows: a progress line (redrawn on a terminal), a debug log line,
+// and a JSON line in the --metrics file when there is one.
+struct step_reporter {
+  const train_cli_options& o;
+  int steps;
+  std::ostream& progress;
+  std::ofstream& metrics;
+
+  void operator()(const step_metrics& m) const {
+    const int width = 24;
     const int done = m.step + 1;
-    const int filled = width * done / t.steps;
-    std::string line = "step " + std::to_string(done) + "/" + std::to_string(t.steps) + " [" + std::string(filled, '#') +
+    const int filled = width * done / steps;
+    std::string line = "step " + std::to_string(done) + "/" + std::to_string(steps) + " [" + std::string(filled, '#') +
                        std::string(width - filled, '.') + "] loss " + fmt("%.4f", m.loss) + "  lr " + fmt("%.2e", m.lr) +
                        "  tokens/s " + si(m.tokens_per_s) + (o.no_pipeline ? "" : "  bubble " + fmt("%.1f%%", 100 * m.bubble_ratio));
-    ACTORPIPE_LOG(debug, "step " + std::to_string(done) + "/" + std::to_string(t.steps) + " done in " + fmt("%.3f", m.seconds) +
+    ACTORPIPE_LOG(debug, "step " + std::to_string(done) + "/" + std::to_string(steps) + " done in " + fmt("%.3f", m.seconds) +
                              " s: loss " + fmt("%.4f", m.loss) + ", grad norm " + fmt("%.4g", m.grad_norm) + ", " +
                              si(m.tokens_per_s) + " tokens/s");
     if (o.interactive_progress)
-      progress << '\r' << line << (done == t.steps ? "\n" : "") << std::flush;
+      progress << '\r' << line << (done == steps ? "\n" : "") << std::flush;
     else
       progress << line << '\n' << std::flush;
     if (metrics) {
@@ -240,11 +238,12 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
                           {"bubble_ratio", m.bubble_ratio}, {"peak_activations", m.peak_activations}};
       metrics << j.dump() << '\n' << std::flush;
     }
-  };
-  train_result r = o.no_pipeline ? run_reference(t, show) : run_pipeline(t, show, {}, place);
-  if (place.process != 0) return;  // process 0 reports and writes the files
+  }
+};
 
-  if (gpt)
+// The summary's first lines: the model and its size, the data, the partition and the compute.
+void print_setup(std::ostream& out, const train_cli_options& o, const train_options& t, const train_result& r) {
+  if (t.model_name == "gpt")
     out << "model: GPT, " << t.model.layers << " layers, hidden " << t.model.hidden << ", " << t.model.heads
         << " heads, vocab " << t.model.vocab;
   else
@@ -255,25 +254,29 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   out << "compute: " << libtorch_version() << ", " << t.threads_per_stage
       << (t.threads_per_stage == 1 ? " thread" : " threads") << (o.no_pipeline ? "" : " per stage") << "; "
       << describe_blas(current_blas()) << '\n';
-  if (!o.no_pipeline) {
-    const sim_result& m = r.last_step;
-    const sim_result& p = r.predicted;
-    out << "\nlast step, measured vs simulated (the same schedule on the measured per-stage costs):\n";
-    out << "rank  busy %  idle %  peak activations  |  simulated busy %  idle %  peak activations\n";
-    for (int rank = 0; rank < m.stages; ++rank) {
-      char line[160];
-      std::snprintf(line, sizeof line, "%-5d %6.1f  %6.1f  %-16d  |  %16.1f  %6.1f  %d\n", rank,
-                    100 * m.busy[rank] / m.makespan, 100 * m.idle[rank] / m.makespan, m.peak_activations[rank],
-                    100 * p.busy[rank] / p.makespan, 100 * p.idle[rank] / p.makespan, p.peak_activations[rank]);
-      out << line;
-    }
-    out << "pipeline time " << fmt("%.4f", m.makespan) << " s measured, " << fmt("%.4f", p.makespan)
-        << " s simulated (ratio " << fmt("%.3f", m.makespan / p.makespan) << "); bubble " << fmt("%.1f%%", 100 * m.bubble_ratio)
-        << " measured, " << fmt("%.1f%%", 100 * p.bubble_ratio) << " simulated\n";
-    if (!r.replan_report.empty()) out << r.replan_report << '\n';
+}
+
+// The last step per rank, measured beside simulated, and the pipeline time and bubble of both.
+void print_measured_vs_simulated(std::ostream& out, const train_result& r) {
+  const sim_result& m = r.last_step;
+  const sim_result& p = r.predicted;
+  out << "\nlast step, measured vs simulated (the same schedule on the measured per-stage costs):\n";
+  out << "rank  busy %  idle %  peak activations  |  simulated busy %  idle %  peak activations\n";
+  for (int rank = 0; rank < m.stages; ++rank) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%-5d %6.1f  %6.1f  %-16d  |  %16.1f  %6.1f  %d\n", rank,
+                  100 * m.busy[rank] / m.makespan, 100 * m.idle[rank] / m.makespan, m.peak_activations[rank],
+                  100 * p.busy[rank] / p.makespan, 100 * p.idle[rank] / p.makespan, p.peak_activations[rank]);
+    out << line;
   }
-  const auto& last = r.steps.back();
-  out << "final loss " << fmt("%.4f", last.loss) << " (first step " << fmt("%.4f", r.steps.front().loss) << ")\n";
+  out << "pipeline time " << fmt("%.4f", m.makespan) << " s measured, " << fmt("%.4f", p.makespan)
+      << " s simulated (ratio " << fmt("%.3f", m.makespan / p.makespan) << "); bubble " << fmt("%.1f%%", 100 * m.bubble_ratio)
+      << " measured, " << fmt("%.1f%%", 100 * p.bubble_ratio) << " simulated\n";
+  if (!r.replan_report.empty()) out << r.replan_report << '\n';
+}
+
+// Writes the --trace and --save-final files and says where they and the metrics went.
+void write_outputs(std::ostream& out, const train_cli_options& o, const train_result& r, bool wrote_metrics) {
   if (!o.trace_path.empty()) {
     std::ofstream f(o.trace_path);
     if (!(f << render_chrome_trace(in_milliseconds(r.last_step))))
@@ -284,7 +287,41 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
     save_safetensors(o.save_final_path, r.parameters);
     out << "wrote " << r.parameters.size() << " parameters to " << o.save_final_path << '\n';
   }
-  if (metrics) out << "wrote per-step metrics to " << o.metrics_path << '\n';
+  if (wrote_metrics) out << "wrote per-step metrics to " << o.metrics_path << '\n';
+}
+
+}  // namespace
+
+void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {
+  if (!o.schedule_file.empty() && o.schedule) throw std::invalid_argument("give --schedule or --schedule-file, not both");
+  if (!o.trace_path.empty() && o.no_pipeline) throw std::invalid_argument("--trace needs the pipeline (not --no-pipeline)");
+  job_config c = resolve_job(o);
+  train_options t = to_train_options(c, o);
+
+  // A multi-process job when the launcher says so. Process 0 reports; the others stay quiet.
+  std::vector<int> layout;  // process of each rank (multi-process jobs)
+  const job_place place = place_in_job(o, t, layout);
+  if (place.processes > 1) t.gather_parameters = !o.save_final_path.empty();  // for --save-final
+  std::ostringstream quiet;
+  std::ostream& out = place.process == 0 ? out_stream : quiet;
+  std::ostream& progress = place.process == 0 ? progress_stream : quiet;
+  // Open output files first: a typo in a path should not cost a training run.
+  std::ofstream metrics;
+  if (!o.metrics_path.empty()) {
+    metrics.open(o.metrics_path);
+    if (!metrics) throw std::runtime_error("cannot write --metrics file '" + o.metrics_path + "'");
+  }
+
+  print_job(out, o, t, c, place, layout);
+  const step_reporter show{o, t.steps, progress, metrics};
+  train_result r = o.no_pipeline ? run_reference(t, show) : run_pipeline(t, show, {}, place);
+  if (place.process != 0) return;  // process 0 reports and writes the files
+
+  print_setup(out, o, t, r);
+  if (!o.no_pipeline) print_measured_vs_simulated(out, r);
+  const auto& last = r.steps.back();
+  out << "final loss " << fmt("%.4f", last.loss) << " (first step " << fmt("%.4f", r.steps.front().loss) << ")\n";
+  write_outputs(out, o, r, static_cast<bool>(metrics));
 }
 
 }  // namespace actorpipe
