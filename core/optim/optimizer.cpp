@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/model/tensor_box_torch.hpp"
+#include "core/optim/adamw_update.hpp"
 
 namespace actorpipe {
 
@@ -19,6 +20,15 @@ void require_beta(const char* name, double b) {
   if (!(b >= 0 && b < 1)) throw std::invalid_argument(std::string("adamw ") + name + "=" + number_text(b) + " must be in [0, 1)");
 }
 }  // namespace
+
+void check_adamw_options(const adamw_options& options) {
+  require_beta("beta1", options.beta1);
+  require_beta("beta2", options.beta2);
+  if (!(options.eps > 0) || !std::isfinite(options.eps))
+    throw std::invalid_argument("adamw eps=" + number_text(options.eps) + " must be a finite number > 0");
+  if (!(options.weight_decay >= 0) || !std::isfinite(options.weight_decay))
+    throw std::invalid_argument("adamw weight_decay=" + number_text(options.weight_decay) + " must be a finite number >= 0");
+}
 
 struct shard_optimizer::impl {
   struct slot {
@@ -35,12 +45,7 @@ struct shard_optimizer::impl {
 
 shard_optimizer::shard_optimizer(std::vector<std::pair<std::string, tensor_box>> params, const adamw_options& options)
     : impl_(std::make_unique<impl>()) {
-  require_beta("beta1", options.beta1);
-  require_beta("beta2", options.beta2);
-  if (!(options.eps > 0) || !std::isfinite(options.eps))
-    throw std::invalid_argument("adamw eps=" + number_text(options.eps) + " must be a finite number > 0");
-  if (!(options.weight_decay >= 0) || !std::isfinite(options.weight_decay))
-    throw std::invalid_argument("adamw weight_decay=" + number_text(options.weight_decay) + " must be a finite number >= 0");
+  check_adamw_options(options);
   impl_->options = options;
 
   std::unordered_map<std::string, std::size_t> seen;
@@ -90,28 +95,31 @@ void shard_optimizer::scale_grads(double factor) {
   }
 }
 
-// Per parameter with a defined gradient g (t = that parameter's update count, from 1):
-//   p -= lr * wd * p                        (decoupled decay, only when p.dim() >= 2)
-//   m  = b1 * m + (1 - b1) * g
-//   v  = b2 * v + (1 - b2) * g * g
-//   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+void check_learning_rate(double lr) {
+  if (!(lr >= 0) || !std::isfinite(lr)) throw std::invalid_argument("step: lr=" + number_text(lr) + " must be a finite number >= 0");
+}
+
+void adamw_update(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, long long t, bool decay, double lr,
+                  const adamw_options& o) {
+  if (decay && o.weight_decay != 0) p.mul_(1.0 - lr * o.weight_decay);
+  m.mul_(o.beta1).add_(g, 1.0 - o.beta1);
+  v.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
+  const double bias1 = 1.0 - std::pow(o.beta1, static_cast<double>(t));
+  const double bias2 = 1.0 - std::pow(o.beta2, static_cast<double>(t));
+  at::Tensor denom = (v / bias2).sqrt_().add_(o.eps);
+  p.addcdiv_(m, denom, -lr / bias1);
+}
+
+// Per parameter with a defined gradient (adamw_update; t counts that parameter's updates).
 // Parameters whose gradient is undefined are left alone: no decay, no moment update, t unchanged.
 void shard_optimizer::step(double lr) {
-  if (!(lr >= 0) || !std::isfinite(lr)) throw std::invalid_argument("step: lr=" + number_text(lr) + " must be a finite number >= 0");
-  const adamw_options& o = impl_->options;
+  check_learning_rate(lr);
   torch::NoGradGuard no_grad;
   for (auto& s : impl_->slots) {
     const at::Tensor& g = s.param.grad();
     if (!g.defined()) continue;
     ++s.steps;
-    at::Tensor& p = s.param;
-    if (s.decay && o.weight_decay != 0) p.mul_(1.0 - lr * o.weight_decay);
-    s.exp_avg.mul_(o.beta1).add_(g, 1.0 - o.beta1);
-    s.exp_avg_sq.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
-    const double bias1 = 1.0 - std::pow(o.beta1, static_cast<double>(s.steps));
-    const double bias2 = 1.0 - std::pow(o.beta2, static_cast<double>(s.steps));
-    at::Tensor denom = (s.exp_avg_sq / bias2).sqrt_().add_(o.eps);
-    p.addcdiv_(s.exp_avg, denom, -lr / bias1);
+    adamw_update(s.param, g, s.exp_avg, s.exp_avg_sq, s.steps, s.decay, lr, impl_->options);
   }
 }
 

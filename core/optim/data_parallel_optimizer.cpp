@@ -1,0 +1,197 @@
+// Flat buckets out, reduced shards in, AdamW over the shards this replica holds state for.
+#include "core/optim/data_parallel_optimizer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "core/model/tensor_box_torch.hpp"
+#include "core/optim/adamw_update.hpp"
+
+namespace actorpipe {
+
+struct data_parallel_optimizer::impl {
+  std::vector<std::pair<std::string, tensor_box>> named;
+  std::vector<at::Tensor> params;  // flattened views of the modules' parameters
+  std::vector<bool> decay, in_norm;
+  flat_layout layout;
+  int replica = 0, zero_stage = 0;
+  adamw_options options;
+  long long shard_length = 0;
+  std::vector<int> held;  // shards with state here
+  // Reduced gradients and moments, shard after shard (only this replica's under ZeRO-1).
+  at::Tensor reduced, exp_avg, exp_avg_sq;
+  long long steps = 0;
+
+  // Where shard j starts in the buffers above.
+  long long base(int shard) const { return zero_stage == 0 ? shard * shard_length : 0; }
+};
+
+data_parallel_optimizer::data_parallel_optimizer(std::vector<std::pair<std::string, tensor_box>> params,
+                                                 flat_layout layout, int replica, int zero_stage,
+                                                 const adamw_options& options, std::vector<std::string> skip_in_norm)
+    : impl_(std::make_unique<impl>()) {
+  check_adamw_options(options);
+  if (zero_stage != 0 && zero_stage != 1)
+    throw std::invalid_argument("zero_stage=" + std::to_string(zero_stage) + ": the data-parallel optimizer shards 0 or 1");
+  if (replica < 0 || replica >= layout.replicas)
+    throw std::invalid_argument("replica=" + std::to_string(replica) + " outside [0, " + std::to_string(layout.replicas) + ")");
+  if (params.size() != layout.parameter_sizes.size())
+    throw std::invalid_argument("data-parallel optimizer: " + std::to_string(params.size()) + " parameters, layout has " +
+                                std::to_string(layout.parameter_sizes.size()));
+  auto& s = *impl_;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& p = unbox(params[i].second);
+    if (!p.is_contiguous() || p.scalar_type() != at::kFloat || p.numel() != layout.parameter_sizes[i])
+      throw std::invalid_argument("data-parallel optimizer: parameter '" + params[i].first +
+                                  "' must be a contiguous float32 tensor of the layout's size");
+    s.params.push_back(p.view({-1}));
+    s.decay.push_back(p.dim() >= 2);
+    s.in_norm.push_back(std::find(skip_in_norm.begin(), skip_in_norm.end(), params[i].first) == skip_in_norm.end());
+  }
+  s.named = std::move(params);
+  s.layout = std::move(layout);
+  s.replica = replica;
+  s.zero_stage = zero_stage;
+  s.options = options;
+  s.shard_length = s.layout.shard_length();
+  if (zero_stage == 0)
+    for (int j = 0; j < s.layout.replicas; ++j) s.held.push_back(j);
+  else
+    s.held.push_back(replica);
+  const long long n = s.shard_length * static_cast<long long>(s.held.size());
+  s.reduced = torch::zeros({n});
+  s.exp_avg = torch::zeros({n});
+  s.exp_avg_sq = torch::zeros({n});
+}
+
+data_parallel_optimizer::~data_parallel_optimizer() = default;
+
+const flat_layout& data_parallel_optimizer::layout() const { return impl_->layout; }
+int data_parallel_optimizer::replica() const { return impl_->replica; }
+int data_parallel_optimizer::zero_stage() const { return impl_->zero_stage; }
+
+tensor_box data_parallel_optimizer::gradient_bucket(int b) const {
+  torch::NoGradGuard no_grad;
+  auto& s = *impl_;
+  at::Tensor out = torch::zeros({s.layout.buckets[b].padded});
+  for (const auto& seg : s.layout.bucket_segments(b)) {
+    const at::Tensor& g = unbox(s.named[seg.parameter].second).grad();
+    if (!g.defined()) continue;
+    out.narrow(0, seg.offset, seg.length).copy_(g.reshape({-1}).narrow(0, seg.parameter_offset, seg.length));
+  }
+  return box(out);
+}
+
+tensor_box data_parallel_optimizer::slice(const tensor_box& bucket, int b, int shard) const {
+  const long long n = impl_->layout.slice_length(b);
+  return box(unbox(bucket).narrow(0, shard * n, n));
+}
+
+void data_parallel_optimizer::reduce(int b, const std::vector<tensor_box>& by_replica) {
+  torch::NoGradGuard no_grad;
+  auto& s = *impl_;
+  const long long n = s.layout.slice_length(b);
+  if (static_cast<int>(by_replica.size()) != s.layout.replicas)
+    throw std::invalid_argument("reduce: " + std::to_string(by_replica.size()) + " slices for " +
+                                std::to_string(s.layout.replicas) + " replicas");
+  at::Tensor out = s.reduced.narrow(0, s.base(s.replica) + s.layout.shard_offset_of_bucket(b), n);
+  for (int d = 0; d < s.layout.replicas; ++d) {
+    const at::Tensor& t = unbox(by_replica[d]);
+    if (!t.defined() || t.numel() != n || t.scalar_type() != at::kFloat)
+      throw std::invalid_argument("reduce: replica " + std::to_string(d) + "'s slice of bucket " + std::to_string(b) +
+                                  " is not " + std::to_string(n) + " float32 elements");
+    if (d == 0)
+      out.copy_(t.reshape({-1}));
+    else
+      out.add_(t.reshape({-1}));
+  }
+}
+
+tensor_box data_parallel_optimizer::reduced_slice(int b) const {
+  auto& s = *impl_;
+  return box(s.reduced.narrow(0, s.base(s.replica) + s.layout.shard_offset_of_bucket(b), s.layout.slice_length(b)));
+}
+
+void data_parallel_optimizer::set_reduced_slice(int shard, int b, const tensor_box& slice) {
+  torch::NoGradGuard no_grad;
+  auto& s = *impl_;
+  if (s.zero_stage != 0) throw std::logic_error("set_reduced_slice: only ZeRO-0 holds every shard");
+  const long long n = s.layout.slice_length(b);
+  const at::Tensor& t = unbox(slice);
+  if (!t.defined() || t.numel() != n) throw std::invalid_argument("reduced slice of bucket " + std::to_string(b) + ": wrong size");
+  s.reduced.narrow(0, s.base(shard) + s.layout.shard_offset_of_bucket(b), n).copy_(t.reshape({-1}));
+}
+
+double data_parallel_optimizer::grad_sq_sum() const {
+  torch::NoGradGuard no_grad;
+  auto& s = *impl_;
+  double total = 0;
+  for (const auto& seg : s.layout.shard_segments(s.replica)) {
+    if (!s.in_norm[seg.parameter]) continue;
+    total += s.reduced.narrow(0, s.base(s.replica) + seg.offset, seg.length).to(torch::kDouble).pow(2).sum().item<double>();
+  }
+  return total;
+}
+
+void data_parallel_optimizer::step(double clip, double lr) {
+  check_learning_rate(lr);
+  if (!std::isfinite(clip)) throw std::invalid_argument("step: clip coefficient must be finite");
+  torch::NoGradGuard no_grad;
+  auto& s = *impl_;
+  ++s.steps;
+  // Shard by shard, segment by segment: ZeRO-0 and ZeRO-1 update the same runs of elements.
+  for (int j : s.held) {
+    const long long base = s.base(j);
+    for (const auto& seg : s.layout.shard_segments(j)) {
+      at::Tensor g = s.reduced.narrow(0, base + seg.offset, seg.length);
+      if (clip < 1.0) g.mul_(clip);
+      at::Tensor p = s.params[seg.parameter].narrow(0, seg.parameter_offset, seg.length);
+      at::Tensor m = s.exp_avg.narrow(0, base + seg.offset, seg.length);
+      at::Tensor v = s.exp_avg_sq.narrow(0, base + seg.offset, seg.length);
+      adamw_update(p, g, m, v, s.steps, s.decay[seg.parameter], lr, s.options);
+    }
+  }
+}
+
+tensor_box data_parallel_optimizer::parameter_slice(int b) const {
+  torch::NoGradGuard no_grad;
+  auto& s = *impl_;
+  const long long n = s.layout.slice_length(b);
+  at::Tensor out = torch::zeros({n});
+  for (const auto& seg : s.layout.bucket_segments(b)) {
+    const long long lo = std::max(seg.offset, s.replica * n), hi = std::min(seg.offset + seg.length, (s.replica + 1) * n);
+    if (lo >= hi) continue;
+    out.narrow(0, lo - s.replica * n, hi - lo)
+        .copy_(s.params[seg.parameter].narrow(0, seg.parameter_offset + (lo - seg.offset), hi - lo));
+  }
+  return box(out);
+}
+
+void data_parallel_optimizer::set_parameter_slice(int shard, int b, const tensor_box& slice) {
+  torch::NoGradGuard no_grad;
+  auto& s = *impl_;
+  const long long n = s.layout.slice_length(b);
+  const at::Tensor& t = unbox(slice);
+  if (!t.defined() || t.numel() != n) throw std::invalid_argument("parameter slice of bucket " + std::to_string(b) + ": wrong size");
+  const at::Tensor flat = t.reshape({-1});
+  for (const auto& seg : s.layout.bucket_segments(b)) {
+    const long long lo = std::max(seg.offset, shard * n), hi = std::min(seg.offset + seg.length, (shard + 1) * n);
+    if (lo >= hi) continue;
+    s.params[seg.parameter].narrow(0, seg.parameter_offset + (lo - seg.offset), hi - lo).copy_(flat.narrow(0, lo - shard * n, hi - lo));
+  }
+}
+
+void data_parallel_optimizer::zero_grad() {
+  torch::NoGradGuard no_grad;
+  for (auto& [name, p] : impl_->named) {
+    const at::Tensor& g = unbox(p).grad();
+    if (g.defined()) g.zero_();
+  }
+}
+
+long long data_parallel_optimizer::state_bytes() const {
+  return (impl_->exp_avg.numel() + impl_->exp_avg_sq.numel()) * static_cast<long long>(sizeof(float));
+}
+
+}  // namespace actorpipe

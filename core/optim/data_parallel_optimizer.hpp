@@ -1,0 +1,63 @@
+// One virtual stage's optimizer on one replica of a data-parallel job (D > 1). Its gradients
+// leave as flat buckets (core/optim/flat_layout.hpp); it reduces slice `replica` of every
+// bucket (its shard) over the D replicas, in replica order, so the bits never depend on which
+// replica's slice arrived first. ZeRO-1 keeps AdamW state for that shard only, steps it and
+// hands the updated parameter slices to the other replicas; ZeRO-0 gathers every reduced
+// slice and steps the whole stage on every replica. Both step shard by shard with the same
+// runs of elements, so they give the same bits. Touch it on its rank's compute thread only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/model/tensor_box.hpp"
+#include "core/optim/flat_layout.hpp"
+#include "core/optim/optimizer.hpp"
+
+namespace actorpipe {
+
+class data_parallel_optimizer {
+ public:
+  // params: the stage's named parameters on this replica (they share storage with its
+  // modules); skip_in_norm: parameters the gradient norm leaves out (tied copies).
+  data_parallel_optimizer(std::vector<std::pair<std::string, tensor_box>> params, flat_layout layout, int replica,
+                          int zero_stage, const adamw_options& options, std::vector<std::string> skip_in_norm);
+  ~data_parallel_optimizer();
+  data_parallel_optimizer(const data_parallel_optimizer&) = delete;
+  data_parallel_optimizer& operator=(const data_parallel_optimizer&) = delete;
+
+  const flat_layout& layout() const;
+  int replica() const;
+  int zero_stage() const;
+  // Bucket b of this replica's gradients, flattened and padded with zeros (a new tensor);
+  // a parameter without a gradient counts as zeros.
+  tensor_box gradient_bucket(int b) const;
+  // Slice `shard` of a bucket-sized tensor (a view).
+  tensor_box slice(const tensor_box& bucket, int b, int shard) const;
+  // This replica's slice of bucket b, reduced: by_replica[0] + by_replica[1] + ... in order.
+  void reduce(int b, const std::vector<tensor_box>& by_replica);
+  tensor_box reduced_slice(int b) const;  // this replica's, once reduced (a view)
+  // ZeRO-0: another shard's reduced slice of bucket b.
+  void set_reduced_slice(int shard, int b, const tensor_box& slice);
+  // Sum of squares of this replica's reduced shard, in double, segment by segment (the
+  // parameters in skip_in_norm left out).
+  double grad_sq_sum() const;
+  // Scales the reduced gradients by `clip` when it is < 1, then one AdamW update of every
+  // shard this replica holds state for (its own under ZeRO-1, all under ZeRO-0).
+  void step(double clip, double lr);
+  // ZeRO-1: this replica's updated parameters of bucket b's slice, padded (a new tensor), and
+  // the writing of another shard's into this replica's parameters.
+  tensor_box parameter_slice(int b) const;
+  void set_parameter_slice(int shard, int b, const tensor_box& slice);
+  // The modules' own gradients to zero, for the next step's backward.
+  void zero_grad();
+  long long state_bytes() const;  // AdamW moments held here
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace actorpipe

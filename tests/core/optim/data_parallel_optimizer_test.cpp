@@ -1,0 +1,137 @@
+// The data-parallel optimizer: the reduction is the replicas' sum in replica order, ZeRO-0 and
+// ZeRO-1 end with the same bits, both match shard_optimizer on the summed gradients, ZeRO-1
+// holds 1/D of the state, and the norm leaves tied copies out.
+#include <catch2/catch.hpp>
+
+#include "core/model/tensor_box_torch.hpp"
+#include "core/optim/data_parallel_optimizer.hpp"
+
+using namespace actorpipe;
+using Catch::Contains;
+
+namespace {
+
+// One replica's parameters: same values on every replica, its own gradients.
+struct replica_params {
+  std::vector<at::Tensor> tensors;
+  std::vector<std::pair<std::string, tensor_box>> named() const {
+    std::vector<std::pair<std::string, tensor_box>> out;
+    const char* names[] = {"w", "b", "head"};
+    for (size_t i = 0; i < tensors.size(); ++i) out.emplace_back(names[i], box(tensors[i]));
+    return out;
+  }
+};
+
+replica_params make_replica(int replica, int step) {
+  torch::manual_seed(7);
+  replica_params r;
+  r.tensors = {torch::randn({6, 5}).requires_grad_(true), torch::randn({5}).requires_grad_(true),
+               torch::randn({3, 4}).requires_grad_(true)};
+  torch::manual_seed(100 + 10 * replica + step);
+  for (auto& t : r.tensors) t.mutable_grad() = torch::randn(t.sizes());
+  return r;
+}
+
+std::vector<long long> sizes(const replica_params& r) {
+  std::vector<long long> out;
+  for (auto& t : r.tensors) out.push_back(t.numel());
+  return out;
+}
+
+// Runs `steps` data-parallel steps over D replicas with one ZeRO stage; returns replica 0's
+// parameters (and checks every replica ends equal).
+std::vector<at::Tensor> run(int D, int zero, int steps, long long bucket, long long* state_bytes = nullptr) {
+  std::vector<replica_params> reps;
+  std::vector<std::unique_ptr<data_parallel_optimizer>> opts;
+  for (int d = 0; d < D; ++d) reps.push_back(make_replica(d, 0));
+  const flat_layout layout = make_flat_layout(sizes(reps[0]), D, bucket);
+  for (int d = 0; d < D; ++d)
+    opts.push_back(std::make_unique<data_parallel_optimizer>(reps[d].named(), layout, d, zero, adamw_options{}, std::vector<std::string>{}));
+  for (int k = 0; k < steps; ++k) {
+    for (int d = 0; d < D; ++d) {
+      auto fresh = make_replica(d, k);
+      for (size_t i = 0; i < fresh.tensors.size(); ++i) reps[d].tensors[i].mutable_grad().copy_(fresh.tensors[i].grad());
+    }
+    for (int b = 0; b < static_cast<int>(layout.buckets.size()); ++b) {
+      std::vector<tensor_box> buckets;
+      for (int d = 0; d < D; ++d) buckets.push_back(opts[d]->gradient_bucket(b));
+      for (int j = 0; j < D; ++j) {
+        std::vector<tensor_box> in;
+        for (int d = 0; d < D; ++d) in.push_back(opts[d]->slice(buckets[d], b, j));
+        opts[j]->reduce(b, in);
+      }
+      if (zero == 0)
+        for (int j = 0; j < D; ++j)
+          for (int d = 0; d < D; ++d)
+            if (d != j) opts[d]->set_reduced_slice(j, b, opts[j]->reduced_slice(b));
+    }
+    for (int d = 0; d < D; ++d) opts[d]->step(0.5, 1e-2);
+    if (zero == 1)
+      for (int b = 0; b < static_cast<int>(layout.buckets.size()); ++b)
+        for (int j = 0; j < D; ++j)
+          for (int d = 0; d < D; ++d)
+            if (d != j) opts[d]->set_parameter_slice(j, b, opts[j]->parameter_slice(b));
+  }
+  for (int d = 1; d < D; ++d)
+    for (size_t i = 0; i < reps[0].tensors.size(); ++i) CATCH_CHECK(torch::equal(reps[d].tensors[i], reps[0].tensors[i]));
+  if (state_bytes) *state_bytes = opts[0]->state_bytes();
+  std::vector<at::Tensor> out;
+  for (auto& t : reps[0].tensors) out.push_back(t.detach().clone());
+  return out;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("ZeRO-1 and ZeRO-0 give the same bits, and ZeRO-1 holds 1/D of the state") {
+  for (int D : {2, 3})
+    for (long long bucket : {7LL, 16LL, 1000LL}) {
+      long long bytes0 = 0, bytes1 = 0;
+      auto a = run(D, 0, 3, bucket, &bytes0), b = run(D, 1, 3, bucket, &bytes1);
+      for (size_t i = 0; i < a.size(); ++i) CATCH_CHECK(torch::equal(a[i], b[i]));
+      CATCH_CHECK(bytes1 * D == bytes0);
+      const long long elements = 30 + 5 + 12;
+      CATCH_CHECK(bytes0 <= 2 * 4 * (elements + D));  // padding: less than one slice row per bucket
+    }
+}
+
+CATCH_TEST_CASE("the data-parallel step equals shard_optimizer on the replicas' summed gradients") {
+  const int D = 2;
+  auto got = run(D, 1, 2, 8);
+  // The same two steps by shard_optimizer, gradients summed in replica order, clip 0.5.
+  auto ref = make_replica(0, 0);
+  shard_optimizer opt(ref.named(), adamw_options{});
+  for (int k = 0; k < 2; ++k) {
+    auto r0 = make_replica(0, k), r1 = make_replica(1, k);
+    for (size_t i = 0; i < ref.tensors.size(); ++i) ref.tensors[i].mutable_grad() = r0.tensors[i].grad() + r1.tensors[i].grad();
+    opt.scale_grads(0.5);
+    opt.step(1e-2);
+  }
+  for (size_t i = 0; i < got.size(); ++i) CATCH_CHECK(torch::allclose(got[i], ref.tensors[i].detach(), 1e-6, 1e-7));
+}
+
+CATCH_TEST_CASE("the reduced shards' norm is the summed gradient's, tied copies left out") {
+  const int D = 2;
+  std::vector<replica_params> reps = {make_replica(0, 0), make_replica(1, 0)};
+  const flat_layout layout = make_flat_layout(sizes(reps[0]), D, 8);
+  std::vector<std::unique_ptr<data_parallel_optimizer>> opts;
+  for (int d = 0; d < D; ++d)
+    opts.push_back(std::make_unique<data_parallel_optimizer>(reps[d].named(), layout, d, 1, adamw_options{},
+                                                             std::vector<std::string>{"head"}));
+  for (int b = 0; b < static_cast<int>(layout.buckets.size()); ++b) {
+    std::vector<tensor_box> buckets = {opts[0]->gradient_bucket(b), opts[1]->gradient_bucket(b)};
+    for (int j = 0; j < D; ++j) opts[j]->reduce(b, {opts[0]->slice(buckets[0], b, j), opts[1]->slice(buckets[1], b, j)});
+  }
+  double want = 0;
+  for (int i = 0; i < 2; ++i) want += (reps[0].tensors[i].grad() + reps[1].tensors[i].grad()).to(torch::kDouble).pow(2).sum().item<double>();
+  CATCH_CHECK(opts[0]->grad_sq_sum() + opts[1]->grad_sq_sum() == Approx(want).epsilon(1e-12));
+}
+
+CATCH_TEST_CASE("the data-parallel optimizer refuses what it cannot do") {
+  auto r = make_replica(0, 0);
+  const flat_layout layout = make_flat_layout(sizes(r), 2, 8);
+  CATCH_CHECK_THROWS_WITH(data_parallel_optimizer(r.named(), layout, 0, 2, adamw_options{}, {}), Contains("zero_stage=2"));
+  CATCH_CHECK_THROWS_WITH(data_parallel_optimizer(r.named(), layout, 2, 1, adamw_options{}, {}), Contains("replica=2"));
+  data_parallel_optimizer opt(r.named(), layout, 0, 1, adamw_options{}, {});
+  CATCH_CHECK_THROWS_WITH(opt.reduce(0, {opt.gradient_bucket(0)}), Contains("1 slices for 2 replicas"));
+  CATCH_CHECK_THROWS_WITH(opt.step(1.0, -1), Contains("lr="));
+}
