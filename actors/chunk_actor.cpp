@@ -14,37 +14,32 @@
 namespace actorpipe {
 namespace {
 
-struct chunk_state {
-  int step = -1;
-  std::map<int, tensor_box> inputs, grads, targets;  // by microbatch
-  // Tied sync: our copies are sent, and the other holders' gradients (by slot) have arrived.
-  int tied_sent_step = -1;
-  std::map<int, std::map<int, tensor_box>> tied_in;  // by step, then slot
-};
-
 // Runs `job` on the rank's compute thread; if it throws, the supervisor hears "virtual stage v:
 // <what> failed: <why>". The job reports its own success.
-void on_compute_thread(caf::event_based_actor* self, const run_context& ctx, int v, const std::string& what,
+void on_compute_thread(caf::event_based_actor* self, const run_context& ctx, int id, const std::string& what,
                        std::function<void()> job) {
   auto sup = ctx.supervisor;
-  self->send(ctx.compute[ctx.place.rank_of[v]], msg::compute_job{[sup, v, what, job = std::move(job)] {
+  const std::string where = "virtual stage " + std::to_string(ctx.pipeline_stage(id)) +
+                            (ctx.replicas > 1 ? " of replica " + std::to_string(ctx.replica_of_stage(id)) : "");
+  self->send(ctx.compute[ctx.rank_of_stage(id)], msg::compute_job{[sup, where, what, job = std::move(job)] {
                try {
                  job();
                } catch (const std::exception& e) {
-                 caf::anon_send(sup, msg::failure{"virtual stage " + std::to_string(v) + ": " + what + " failed: " + e.what()});
+                 caf::anon_send(sup, msg::failure{where + ": " + what + " failed: " + e.what()});
                }
              }});
 }
 
-// The tie groups stage v takes part in (a stand-in stage holds no tied tensor: none), and how
-// many tensors it receives from the other holders per step.
-std::vector<int> tie_groups_of(const run_context& ctx, int v, int& expected_in) {
+// The tie groups stage `id` takes part in (a stand-in stage holds no tied tensor: none), and
+// how many tensors it receives from the other holders (of its replica) per step.
+std::vector<int> tie_groups_of(const run_context& ctx, int id, int& expected_in) {
   std::vector<int> groups;
   expected_in = 0;
+  const int v = ctx.pipeline_stage(id);
   for (int g = 0; g < static_cast<int>(ctx.ties.size()); ++g) {
     const auto& holders = ctx.ties[g].stages;
     if (std::find(holders.begin(), holders.end(), v) == holders.end()) continue;
-    const int n = static_cast<int>(ctx.runners[v]->tied_parameters(ctx.ties[g].key).size());
+    const int n = static_cast<int>(ctx.runners[id]->tied_parameters(ctx.ties[g].key).size());
     if (n == 0) continue;
     groups.push_back(g);
     expected_in += n * static_cast<int>(holders.size() - 1);
@@ -52,30 +47,32 @@ std::vector<int> tie_groups_of(const run_context& ctx, int v, int& expected_in) 
   return groups;
 }
 
-// Compute thread: a copy of stage v's tied gradients to every other holder of each key.
-void send_tied_gradients(const run_context& ctx, int v, int step, const std::vector<int>& groups) {
-  const int rank = ctx.place.rank_of[v];
+// Compute thread: a copy of stage id's tied gradients to every other holder of each key in
+// its replica.
+void send_tied_gradients(const run_context& ctx, int id, int step, const std::vector<int>& groups) {
+  const int rank = ctx.rank_of_stage(id), v = ctx.pipeline_stage(id), replica = ctx.replica_of_stage(id);
   for (int g : groups) {
     const auto& group = ctx.ties[g];
-    const auto own = tied_gradient_copies(*ctx.runners[v], group.key);
+    const auto own = tied_gradient_copies(*ctx.runners[id], group.key);
     if (static_cast<int>(own.size()) > run_context::max_tied_tensors)
       throw std::invalid_argument("tie key '" + group.key + "' holds " + std::to_string(own.size()) + " tensors; at most " +
                                   std::to_string(run_context::max_tied_tensors) + " are synced per key");
     for (int u : group.stages) {
       if (u == v) continue;
       for (int j = 0; j < static_cast<int>(own.size()); ++j)
-        ctx.send_tensor(tensor_kind::tied_gradient, step, u, ctx.tied_slot(g, j, v), rank, own[j]);
+        ctx.send_tensor(tensor_kind::tied_gradient, step, ctx.stage_id(replica, u), ctx.tied_slot(g, j, v), rank, own[j]);
     }
   }
 }
 
-// Compute thread: each tied tensor of stage v becomes the sum of every holder's copy, in
+// Compute thread: each tied tensor of stage id becomes the sum of every holder's copy, in
 // virtual-stage order (`in`: the others' copies by slot).
-void sum_tied_gradients(const run_context& ctx, int v, const std::vector<int>& groups,
+void sum_tied_gradients(const run_context& ctx, int id, const std::vector<int>& groups,
                         const std::map<int, tensor_box>& in) {
+  const int v = ctx.pipeline_stage(id);
   for (int g : groups) {
     const auto& group = ctx.ties[g];
-    const auto own = tied_gradient_copies(*ctx.runners[v], group.key);
+    const auto own = tied_gradient_copies(*ctx.runners[id], group.key);
     std::vector<std::vector<tensor_box>> per_holder;
     for (int u : group.stages) {
       if (u == v) {
@@ -86,37 +83,44 @@ void sum_tied_gradients(const run_context& ctx, int v, const std::vector<int>& g
       for (int j = 0; j < static_cast<int>(own.size()); ++j) theirs.push_back(in.at(ctx.tied_slot(g, j, u)));
       per_holder.push_back(std::move(theirs));
     }
-    set_tied_gradient_sums(*ctx.runners[v], group.key, per_holder);
+    set_tied_gradient_sums(*ctx.runners[id], group.key, per_holder);
   }
 }
 
-// Compute thread: stage v's parameters (tied copies left to their owner) to process 0, their
+// Compute thread: stage id's parameters (tied copies left to their owner) to process 0, their
 // names by control message.
-msg::parameter_names send_parameters(const run_context& ctx, int v, int step) {
-  msg::parameter_names names{v, {}};
+msg::parameter_names send_parameters(const run_context& ctx, int id, int step) {
+  msg::parameter_names names{id, {}};
   int index = 0;
-  const auto& runner = *ctx.runners[v];
+  const auto& runner = *ctx.runners[id];
   const auto copies = runner.tied_copies();
   for (auto& [name, t] : runner.named_parameters()) {
     if (std::find(copies.begin(), copies.end(), name) != copies.end()) continue;
     names.names.push_back(name);
-    ctx.send_tensor_to_process(0, tensor_kind::parameter, step, v, index++, ctx.place.rank_of[v], t.contiguous());
+    ctx.send_tensor_to_process(0, tensor_kind::parameter, step, id, index++, ctx.rank_of_stage(id), t.contiguous());
   }
   return names;
 }
 
-// One virtual stage's chunk: the inputs that arrived for it, and one member per message.
+// One virtual stage's chunk (of one replica): the inputs that arrived for it, and one member
+// per message. Once it has run the step's last backward it sums its tied gradients with the
+// other holders, then hands its gradients to its optimizer shard.
 class chunk {
  public:
-  chunk(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int v)
-      : self_(self), ctx_(std::move(ctx)), v_(v), rank_(ctx_->place.rank_of[v]), last_(v + 1 == ctx_->virtual_stages) {
-    groups_ = tie_groups_of(*ctx_, v_, expected_tied_in_);
+  chunk(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int id)
+      : self_(self),
+        ctx_(std::move(ctx)),
+        id_(id),
+        v_(ctx_->pipeline_stage(id)),
+        replica_(ctx_->replica_of_stage(id)),
+        rank_(ctx_->rank_of_stage(id)),
+        last_(v_ + 1 == ctx_->virtual_stages) {
+    groups_ = tie_groups_of(*ctx_, id_, expected_tied_in_);
   }
 
   void on_activation(msg::activation& a);
   void on_targets(msg::targets& t);
   void on_gradient(msg::gradient& g);
-  void on_tied_sync(const msg::tied_sync& t);
   void on_tied_sent(const msg::tied_sent& t);
   void on_tied_gradient(msg::tied_gradient& g);
   void on_gather_parameters(const msg::gather_parameters& g);
@@ -130,15 +134,17 @@ class chunk {
   void maybe_sum_tied(int step);
   void take_inputs(const action& a, tensor_box& input, tensor_box& extra);
   void send_outputs(msg::job_done& d);
+  void gradients_final(int step);
 
   caf::event_based_actor* self_;
   std::shared_ptr<const run_context> ctx_;
-  const int v_, rank_;
+  const int id_, v_, replica_, rank_;  // id: replica * S + v
   const bool last_;
   std::vector<int> groups_;  // the tie groups this stage takes part in
   int expected_tied_in_ = 0;  // tensors from the other holders per step
   int step_ = -1;
   std::map<int, tensor_box> inputs_, grads_, targets_;  // by microbatch
+  int weight_grads_done_ = 0;  // B and W actions run this step
   // Tied sync: our copies are sent, and the other holders' gradients (by slot) have arrived.
   int tied_sent_step_ = -1;
   std::map<int, std::map<int, tensor_box>> tied_in_;  // by step, then slot
@@ -151,11 +157,12 @@ void chunk::enter(int step) {
   inputs_.clear();
   grads_.clear();
   targets_.clear();
+  weight_grads_done_ = 0;
 }
 
 void chunk::fail(const std::string& what) {
-  self_->send(ctx_->supervisor, msg::failure{"virtual stage " + std::to_string(v_) + " (rank " +
-                                              std::to_string(rank_) + "): " + what});
+  self_->send(ctx_->supervisor, msg::failure{"virtual stage " + std::to_string(v_) + " (rank " + std::to_string(rank_) +
+                                              "): " + what});
 }
 
 // F is ready when its input (and, on the last stage, its targets) arrived.
@@ -182,18 +189,20 @@ void chunk::on_gradient(msg::gradient& g) {
   self_->send(ctx_->stage[rank_], msg::input_ready{g.step, true, v_, g.microbatch});
 }
 
-// The supervisor starts the tied sync: send our copies to the other holders.
-void chunk::on_tied_sync(const msg::tied_sync& t) {
-  if (groups_.empty()) {  // a stand-in without the tied parameters: nothing to sum
-    self_->send(ctx_->supervisor, msg::tied_sync_done{t.step, v_});
+// The step's last backward has run: the gradients are final but for the tied sum. With tied
+// tensors, send our copies to the other holders (the sum follows once theirs are here);
+// without, hand the gradients to the optimizer shard now.
+void chunk::gradients_final(int step) {
+  if (groups_.empty()) {
+    self_->send(ctx_->optimizer_shards[id_], msg::gradients_ready{step});
     return;
   }
   auto me = caf::actor_cast<caf::actor>(self_);
   auto ctx = ctx_;
-  const int v = v_, step = t.step;
+  const int id = id_;
   const auto groups = groups_;
-  on_compute_thread(self_, *ctx_, v_, "tied gradient sync", [=] {
-    send_tied_gradients(*ctx, v, step, groups);
+  on_compute_thread(self_, *ctx_, id_, "tied gradient sync", [=] {
+    send_tied_gradients(*ctx, id, step, groups);
     caf::anon_send(me, msg::tied_sent{step});
   });
 }
@@ -216,20 +225,20 @@ void chunk::maybe_sum_tied(int step) {
   auto in = std::move(it->second);
   tied_in_.erase(it);
   auto ctx = ctx_;
-  const int v = v_;
+  const int id = id_;
   const auto groups = groups_;
-  on_compute_thread(self_, *ctx_, v_, "tied gradient sync", [=] {
-    sum_tied_gradients(*ctx, v, groups, in);
-    caf::anon_send(ctx->supervisor, msg::tied_sync_done{step, v});
+  on_compute_thread(self_, *ctx_, id_, "tied gradient sync", [=] {
+    sum_tied_gradients(*ctx, id, groups, in);
+    caf::anon_send(ctx->optimizer_shards[id], msg::gradients_ready{step});
   });
 }
 
 // --save-final across processes: every parameter to process 0.
 void chunk::on_gather_parameters(const msg::gather_parameters& g) {
   auto ctx = ctx_;
-  const int v = v_, step = g.step;
-  on_compute_thread(self_, *ctx_, v_, "sending parameters",
-                    [=] { caf::anon_send(ctx->supervisor, send_parameters(*ctx, v, step)); });
+  const int id = id_, step = g.step;
+  on_compute_thread(self_, *ctx_, id_, "sending parameters",
+                    [=] { caf::anon_send(ctx->supervisor, send_parameters(*ctx, id, step)); });
 }
 
 // The tensors action `a` consumes, taken out of what arrived: F's input (and the last stage's
@@ -254,9 +263,10 @@ void chunk::on_run(const msg::run& r) {
   const action a = r.act;
   tensor_box input, extra;
   take_inputs(a, input, extra);
-  auto runner = ctx_->runners[v_];
+  auto runner = ctx_->runners[id_];
   auto me = caf::actor_cast<caf::actor>(self_);
-  const double loss_scale = 1.0 / ctx_->microbatches;
+  // The loss is the mean over every replica's microbatches: replicas' gradients add up.
+  const double loss_scale = 1.0 / (double(ctx_->microbatches) * ctx_->replicas);
   const int step = r.step;
   auto work = [ctx = ctx_, runner, me, a, input, extra, loss_scale, step] {
     msg::job_done d{step, a, {}, 0, 0, 0, 0, 0, {}};
@@ -290,11 +300,11 @@ void chunk::send_outputs(msg::job_done& d) {
   const action a = d.act;
   if (a.op == op_kind::forward) {
     if (last_)
-      self_->send(ctx_->supervisor, msg::loss_report{d.step, a.microbatch, d.loss});
+      self_->send(ctx_->supervisor, msg::loss_report{d.step, replica_ * ctx_->microbatches + a.microbatch, d.loss});
     else
-      ctx_->send_tensor(tensor_kind::activation, d.step, v_ + 1, a.microbatch, rank_, std::move(d.output));
+      ctx_->send_tensor(tensor_kind::activation, d.step, id_ + 1, a.microbatch, rank_, std::move(d.output));
   } else if (produces_input_grad(a.op) && v_ > 0) {
-    ctx_->send_tensor(tensor_kind::gradient, d.step, v_ - 1, a.microbatch, rank_, std::move(d.output));
+    ctx_->send_tensor(tensor_kind::gradient, d.step, id_ - 1, a.microbatch, rank_, std::move(d.output));
   }
 }
 
@@ -311,6 +321,8 @@ void chunk::on_job_done(msg::job_done& d) {
   }
   send_outputs(d);
   self_->send(ctx_->stage[rank_], msg::action_done{d.step, a, d.start, d.end, d.live_stashes, d.pending_weight_grads});
+  if ((a.op == op_kind::backward || a.op == op_kind::weight_grad) && ++weight_grads_done_ == ctx_->microbatches)
+    gradients_final(d.step);
 }
 
 }  // namespace
@@ -321,7 +333,6 @@ caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const ru
       [c](msg::activation& a) { c->on_activation(a); },
       [c](msg::targets& t) { c->on_targets(t); },
       [c](msg::gradient& g) { c->on_gradient(g); },
-      [c](msg::tied_sync& t) { c->on_tied_sync(t); },
       [c](msg::tied_sent& t) { c->on_tied_sent(t); },
       [c](msg::tied_gradient& g) { c->on_tied_gradient(g); },
       [c](msg::gather_parameters& g) { c->on_gather_parameters(g); },

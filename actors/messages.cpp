@@ -14,9 +14,6 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<msg::grad_sq_parts>("actorpipe.grad_sq_parts");
   cfg.add_message_type<msg::optimizer_step>("actorpipe.optimizer_step");
   cfg.add_message_type<msg::optimizer_done>("actorpipe.optimizer_done");
-  cfg.add_message_type<msg::grad_norm_request>("actorpipe.grad_norm_request");
-  cfg.add_message_type<msg::tied_sync>("actorpipe.tied_sync");
-  cfg.add_message_type<msg::tied_sync_done>("actorpipe.tied_sync_done");
   cfg.add_message_type<msg::gather_parameters>("actorpipe.gather_parameters");
   cfg.add_message_type<msg::parameter_names>("actorpipe.parameter_names");
   cfg.add_message_type<msg::run_finished>("actorpipe.run_finished");

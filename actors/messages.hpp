@@ -147,14 +147,17 @@ struct failure {
   std::string what;
 };
 
-// Compute thread -> supervisor: a rank's per-virtual-stage sums of squared gradients.
+// Optimizer shard -> supervisor: its virtual stage's sum of squared gradients (under data
+// parallelism: of its reduced shard), when its gradient sync ran, and the AdamW state it holds.
 struct grad_sq_parts {
   int step;
-  int rank;
-  std::vector<stage_sq> per_stage;
+  int rank;  // the sender's
+  std::vector<stage_sq> per_stage;  // by virtual stage id
+  double sync_start = 0, sync_end = 0;  // seconds since the run began; equal when no sync ran
+  long long state_bytes = 0;
 };
 
-// Supervisor -> optimizer actor, and its reply.
+// Supervisor -> every optimizer shard, and its reply.
 struct optimizer_step {
   int step;
   double clip_coefficient;
@@ -162,21 +165,16 @@ struct optimizer_step {
 };
 struct optimizer_done {
   int step;
-  int rank;
-};
-struct grad_norm_request {
-  int step;
-};
-struct tied_sync_done {
-  int step;
-  int virtual_stage;
+  int stage_id;
 };
 
-// Supervisor -> every chunk holding a tie key with another: exchange and sum the tied gradients.
-struct tied_sync {
+// Chunk -> its optimizer shard: the stage has run its last backward of the step (and summed
+// its tied gradients): its gradients are final.
+struct gradients_ready {
   int step;
 };
-// Chunk -> itself: its own tied gradient is on its way to the other copy.
+
+// Chunk -> itself: its own tied gradient is on its way to the other copies.
 struct tied_sent {
   int step;
 };
@@ -186,6 +184,23 @@ struct tied_gradient {
   int virtual_stage;  // receiver
   int slot;           // run_context::tied_slot(group, tensor, sender)
   tensor_box tensor;
+};
+
+// Transport -> optimizer shard: a slice of a gradient bucket from one replica (to reduce),
+// another shard's reduced slice (ZeRO-0) or its updated parameters (ZeRO-1).
+struct shard_slice {
+  std::uint8_t kind;  // tensor_kind
+  int step;
+  int bucket;
+  int replica;  // the sender's
+  tensor_box tensor;
+};
+// Compute thread -> optimizer shard: work it posted is done.
+struct shard_work_done {
+  int step;
+  int what;  // optimizer_shard_actor's own codes
+  int bucket;
+  double sq = 0;
 };
 
 // Supervisor -> chunks in other processes: send your parameters to process 0 (--save-final).
@@ -234,7 +249,8 @@ typename Inspector::result_type inspect(Inspector& f, failure& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, grad_sq_parts& x) {
-  return f(caf::meta::type_name("grad_sq_parts"), x.step, x.rank, x.per_stage);
+  double_bits start{&x.sync_start}, end{&x.sync_end};
+  return f(caf::meta::type_name("grad_sq_parts"), x.step, x.rank, x.per_stage, start, end, x.state_bytes);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimizer_step& x) {
@@ -243,19 +259,7 @@ typename Inspector::result_type inspect(Inspector& f, optimizer_step& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimizer_done& x) {
-  return f(caf::meta::type_name("optimizer_done"), x.step, x.rank);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, grad_norm_request& x) {
-  return f(caf::meta::type_name("grad_norm_request"), x.step);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, tied_sync_done& x) {
-  return f(caf::meta::type_name("tied_sync_done"), x.step, x.virtual_stage);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, tied_sync& x) {
-  return f(caf::meta::type_name("tied_sync"), x.step);
+  return f(caf::meta::type_name("optimizer_done"), x.step, x.stage_id);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gather_parameters& x) {
@@ -295,6 +299,9 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::tied_sent)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::tied_gradient)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::parameter_arrived)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::action_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::gradients_ready)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::shard_slice)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::shard_work_done)
 
 namespace actorpipe::msg {
 

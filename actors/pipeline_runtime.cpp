@@ -1,5 +1,5 @@
 // Builds a run and drives it: one actor system per process, detached compute actors (one
-// thread per local rank), chunk / stage / optimizer actors for the local ranks, a feeder, and
+// thread per local rank), stage actors for the local ranks, chunk and optimizer-shard actors for their virtual stages, a feeder, and
 // on process 0 the supervisor. Actors in other processes are reached through proxies and the
 // control plane; tensors through the transport the factory makes (a hand-off in one process).
 // run_pipeline reads as its steps: validate, build the context, make the transport, form the
@@ -41,6 +41,7 @@ std::string job_fingerprint(const train_options& o, const job_place& g) {
     << " activation_checkpointing=" << o.activation_checkpointing << " replan=" << o.plan_on_measured_costs << " vocab=" << o.model.vocab
     << " seq_len=" << o.model.seq_len << " hidden=" << o.model.hidden << " heads=" << o.model.heads
     << " layers=" << o.model.layers << " init_std=" << o.model.init_std << " seed=" << o.model.seed
+    << " dp=" << o.dp << " zero=" << o.zero_stage << " bucket_mb=" << o.bucket_mb
     << " world_size=" << g.processes << " ranks_per_process=";
   for (int c : g.ranks_per_process) s << c << ";";
   return s.str();
@@ -52,12 +53,13 @@ transport::receive_handler make_dispatch(const std::weak_ptr<const run_context>&
   return [weak](const tensor_meta& m, tensor_box t) {
     auto ctx = weak.lock();
     if (!ctx) return;
-    const int v = m.virtual_stage;
-    if (m.kind == tensor_kind::parameter && ctx->process == 0 && v >= 0 && v < ctx->virtual_stages && !ctx->is_local_stage(v)) {
+    const int v = m.virtual_stage;  // a virtual stage id
+    const int ids = ctx->stage_ids();
+    if (m.kind == tensor_kind::parameter && ctx->process == 0 && v >= 0 && v < ids && !ctx->is_local_stage(v)) {
       caf::anon_send(ctx->supervisor, msg::parameter_arrived{v, m.microbatch, std::move(t)});  // v: the sender's stage
       return;
     }
-    if (v < 0 || v >= ctx->virtual_stages || !ctx->is_local_stage(v) || m.kind == tensor_kind::parameter) {
+    if (v < 0 || v >= ids || !ctx->is_local_stage(v) || m.kind == tensor_kind::parameter) {
       caf::anon_send(ctx->supervisor, msg::failure{"rank " + std::to_string(m.source_rank) + " sent a tensor for virtual stage " +
                                                    std::to_string(v) + ", which is not in process " + std::to_string(ctx->process)});
       return;
@@ -71,6 +73,12 @@ transport::receive_handler make_dispatch(const std::weak_ptr<const run_context>&
         break;
       case tensor_kind::tied_gradient:
         caf::anon_send(ctx->chunk_actors[v], msg::tied_gradient{m.step, v, m.microbatch, std::move(t)});
+        break;
+      case tensor_kind::gradient_slice:
+      case tensor_kind::reduced_slice:
+      case tensor_kind::parameter_slice:
+        caf::anon_send(ctx->optimizer_shards[v], msg::shard_slice{static_cast<std::uint8_t>(m.kind), m.step, m.microbatch,
+                                                                  ctx->grid.replica_of(m.source_rank), std::move(t)});
         break;
       default:
         caf::anon_send(ctx->supervisor, msg::failure{"rank " + std::to_string(m.source_rank) +
@@ -145,7 +153,9 @@ std::shared_ptr<run_context> make_context(const train_options& o, const std::fun
   ctx->processes = place.processes;
   ctx->process_of_rank = process_of_rank;
   ctx->place = setup.place;
+  ctx->grid = setup.grid;
   ctx->ranks = setup.place.ranks;
+  ctx->replicas = setup.grid.replicas;
   ctx->virtual_stages = setup.place.num_virtual_stages();
   ctx->microbatches = o.microbatches;
   ctx->static_plan = setup.static_plan;
@@ -153,6 +163,7 @@ std::shared_ptr<run_context> make_context(const train_options& o, const std::fun
   ctx->replan_from = replan_step(o);
   ctx->runners = setup.runners;
   ctx->optimizers = setup.optimizers;
+  ctx->dp_optimizers = setup.dp_optimizers;
   ctx->ties = setup.ties;
   ctx->batches = setup.data;
   ctx->tokens_per_sample = setup.tokens_per_sample;
@@ -160,6 +171,7 @@ std::shared_ptr<run_context> make_context(const train_options& o, const std::fun
   result.data_description = setup.data_description;
   result.partition = setup.partition;
   result.split = describe_partition(setup.layers, setup.layer_names);
+  result.grid = setup.grid.describe();
   ctx->result = place.process == 0 ? &result : nullptr;
   return ctx;
 }
@@ -172,12 +184,14 @@ std::shared_ptr<transport::tensor_transport> make_transport(const run_context& c
   opts.kind = transport::default_transport_kind(place.processes);
   opts.process = place.process;
   opts.processes = place.processes;
-  opts.limits.ranks = ctx.ranks;
-  opts.limits.virtual_stages = ctx.virtual_stages;
+  opts.limits.ranks = ctx.world_ranks();
+  opts.limits.virtual_stages = ctx.stage_ids();
   opts.limits.microbatches = ctx.microbatches;
-  // Every microbatch's activation may be in flight, twice over.
+  // Every microbatch's activation may be in flight, twice over; with data parallelism, a
+  // bucket of gradient slices too.
   const std::size_t activation_bytes = std::size_t(o.microbatch_size) * o.model.seq_len * o.model.hidden * sizeof(float);
   opts.in_flight_bytes = 2 * std::size_t(o.microbatches) * activation_bytes;
+  if (ctx.replicas > 1) opts.in_flight_bytes += std::size_t(o.bucket_mb * (1 << 20));
   auto data = transport::make_tensor_transport(opts);
   data->set_handlers([gate](const tensor_meta& m, tensor_box t) { gate->arrive(m, std::move(t)); },
                      [gate](int p, const std::string& reason) { gate->fail(p, reason); });
@@ -229,23 +243,24 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
 // it over with a happens-before).
 void spawn_actors(caf::actor_system& sys, const caf::actor& control, const std::shared_ptr<run_context>& ctx) {
   auto proxy = [&](int p, target_kind kind, int index) { return spawn_remote_proxy(sys, control, p, kind, index); };
-  ctx->compute.resize(ctx->ranks);
-  for (int r = 0; r < ctx->ranks; ++r) {
+  ctx->compute.resize(ctx->world_ranks());
+  for (int r = 0; r < ctx->world_ranks(); ++r) {
     if (!ctx->is_local_rank(r)) continue;
     ctx->compute[r] = sys.spawn<caf::detached>(compute_actor);
     const int threads = ctx->options.threads_per_stage;
     caf::anon_send(ctx->compute[r], msg::compute_job{[threads] { set_compute_threads(threads); }});
   }
   std::shared_ptr<const run_context> shared = ctx;
-  for (int v = 0; v < ctx->virtual_stages; ++v)
-    ctx->chunk_actors.push_back(ctx->is_local_stage(v) ? sys.spawn(chunk_actor, shared, v)
-                                                 : proxy(ctx->process_of_stage(v), target_kind::chunk, v));
-  for (int r = 0; r < ctx->ranks; ++r) {
-    const bool local = ctx->is_local_rank(r);
-    const int p = ctx->process_of_rank[r];
-    ctx->stage.push_back(local ? sys.spawn(stage_actor, shared, r) : proxy(p, target_kind::stage, r));
-    ctx->optimizer.push_back(local ? sys.spawn(optimizer_actor, shared, r) : proxy(p, target_kind::optimizer, r));
+  for (int id = 0; id < ctx->stage_ids(); ++id) {
+    const bool local = ctx->is_local_stage(id);
+    const int p = ctx->process_of_stage(id);
+    ctx->chunk_actors.push_back(local ? sys.spawn(chunk_actor, shared, id) : proxy(p, target_kind::chunk, id));
+    ctx->optimizer_shards.push_back(local ? sys.spawn(optimizer_shard_actor, shared, id)
+                                          : proxy(p, target_kind::optimizer, id));
   }
+  for (int r = 0; r < ctx->world_ranks(); ++r)
+    ctx->stage.push_back(ctx->is_local_rank(r) ? sys.spawn(stage_actor, shared, r)
+                                               : proxy(ctx->process_of_rank[r], target_kind::stage, r));
   ctx->feeder = sys.spawn(feeder_actor, shared);
   for (int p = 0; p < ctx->processes; ++p) ctx->feeders.push_back(p == ctx->process ? ctx->feeder : proxy(p, target_kind::feeder, 0));
   ctx->supervisor = ctx->process == 0 ? sys.spawn(supervisor_actor, shared) : proxy(0, target_kind::supervisor, 0);
@@ -270,10 +285,11 @@ void open_gate(transport_gate& gate, const std::shared_ptr<const run_context>& s
 void send_targets(caf::scoped_actor& self, const caf::actor& control, const run_context& ctx) {
   msg::set_targets t;
   auto add = [&](target_kind k, int i, const caf::actor& a) { t.targets[{static_cast<std::uint8_t>(k), i}] = a; };
-  for (int r = 0; r < ctx.ranks; ++r)
-    if (ctx.is_local_rank(r)) add(target_kind::stage, r, ctx.stage[r]), add(target_kind::optimizer, r, ctx.optimizer[r]);
-  for (int v = 0; v < ctx.virtual_stages; ++v)
-    if (ctx.is_local_stage(v)) add(target_kind::chunk, v, ctx.chunk_actors[v]);
+  for (int r = 0; r < ctx.world_ranks(); ++r)
+    if (ctx.is_local_rank(r)) add(target_kind::stage, r, ctx.stage[r]);
+  for (int id = 0; id < ctx.stage_ids(); ++id)
+    if (ctx.is_local_stage(id))
+      add(target_kind::chunk, id, ctx.chunk_actors[id]), add(target_kind::optimizer, id, ctx.optimizer_shards[id]);
   add(target_kind::feeder, 0, ctx.feeder);
   add(target_kind::runtime, 0, caf::actor_cast<caf::actor>(self));
   if (ctx.process == 0) add(target_kind::supervisor, 0, ctx.supervisor);
@@ -349,7 +365,7 @@ void tear_down(caf::scoped_actor& self, const caf::actor& control, run_context& 
   while (!alive.empty()) self->receive([&](const caf::down_msg& d) { alive.erase(d.source); });
   if (control) caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
   gate.close();
-  ctx.compute.clear(), ctx.chunk_actors.clear(), ctx.stage.clear(), ctx.optimizer.clear(), ctx.feeders.clear();
+  ctx.compute.clear(), ctx.chunk_actors.clear(), ctx.stage.clear(), ctx.optimizer_shards.clear(), ctx.feeders.clear();
   ctx.feeder = caf::actor{};
   ctx.supervisor = caf::actor{};
 }
@@ -411,8 +427,7 @@ std::string run_actors(const std::shared_ptr<run_context>& ctx, const job_place&
 train_result run_pipeline(const train_options& o, const std::function<void(const step_metrics&)>& on_step,
                           const chunk_factory& make_chunk, const job_place& place) {
   validate_place(o, place);
-  const int stages_requested = o.no_pipeline ? 1 : o.stages;
-  const std::vector<int> process_of_rank = assign_ranks_to_processes(stages_requested, place.processes, place.ranks_per_process);
+  const std::vector<int> process_of_rank = ranks_over_processes(o, place.processes, place.ranks_per_process);
   const run_setup setup = prepare_run(o, make_chunk, [&](int r) { return process_of_rank[r] == place.process; });
   train_result result;
   auto ctx = make_context(o, on_step, place, process_of_rank, setup, result);
@@ -422,7 +437,8 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   ctx->data.reset();
   if (!error.empty()) throw std::runtime_error(error);
   if (place.process != 0) return result;
-  if (place.processes == 1) result.parameters = collect_parameters(ctx->runners);
+  if (place.processes == 1)  // replica 0's: every replica holds the same
+    result.parameters = collect_parameters({ctx->runners.begin(), ctx->runners.begin() + ctx->virtual_stages});
   result.predicted = predict_from_measured(setup, result.last_step, result.replanned.get());
   return result;
 }

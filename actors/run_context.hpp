@@ -20,16 +20,22 @@
 
 namespace actorpipe {
 
+// Ranks and virtual stages are numbered over the whole grid (core/topology.hpp): rank
+// replica * P + pipeline rank, virtual stage id replica * S + virtual stage. A plan's actions
+// name a pipeline's virtual stage (0..S-1); stage_id() puts it in a replica.
 struct run_context {
   train_options options;
-  placement place;
-  // P pipeline ranks, S = P * V virtual stages (not the options' `stages`, which is P), M microbatches.
-  int ranks = 0, virtual_stages = 0, microbatches = 0;
+  placement place;  // one pipeline's
+  rank_grid grid;   // P x D
+  // P pipeline ranks, S = P * V virtual stages (not the options' `stages`, which is P), M
+  // microbatches, per pipeline; D replicas.
+  int ranks = 0, virtual_stages = 0, microbatches = 0, replicas = 1;
   std::shared_ptr<const plan> static_plan;      // null for a dynamic policy
   std::string policy;                           // the dynamic policy's name when static_plan is null
   int replan_from = -1;  // a plan rebuilt on measured costs applies from this step (-1: none)
-  std::vector<std::shared_ptr<chunk_compute>> runners;       // per virtual stage
-  std::vector<std::shared_ptr<shard_optimizer>> optimizers;  // per virtual stage
+  std::vector<std::shared_ptr<chunk_compute>> runners;       // per virtual stage id
+  std::vector<std::shared_ptr<shard_optimizer>> optimizers;  // per virtual stage id (D = 1)
+  std::vector<std::shared_ptr<data_parallel_optimizer>> dp_optimizers;  // per virtual stage id (D > 1)
   std::vector<tie_group> ties;  // tie keys held by 2+ virtual stages
   batch_function batches;  // the model's data
   double tokens_per_sample = 1;
@@ -39,13 +45,13 @@ struct run_context {
   // in other processes are local proxies that forward over the control plane; compute actors
   // and runners exist only for local ranks. Tensors move through `data`.
   int process = 0, processes = 1;
-  std::vector<int> process_of_rank;  // per rank
+  std::vector<int> process_of_rank;  // per rank of the grid
   std::shared_ptr<transport::tensor_transport> data;
 
   std::vector<caf::actor> compute;     // per rank (empty handle for a rank in another process)
-  std::vector<caf::actor> chunk_actors;  // per virtual stage
+  std::vector<caf::actor> chunk_actors;  // per virtual stage id
   std::vector<caf::actor> stage;       // per rank
-  std::vector<caf::actor> optimizer;   // per rank
+  std::vector<caf::actor> optimizer_shards;  // per virtual stage id
   std::vector<caf::actor> feeders;     // per process
   caf::actor feeder;                   // this process's
   caf::actor supervisor;
@@ -61,20 +67,27 @@ struct run_context {
     return (base + tensor) * virtual_stages + sender;
   }
   static constexpr int max_tied_tensors = 64;  // per tie key
-  int process_of_stage(int v) const { return process_of_rank[place.rank_of[v]]; }
+  int world_ranks() const { return ranks * replicas; }
+  int stage_ids() const { return virtual_stages * replicas; }
+  int stage_id(int replica, int v) const { return replica * virtual_stages + v; }
+  int replica_of_stage(int id) const { return id / virtual_stages; }
+  int pipeline_stage(int id) const { return id % virtual_stages; }  // v in 0..S-1
+  int rank_of_stage(int id) const { return grid.rank(replica_of_stage(id), place.rank_of[pipeline_stage(id)]); }
+  int process_of_stage(int id) const { return process_of_rank[rank_of_stage(id)]; }
   bool is_local_rank(int r) const { return process_of_rank[r] == process; }
-  bool is_local_stage(int v) const { return process_of_stage(v) == process; }
+  bool is_local_stage(int id) const { return process_of_stage(id) == process; }
   // This process's actors but the supervisor (the others' are proxies).
   std::vector<caf::actor> local_actors() const {
     std::vector<caf::actor> all;
-    for (int r = 0; r < ranks; ++r)
-      if (is_local_rank(r)) all.insert(all.end(), {compute[r], stage[r], optimizer[r]});
-    for (int v = 0; v < virtual_stages; ++v)
-      if (is_local_stage(v)) all.push_back(chunk_actors[v]);
+    for (int r = 0; r < world_ranks(); ++r)
+      if (is_local_rank(r)) all.insert(all.end(), {compute[r], stage[r]});
+    for (int id = 0; id < stage_ids(); ++id)
+      if (is_local_stage(id)) all.insert(all.end(), {chunk_actors[id], optimizer_shards[id]});
     all.push_back(feeder);
     return all;
   }
-  // Sends a tensor to the chunk of virtual stage `to` (any process) through the transport.
+  // Sends a tensor to the chunk (or optimizer shard) of virtual stage id `to` (any process)
+  // through the transport.
   void send_tensor(tensor_kind kind, int step, int to, int microbatch, int from_rank, tensor_box t) const {
     send_tensor_to_process(process_of_stage(to), kind, step, to, microbatch, from_rank, std::move(t));
   }
@@ -92,9 +105,9 @@ struct run_context {
 };
 
 caf::behavior compute_actor(caf::event_based_actor* self);
-caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int virtual_stage);
+caf::behavior chunk_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int stage_id);
 caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int rank);
-caf::behavior optimizer_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int rank);
+caf::behavior optimizer_shard_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int stage_id);
 caf::behavior feeder_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx);
 caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx);
 

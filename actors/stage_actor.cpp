@@ -12,11 +12,17 @@
 namespace actorpipe {
 namespace {
 
-// One rank's stage: its state and one member per message it handles.
+// One rank's stage: its state and one member per message it handles. The rank is one of the
+// grid's; its policy is its pipeline rank's, and its actions' virtual stages are its replica's.
 class stage {
  public:
   stage(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int rank)
-      : self_(self), ctx_(std::move(ctx)), rank_(rank), policy_(ctx_->make_policy(rank)) {}
+      : self_(self),
+        ctx_(std::move(ctx)),
+        rank_(rank),
+        pipeline_rank_(ctx_->grid.pipeline_rank_of(rank)),
+        replica_(ctx_->grid.replica_of(rank)),
+        policy_(ctx_->make_policy(pipeline_rank_)) {}
 
   void on_input_ready(const msg::input_ready& r);
   void on_replan(const msg::replan& p);
@@ -32,7 +38,7 @@ class stage {
 
   caf::event_based_actor* self_;
   std::shared_ptr<const run_context> ctx_;
-  int rank_;
+  int rank_, pipeline_rank_, replica_;
   std::unique_ptr<rank_policy> policy_;
   int step_ = -1;
   std::set<std::pair<int, int>> fwd_in_, grad_in_, f_done_, i_done_;  // (virtual stage, microbatch)
@@ -86,7 +92,7 @@ void stage::dispatch() {
     auto a = policy_->next([this](const action& x) { return ready(x); });
     if (!a) break;
     running_.emplace_back(*a, ctx_->now());
-    self_->send(ctx_->chunk_actors[a->virtual_stage], msg::run{step_, *a});
+    self_->send(ctx_->chunk_actors[ctx_->stage_id(replica_, a->virtual_stage)], msg::run{step_, *a});
   }
   if (!running_.empty())
     report_waiting(to_string(running_.front().first) + " to finish (handed to the compute thread at " +
@@ -113,7 +119,7 @@ void stage::on_input_ready(const msg::input_ready& r) {
 void stage::on_replan(const msg::replan& p) {
   try {
     const plan rebuilt = parse_plan(p.plan_text, "plan rebuilt on measured costs");
-    policy_ = make_static_policy(rebuilt, rank_);
+    policy_ = make_static_policy(rebuilt, pipeline_rank_);
   } catch (const std::exception& e) {
     self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ": the rebuilt plan: " + e.what()});
     return;

@@ -1,7 +1,9 @@
-// Supervisor actor: runs the steps. Feed, wait for every rank's flush (with a deadline), sum
-// the tied embedding gradients, take the global gradient norm (summed per virtual stage in
-// order, so the number does not depend on the rank layout), clip, step the optimizers, report
-// metrics. Any failure, timeout or dead actor stops the job with a message naming the culprit.
+// Supervisor actor: runs the steps. Feed, wait for every rank's flush (with a deadline) and
+// every optimizer shard's sum of squares (each sends it once its stage's gradients are final:
+// tied sums and data-parallel reduction done), take the global gradient norm (summed by
+// virtual stage id, so the number does not depend on the rank layout or on timing), clip, step
+// the optimizer shards, report metrics. Any failure, timeout or dead actor stops the job with a
+// message naming the culprit.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -24,13 +26,15 @@ struct supervisor_state {
   int losses_got = 0;
   std::vector<msg::flush> flushes;
   std::map<int, std::string> waiting;  // rank -> what it waits for
-  std::map<int, double> sq_parts;      // virtual stage -> sum of squares
-  int parts_got = 0, optimizers_done = 0, tied_done = 0;
+  std::map<int, double> sq_parts;      // virtual stage id -> sum of squares
+  int optimizers_done = 0;
+  double sync_start = 1e300, sync_end = 0;  // data-parallel gradient sync, this step
   // --save-final across processes: parameters of the other processes' virtual stages.
   std::map<int, std::vector<std::string>> gathered_names;           // virtual stage -> names
   std::map<std::pair<int, int>, tensor_box> gathered;                // (virtual stage, index)
   int gather_expected = 0;                                           // remote virtual stages
   double grad_norm = 0, lr = 0;
+  bool optimizers_asked = false;  // this step's optimizer_step is out
   std::map<caf::actor_addr, std::string> names;
 };
 
@@ -50,10 +54,10 @@ step_span span_of(const std::vector<msg::flush>& flushes) {
   return s;
 }
 
-// What a finished step reports: loss (mean over microbatches, in microbatch order), lr, norm,
-// time, throughput and the measured bubble.
+// What a finished step reports: loss (mean over every replica's microbatches, in order), lr,
+// norm, time, throughput, the measured bubble and the gradient sync's hidden and exposed parts.
 step_metrics step_report(const run_context& ctx, const supervisor_state& st) {
-  const int P = ctx.ranks, M = ctx.microbatches;
+  const int P = ctx.world_ranks(), M = ctx.microbatches * ctx.replicas;
   step_metrics m;
   m.step = st.step;
   for (double l : st.losses) m.loss += l;
@@ -66,13 +70,20 @@ step_metrics step_report(const run_context& ctx, const supervisor_state& st) {
   m.bubble_ratio = s.end > s.first ? 1.0 - s.busy / (P * (s.end - s.first)) : 0;
   m.peak_activations.assign(P, 0);
   for (auto& f : st.flushes) m.peak_activations[f.rank] = f.peak_activations;
+  if (st.sync_end > st.sync_start) {
+    m.sync_seconds = st.sync_end - st.sync_start;
+    m.exposed_sync_seconds = st.sync_end - std::max(st.sync_start, std::min(s.end, st.sync_end));
+  }
   return m;
 }
 
 // The step's measured timeline, shifted so its pipelined part starts at 0, as the simulator
-// draws one.
-sim_result measured_timeline(const run_context& ctx, const std::vector<msg::flush>& flushes) {
+// draws one: replica 0's ranks (the other replicas run the same plan).
+sim_result measured_timeline(const run_context& ctx, const std::vector<msg::flush>& all) {
   const int P = ctx.ranks;
+  std::vector<msg::flush> flushes;
+  for (auto& f : all)
+    if (f.rank < P) flushes.push_back(f);
   const double first = span_of(flushes).first;
   sim_result t;
   t.schedule = ctx.options.schedule;
@@ -133,14 +144,17 @@ rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const co
 class supervisor {
  public:
   supervisor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx)
-      : self_(self), ctx_(std::move(ctx)), P_(ctx_->ranks), M_(ctx_->microbatches) {}
+      : self_(self),
+        ctx_(std::move(ctx)),
+        P_(ctx_->world_ranks()),
+        M_(ctx_->microbatches * ctx_->replicas),
+        shards_(ctx_->stage_ids()) {}
 
   void on_start_run(const msg::start_run& s);
   void on_down(const caf::down_msg& dm);
   void on_loss(const msg::loss_report& l);
   void on_waiting(const msg::waiting& w);
   void on_flush(msg::flush& f);
-  void on_tied_sync_done(const msg::tied_sync_done& t);
   void on_grad_sq_parts(const msg::grad_sq_parts& g);
   void on_optimizer_done(const msg::optimizer_done& d);
   void on_deadline(const msg::step_deadline& d);
@@ -151,9 +165,7 @@ class supervisor {
  private:
   void watch(const caf::actor& a, std::string name);
   void begin_step(int k);
-  void request_norm(int step);
-  std::set<int> tie_holders() const;
-  void maybe_flushed();
+  void maybe_step_optimizers();
   bool replan(int measured, double measured_bubble);
   void finish();
   void maybe_gathered();
@@ -162,7 +174,7 @@ class supervisor {
 
   caf::event_based_actor* self_;
   std::shared_ptr<const run_context> ctx_;
-  const int P_, M_;
+  const int P_, M_, shards_;  // ranks of the grid, microbatches of every replica, optimizer shards
   supervisor_state st_;
 };
 
@@ -174,10 +186,14 @@ void supervisor::on_start_run(const msg::start_run& s) {
     if (!ctx_->is_local_rank(r)) continue;
     watch(ctx_->compute[r], "compute actor of rank " + std::to_string(r));
     watch(ctx_->stage[r], "stage actor of rank " + std::to_string(r));
-    watch(ctx_->optimizer[r], "optimizer actor of rank " + std::to_string(r));
   }
-  for (int v = 0; v < ctx_->virtual_stages; ++v)
-    if (ctx_->is_local_stage(v)) watch(ctx_->chunk_actors[v], "chunk actor of virtual stage " + std::to_string(v));
+  for (int id = 0; id < shards_; ++id) {
+    if (!ctx_->is_local_stage(id)) continue;
+    const std::string which = "virtual stage " + std::to_string(ctx_->pipeline_stage(id)) +
+                              (ctx_->replicas > 1 ? " of replica " + std::to_string(ctx_->replica_of_stage(id)) : "");
+    watch(ctx_->chunk_actors[id], "chunk actor of " + which);
+    watch(ctx_->optimizer_shards[id], "optimizer shard of " + which);
+  }
   watch(ctx_->feeder, "feeder");
   begin_step(0);
 }
@@ -212,7 +228,9 @@ void supervisor::begin_step(int k) {
   st_.flushes.clear();
   st_.waiting.clear();
   st_.sq_parts.clear();
-  st_.parts_got = st_.optimizers_done = st_.tied_done = 0;
+  st_.optimizers_done = 0;
+  st_.optimizers_asked = false;
+  st_.sync_start = 1e300, st_.sync_end = 0;
   for (auto& f : ctx_->feeders) self_->send(f, msg::start_step{k});
   self_->delayed_send(self_,
                       std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(ctx_->options.step_timeout_s)),
@@ -223,7 +241,7 @@ void supervisor::on_loss(const msg::loss_report& l) {
   if (l.step != st_.step) return;
   st_.losses[l.microbatch] = l.loss;
   ++st_.losses_got;
-  maybe_flushed();
+  maybe_step_optimizers();
 }
 
 void supervisor::on_waiting(const msg::waiting& w) {
@@ -233,45 +251,33 @@ void supervisor::on_waiting(const msg::waiting& w) {
 void supervisor::on_flush(msg::flush& f) {
   if (f.step != st_.step) return;
   st_.flushes.push_back(std::move(f));
-  maybe_flushed();
+  maybe_step_optimizers();
 }
 
-// Virtual stages that hold a tie key with another.
-std::set<int> supervisor::tie_holders() const {
-  std::set<int> out;
-  for (const auto& g : ctx_->ties) out.insert(g.stages.begin(), g.stages.end());
-  return out;
-}
-
-void supervisor::request_norm(int step) {
-  for (auto& o : ctx_->optimizer) self_->send(o, msg::grad_norm_request{step});
-}
-
-// After every flush and loss: tied-weight sync, then the norm. The holders swap gradients
-// through the transport and each sums them in stage order.
-void supervisor::maybe_flushed() {
-  if (static_cast<int>(st_.flushes.size()) < P_ || st_.losses_got < M_) return;
-  const auto holders = tie_holders();
-  if (holders.empty()) {
-    request_norm(st_.step);
-    return;
-  }
-  for (int v : holders) self_->send(ctx_->chunk_actors[v], msg::tied_sync{st_.step});
-}
-
-void supervisor::on_tied_sync_done(const msg::tied_sync_done& t) {
-  if (t.step != st_.step || ++st_.tied_done < static_cast<int>(tie_holders().size())) return;
-  request_norm(t.step);
-}
-
-// Every rank's sums of squares are here: the norm (summed in virtual stage order), the clip
-// coefficient and the learning rate go to the optimizers.
+// A shard's stage is final (tied sums and data-parallel reduction done): its sum of squares.
 void supervisor::on_grad_sq_parts(const msg::grad_sq_parts& g) {
   if (g.step != st_.step) return;
-  for (auto& [v, sq] : g.per_stage) st_.sq_parts[v] = sq;
-  if (++st_.parts_got < P_) return;
+  for (auto& [id, sq] : g.per_stage) st_.sq_parts[id] = sq;
+  if (g.sync_end > g.sync_start) {
+    st_.sync_start = std::min(st_.sync_start, g.sync_start);
+    st_.sync_end = std::max(st_.sync_end, g.sync_end);
+  }
+  if (ctx_->result && st_.step == 0) {
+    auto& bytes = ctx_->result->optimizer_state_bytes;
+    bytes.resize(P_, 0);
+    bytes[g.rank] += g.state_bytes;
+  }
+  maybe_step_optimizers();
+}
+
+// Every rank flushed, every loss and every shard's sum of squares is here: the norm (summed
+// by virtual stage id), the clip coefficient and the learning rate go to the shards.
+void supervisor::maybe_step_optimizers() {
+  if (static_cast<int>(st_.flushes.size()) < P_ || st_.losses_got < M_ || static_cast<int>(st_.sq_parts.size()) < shards_)
+    return;
+  if (st_.optimizers_asked) return;
   double total = 0;
-  for (auto& [v, sq] : st_.sq_parts) total += sq;  // virtual stage order
+  for (auto& [id, sq] : st_.sq_parts) total += sq;  // id order
   st_.grad_norm = std::sqrt(total);
   if (!std::isfinite(st_.grad_norm)) {
     stop("step " + std::to_string(st_.step) + ": the gradient norm is " + std::to_string(st_.grad_norm) +
@@ -281,12 +287,13 @@ void supervisor::on_grad_sq_parts(const msg::grad_sq_parts& g) {
   const auto& o = ctx_->options;
   st_.lr = lr_at(st_.step, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio);
   const double coef = clip_coefficient(st_.grad_norm, o.grad_clip);
-  for (auto& opt : ctx_->optimizer) self_->send(opt, msg::optimizer_step{st_.step, coef, st_.lr});
+  for (auto& shard : ctx_->optimizer_shards) self_->send(shard, msg::optimizer_step{st_.step, coef, st_.lr});
+  st_.optimizers_asked = true;
 }
 
 // The step is over: report it, maybe rebuild the plan, start the next step or finish.
 void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
-  if (d.step != st_.step || ++st_.optimizers_done < P_) return;
+  if (d.step != st_.step || ++st_.optimizers_done < shards_) return;
   const int k = st_.step;
   const auto& o = ctx_->options;
   const step_metrics m = step_report(*ctx_, st_);
@@ -408,7 +415,6 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
       [s](msg::loss_report& l) { s->on_loss(l); },
       [s](msg::waiting& w) { s->on_waiting(w); },
       [s](msg::flush& f) { s->on_flush(f); },
-      [s](msg::tied_sync_done& t) { s->on_tied_sync_done(t); },
       [s](msg::grad_sq_parts& g) { s->on_grad_sq_parts(g); },
       [s](msg::optimizer_done& d) { s->on_optimizer_done(d); },
       [s](msg::step_deadline& d) { s->on_deadline(d); },

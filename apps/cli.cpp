@@ -161,6 +161,7 @@ std::string train_footer() {
          "  actorpipe train --no-pipeline                        # the single-thread reference\n"
          "  actorpipe train --config examples/job.json --set lr=1e-3 --metrics metrics.jsonl\n"
          "  actorpipe launch --nproc-per-node 2 -- train --stages 2   # the same job, one process per rank\n"
+         "  actorpipe train --stages 2 --dp 2 --zero 1                 # 2 replicas of a 2-stage pipeline, ZeRO-1\n"
          "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
          "config defaults: see README) apply, and flags and --set override them.\n"
          "\nSeveral processes: when WORLD_SIZE > 1 (set by actorpipe launch, torchrun, srun or mpirun) this process\n"
@@ -198,7 +199,10 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
   static const int_flag int_flags[] = {
       {"--stages,-P", &train_cli_options::stages, "Pipeline stages P [default: 2]"},
       {"--chunks,-V", &train_cli_options::chunks, "Virtual stages per rank V [default: 1]"},
-      {"--microbatches,-M", &train_cli_options::microbatches, "Microbatches per step M [default: 8]"},
+      {"--dp", &train_cli_options::dp, "Data-parallel replicas D of the pipeline: stages x dp ranks [default: 1]"},
+      {"--zero", &train_cli_options::zero,
+       "ZeRO stage with --dp: 1 splits each stage's AdamW state over the replicas, 0 keeps it whole [default: 0]"},
+      {"--microbatches,-M", &train_cli_options::microbatches, "Microbatches per step M (per replica) [default: 8]"},
       {"--microbatch-size,-B", &train_cli_options::microbatch_size, "Sequences per microbatch [default: 4]"},
       {"--batch-size", &train_cli_options::batch_size, "Sequences per step (= microbatches x microbatch size)"},
       {"--steps", &train_cli_options::steps, "Optimizer steps [default: 60]"},
@@ -210,6 +214,7 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
       {"--warmup-steps", &train_cli_options::warmup_steps, "Linear learning-rate warm-up steps [default: 5]"},
   };
   for (const auto& f : int_flags) t->add_option(f.name, tr.*f.field, f.help);
+  t->add_option("--bucket-mb", tr.bucket_mb, "With --dp: MiB of gradients per sync bucket [default: 25]");
   t->add_option("--seed", tr.seed, "Seed of parameters and data [default: 1234]");
   t->add_option("--lr", tr.lr, "Peak learning rate [default: 3e-3]");
   t->add_option("--grad-clip", tr.grad_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
@@ -234,7 +239,7 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--trace", tr.trace_path, "Write the last step's measured timeline as Chrome trace JSON");
   t->add_option("--save-final", tr.save_final_path, "Write the final parameters (safetensors, global names)");
   t->add_option("--ranks-per-process", tr.ranks_per_process,
-                 "Multi-process jobs: pipeline ranks of each process, e.g. 1,3 (default: spread evenly)");
+                 "Multi-process jobs: ranks (of stages x dp) of each process, e.g. 1,3 (default: spread evenly)");
   t->add_option("--join-timeout", tr.join_timeout_s, "Multi-process jobs: seconds for every process to join")->default_val(60);
   t->add_flag("--no-pipeline", tr.no_pipeline, "Train the same model unpartitioned in one thread: the reference");
   t->add_flag("--unit-cost-plan", tr.unit_cost_plan,

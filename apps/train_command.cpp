@@ -68,6 +68,8 @@ job_config resolve_job(const train_cli_options& o) {
   if (o.model) c.model = *o.model;
   if (o.partition) c.partition = *o.partition;
   set("pp", o.stages);
+  set("dp", o.dp);
+  set("zero_stage", o.zero);
   set("chunks", o.chunks);
   // Without a config file or a chunk count, the schedule's own (2 for interleaved, zbv and
   // dualpipev), as simulate does.
@@ -102,9 +104,8 @@ job_config resolve_job(const train_cli_options& o) {
     c.schedule = "gpipe";
   }
   resolve_and_validate(c);
-  if (c.dp != 1 || c.tp != 1)
-    throw std::invalid_argument("dp=" + std::to_string(c.dp) + ", tp=" + std::to_string(c.tp) +
-                                ": this build trains with pipeline parallelism only (dp = tp = 1)");
+  if (c.tp != 1)
+    throw std::invalid_argument("tp=" + std::to_string(c.tp) + ": this build has no tensor parallelism (tp = 1)");
   if (c.precision != "fp32")
     throw std::invalid_argument("precision=" + c.precision + " is not supported yet: use fp32");
   return c;
@@ -124,6 +125,9 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.model_name = c.model;
   t.partition = c.partition;
   t.stages = c.pp;
+  t.dp = c.dp;
+  t.zero_stage = c.zero_stage;
+  if (o.bucket_mb) t.bucket_mb = *o.bucket_mb;
   t.chunks = c.chunks;
   t.microbatches = c.num_microbatches;
   t.microbatch_size = c.microbatch_size;
@@ -179,7 +183,7 @@ job_place place_in_job(const train_cli_options& o, const train_options& t, std::
                                   "or export the same token to every process");
     check_job_token(token);
     place.token = token;
-    layout = assign_ranks_to_processes(t.stages, place.processes, place.ranks_per_process);  // errors before training
+    layout = ranks_over_processes(t, place.processes, place.ranks_per_process);  // errors before training
     std::vector<int> own_ranks;
     for (int r = 0; r < static_cast<int>(layout.size()); ++r)
       if (layout[r] == place.process) own_ranks.push_back(r);
@@ -197,13 +201,16 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
   const std::string what = o.no_pipeline ? "reference (--no-pipeline: one thread, unpartitioned)"
                                          : (o.schedule_file.empty() ? t.schedule : o.schedule_file) + ", " +
                                                std::to_string(t.stages) + " stages x " + std::to_string(t.chunks) +
-                                               (t.chunks == 1 ? " chunk" : " chunks");
+                                               (t.chunks == 1 ? " chunk" : " chunks") +
+                                               (t.dp > 1 ? " x " + std::to_string(t.dp) + " data-parallel replicas (ZeRO-" +
+                                                               std::to_string(t.zero_stage) + ")"
+                                                         : "");
   if (place.processes > 1) {
     out << "processes: " << place.processes << " (this one hosts the supervisor); ranks per process";
     for (int p = 0; p < place.processes; ++p) out << ' ' << std::count(layout.begin(), layout.end(), p);
     out << "; control port " << place.master_addr << ':' << place.master_port << '\n';
   }
-  out << "actorpipe train: " << what << "; " << t.microbatches << " microbatches x " << t.microbatch_size
+  out << "actorpipe train: " << what << "; " << t.microbatches << (t.dp > 1 ? " microbatches per replica x " : " microbatches x ") << t.microbatch_size
       << (t.model_name == "gpt" ? " sequences of " + std::to_string(t.model.seq_len) + " tokens; " : " samples; ")
       << t.steps << " steps\n";
   for (auto& n : c.notes) out << "note: " << n << '\n';
@@ -214,7 +221,7 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
 // and a JSON line in the --metrics file when there is one.
 struct step_reporter {
   const train_cli_options& o;
-  int steps;
+  int steps, dp;
   std::ostream& progress;
   std::ofstream& metrics;
 
@@ -224,7 +231,8 @@ struct step_reporter {
     const int filled = width * done / steps;
     std::string line = "step " + std::to_string(done) + "/" + std::to_string(steps) + " [" + std::string(filled, '#') +
                        std::string(width - filled, '.') + "] loss " + fmt("%.4f", m.loss) + "  lr " + fmt("%.2e", m.lr) +
-                       "  tokens/s " + si(m.tokens_per_s) + (o.no_pipeline ? "" : "  bubble " + fmt("%.1f%%", 100 * m.bubble_ratio));
+                       "  tokens/s " + si(m.tokens_per_s) + (o.no_pipeline ? "" : "  bubble " + fmt("%.1f%%", 100 * m.bubble_ratio)) +
+                       (dp > 1 ? "  sync exposed " + fmt("%.0f%%", m.sync_seconds > 0 ? 100 * m.exposed_sync_seconds / m.sync_seconds : 0.0) : "");
     ACTORPIPE_LOG(debug, "step " + std::to_string(done) + "/" + std::to_string(steps) + " done in " + fmt("%.3f", m.seconds) +
                              " s: loss " + fmt("%.4f", m.loss) + ", grad norm " + fmt("%.4g", m.grad_norm) + ", " +
                              si(m.tokens_per_s) + " tokens/s");
@@ -236,6 +244,10 @@ struct step_reporter {
       nlohmann::json j = {{"step", m.step},          {"loss", m.loss},         {"lr", m.lr},
                           {"grad_norm", m.grad_norm}, {"seconds", m.seconds},   {"tokens_per_s", m.tokens_per_s},
                           {"bubble_ratio", m.bubble_ratio}, {"peak_activations", m.peak_activations}};
+      if (dp > 1) {
+        j["sync_seconds"] = m.sync_seconds;
+        j["exposed_sync_seconds"] = m.exposed_sync_seconds;
+      }
       metrics << j.dump() << '\n' << std::flush;
     }
   }
@@ -251,6 +263,12 @@ void print_setup(std::ostream& out, const train_cli_options& o, const train_opti
   out << (r.parameters.empty() ? std::string() : ": " + si(static_cast<double>(count_elements(r.parameters))) + " parameters")
       << "; data: " << r.data_description << '\n';
   if (!o.no_pipeline) out << "partition: " << r.partition << ": " << r.split << '\n';
+  if (t.dp > 1) out << "grid: " << t.stages << " x " << t.dp << " ranks; " << r.grid << '\n';
+  if (!o.no_pipeline && !r.optimizer_state_bytes.empty()) {
+    out << "optimizer state per rank (AdamW moments" << (t.dp > 1 ? ", ZeRO-" + std::to_string(t.zero_stage) : "") << "):";
+    for (long long b : r.optimizer_state_bytes) out << ' ' << si(static_cast<double>(b)) << 'B';
+    out << '\n';
+  }
   out << "compute: " << libtorch_version() << ", " << t.threads_per_stage
       << (t.threads_per_stage == 1 ? " thread" : " threads") << (o.no_pipeline ? "" : " per stage") << "; "
       << describe_blas(current_blas()) << '\n';
@@ -273,6 +291,15 @@ void print_measured_vs_simulated(std::ostream& out, const train_result& r) {
       << " s simulated (ratio " << fmt("%.3f", m.makespan / p.makespan) << "); bubble " << fmt("%.1f%%", 100 * m.bubble_ratio)
       << " measured, " << fmt("%.1f%%", 100 * p.bubble_ratio) << " simulated\n";
   if (!r.replan_report.empty()) out << r.replan_report << '\n';
+}
+
+// Data parallel: how much of the gradient sync the pipeline hid, over the steps after the first.
+void print_sync(std::ostream& out, const train_result& r) {
+  double total = 0, exposed = 0;
+  for (size_t k = r.steps.size() > 1 ? 1 : 0; k < r.steps.size(); ++k) total += r.steps[k].sync_seconds, exposed += r.steps[k].exposed_sync_seconds;
+  out << "gradient sync: " << fmt("%.4f", total) << " s in all, " << fmt("%.4f", exposed) << " s exposed ("
+      << fmt("%.1f%%", total > 0 ? 100 * exposed / total : 0.0) << ") after the pipeline's last action"
+      << (r.steps.size() > 1 ? ", steps 2.." + std::to_string(r.steps.size()) : "") << '\n';
 }
 
 // Writes the --trace and --save-final files and says where they and the metrics went.
@@ -313,7 +340,7 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   }
 
   print_job(out, o, t, c, place, layout);
-  const step_reporter show{o, t.steps, progress, metrics};
+  const step_reporter show{o, t.steps, t.dp, progress, metrics};
   train_result r = o.no_pipeline ? run_reference(t, show) : run_pipeline(t, show, {}, place);
   if (place.process != 0) return;  // process 0 reports and writes the files
 
@@ -321,7 +348,8 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   if (!o.no_pipeline) print_measured_vs_simulated(out, r);
   const auto& last = r.steps.back();
   out << "final loss " << fmt("%.4f", last.loss) << " (first step " << fmt("%.4f", r.steps.front().loss) << ")\n";
-  write_outputs(out, o, r, static_cast<bool>(metrics));
+  if (t.dp > 1) print_sync(out, r);
+  write_outputs(out, o, r, metrics.is_open());
 }
 
 }  // namespace actorpipe

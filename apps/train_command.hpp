@@ -19,6 +19,8 @@ struct train_cli_options {
   std::optional<std::string> model;      // a registered model (register_model); gpt is built in
   std::optional<std::string> partition;  // empty: the model's default
   std::optional<int> stages, chunks, microbatches, microbatch_size, batch_size, steps;
+  std::optional<int> dp, zero;    // data-parallel replicas, ZeRO stage
+  std::optional<double> bucket_mb;  // gradient bucket size
   std::optional<int> layers, hidden, heads, seq_len, vocab, warmup_steps;
   std::optional<std::uint64_t> seed;
   std::optional<double> lr, grad_clip, weight_decay;

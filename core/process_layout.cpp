@@ -15,13 +15,15 @@ std::string join(const std::vector<int>& v) {
 }
 }  // namespace
 
-std::vector<int> assign_ranks_to_processes(int ranks, int processes, const std::vector<int>& per_process) {
+std::vector<int> assign_ranks_to_processes(int ranks, int processes, const std::vector<int>& per_process,
+                                           const std::string& ranks_text) {
+  const std::string job_ranks = ranks_text.empty() ? "--stages=" + std::to_string(ranks) : ranks_text;
   if (processes < 1) throw std::invalid_argument("WORLD_SIZE=" + std::to_string(processes) + " must be >= 1");
   std::vector<int> counts = per_process;
   if (counts.empty()) {
     if (processes > ranks)
-      throw std::invalid_argument("WORLD_SIZE=" + std::to_string(processes) + " processes but the job has --stages=" +
-                                  std::to_string(ranks) + " ranks: every process needs at least one rank");
+      throw std::invalid_argument("WORLD_SIZE=" + std::to_string(processes) + " processes but the job has " + job_ranks +
+                                  " ranks: every process needs at least one rank");
     for (int p = 0; p < processes; ++p) counts.push_back(ranks / processes + (p < ranks % processes ? 1 : 0));
   } else {
     if (static_cast<int>(counts.size()) != processes)
@@ -32,7 +34,7 @@ std::vector<int> assign_ranks_to_processes(int ranks, int processes, const std::
     const int total = std::accumulate(counts.begin(), counts.end(), 0);
     if (total != ranks)
       throw std::invalid_argument("--ranks-per-process=" + join(counts) + " sums to " + std::to_string(total) +
-                                  " but the job has --stages=" + std::to_string(ranks) + " ranks");
+                                  " but the job has " + job_ranks + " ranks");
   }
   std::vector<int> process_of_rank;
   for (int p = 0; p < processes; ++p)

@@ -9,8 +9,10 @@ namespace actorpipe {
 
 // per_process empty: ranks spread evenly (the first ranks % processes processes get one more).
 // Otherwise per_process[p] ranks go to process p. Throws std::invalid_argument naming the
-// flag and the values ("--ranks-per-process=1,2 sums to 3 but the job has --stages=4 ranks").
-std::vector<int> assign_ranks_to_processes(int ranks, int processes, const std::vector<int>& per_process = {});
+// flag and the values ("--ranks-per-process=1,2 sums to 3 but the job has --stages=4 ranks");
+// ranks_text names the job's ranks in them (default "--stages=N").
+std::vector<int> assign_ranks_to_processes(int ranks, int processes, const std::vector<int>& per_process = {},
+                                           const std::string& ranks_text = "");
 
 // The ranks process `process` hosts, for messages: "2, 3" ("none" when it hosts none).
 // process_of_rank[r] is rank r's process (assign_ranks_to_processes).

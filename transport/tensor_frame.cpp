@@ -50,7 +50,7 @@ using wire::put_u64;
 using wire::put_u8;
 
 bool known_dtype(std::uint8_t v) { return v >= 1 && v <= 5; }
-bool known_kind(std::uint8_t v) { return v >= 1 && v <= 6; }
+bool known_kind(std::uint8_t v) { return v >= 1 && v <= 9; }
 
 const char* dtype_name(wire_dtype dtype) {
   switch (dtype) {
@@ -185,6 +185,8 @@ tensor_meta decode_frame(const std::uint8_t* data, std::size_t size, const frame
     check_range("parameter index", meta.microbatch, limits.max_parameters);
   else if (meta.kind == tensor_kind::tied_gradient)
     check_range("tied slot", meta.microbatch, limits.max_parameters);
+  else if (is_shard_slice(meta.kind))
+    check_range("bucket", meta.microbatch, limits.max_parameters);
   else
     check_range("microbatch", meta.microbatch, limits.microbatches);
   check_range("virtual_stage", meta.virtual_stage, limits.virtual_stages);

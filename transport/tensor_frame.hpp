@@ -16,8 +16,25 @@ namespace actorpipe {
 
 // tied_gradient: a tied parameter's gradient sent to another holder of its tie key
 // (microbatch holds its slot: tie group, tensor, sender); parameter: a final parameter
-// gathered to process 0 (microbatch holds the parameter's index in its chunk).
-enum class tensor_kind : std::uint8_t { activation = 1, gradient = 2, targets = 3, tokens = 4, tied_gradient = 5, parameter = 6 };
+// gathered to process 0 (microbatch holds the parameter's index in its chunk). Data parallel,
+// between the optimizer shards of one virtual stage in different replicas (microbatch holds
+// the bucket): gradient_slice, a replica's slice of a gradient bucket to the slice's owner;
+// reduced_slice, an owner's reduced slice to the others (ZeRO-0); parameter_slice, an
+// owner's updated parameters to the others (ZeRO-1).
+enum class tensor_kind : std::uint8_t {
+  activation = 1,
+  gradient = 2,
+  targets = 3,
+  tokens = 4,
+  tied_gradient = 5,
+  parameter = 6,
+  gradient_slice = 7,
+  reduced_slice = 8,
+  parameter_slice = 9
+};
+inline bool is_shard_slice(tensor_kind k) {
+  return k == tensor_kind::gradient_slice || k == tensor_kind::reduced_slice || k == tensor_kind::parameter_slice;
+}
 using wire_dtype = tensor_dtype;
 
 struct tensor_meta {
@@ -44,7 +61,7 @@ struct frame_limits {
   int virtual_stages = 1;
   int microbatches = 1;
   int max_dims = 8;
-  int max_parameters = 1 << 16;  // kind parameter: microbatch is an index below this
+  int max_parameters = 1 << 16;  // kinds parameter, tied_gradient and the slices: microbatch is an index below this
   std::uint64_t max_bytes = 1ull << 32;  // per tensor
 };
 

@@ -110,7 +110,7 @@ void data_parallel_optimizer::reduce(int b, const std::vector<tensor_box>& by_re
 
 tensor_box data_parallel_optimizer::reduced_slice(int b) const {
   auto& s = *impl_;
-  return box(s.reduced.narrow(0, s.base(s.replica) + s.layout.shard_offset_of_bucket(b), s.layout.slice_length(b)));
+  return box(s.reduced.narrow(0, s.base(s.replica) + s.layout.shard_offset_of_bucket(b), s.layout.slice_length(b)).clone());
 }
 
 void data_parallel_optimizer::set_reduced_slice(int shard, int b, const tensor_box& slice) {

@@ -38,7 +38,9 @@ class data_parallel_optimizer {
   tensor_box slice(const tensor_box& bucket, int b, int shard) const;
   // This replica's slice of bucket b, reduced: by_replica[0] + by_replica[1] + ... in order.
   void reduce(int b, const std::vector<tensor_box>& by_replica);
-  tensor_box reduced_slice(int b) const;  // this replica's, once reduced (a view)
+  // This replica's slice of bucket b, once reduced: a copy, as step() scales the original
+  // while the copy may still travel.
+  tensor_box reduced_slice(int b) const;
   // ZeRO-0: another shard's reduced slice of bucket b.
   void set_reduced_slice(int shard, int b, const tensor_box& slice);
   // Sum of squares of this replica's reduced shard, in double, segment by segment (the

@@ -10,6 +10,8 @@
 #include "core/model/compute_threads.hpp"
 #include "core/model/layer_chunk.hpp"
 #include "core/model/layer_model.hpp"
+#include "core/model/tensor_box_torch.hpp"
+#include "core/process_layout.hpp"
 
 #include "core/schedule/plan_validator.hpp"
 #include "core/schedule/policy_registry.hpp"
@@ -38,6 +40,14 @@ void check_options(const train_options& o) {
   need(o.step_timeout_s > 0, "--step-timeout must be > 0 seconds: got " + number_text(o.step_timeout_s));
   need(o.greedy_budget >= 0, "--budget must be >= 0 (0 = stages - rank): got " + std::to_string(o.greedy_budget));
   need(o.data == "synthetic" || o.data == "file", "--data must be synthetic or a file: got '" + o.data + "'");
+  need(o.dp >= 1, "--dp must be >= 1: got " + std::to_string(o.dp));
+  need(!(o.no_pipeline && o.dp > 1), "--no-pipeline trains one replica on one rank: got --dp=" + std::to_string(o.dp) +
+                                         " (give it microbatches * dp microbatches for the same batch)");
+  need(!(o.zero_stage > 1 && o.stages > 1), "--zero=" + std::to_string(o.zero_stage) + " is not supported with pp=" +
+                                                std::to_string(o.stages) + ": use 0 or 1");
+  need(o.zero_stage == 0 || o.zero_stage == 1,
+       "--zero=" + std::to_string(o.zero_stage) + " is not implemented (ZeRO-2/3 also shard gradients and parameters): use 0 or 1");
+  need(o.bucket_mb > 0 && o.bucket_mb <= 4096, "--bucket-mb must be in (0, 4096]: got " + number_text(o.bucket_mb));
 }
 
 }  // namespace
@@ -119,22 +129,35 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   s.greedy_budget = o.greedy_budget;
   adamw_options adamw;
   adamw.weight_decay = o.weight_decay;
-  for (int v = 0; v < S; ++v) {
-    chunk_spec spec;
-    spec.virtual_stage = v;
-    spec.layer_begin = s.layers[v].start;
-    spec.layer_end = s.layers[v].end;
-    spec.first = v == 0;
-    spec.last = v + 1 == S;
-    spec.activation_checkpointing = o.activation_checkpointing;
-    if (build_rank && !build_rank(s.place.rank_of[v])) {
-      s.runners.push_back(nullptr);
+  s.grid = make_rank_grid(P, o.dp);
+  const long long bucket_elements = std::max(1LL, static_cast<long long>(o.bucket_mb * (1 << 20) / sizeof(float)));
+  for (int d = 0; d < s.grid.replicas; ++d)
+    for (int v = 0; v < S; ++v) {
+      chunk_spec spec;
+      spec.virtual_stage = v;
+      spec.layer_begin = s.layers[v].start;
+      spec.layer_end = s.layers[v].end;
+      spec.first = v == 0;
+      spec.last = v + 1 == S;
+      spec.activation_checkpointing = o.activation_checkpointing;
       s.optimizers.push_back(nullptr);
-      continue;
+      s.dp_optimizers.push_back(nullptr);
+      if (build_rank && !build_rank(s.grid.rank(d, s.place.rank_of[v]))) {
+        s.runners.push_back(nullptr);
+        continue;
+      }
+      auto runner = make_chunk ? make_chunk(spec) : std::make_shared<layer_chunk>(model, spec);
+      s.runners.push_back(runner);
+      auto params = runner->named_parameters();
+      if (s.grid.replicas == 1) {
+        s.optimizers.back() = std::make_shared<shard_optimizer>(params, adamw);
+        continue;
+      }
+      std::vector<long long> sizes;
+      for (auto& [name, t] : params) sizes.push_back(unbox(t).numel());
+      s.dp_optimizers.back() = std::make_shared<data_parallel_optimizer>(
+          params, make_flat_layout(sizes, s.grid.replicas, bucket_elements), d, o.zero_stage, adamw, runner->tied_copies());
     }
-    s.runners.push_back(make_chunk ? make_chunk(spec) : std::make_shared<layer_chunk>(model, spec));
-    s.optimizers.push_back(std::make_shared<shard_optimizer>(s.runners.back()->named_parameters(), adamw));
-  }
   return s;
 }
 
@@ -165,6 +188,13 @@ int replan_step(const train_options& o) {
   // the plan needs the costs' proportions (measured: the next step's bubble is as small as
   // when step 2 is measured).
   return 1;
+}
+
+std::vector<int> ranks_over_processes(const train_options& o, int processes, const std::vector<int>& per_process) {
+  if (o.no_pipeline) return assign_ranks_to_processes(1, processes, per_process);
+  const int ranks = o.stages * o.dp;
+  const std::string text = o.dp == 1 ? "" : "--stages x --dp = " + std::to_string(o.stages) + " x " + std::to_string(o.dp) + " = " + std::to_string(ranks);
+  return assign_ranks_to_processes(ranks, processes, per_process, text);
 }
 
 }  // namespace actorpipe

@@ -9,9 +9,11 @@
 
 #include "core/data/microbatch.hpp"
 #include "core/model/chunk_compute.hpp"
+#include "core/optim/data_parallel_optimizer.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/partition.hpp"
 #include "core/schedule/plan.hpp"
+#include "core/topology.hpp"
 #include "core/train/train_options.hpp"
 
 namespace actorpipe {
@@ -25,7 +27,8 @@ struct tie_group {
 };
 
 struct run_setup {
-  placement place;
+  placement place;  // one pipeline's
+  rank_grid grid;   // P pipeline ranks x D replicas
   std::shared_ptr<const plan> static_plan;  // null for a dynamic policy
   std::string policy;                       // the dynamic policy's name (policy_registry) when static_plan is null
   std::shared_ptr<const model_definition> model;
@@ -33,8 +36,10 @@ struct run_setup {
   std::string partition;                    // the method that chose `layers`
   std::vector<layer_range> layers;          // per virtual stage
   std::vector<tie_group> ties;
+  // By virtual stage id (replica * S + virtual stage); null for one in another process.
   std::vector<std::shared_ptr<chunk_compute>> runners;
-  std::vector<std::shared_ptr<shard_optimizer>> optimizers;
+  std::vector<std::shared_ptr<shard_optimizer>> optimizers;             // one replica (D = 1)
+  std::vector<std::shared_ptr<data_parallel_optimizer>> dp_optimizers;  // D > 1
   batch_function data;
   std::string data_description;
   double tokens_per_sample = 1;  // throughput counts samples * this ("tokens/s")
@@ -47,8 +52,8 @@ using chunk_factory = std::function<std::shared_ptr<chunk_compute>(const chunk_s
 
 // Checks every option (std::invalid_argument naming the option and value) and builds the run.
 // With no_pipeline: one chunk holding the whole model on one rank.
-// build_rank: which ranks this process builds runners and optimizers for (default: all); the
-// others' entries stay null (a rank in another process).
+// build_rank: which ranks (of the whole grid) this process builds runners and optimizers for
+// (default: all); the others' entries stay null (a rank in another process).
 run_setup prepare_run(const train_options& options, const chunk_factory& make_chunk = {},
                       const std::function<bool(int rank)>& build_rank = {});
 
@@ -65,5 +70,9 @@ sim_result predict_from_measured(const run_setup& setup, const sim_result& measu
 // measured), or -1 where the plan stays as generated: a plan file, a dynamic policy, one step,
 // or options.plan_on_measured_costs off.
 int replan_step(const train_options& options);
+
+// The job's ranks (stages x dp; 1 for --no-pipeline) over the processes of the job
+// (assign_ranks_to_processes, its messages naming --stages and --dp).
+std::vector<int> ranks_over_processes(const train_options& options, int processes, const std::vector<int>& per_process);
 
 }  // namespace actorpipe

@@ -28,7 +28,14 @@ struct train_options {
   std::string schedule_file;
   int stages = 2;
   int chunks = 1;
-  int microbatches = 4;
+  // Data parallel: dp replicas of the pipeline (stages x dp ranks, core/topology.hpp), each on
+  // its own microbatches; their gradients are summed through the optimizer-shard actors in
+  // buckets of bucket_mb MiB. zero_stage 1 splits each stage's AdamW state over the replicas
+  // (ZeRO-1); 0 keeps it whole on each.
+  int dp = 1;
+  int zero_stage = 0;
+  double bucket_mb = 25;
+  int microbatches = 4;  // per replica: a step covers microbatches * microbatch_size * dp samples
   int microbatch_size = 4;
   int greedy_budget = 0;  // a dynamic policy's budget (greedy: live activations on a rank's first chunk); 0 = its default
   int steps = 10;
@@ -58,17 +65,23 @@ struct step_metrics {
   double seconds = 0;
   double tokens_per_s = 0;
   double bubble_ratio = 0;  // measured: 1 - busy / (ranks * step time)
+  // Data parallel: from the first gradient bucket sent to the last shard reduced, and the part
+  // of it after the last rank's last action (what the pipeline did not hide).
+  double sync_seconds = 0;
+  double exposed_sync_seconds = 0;
   std::vector<int> peak_activations;  // per rank, measured in the chunk runners' stashes
 };
 
 struct train_result {
   std::vector<step_metrics> steps;
   std::vector<std::pair<std::string, tensor_box>> parameters;  // final, by global name, each once
-  sim_result last_step;   // the measured timeline of the last step (seconds)
+  sim_result last_step;   // the measured timeline of the last step (seconds; replica 0's ranks)
   sim_result predicted;   // the simulator's prediction for the same plan on unit costs
   std::string data_description;
   std::string partition;  // the method that cut the layers
   std::string split;      // which layers each virtual stage holds, in words
+  std::string grid;       // which ranks form a pipeline, which a data-parallel group
+  std::vector<long long> optimizer_state_bytes;  // per rank: the AdamW moments it holds
   // The plan rebuilt on measured costs (null if none was), and what that did, in words.
   std::shared_ptr<const plan> replanned;
   std::string replan_report;

@@ -95,9 +95,10 @@ std::shared_ptr<run_context> two_rank_context(caf::actor nobody) {
   ctx->static_plan = std::make_shared<const plan>(make_schedule("1f1b", {2, 2, 1}));
   ctx->place = ctx->static_plan->place;
   ctx->ranks = ctx->virtual_stages = 2;
+  ctx->grid = make_rank_grid(2, 1);
   ctx->microbatches = 2;
   ctx->process_of_rank = {0, 0};
-  ctx->compute = ctx->chunk_actors = ctx->stage = ctx->optimizer = {nobody, nobody};
+  ctx->compute = ctx->chunk_actors = ctx->stage = ctx->optimizer_shards = {nobody, nobody};
   ctx->supervisor = ctx->feeder = nobody;
   return ctx;
 }

@@ -57,7 +57,7 @@ void put_le(std::vector<std::uint8_t>& bytes, std::size_t offset, std::uint64_t 
 // reuse the decoder's own logic.
 bool satisfies_limits(const tensor_meta& m, const frame_limits& l) {
   const int d = static_cast<int>(m.dtype), k = static_cast<int>(m.kind);
-  if (d < 1 || d > 5 || k < 1 || k > 6) return false;
+  if (d < 1 || d > 5 || k < 1 || k > 9) return false;
   if (m.shape.empty() || static_cast<int>(m.shape.size()) > l.max_dims) return false;
   unsigned __int128 bytes = element_size(m.dtype);
   for (std::int64_t dim : m.shape) {
@@ -65,9 +65,11 @@ bool satisfies_limits(const tensor_meta& m, const frame_limits& l) {
     bytes *= static_cast<unsigned __int128>(dim);
     if (bytes > std::numeric_limits<std::uint64_t>::max()) return false;
   }
-  // A gathered parameter's microbatch field is its index in its chunk; a tied gradient's, its slot.
-  const int index_bound =
-      m.kind == tensor_kind::parameter || m.kind == tensor_kind::tied_gradient ? l.max_parameters : l.microbatches;
+  // A gathered parameter's microbatch field is its index in its chunk; a tied gradient's, its
+  // slot; a data-parallel slice's, its bucket.
+  const int index_bound = m.kind == tensor_kind::parameter || m.kind == tensor_kind::tied_gradient || is_shard_slice(m.kind)
+                              ? l.max_parameters
+                              : l.microbatches;
   return m.step >= 0 && m.microbatch >= 0 && m.microbatch < index_bound && m.virtual_stage >= 0 &&
          m.virtual_stage < l.virtual_stages && m.source_rank >= 0 && m.source_rank < l.ranks &&
          bytes == m.nbytes && m.nbytes <= l.max_bytes;
@@ -245,8 +247,8 @@ CATCH_TEST_CASE("decode rejects each malformed field with a named error", "[tran
     auto b = good;
     b[6] = 0;
     CATCH_CHECK_THROWS_WITH(decode(b), "frame: unknown kind 0");
-    b[6] = 7;
-    CATCH_CHECK_THROWS_WITH(decode(b), "frame: unknown kind 7");
+    b[6] = 10;
+    CATCH_CHECK_THROWS_WITH(decode(b), "frame: unknown kind 10");
   }
   {
     auto b = std::vector<std::uint8_t>(good.begin(), good.begin() + 40);

@@ -1,0 +1,262 @@
+// Optimizer-shard actor: one per (virtual stage, replica). Once its chunk has run the last
+// backward of the step, it takes the stage's gradients through the step:
+// - one replica (D = 1): their sum of squares to the supervisor; on optimizer_step, scale,
+//   AdamW (shard_optimizer), zero.
+// - D replicas: the gradients leave in buckets, slice j of each to the shard of replica j;
+//   this shard reduces its slice of every bucket over the replicas (in replica order, as the
+//   slices arrive, bucket by bucket, while other stages still compute), reports the norm of
+//   its shard, and on optimizer_step steps: under ZeRO-1 its own shard, whose new parameters
+//   it hands to the other replicas; under ZeRO-0 the whole stage, from every shard's reduced
+//   slices, which it gathered as they were reduced.
+// All tensor work runs on the rank's compute thread; this actor keeps the count.
+#include <map>
+
+#include "actors/messages.hpp"
+#include "actors/run_context.hpp"
+
+namespace actorpipe {
+namespace {
+
+enum work : int { sent = 0, reduced = 1, norm = 2, gathered = 3, stepped = 4 };
+
+class optimizer_shard {
+ public:
+  optimizer_shard(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int id)
+      : self_(self),
+        ctx_(std::move(ctx)),
+        id_(id),
+        v_(ctx_->pipeline_stage(id)),
+        replica_(ctx_->replica_of_stage(id)),
+        rank_(ctx_->rank_of_stage(id)),
+        D_(ctx_->replicas) {}
+
+  void on_gradients_ready(const msg::gradients_ready& g);
+  void on_slice(msg::shard_slice& s);
+  void on_work_done(const msg::shard_work_done& w);
+  void on_optimizer_step(const msg::optimizer_step& s);
+
+ private:
+  void enter(int step);
+  void post(const std::string& what, std::function<void()> job);
+  void report_done(int step, int what, int bucket = 0, double sq = 0);
+  int buckets() const;
+  void send_slice(tensor_kind kind, int step, int to_replica, int bucket, tensor_box t) const;
+  void maybe_reduced();
+  void maybe_step();
+  void maybe_done();
+  void one_replica_step(const msg::optimizer_step& s);
+
+  caf::event_based_actor* self_;
+  std::shared_ptr<const run_context> ctx_;
+  const int id_, v_, replica_, rank_, D_;
+  int step_ = -1;
+  double sync_start_ = 0;
+  std::map<int, std::map<int, tensor_box>> contributions_;  // bucket -> replica -> slice
+  bool own_sent_ = false, reported_ = false, step_asked_ = false, stepping_ = false, stepped_ = false;
+  int reduced_ = 0, gathered_ = 0;
+  msg::optimizer_step step_msg_{};
+};
+
+void optimizer_shard::enter(int step) {
+  if (step == step_) return;
+  step_ = step;
+  contributions_.clear();
+  own_sent_ = reported_ = step_asked_ = stepping_ = stepped_ = false;
+  reduced_ = gathered_ = 0;
+}
+
+int optimizer_shard::buckets() const { return static_cast<int>(ctx_->dp_optimizers[id_]->layout().buckets.size()); }
+
+// Runs `job` on the rank's compute thread; if it throws, the job stops naming the stage.
+void optimizer_shard::post(const std::string& what, std::function<void()> job) {
+  auto sup = ctx_->supervisor;
+  const std::string where = "optimizer shard of virtual stage " + std::to_string(v_) + ", replica " + std::to_string(replica_);
+  self_->send(ctx_->compute[rank_], msg::compute_job{[sup, where, what, job = std::move(job)] {
+                try {
+                  job();
+                } catch (const std::exception& e) {
+                  caf::anon_send(sup, msg::failure{where + ": " + what + " failed: " + e.what()});
+                }
+              }});
+}
+
+void optimizer_shard::report_done(int step, int what, int bucket, double sq) {
+  caf::anon_send(caf::actor_cast<caf::actor>(self_), msg::shard_work_done{step, what, bucket, sq});
+}
+
+// Through the transport to the shard of `to_replica` (in this process: a hand-off).
+void optimizer_shard::send_slice(tensor_kind kind, int step, int to_replica, int bucket, tensor_box t) const {
+  ctx_->send_tensor(kind, step, ctx_->stage_id(to_replica, v_), bucket, rank_, std::move(t));
+}
+
+void optimizer_shard::on_gradients_ready(const msg::gradients_ready& g) {
+  enter(g.step);
+  auto ctx = ctx_;
+  const int id = id_, step = g.step, rank = rank_;
+  auto me = caf::actor_cast<caf::actor>(self_);
+  if (D_ == 1) {  // no sync: the norm of the stage's own gradients (tied copies counted where owned)
+    post("the gradient norm", [ctx, id, step, rank] {
+      const double sq = ctx->optimizers[id]->grad_sq_sum(ctx->runners[id]->tied_copies());
+      const double now = ctx->now();
+      caf::anon_send(ctx->supervisor, msg::grad_sq_parts{step, rank, {{id, sq}}, now, now, 0});
+    });
+    return;
+  }
+  sync_start_ = ctx_->now();
+  const int v = v_, D = D_;
+  post("sending the gradient buckets", [ctx, id, v, D, step, rank, me] {
+    auto& opt = *ctx->dp_optimizers[id];
+    for (int b = 0; b < static_cast<int>(opt.layout().buckets.size()); ++b) {
+      const tensor_box bucket = opt.gradient_bucket(b);
+      for (int j = 0; j < D; ++j)
+        ctx->send_tensor(tensor_kind::gradient_slice, step, ctx->stage_id(j, v), b, rank, opt.slice(bucket, b, j));
+    }
+    caf::anon_send(me, msg::shard_work_done{step, work::sent, 0, 0});
+  });
+}
+
+void optimizer_shard::on_slice(msg::shard_slice& s) {
+  enter(s.step);
+  auto ctx = ctx_;
+  const int id = id_, step = s.step, b = s.bucket, from = s.replica, v = v_, D = D_, rank = rank_, me_replica = replica_;
+  auto me = caf::actor_cast<caf::actor>(self_);
+  tensor_box t = std::move(s.tensor);
+  switch (static_cast<tensor_kind>(s.kind)) {
+    case tensor_kind::gradient_slice: {
+      auto& in = contributions_[b];
+      in[from] = std::move(t);
+      if (static_cast<int>(in.size()) < D) return;
+      std::vector<tensor_box> by_replica;
+      for (auto& [d, slice] : in) by_replica.push_back(slice);  // replica order
+      contributions_.erase(b);
+      post("reducing bucket " + std::to_string(b), [ctx, id, v, D, step, b, rank, me_replica, me, by_replica] {
+        auto& opt = *ctx->dp_optimizers[id];
+        opt.reduce(b, by_replica);
+        if (opt.zero_stage() == 0)  // every replica steps the whole stage: it needs this slice too
+          for (int j = 0; j < D; ++j)
+            if (j != me_replica)
+              ctx->send_tensor(tensor_kind::reduced_slice, step, ctx->stage_id(j, v), b, rank,
+                               opt.reduced_slice(b));
+        caf::anon_send(me, msg::shard_work_done{step, work::reduced, b, 0});
+      });
+      return;
+    }
+    case tensor_kind::reduced_slice:
+      post("gathering reduced bucket " + std::to_string(b), [ctx, id, step, b, from, me, t] {
+        ctx->dp_optimizers[id]->set_reduced_slice(from, b, t);
+        caf::anon_send(me, msg::shard_work_done{step, work::gathered, b, 0});
+      });
+      return;
+    case tensor_kind::parameter_slice:
+      post("gathering parameters of bucket " + std::to_string(b), [ctx, id, step, b, from, me, t] {
+        ctx->dp_optimizers[id]->set_parameter_slice(from, b, t);
+        caf::anon_send(me, msg::shard_work_done{step, work::gathered, b, 0});
+      });
+      return;
+    default:
+      self_->send(ctx_->supervisor, msg::failure{"optimizer shard of virtual stage " + std::to_string(v_) +
+                                                 ": a tensor of a kind it does not take"});
+  }
+}
+
+void optimizer_shard::on_work_done(const msg::shard_work_done& w) {
+  if (w.step != step_) return;
+  switch (w.what) {
+    case work::sent: own_sent_ = true; break;
+    case work::reduced: ++reduced_; break;
+    case work::norm: {
+      const double now = ctx_->now();
+      self_->send(ctx_->supervisor, msg::grad_sq_parts{w.step, rank_, {{id_, w.sq}}, sync_start_, now,
+                                                       ctx_->dp_optimizers[id_]->state_bytes()});
+      return;
+    }
+    case work::gathered: ++gathered_; break;
+    case work::stepped: stepped_ = true; break;
+  }
+  maybe_reduced();
+  maybe_step();
+  maybe_done();
+}
+
+// Every bucket of this shard is reduced: the norm of the shard.
+void optimizer_shard::maybe_reduced() {
+  if (reported_ || !own_sent_ || reduced_ < buckets()) return;
+  reported_ = true;
+  auto ctx = ctx_;
+  const int id = id_, step = step_;
+  auto me = caf::actor_cast<caf::actor>(self_);
+  post("the gradient norm", [ctx, id, step, me] {
+    caf::anon_send(me, msg::shard_work_done{step, work::norm, 0, ctx->dp_optimizers[id]->grad_sq_sum()});
+  });
+}
+
+void optimizer_shard::on_optimizer_step(const msg::optimizer_step& s) {
+  enter(s.step);
+  if (D_ == 1) {
+    one_replica_step(s);
+    return;
+  }
+  step_asked_ = true;
+  step_msg_ = s;
+  maybe_step();
+}
+
+// ZeRO-0 steps once every other shard's reduced slices are here; ZeRO-1 right away, then
+// hands its new parameters on.
+void optimizer_shard::maybe_step() {
+  if (!step_asked_ || stepping_) return;
+  const bool zero0 = ctx_->dp_optimizers[id_]->zero_stage() == 0;
+  const int others = (D_ - 1) * buckets();
+  if (zero0 && gathered_ < others) return;
+  stepping_ = true;
+  auto ctx = ctx_;
+  const int id = id_, v = v_, D = D_, rank = rank_, me_replica = replica_;
+  const msg::optimizer_step s = step_msg_;
+  auto me = caf::actor_cast<caf::actor>(self_);
+  post("the optimizer step", [ctx, id, v, D, rank, me_replica, s, zero0, me] {
+    auto& opt = *ctx->dp_optimizers[id];
+    opt.step(s.clip_coefficient, s.lr);
+    opt.zero_grad();
+    if (!zero0)
+      for (int b = 0; b < static_cast<int>(opt.layout().buckets.size()); ++b) {
+        const tensor_box mine = opt.parameter_slice(b);
+        for (int j = 0; j < D; ++j)
+          if (j != me_replica) ctx->send_tensor(tensor_kind::parameter_slice, s.step, ctx->stage_id(j, v), b, rank, mine);
+      }
+    caf::anon_send(me, msg::shard_work_done{s.step, work::stepped, 0, 0});
+  });
+}
+
+void optimizer_shard::maybe_done() {
+  if (!stepped_) return;
+  const bool zero0 = ctx_->dp_optimizers[id_]->zero_stage() == 0;
+  if (!zero0 && gathered_ < (D_ - 1) * buckets()) return;
+  stepped_ = false;  // once
+  self_->send(ctx_->supervisor, msg::optimizer_done{step_, id_});
+}
+
+void optimizer_shard::one_replica_step(const msg::optimizer_step& s) {
+  auto ctx = ctx_;
+  const int id = id_;
+  post("the optimizer step", [ctx, id, s] {
+    auto& opt = *ctx->optimizers[id];
+    if (s.clip_coefficient < 1.0) opt.scale_grads(s.clip_coefficient);
+    opt.step(s.lr);
+    opt.zero_grad();
+    caf::anon_send(ctx->supervisor, msg::optimizer_done{s.step, id});
+  });
+}
+
+}  // namespace
+
+caf::behavior optimizer_shard_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int id) {
+  auto s = std::make_shared<optimizer_shard>(self, std::move(ctx), id);
+  return {
+      [s](msg::gradients_ready& g) { s->on_gradients_ready(g); },
+      [s](msg::shard_slice& x) { s->on_slice(x); },
+      [s](msg::shard_work_done& w) { s->on_work_done(w); },
+      [s](msg::optimizer_step& o) { s->on_optimizer_step(o); },
+  };
+}
+
+}  // namespace actorpipe
