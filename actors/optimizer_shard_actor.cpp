@@ -96,9 +96,10 @@ void optimizer_shard::on_gradients_ready(const msg::gradients_ready& g) {
   auto me = caf::actor_cast<caf::actor>(self_);
   if (D_ == 1) {  // no sync: the norm of the stage's own gradients (tied copies counted where owned)
     post("the gradient norm", [ctx, id, step, rank] {
-      const double sq = ctx->optimizers[id]->grad_sq_sum(ctx->runners[id]->tied_copies());
+      const auto& opt = *ctx->optimizers[id];
+      const double sq = opt.grad_sq_sum(ctx->runners[id]->tied_copies());
       const double now = ctx->now();
-      caf::anon_send(ctx->supervisor, msg::grad_sq_parts{step, rank, {{id, sq}}, now, now, 0});
+      caf::anon_send(ctx->supervisor, msg::grad_sq_parts{step, rank, {{id, sq}}, now, now, opt.state_bytes()});
     });
     return;
   }

@@ -332,7 +332,8 @@ bool supervisor::replan(int measured, double measured_bubble) {
   return true;
 }
 
-// After the last step: every parameter on this process (--save-final in a multi-process job).
+// After the last step: every parameter on this process (--save-final in a multi-process job):
+// replica 0's, from its stages in other processes.
 void supervisor::finish() {
   if (ctx_->processes == 1 || !ctx_->options.gather_parameters) {
     stop("");
@@ -344,7 +345,7 @@ void supervisor::finish() {
       self_->send(ctx_->chunk_actors[v], msg::gather_parameters{st_.step});
       ++st_.gather_expected;
     }
-  if (st_.gather_expected == 0) stop("");
+  maybe_gathered();  // with every one of replica 0's stages here, at once
 }
 
 void supervisor::on_parameter_names(msg::parameter_names& n) {

@@ -142,4 +142,10 @@ long long shard_optimizer::num_elements() const {
   return n;
 }
 
+long long shard_optimizer::state_bytes() const {
+  long long n = 0;
+  for (const auto& s : impl_->slots) n += s.exp_avg.nbytes() + s.exp_avg_sq.nbytes();
+  return n;
+}
+
 }  // namespace actorpipe

@@ -34,6 +34,7 @@ class shard_optimizer {
   void zero_grad();
   int num_parameters() const;  // tensors
   long long num_elements() const;
+  long long state_bytes() const;  // the AdamW moments it holds
 
  private:
   struct impl;

@@ -95,6 +95,33 @@ CATCH_TEST_CASE("three of four ranks in one process still match one process bit 
   CATCH_CHECK(read_bytes(out) == ref_bytes);
 }
 
+CATCH_TEST_CASE("dp=2 x pp=2 in 4 processes and in 2 processes of 2 ranks is bit-identical to one process",
+                "[multiprocess][dp]") {
+  auto dp_job = [](int zero, const std::string& save) {
+    auto a = job("1f1b", 1, 3, save);
+    a[2] = "2";  // --stages
+    a.insert(a.end(), {"--dp", "2", "--zero", std::to_string(zero), "--bucket-mb", "0.01"});
+    return a;
+  };
+  const std::string ref = temp_path(".dpref.safetensors"), ref_log = temp_path(".dpref.log");
+  CATCH_REQUIRE(wait_process(start_process(bin, dp_job(1, ref), {}, ref_log), 120) == 0);
+  const std::string ref_bytes = read_bytes(ref);
+  CATCH_REQUIRE(ref_bytes.size() > 1000);
+  for (int zero : {0, 1})
+    for (int processes : {4, 2}) {
+      const std::string out = temp_path(".dp.safetensors"), log = temp_path(".dp.log");
+      std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(processes), "--master-port",
+                                       std::to_string(free_port()), "--"};
+      auto train = dp_job(zero, out);
+      args.insert(args.end(), train.begin(), train.end());
+      const int code = wait_process(start_process(bin, args, {{"UCX_TLS", "tcp,self"}}, log), 120);
+      CATCH_INFO("zero " << zero << ", " << processes << " processes:\n" << read_text(log));
+      CATCH_CHECK(code == 0);
+      CATCH_CHECK(read_text(log).find("pipelines (ranks): 0-1 | 2-3; data-parallel groups: 0,2 | 1,3") != std::string::npos);
+      CATCH_CHECK(read_bytes(out) == ref_bytes);
+    }
+}
+
 CATCH_TEST_CASE("a process killed with SIGKILL mid-step stops the job within 10 s, naming the lost rank",
                 "[multiprocess][failure]") {
   const int port = free_port();
