@@ -10,6 +10,7 @@
 #include "core/train/reference_trainer.hpp"
 #include "tests/support/legacy_gpt_chunk.hpp"
 #include "tests/support/mlp_model.hpp"
+#include "tests/support/train_results.hpp"
 
 #include <mutex>
 
@@ -42,11 +43,7 @@ train_options mlp_options(const std::string& schedule, int chunks) {
   return o;
 }
 
-std::map<std::string, at::Tensor> by_name(const train_result& r) {
-  std::map<std::string, at::Tensor> out;
-  for (auto& [name, t] : r.parameters) out[name] = unbox(t);
-  return out;
-}
+std::map<std::string, at::Tensor> by_name(const train_result& r) { return testing::parameters_by_name(r); }
 
 // Every chunk a run builds, kept for a look after the run.
 struct chunk_catcher {
@@ -98,19 +95,8 @@ CATCH_TEST_CASE("a user's model trains with every schedule to its unpipelined ru
 }
 
 CATCH_TEST_CASE("the GPT through the model API trains bit-identically to its pre-API chunk", "[actors][runtime][model_api]") {
-  train_options o;
-  o.model.vocab = 64;
-  o.model.seq_len = 16;
-  o.model.hidden = 32;
-  o.model.heads = 2;
-  o.model.layers = 4;
-  o.model.seed = 7;
-  o.data_seed = 7;
-  o.microbatches = 4;
-  o.microbatch_size = 2;
-  o.steps = 3;
-  o.lr = 3e-3;
-  o.step_timeout_s = 120;
+  train_options o = testing::tiny_gpt("1f1b", 2, 1, 3);
+  o.warmup_steps = 0;
   const int blocks = o.model.layers;
   const gpt_config cfg = o.model;
   chunk_factory legacy = [cfg, blocks](const chunk_spec& spec) {

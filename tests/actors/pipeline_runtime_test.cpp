@@ -9,41 +9,19 @@
 #include "core/schedule/schedule_registry.hpp"
 #include "core/train/fixed_cost_chunk.hpp"
 #include "core/train/reference_trainer.hpp"
+#include "tests/support/train_results.hpp"
 
 #include <catch2/catch.hpp>
 
 using namespace actorpipe;
+using namespace actorpipe::testing;
 using Catch::Contains;
 
 namespace {
 
-train_options tiny(const std::string& schedule, int stages, int chunks) {
-  train_options o;
-  o.model.vocab = 64;
-  o.model.seq_len = 16;
-  o.model.hidden = 32;
-  o.model.heads = 2;
-  o.model.layers = 4;
-  o.model.seed = 7;
-  o.data_seed = 7;
-  o.schedule = schedule;
-  o.stages = stages;
-  o.chunks = chunks;
-  o.microbatches = 4;
-  o.microbatch_size = 2;
-  o.steps = 5;
-  o.lr = 3e-3;
-  o.warmup_steps = 1;
-  o.grad_clip = 1.0;
-  o.step_timeout_s = 120;
-  return o;
-}
+train_options tiny(const std::string& schedule, int stages, int chunks) { return tiny_gpt(schedule, stages, chunks, 5); }
 
-std::map<std::string, at::Tensor> by_name(const train_result& r) {
-  std::map<std::string, at::Tensor> out;
-  for (auto& [name, t] : r.parameters) out[name] = unbox(t);
-  return out;
-}
+std::map<std::string, at::Tensor> by_name(const train_result& r) { return parameters_by_name(r); }
 
 // max |a - b| / max |b| over every parameter (the relative measure).
 double relative_difference(const train_result& a, const train_result& b) {
@@ -56,14 +34,6 @@ double relative_difference(const train_result& a, const train_result& b) {
     scale = std::max(scale, t.abs().max().item<double>());
   }
   return diff / scale;
-}
-
-bool bit_identical(const train_result& a, const train_result& b) {
-  auto pa = by_name(a), pb = by_name(b);
-  if (pa.size() != pb.size()) return false;
-  for (auto& [name, t] : pb)
-    if (!pa.count(name) || !torch::equal(pa[name], t)) return false;
-  return true;
 }
 
 const train_result& reference() {

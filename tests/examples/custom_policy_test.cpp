@@ -8,6 +8,7 @@
 #include "actors/pipeline_runtime.hpp"
 #include "core/model/tensor_box_torch.hpp"
 #include "examples/waves_policy.hpp"
+#include "tests/support/train_results.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -19,35 +20,7 @@ using namespace actorpipe::testing;
 
 namespace {
 
-train_options tiny(const std::string& schedule, int stages, int chunks) {
-  train_options o;
-  o.model.vocab = 64;
-  o.model.seq_len = 16;
-  o.model.hidden = 32;
-  o.model.heads = 2;
-  o.model.layers = 4;
-  o.model.seed = 7;
-  o.data_seed = 7;
-  o.schedule = schedule;
-  o.stages = stages;
-  o.chunks = chunks;
-  o.microbatches = 4;
-  o.microbatch_size = 2;
-  o.steps = 4;
-  o.lr = 3e-3;
-  o.warmup_steps = 1;
-  o.step_timeout_s = 120;
-  return o;
-}
-
-bool bit_identical(const train_result& a, const train_result& b) {
-  if (a.parameters.size() != b.parameters.size() || a.parameters.empty()) return false;
-  for (size_t i = 0; i < a.parameters.size(); ++i)
-    if (a.parameters[i].first != b.parameters[i].first ||
-        !torch::equal(unbox(a.parameters[i].second), unbox(b.parameters[i].second)))
-      return false;
-  return true;
-}
+train_options tiny(const std::string& schedule, int stages, int chunks) { return tiny_gpt(schedule, stages, chunks, 4); }
 
 std::vector<std::string> job(const std::string& schedule, const std::string& save) {
   return {"train",       "--stages", "2",  "--layers",  "4",     "--hidden",           "32",  "--heads", "2",
