@@ -1,7 +1,8 @@
 // Builds a run and drives it: one actor system per process, detached compute actors (one
-// thread per local rank), stage actors for the local ranks, chunk and optimizer-shard actors for their virtual stages, a feeder, and
-// on process 0 the supervisor. Actors in other processes are reached through proxies and the
-// control plane; tensors through the transport the factory makes (a hand-off in one process).
+// thread per local rank), stage actors for the local ranks, chunk and optimizer-shard actors
+// for their virtual stages, a feeder, and on process 0 the supervisor. Actors in other
+// processes are reached through proxies and the control plane; tensors through the transport
+// the factory makes (a hand-off in one process).
 // run_pipeline reads as its steps: validate, build the context, make the transport, form the
 // job, spawn, wire, run, tear down.
 #include "actors/pipeline_runtime.hpp"

@@ -29,6 +29,7 @@ struct supervisor_state {
   std::map<int, double> sq_parts;      // virtual stage id -> sum of squares
   int optimizers_done = 0;
   double sync_start = 1e300, sync_end = 0;  // data-parallel gradient sync, this step
+  std::map<int, double> stage_sync;          // virtual stage id -> its sync's seconds
   // --save-final across processes: parameters of the other processes' virtual stages.
   std::map<int, std::vector<std::string>> gathered_names;           // virtual stage -> names
   std::map<std::pair<int, int>, tensor_box> gathered;                // (virtual stage, index)
@@ -73,6 +74,7 @@ step_metrics step_report(const run_context& ctx, const supervisor_state& st) {
   if (st.sync_end > st.sync_start) {
     m.sync_seconds = st.sync_end - st.sync_start;
     m.exposed_sync_seconds = st.sync_end - std::max(st.sync_start, std::min(s.end, st.sync_end));
+    for (auto& [id, seconds] : st.stage_sync) m.stage_sync_seconds.push_back(seconds);
   }
   return m;
 }
@@ -231,6 +233,7 @@ void supervisor::begin_step(int k) {
   st_.optimizers_done = 0;
   st_.optimizers_asked = false;
   st_.sync_start = 1e300, st_.sync_end = 0;
+  st_.stage_sync.clear();
   for (auto& f : ctx_->feeders) self_->send(f, msg::start_step{k});
   self_->delayed_send(self_,
                       std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(ctx_->options.step_timeout_s)),
@@ -261,6 +264,7 @@ void supervisor::on_grad_sq_parts(const msg::grad_sq_parts& g) {
   if (g.sync_end > g.sync_start) {
     st_.sync_start = std::min(st_.sync_start, g.sync_start);
     st_.sync_end = std::max(st_.sync_end, g.sync_end);
+    for (auto& [id, sq] : g.per_stage) st_.stage_sync[id] = g.sync_end - g.sync_start;
   }
   if (ctx_->result && st_.step == 0) {
     auto& bytes = ctx_->result->optimizer_state_bytes;

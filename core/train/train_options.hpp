@@ -69,6 +69,8 @@ struct step_metrics {
   // of it after the last rank's last action (what the pipeline did not hide).
   double sync_seconds = 0;
   double exposed_sync_seconds = 0;
+  // Per virtual stage id: from its gradients being final to its shard reduced (D > 1).
+  std::vector<double> stage_sync_seconds;
   std::vector<int> peak_activations;  // per rank, measured in the chunk runners' stashes
 };
 
