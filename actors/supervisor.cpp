@@ -399,8 +399,14 @@ std::string supervisor::stall_detail() const {
     detail += (detail.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " waits for " +
               (it != st_.waiting.end() ? it->second : "its first input");
   }
-  if (detail.empty()) detail = "every rank flushed; the optimizer step did not finish";
-  return detail;
+  if (!detail.empty()) return detail;
+  std::string shards;  // flushed, but a stage's gradients never became final (tied sum, reduction)
+  for (int id = 0; id < shards_; ++id)
+    if (!st_.sq_parts.count(id))
+      shards += (shards.empty() ? "" : ", ") + std::to_string(ctx_->pipeline_stage(id)) +
+                (ctx_->replicas > 1 ? " of replica " + std::to_string(ctx_->replica_of_stage(id)) : "");
+  if (!shards.empty()) return "every rank flushed; the gradients of virtual stage " + shards + " are not final (tied sum or gradient sync)";
+  return "every rank flushed; the optimizer step did not finish";
 }
 
 void supervisor::on_deadline(const msg::step_deadline& d) {

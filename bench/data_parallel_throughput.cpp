@@ -15,6 +15,7 @@
 
 #include "actors/pipeline_runtime.hpp"
 #include "core/blas_kernels.hpp"
+#include "core/model/compute_threads.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/train/run_setup.hpp"
 
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int global = o.microbatches;
-  std::printf("%s\n", describe_blas(current_blas()).c_str());
+  std::printf("%s; %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str());
   std::printf("GPT %d layers, hidden %d, seq %d; global batch %d microbatches x %d; %d steps (first untimed); "
               "1 thread per rank\n\n", o.model.layers, o.model.hidden, o.model.seq_len, global, o.microbatch_size, o.steps);
 
