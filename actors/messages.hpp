@@ -200,7 +200,7 @@ struct shard_work_done {
   int step;
   int what;  // optimizer_shard_actor's own codes
   int bucket;
-  double sq = 0;
+  double sq = 0;  // a shard's sum of squares (or, for a bucket sent early, when it left)
 };
 
 // Supervisor -> chunks in other processes: send your parameters to process 0 (--save-final).

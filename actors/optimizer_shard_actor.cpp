@@ -9,6 +9,7 @@
 //   it hands to the other replicas; under ZeRO-0 the whole stage, from every shard's reduced
 //   slices, which it gathered as they were reduced.
 // All tensor work runs on the rank's compute thread; this actor keeps the count.
+#include <algorithm>
 #include <map>
 
 #include "actors/messages.hpp"
@@ -17,7 +18,38 @@
 namespace actorpipe {
 namespace {
 
-enum work : int { sent = 0, reduced = 1, norm = 2, gathered = 3, stepped = 4 };
+enum work : int { sent = 0, reduced = 1, norm = 2, gathered = 3, stepped = 4, sent_early = 5 };
+
+// Compute thread: bucket b of stage id's gradients, slice j to the shard of replica j.
+void send_gradient_bucket(const run_context& ctx, int id, int step, int b) {
+  auto& opt = *ctx.dp_optimizers[id];
+  const tensor_box bucket = opt.gradient_bucket(b);
+  for (int j = 0; j < ctx.replicas; ++j)
+    ctx.send_tensor(tensor_kind::gradient_slice, step, ctx.stage_id(j, ctx.pipeline_stage(id)), b, ctx.rank_of_stage(id),
+                    opt.slice(bucket, b, j));
+}
+
+// Compute thread, once: the chunk tells the optimizer of every accumulated gradient, so a
+// bucket whose gradients are final leaves during the step's last backward. Tied parameters
+// wait: the tied sum changes them after it.
+void listen_for_final_buckets(const std::shared_ptr<const run_context>& ctx, int id) {
+  auto& opt = *ctx->dp_optimizers[id];
+  std::vector<tensor_box> late;
+  for (const auto& g : ctx->ties)
+    for (auto& t : ctx->runners[id]->tied_parameters(g.key)) late.push_back(t);
+  opt.set_late_parameters(late);
+  std::weak_ptr<const run_context> weak = ctx;  // the runner holds the listener: no cycle
+  ctx->runners[id]->set_gradient_listener([weak, id](int p) {
+    auto c = weak.lock();
+    if (!c) return;
+    auto& o = *c->dp_optimizers[id];
+    for (int b : o.gradient_accumulated(p)) {
+      const double at = c->now();
+      send_gradient_bucket(*c, id, o.step_index(), b);
+      caf::anon_send(c->optimizer_shards[id], msg::shard_work_done{o.step_index(), work::sent_early, b, at});
+    }
+  });
+}
 
 class optimizer_shard {
  public:
@@ -28,7 +60,13 @@ class optimizer_shard {
         v_(ctx_->pipeline_stage(id)),
         replica_(ctx_->replica_of_stage(id)),
         rank_(ctx_->rank_of_stage(id)),
-        D_(ctx_->replicas) {}
+        D_(ctx_->replicas) {
+    if (D_ > 1) {
+      auto ctx = ctx_;
+      const int at = id;
+      post("listening for final gradients", [ctx, at] { listen_for_final_buckets(ctx, at); });
+    }
+  }
 
   void on_gradients_ready(const msg::gradients_ready& g);
   void on_slice(msg::shard_slice& s);
@@ -38,9 +76,7 @@ class optimizer_shard {
  private:
   void enter(int step);
   void post(const std::string& what, std::function<void()> job);
-  void report_done(int step, int what, int bucket = 0, double sq = 0);
   int buckets() const;
-  void send_slice(tensor_kind kind, int step, int to_replica, int bucket, tensor_box t) const;
   void maybe_reduced();
   void maybe_step();
   void maybe_done();
@@ -50,7 +86,7 @@ class optimizer_shard {
   std::shared_ptr<const run_context> ctx_;
   const int id_, v_, replica_, rank_, D_;
   int step_ = -1;
-  double sync_start_ = 0;
+  double sync_start_ = 1e300;  // the first bucket this stage sent, this step
   std::map<int, std::map<int, tensor_box>> contributions_;  // bucket -> replica -> slice
   bool own_sent_ = false, reported_ = false, step_asked_ = false, stepping_ = false, stepped_ = false;
   int reduced_ = 0, gathered_ = 0;
@@ -63,6 +99,7 @@ void optimizer_shard::enter(int step) {
   contributions_.clear();
   own_sent_ = reported_ = step_asked_ = stepping_ = stepped_ = false;
   reduced_ = gathered_ = 0;
+  sync_start_ = 1e300;
 }
 
 int optimizer_shard::buckets() const { return static_cast<int>(ctx_->dp_optimizers[id_]->layout().buckets.size()); }
@@ -80,15 +117,6 @@ void optimizer_shard::post(const std::string& what, std::function<void()> job) {
               }});
 }
 
-void optimizer_shard::report_done(int step, int what, int bucket, double sq) {
-  caf::anon_send(caf::actor_cast<caf::actor>(self_), msg::shard_work_done{step, what, bucket, sq});
-}
-
-// Through the transport to the shard of `to_replica` (in this process: a hand-off).
-void optimizer_shard::send_slice(tensor_kind kind, int step, int to_replica, int bucket, tensor_box t) const {
-  ctx_->send_tensor(kind, step, ctx_->stage_id(to_replica, v_), bucket, rank_, std::move(t));
-}
-
 void optimizer_shard::on_gradients_ready(const msg::gradients_ready& g) {
   enter(g.step);
   auto ctx = ctx_;
@@ -103,15 +131,9 @@ void optimizer_shard::on_gradients_ready(const msg::gradients_ready& g) {
     });
     return;
   }
-  sync_start_ = ctx_->now();
-  const int v = v_, D = D_;
-  post("sending the gradient buckets", [ctx, id, v, D, step, rank, me] {
-    auto& opt = *ctx->dp_optimizers[id];
-    for (int b = 0; b < static_cast<int>(opt.layout().buckets.size()); ++b) {
-      const tensor_box bucket = opt.gradient_bucket(b);
-      for (int j = 0; j < D; ++j)
-        ctx->send_tensor(tensor_kind::gradient_slice, step, ctx->stage_id(j, v), b, rank, opt.slice(bucket, b, j));
-    }
+  sync_start_ = std::min(sync_start_, ctx_->now());
+  post("sending the gradient buckets", [ctx, id, step, me] {
+    for (int b : ctx->dp_optimizers[id]->take_remaining_buckets()) send_gradient_bucket(*ctx, id, step, b);
     caf::anon_send(me, msg::shard_work_done{step, work::sent, 0, 0});
   });
 }
@@ -161,6 +183,11 @@ void optimizer_shard::on_slice(msg::shard_slice& s) {
 }
 
 void optimizer_shard::on_work_done(const msg::shard_work_done& w) {
+  if (w.what == work::sent_early) {  // the first message of its step, possibly
+    enter(w.step);
+    sync_start_ = std::min(sync_start_, w.sq);  // sq carries the time here
+    return;
+  }
   if (w.step != step_) return;
   switch (w.what) {
     case work::sent: own_sent_ = true; break;

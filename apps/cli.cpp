@@ -214,7 +214,7 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
       {"--warmup-steps", &train_cli_options::warmup_steps, "Linear learning-rate warm-up steps [default: 5]"},
   };
   for (const auto& f : int_flags) t->add_option(f.name, tr.*f.field, f.help);
-  t->add_option("--bucket-mb", tr.bucket_mb, "With --dp: MiB of gradients per sync bucket [default: 25]");
+  t->add_option("--bucket-mb", tr.bucket_mb, "With --dp: MiB of gradients per sync bucket [default: 4]");
   t->add_option("--seed", tr.seed, "Seed of parameters and data [default: 1234]");
   t->add_option("--lr", tr.lr, "Peak learning rate [default: 3e-3]");
   t->add_option("--grad-clip", tr.grad_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");

@@ -3,6 +3,7 @@
 // that trains; a benchmark's fixed-cost stage is another. No torch here (tensors are tensor_box).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,14 @@ class chunk_compute {
   virtual std::vector<tensor_box> tied_parameters(const std::string& key) const {
     (void)key;
     return {};
+  }
+  // Data parallelism listens here: `listener(i)` runs on the thread doing the backward each
+  // time a contribution has been accumulated into parameter i's gradient (i indexes
+  // named_parameters()), so a bucket can leave as soon as its gradients are final. Returns
+  // false where the chunk cannot tell; its gradients then leave after its last backward.
+  virtual bool set_gradient_listener(std::function<void(int parameter)> listener) {
+    (void)listener;
+    return false;
   }
 };
 

@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include <torch/csrc/autograd/function_hook.h>
+
 #include "core/model/layer_model.hpp"
 #include "core/model/split_backward.hpp"
 #include "core/model/split_linear.hpp"
@@ -65,6 +67,10 @@ struct layer_chunk::impl {
   std::map<int, stash> stashes;
   std::map<int, weight_grad_store> stores;            // module_defers
   std::map<int, deferred_weight_pass> kept_graphs;    // generic split
+  // set_gradient_listener: the listener (shared with the hooks) and the accumulators it hooks
+  // (held, so autograd keeps using the hooked nodes).
+  std::shared_ptr<std::function<void(int)>> listener;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
 
   std::string where(const char* op, int microbatch) const {
     return std::string(op) + " of microbatch " + std::to_string(microbatch) + " on virtual stage " +
@@ -158,7 +164,45 @@ layer_chunk::layer_chunk(std::shared_ptr<const model_definition> model, const ch
   }
 }
 
-layer_chunk::~layer_chunk() = default;
+layer_chunk::~layer_chunk() {
+  if (impl_->listener)
+    for (auto& p : impl_->params) set_accumulate_listener(p.second, {});
+}
+
+namespace {
+// After a parameter's AccumulateGrad ran: tell the listener which parameter it was.
+struct accumulated_hook : torch::autograd::FunctionPostHook {
+  accumulated_hook(std::shared_ptr<std::function<void(int)>> f, int index) : listener(std::move(f)), parameter(index) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    if (*listener) (*listener)(parameter);
+    return outputs;
+  }
+  std::shared_ptr<std::function<void(int)>> listener;
+  int parameter;
+};
+}  // namespace
+
+bool layer_chunk::set_gradient_listener(std::function<void(int parameter)> listener) {
+  auto& m = *impl_;
+  if (m.listener) {  // hooked already: swap the function the hooks call
+    *m.listener = std::move(listener);
+    return true;
+  }
+  m.listener = std::make_shared<std::function<void(int)>>(std::move(listener));
+  for (int i = 0; i < static_cast<int>(m.params.size()); ++i) {
+    const at::Tensor& p = m.params[i].second;
+    if (!p.requires_grad()) continue;
+    auto acc = torch::autograd::impl::grad_accumulator(p);
+    acc->add_post_hook(std::make_unique<accumulated_hook>(m.listener, i));
+    m.accumulators.push_back(std::move(acc));
+    auto f = m.listener;
+    set_accumulate_listener(p, [f, i] {
+      if (*f) (*f)(i);
+    });
+  }
+  return true;
+}
 
 const chunk_spec& layer_chunk::spec() const { return impl_->spec; }
 

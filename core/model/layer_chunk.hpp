@@ -44,6 +44,9 @@ class layer_chunk : public chunk_compute {
 
   int live_stashes() const override;
   int pending_weight_grads() const override;
+  // Hooks after each parameter's gradient accumulator (autograd's, and a deferring
+  // split_linear's W): see chunk_compute.
+  bool set_gradient_listener(std::function<void(int parameter)> listener) override;
   // By global name (the layer's param prefix + the module's name), in layer order; a tied
   // module once, at its first layer in this slice.
   std::vector<std::pair<std::string, tensor_box>> named_parameters() const override;

@@ -2,7 +2,9 @@
 // weight_grad_store until the schedule's W action (no second autograd pass needed).
 #include "core/model/split_linear.hpp"
 
+#include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 #include <string>
 #include <utility>
 
@@ -22,6 +24,9 @@ std::pair<at::Tensor, at::Tensor> weight_bias_grads(const at::Tensor& x, const a
   return {grad_weight, grad_bias};
 }
 
+std::mutex listeners_mutex;
+std::unordered_map<const c10::TensorImpl*, std::function<void()>> accumulate_listeners;
+
 // Same effect as autograd's AccumulateGrad: the first gradient becomes .grad, later ones add.
 void accumulate_grad(const at::Tensor& param, const at::Tensor& grad) {
   if (!grad.defined()) return;
@@ -30,6 +35,14 @@ void accumulate_grad(const at::Tensor& param, const at::Tensor& grad) {
   } else {
     param.mutable_grad().add_(grad);
   }
+  std::function<void()> listener;
+  {
+    std::lock_guard<std::mutex> lock(listeners_mutex);
+    auto it = accumulate_listeners.find(param.unsafeGetTensorImpl());
+    if (it == accumulate_listeners.end()) return;
+    listener = it->second;
+  }
+  listener();
 }
 
 // Backward shared by the with-bias and bias-free Functions (LibTorch 1.13 rejects undefined
@@ -90,6 +103,14 @@ struct split_linear_no_bias_function : public torch::autograd::Function<split_li
 };
 
 }  // namespace
+
+void set_accumulate_listener(const at::Tensor& param, std::function<void()> listener) {
+  std::lock_guard<std::mutex> lock(listeners_mutex);
+  if (listener)
+    accumulate_listeners[param.unsafeGetTensorImpl()] = std::move(listener);
+  else
+    accumulate_listeners.erase(param.unsafeGetTensorImpl());
+}
 
 void weight_grad_store::push(std::function<void()> product) { products_.push_back(std::move(product)); }
 

@@ -24,6 +24,11 @@ class weight_grad_store {
   std::vector<std::function<void()>> products_;
 };
 
+// Called after each weight or bias product a deferring split_linear accumulates into a
+// parameter's .grad (W), with that parameter: autograd's own accumulations have hooks, these
+// do not. One listener per parameter (by its TensorImpl), any thread; empty removes it.
+void set_accumulate_listener(const at::Tensor& param, std::function<void()> listener);
+
 // While alive, split_linear backward on THIS thread defers its weight/bias products into
 // `store` instead of computing them. Thread-local because CPU autograd runs backward on the
 // thread that called torch::autograd::backward, and two ranks' compute threads may be in

@@ -22,6 +22,11 @@ struct data_parallel_optimizer::impl {
   // Reduced gradients and moments, shard after shard (only this replica's under ZeRO-1).
   at::Tensor reduced, exp_avg, exp_avg_sq;
   long long steps = 0;
+  // Early buckets: contributions per parameter this step, and in a whole step (the first's).
+  std::vector<long long> counts, per_step;
+  std::vector<bool> late, bucket_out;
+  std::vector<std::vector<int>> params_of_bucket, buckets_of_param;
+  bool learned = false;
 
   // Where shard j starts in the buffers above.
   long long base(int shard) const { return zero_stage == 0 ? shard * shard_length : 0; }
@@ -59,6 +64,17 @@ data_parallel_optimizer::data_parallel_optimizer(std::vector<std::pair<std::stri
     for (int j = 0; j < s.layout.replicas; ++j) s.held.push_back(j);
   else
     s.held.push_back(replica);
+  s.counts.assign(s.params.size(), 0);
+  s.late.assign(s.params.size(), false);
+  s.buckets_of_param.resize(s.params.size());
+  for (int b = 0; b < static_cast<int>(s.layout.buckets.size()); ++b) {
+    s.params_of_bucket.emplace_back();
+    for (const auto& seg : s.layout.bucket_segments(b)) {
+      s.params_of_bucket[b].push_back(seg.parameter);
+      s.buckets_of_param[seg.parameter].push_back(b);
+    }
+  }
+  s.bucket_out.assign(s.layout.buckets.size(), false);
   const long long n = s.shard_length * static_cast<long long>(s.held.size());
   s.reduced = torch::zeros({n});
   s.exp_avg = torch::zeros({n});
@@ -82,6 +98,45 @@ tensor_box data_parallel_optimizer::gradient_bucket(int b) const {
   }
   return box(out);
 }
+
+std::vector<int> data_parallel_optimizer::gradient_accumulated(int p) {
+  auto& s = *impl_;
+  std::vector<int> out;
+  if (p < 0 || p >= static_cast<int>(s.counts.size())) return out;
+  ++s.counts[p];
+  if (!s.learned) return out;
+  auto complete = [&](int q) { return !s.late[q] && s.counts[q] == s.per_step[q]; };
+  if (!complete(p)) return out;
+  for (int b : s.buckets_of_param[p]) {
+    if (s.bucket_out[b]) continue;
+    const auto& qs = s.params_of_bucket[b];
+    if (std::all_of(qs.begin(), qs.end(), complete)) {
+      s.bucket_out[b] = true;
+      out.push_back(b);
+    }
+  }
+  return out;
+}
+
+void data_parallel_optimizer::set_late_parameters(const std::vector<tensor_box>& late) {
+  auto& s = *impl_;
+  for (size_t i = 0; i < s.params.size(); ++i)
+    for (const auto& t : late)
+      if (unbox(t).unsafeGetTensorImpl() == unbox(s.named[i].second).unsafeGetTensorImpl()) s.late[i] = true;
+}
+
+std::vector<int> data_parallel_optimizer::take_remaining_buckets() {
+  auto& s = *impl_;
+  std::vector<int> out;
+  for (int b = 0; b < static_cast<int>(s.bucket_out.size()); ++b)
+    if (!s.bucket_out[b]) out.push_back(b);
+  if (!s.learned) s.per_step = s.counts, s.learned = true;
+  std::fill(s.counts.begin(), s.counts.end(), 0);
+  std::fill(s.bucket_out.begin(), s.bucket_out.end(), false);
+  return out;
+}
+
+int data_parallel_optimizer::step_index() const { return static_cast<int>(impl_->steps); }
 
 tensor_box data_parallel_optimizer::slice(const tensor_box& bucket, int b, int shard) const {
   const long long n = impl_->layout.slice_length(b);

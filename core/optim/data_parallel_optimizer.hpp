@@ -34,6 +34,16 @@ class data_parallel_optimizer {
   // Bucket b of this replica's gradients, flattened and padded with zeros (a new tensor);
   // a parameter without a gradient counts as zeros.
   tensor_box gradient_bucket(int b) const;
+  // Buckets that may leave before the step's last backward ends. Parameter p just had a
+  // contribution accumulated: the buckets that are complete because of it, each once per
+  // step. A bucket is complete once each of its parameters has had as many contributions as
+  // in the first step (which sends every bucket at its end, and counts), and none is in
+  // `late` (tied parameters: their gradients change again in the tied sum).
+  std::vector<int> gradient_accumulated(int p);
+  void set_late_parameters(const std::vector<tensor_box>& late);
+  // The buckets not handed out yet this step (all of them in the first); starts the next step.
+  std::vector<int> take_remaining_buckets();
+  int step_index() const;  // steps taken so far: the current step's number
   // Slice `shard` of a bucket-sized tensor (a view).
   tensor_box slice(const tensor_box& bucket, int b, int shard) const;
   // This replica's slice of bucket b, reduced: by_replica[0] + by_replica[1] + ... in order.

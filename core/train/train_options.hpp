@@ -34,7 +34,7 @@ struct train_options {
   // (ZeRO-1); 0 keeps it whole on each.
   int dp = 1;
   int zero_stage = 0;
-  double bucket_mb = 25;
+  double bucket_mb = 4;
   int microbatches = 4;  // per replica: a step covers microbatches * microbatch_size * dp samples
   int microbatch_size = 4;
   int greedy_budget = 0;  // a dynamic policy's budget (greedy: live activations on a rank's first chunk); 0 = its default

@@ -135,3 +135,23 @@ CATCH_TEST_CASE("the data-parallel optimizer refuses what it cannot do") {
   CATCH_CHECK_THROWS_WITH(opt.reduce(0, {opt.gradient_bucket(0)}), Contains("1 slices for 2 replicas"));
   CATCH_CHECK_THROWS_WITH(opt.step(1.0, -1), Contains("lr="));
 }
+
+CATCH_TEST_CASE("a bucket leaves early once each of its parameters had a full step's contributions, tied ones late") {
+  auto r = make_replica(0, 0);  // w: 30, b: 5, head: 12 elements; buckets of 16 over 2 replicas
+  const flat_layout layout = make_flat_layout(sizes(r), 2, 16);
+  CATCH_REQUIRE(layout.buckets.size() == 3);  // [0, 16) w | [16, 32) w, b | [32, 47) b, head
+  data_parallel_optimizer opt(r.named(), layout, 0, 1, adamw_options{}, {});
+  opt.set_late_parameters({r.named()[2].second});  // head: tied
+  // Step 0 counts and sends nothing early: every bucket at the end.
+  for (int m = 0; m < 2; ++m)
+    for (int p : {2, 1, 0}) CATCH_CHECK(opt.gradient_accumulated(p).empty());
+  CATCH_CHECK(opt.take_remaining_buckets() == std::vector<int>{0, 1, 2});
+  // Step 1: w's second contribution completes buckets 0; bucket 1 needs b too; bucket 2 holds
+  // the tied head, so it waits for the end.
+  for (int p : {2, 1, 0}) CATCH_CHECK(opt.gradient_accumulated(p).empty());
+  CATCH_CHECK(opt.gradient_accumulated(2).empty());
+  CATCH_CHECK(opt.gradient_accumulated(1).empty());
+  CATCH_CHECK(opt.gradient_accumulated(0) == std::vector<int>{0, 1});
+  CATCH_CHECK(opt.gradient_accumulated(0).empty());  // past a full step: nothing more
+  CATCH_CHECK(opt.take_remaining_buckets() == std::vector<int>{2});
+}
