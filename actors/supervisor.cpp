@@ -30,6 +30,7 @@ struct supervisor_state {
   int optimizers_done = 0;
   double sync_start = 1e300, sync_end = 0;  // data-parallel gradient sync, this step
   std::map<int, double> stage_sync;          // virtual stage id -> its sync's seconds
+  std::vector<long long> state_bytes;        // per rank, as the shards report it
   // --save-final across processes: parameters of the other processes' virtual stages.
   std::map<int, std::vector<std::string>> gathered_names;           // virtual stage -> names
   std::map<std::pair<int, int>, tensor_box> gathered;                // (virtual stage, index)
@@ -71,6 +72,7 @@ step_metrics step_report(const run_context& ctx, const supervisor_state& st) {
   m.bubble_ratio = s.end > s.first ? 1.0 - s.busy / (P * (s.end - s.first)) : 0;
   m.peak_activations.assign(P, 0);
   for (auto& f : st.flushes) m.peak_activations[f.rank] = f.peak_activations;
+  m.optimizer_state_bytes = st.state_bytes;
   if (st.sync_end > st.sync_start) {
     m.sync_seconds = st.sync_end - st.sync_start;
     m.exposed_sync_seconds = st.sync_end - std::max(st.sync_start, std::min(s.end, st.sync_end));
@@ -234,6 +236,7 @@ void supervisor::begin_step(int k) {
   st_.optimizers_asked = false;
   st_.sync_start = 1e300, st_.sync_end = 0;
   st_.stage_sync.clear();
+  st_.state_bytes.clear();
   for (auto& f : ctx_->feeders) self_->send(f, msg::start_step{k});
   self_->delayed_send(self_,
                       std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(ctx_->options.step_timeout_s)),
@@ -266,11 +269,8 @@ void supervisor::on_grad_sq_parts(const msg::grad_sq_parts& g) {
     st_.sync_end = std::max(st_.sync_end, g.sync_end);
     for (auto& [id, sq] : g.per_stage) st_.stage_sync[id] = g.sync_end - g.sync_start;
   }
-  if (ctx_->result && st_.step == 0) {
-    auto& bytes = ctx_->result->optimizer_state_bytes;
-    bytes.resize(P_, 0);
-    bytes[g.rank] += g.state_bytes;
-  }
+  st_.state_bytes.resize(P_, 0);
+  st_.state_bytes[g.rank] += g.state_bytes;
   maybe_step_optimizers();
 }
 
@@ -302,6 +302,7 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
   const auto& o = ctx_->options;
   const step_metrics m = step_report(*ctx_, st_);
   if (ctx_->result) {
+    if (k == 0) ctx_->result->optimizer_state_bytes = m.optimizer_state_bytes;
     ctx_->result->steps.push_back(m);
     if (k + 1 == o.steps) ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes);
   }

@@ -69,8 +69,9 @@ struct step_metrics {
   // of it after the last rank's last action (what the pipeline did not hide).
   double sync_seconds = 0;
   double exposed_sync_seconds = 0;
-  // Per virtual stage id: from its gradients being final to its shard reduced (D > 1).
+  // Per virtual stage id: from its first bucket out to its shard reduced (D > 1).
   std::vector<double> stage_sync_seconds;
+  std::vector<long long> optimizer_state_bytes;  // per rank: the AdamW moments it holds
   std::vector<int> peak_activations;  // per rank, measured in the chunk runners' stashes
 };
 

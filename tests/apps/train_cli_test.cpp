@@ -115,6 +115,29 @@ CATCH_TEST_CASE("train reads a text file as bytes and a .bin file as uint16 toke
   std::remove(bin.c_str());
 }
 
+CATCH_TEST_CASE("train --dp prints the grid, the optimizer state per rank and the sync; metrics carry them",
+                "[apps][train][dp]") {
+  const std::string metrics = temp_path(".jsonl");
+  auto r = cli(with({"train", "--stages", "2", "--dp", "2", "--zero", "1", "--steps", "3", "--metrics", metrics}, tiny));
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains("1f1b, 2 stages x 1 chunk x 2 data-parallel replicas (ZeRO-1); 4 microbatches per replica"));
+  CATCH_CHECK_THAT(r.out, Contains("grid: 2 x 2 ranks; pipelines (ranks): 0-1 | 2-3; data-parallel groups: 0,2 | 1,3"));
+  CATCH_CHECK_THAT(r.out, Contains("optimizer state per rank (AdamW moments, ZeRO-1):"));
+  CATCH_CHECK_THAT(r.out, Contains("gradient sync: "));
+  std::ifstream m(metrics);
+  std::string line;
+  int lines = 0;
+  while (std::getline(m, line)) {
+    auto j = nlohmann::json::parse(line);
+    for (const char* key : {"sync_seconds", "exposed_sync_seconds", "optimizer_state_bytes"}) CATCH_CHECK(j.contains(key));
+    CATCH_CHECK(j["optimizer_state_bytes"].size() == 4);
+    CATCH_CHECK(j["peak_activations"].size() == 4);
+    CATCH_CHECK(j["exposed_sync_seconds"].get<double>() <= j["sync_seconds"].get<double>());
+    ++lines;
+  }
+  CATCH_CHECK(lines == 3);
+}
+
 CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", "[apps][train][errors]") {
   const std::string deadlock = temp_path(".txt"), short_bin = temp_path(".bin"), text = temp_path(".txt");
   {
