@@ -1,0 +1,270 @@
+// Atomic checkpoint directories: parts, manifest last, rename, `latest`; verification and the
+// choice of what to resume from.
+#include "core/checkpoint/checkpoint_store.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace actorpipe {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void fail(const std::string& what) { throw checkpoint_error(what); }
+
+std::string errno_text() { return std::strerror(errno); }
+
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) fail("cannot open '" + path + "' to sync it: " + errno_text());
+  const int rc = ::fsync(fd);
+  const std::string why = rc != 0 ? errno_text() : "";
+  ::close(fd);
+  if (rc != 0) fail("cannot sync '" + path + "': " + why);
+}
+
+// Writes `bytes` to `path` (replacing it) and fsyncs it.
+void write_durably(const std::string& path, const void* data, std::size_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) fail("cannot create '" + path + "': " + errno_text());
+  const char* p = static_cast<const char*>(data);
+  std::size_t left = bytes;
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = errno_text();
+      ::close(fd);
+      fail("cannot write '" + path + "': " + why);
+    }
+    p += n, left -= static_cast<std::size_t>(n);
+  }
+  const int rc = ::fsync(fd);
+  const std::string why = rc != 0 ? errno_text() : "";
+  ::close(fd);
+  if (rc != 0) fail("cannot sync '" + path + "': " + why);
+}
+
+std::string hex(const unsigned char* d, unsigned n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < n; ++i) s += digits[d[i] >> 4], s += digits[d[i] & 15];
+  return s;
+}
+
+std::string nonce() {
+  unsigned char b[6];
+  if (RAND_bytes(b, sizeof b) != 1) fail("no random bytes for a temporary name");
+  return hex(b, sizeof b);
+}
+
+bool valid_file_name(const std::string& n) {
+  return !n.empty() && n != "." && n != ".." && n.find('/') == std::string::npos && n != "manifest.json";
+}
+
+// "step-00000040" -> 40; -1 for anything else.
+long long step_of(const std::string& name) {
+  if (name.size() != 13 || name.rfind("step-", 0) != 0) return -1;
+  long long step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+std::vector<std::pair<long long, std::string>> complete_checkpoints(const std::string& dir) {
+  std::vector<std::pair<long long, std::string>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const long long step = step_of(name);
+    if (step >= 0 && e.is_directory()) out.emplace_back(step, name);
+  }
+  std::sort(out.rbegin(), out.rend());  // newest first
+  return out;
+}
+
+std::string read_latest(const std::string& dir) {
+  std::ifstream f(dir + "/latest");
+  std::string name;
+  if (f) std::getline(f, name);
+  return name;
+}
+
+}  // namespace
+
+std::string checkpoint_name(long long step) {
+  if (step < 0 || step > 99999999) fail("checkpoint step=" + std::to_string(step) + " outside [0, 99999999]");
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08lld", step);
+  return buf;
+}
+
+std::string sha256_of_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("cannot read '" + path + "'");
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) {
+    EVP_MD_CTX_free(ctx);
+    fail("SHA-256 is not available");
+  }
+  std::vector<char> buf(1 << 20);
+  while (f) {
+    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (f.gcount() > 0) EVP_DigestUpdate(ctx, buf.data(), static_cast<std::size_t>(f.gcount()));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_DigestFinal_ex(ctx, digest, &n);
+  EVP_MD_CTX_free(ctx);
+  if (f.bad()) fail("cannot read '" + path + "'");
+  return hex(digest, n);
+}
+
+checkpoint_writer::checkpoint_writer(std::string dir, long long step) : dir_(std::move(dir)), step_(step) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) fail("cannot create the checkpoint directory '" + dir_ + "': " + ec.message());
+  partial_ = dir_ + "/.partial-" + checkpoint_name(step) + "-" + nonce();
+  if (::mkdir(partial_.c_str(), 0755) != 0) fail("cannot create '" + partial_ + "': " + errno_text());
+}
+
+std::string checkpoint_writer::part_path(const std::string& name) const {
+  if (!valid_file_name(name)) fail("checkpoint file name '" + name + "' must be a plain file name (not manifest.json)");
+  return partial_ + "/" + name;
+}
+
+void checkpoint_writer::write_file(const std::string& name, const void* data, std::size_t bytes) {
+  write_durably(part_path(name), data, bytes);
+  add_file(name);
+}
+
+void checkpoint_writer::add_file(const std::string& name) {
+  const std::string path = part_path(name);
+  fsync_path(path, false);
+  std::error_code ec;
+  const auto bytes = fs::file_size(path, ec);
+  if (ec) fail("checkpoint part '" + path + "': " + ec.message());
+  files_.push_back({name, bytes, sha256_of_file(path)});
+}
+
+std::string checkpoint_writer::commit(const nlohmann::json& meta) {
+  nlohmann::json files = nlohmann::json::object();
+  for (const auto& f : files_) files[f.name] = {{"bytes", f.bytes}, {"sha256", f.sha256}};
+  const nlohmann::json manifest = {{"format", 1}, {"step", step_}, {"files", files}, {"meta", meta}};
+  const std::string text = manifest.dump(2) + "\n";
+  write_durably(partial_ + "/manifest.json", text.data(), text.size());
+  fsync_path(partial_, true);
+  const std::string name = checkpoint_name(step_), final_path = dir_ + "/" + name;
+  std::error_code ec;
+  if (fs::exists(final_path, ec)) fs::remove_all(final_path, ec);  // a retake of the same step
+  if (::rename(partial_.c_str(), final_path.c_str()) != 0)
+    fail("cannot rename '" + partial_ + "' to '" + final_path + "': " + errno_text());
+  fsync_path(dir_, true);
+  const std::string latest_tmp = dir_ + "/.latest-" + nonce(), latest_text = name + "\n";
+  write_durably(latest_tmp, latest_text.data(), latest_text.size());
+  if (::rename(latest_tmp.c_str(), (dir_ + "/latest").c_str()) != 0)
+    fail("cannot replace '" + dir_ + "/latest': " + errno_text());
+  fsync_path(dir_, true);
+  return final_path;
+}
+
+checkpoint_manifest verify_checkpoint(const std::string& path) {
+  const std::string manifest_path = path + "/manifest.json";
+  std::ifstream f(manifest_path);
+  if (!f) fail(manifest_path + ": missing (an incomplete checkpoint)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const std::exception& e) {
+    fail(manifest_path + ": not valid JSON: " + e.what());
+  }
+  checkpoint_manifest m;
+  try {
+    m.format = j.at("format").get<int>();
+    m.step = j.at("step").get<long long>();
+    if (j.contains("meta")) m.meta = j.at("meta");
+    for (auto& [name, e] : j.at("files").items())
+      m.files.push_back({name, e.at("bytes").get<std::uint64_t>(), e.at("sha256").get<std::string>()});
+  } catch (const std::exception& e) {
+    fail(manifest_path + ": " + e.what());
+  }
+  if (m.format != 1) fail(manifest_path + ": format " + std::to_string(m.format) + " (this build reads format 1)");
+  for (const auto& file : m.files) {
+    if (!valid_file_name(file.name)) fail(manifest_path + ": bad file name '" + file.name + "'");
+    const std::string p = path + "/" + file.name;
+    std::error_code ec;
+    const auto bytes = fs::file_size(p, ec);
+    if (ec) fail(p + ": missing (the manifest lists it)");
+    if (bytes != file.bytes)
+      fail(p + ": " + std::to_string(bytes) + " bytes, the manifest says " + std::to_string(file.bytes) + " (truncated?)");
+    if (sha256_of_file(p) != file.sha256) fail(p + ": SHA-256 does not match the manifest (altered)");
+  }
+  return m;
+}
+
+resume_choice find_resume_checkpoint(const std::string& where) {
+  resume_choice c;
+  std::error_code ec;
+  if (!fs::is_directory(where, ec)) fail("--resume '" + where + "': not a directory");
+  if (fs::exists(where + "/manifest.json", ec) || step_of(fs::path(where).filename().string()) >= 0) {
+    c.path = where;
+    c.manifest = verify_checkpoint(where);
+    return c;
+  }
+  auto all = complete_checkpoints(where);
+  const std::string latest = read_latest(where);
+  if (!latest.empty()) {  // what `latest` names first (normally the newest anyway)
+    auto it = std::find_if(all.begin(), all.end(), [&](auto& s) { return s.second == latest; });
+    if (it != all.end()) std::rotate(all.begin(), it, it + 1);
+  }
+  for (const auto& [step, name] : all) {
+    try {
+      c.manifest = verify_checkpoint(where + "/" + name);
+      c.path = where + "/" + name;
+      return c;
+    } catch (const checkpoint_error& e) {
+      c.refused.push_back(e.what());
+    }
+  }
+  std::string why;
+  for (auto& r : c.refused) why += "\n  " + r;
+  fail("--resume '" + where + "': no valid checkpoint" + (why.empty() ? " (none written)" : ":" + why));
+}
+
+void prune_checkpoints(const std::string& dir, int keep_last) {
+  const auto all = complete_checkpoints(dir);
+  const std::string latest = read_latest(dir);
+  const long long newest = all.empty() ? -1 : all.front().first;
+  std::error_code ec;
+  if (keep_last > 0)
+    for (size_t i = static_cast<size_t>(keep_last); i < all.size(); ++i)
+      if (all[i].second != latest) fs::remove_all(dir + "/" + all[i].second, ec);
+  // Partial directories of steps no newer than the newest complete one: crashed writes.
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(".latest-", 0) == 0) {  // a `latest` a crash left unrenamed
+      fs::remove(e.path(), ec);
+      continue;
+    }
+    if (name.rfind(".partial-step-", 0) != 0 || name.size() < 22) continue;
+    const long long step = step_of(name.substr(9, 13));
+    if (step >= 0 && step <= newest) fs::remove_all(e.path(), ec);
+  }
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,85 @@
+// A directory of checkpoints that survives a crash at any moment. Each checkpoint is a
+// subdirectory `step-00000040` holding its files (safetensors parts, written by any process)
+// and manifest.json, written last: the step, each file's size and SHA-256, and free-form
+// metadata (the job's config, the data position, ...). A file `latest` names the newest
+// complete checkpoint. Writing happens in a `.partial-step-N-<nonce>` directory: every part
+// fsynced, the manifest written and fsynced, the directory renamed into place and its parent
+// fsynced, and only then `latest` replaced (written aside, fsynced, renamed). So a crash leaves
+// either the previous state or the new one, plus a partial directory that is never read and
+// is removed later. No torch, no CAF.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace actorpipe {
+
+class checkpoint_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct checkpoint_file {
+  std::string name;  // inside the checkpoint directory, no '/'
+  std::uint64_t bytes = 0;
+  std::string sha256;  // lowercase hex
+};
+
+struct checkpoint_manifest {
+  int format = 1;
+  long long step = 0;  // steps completed when it was taken
+  std::vector<checkpoint_file> files;
+  nlohmann::json meta = nlohmann::json::object();
+};
+
+// "step-00000040".
+std::string checkpoint_name(long long step);
+
+// SHA-256 of a file, lowercase hex; throws checkpoint_error naming the file when unreadable.
+std::string sha256_of_file(const std::string& path);
+
+// One checkpoint being written into `dir` (created if missing).
+class checkpoint_writer {
+ public:
+  checkpoint_writer(std::string dir, long long step);
+  // Where a part named `name` goes (a process writes its own parts there, then adds them).
+  std::string part_path(const std::string& name) const;
+  // Writes a part from memory and fsyncs it.
+  void write_file(const std::string& name, const void* data, std::size_t bytes);
+  // A part already written at part_path(name) (by this process or another): fsynced, sized and
+  // hashed from disk.
+  void add_file(const std::string& name);
+  // The manifest last, then the rename into place and `latest`. Returns the checkpoint's path.
+  std::string commit(const nlohmann::json& meta = nlohmann::json::object());
+  const std::string& partial_path() const { return partial_; }
+
+ private:
+  std::string dir_, partial_;
+  long long step_;
+  std::vector<checkpoint_file> files_;
+};
+
+// Reads `path`'s manifest and checks every file against it (present, size, SHA-256; no
+// manifest, a bad manifest or a file that does not match throws checkpoint_error naming it).
+checkpoint_manifest verify_checkpoint(const std::string& path);
+
+struct resume_choice {
+  std::string path;                  // the checkpoint to load
+  checkpoint_manifest manifest;
+  std::vector<std::string> refused;  // newer ones that failed verification, each with why
+};
+
+// `where` is a checkpoint directory (must verify, or checkpoint_error) or a directory of
+// checkpoints: its newest valid one (`latest` first, then by step), the refused ones listed.
+// Throws checkpoint_error when none is valid.
+resume_choice find_resume_checkpoint(const std::string& where);
+
+// Keeps the newest `keep_last` complete checkpoints (and the one `latest` names) and removes
+// the older ones and every partial directory. keep_last <= 0 keeps all.
+void prune_checkpoints(const std::string& dir, int keep_last);
+
+}  // namespace actorpipe

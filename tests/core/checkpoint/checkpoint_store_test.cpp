@@ -1,0 +1,174 @@
+// Checkpoint directories: what is written verifies and is found again; a truncated, altered or
+// missing file and a missing manifest are refused naming the file, and the resume falls back;
+// pruning keeps the newest; a writer SIGKILLed at random moments never leaves a directory
+// that resumes wrong.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "core/checkpoint/checkpoint_store.hpp"
+
+using namespace actorpipe;
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fresh_dir(const std::string& tag) {
+  const std::string d = fs::temp_directory_path().string() + "/actorpipe-ckpt-" + tag + "-" + std::to_string(::getpid());
+  fs::remove_all(d);
+  return d;
+}
+
+// The bytes of file `which` at `step`: distinct per step, so a mixed checkpoint shows.
+std::string content(long long step, int which, std::size_t bytes) {
+  std::string s(bytes, '\0');
+  std::mt19937_64 rng(static_cast<std::uint64_t>(step * 7 + which));
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+std::string write_checkpoint(const std::string& dir, long long step, std::size_t bytes = 4096) {
+  checkpoint_writer w(dir, step);
+  for (int f = 0; f < 2; ++f) {
+    const std::string c = content(step, f, bytes);
+    w.write_file("part" + std::to_string(f) + ".safetensors", c.data(), c.size());
+  }
+  return w.commit({{"step_seen", step}});
+}
+
+std::string read_file(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+bool holds_step(const std::string& path, long long step, std::size_t bytes) {
+  for (int f = 0; f < 2; ++f)
+    if (read_file(path + "/part" + std::to_string(f) + ".safetensors") != content(step, f, bytes)) return false;
+  return true;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("a written checkpoint verifies and the newest is found", "[checkpoint]") {
+  const std::string dir = fresh_dir("basic");
+  write_checkpoint(dir, 4);
+  const std::string second = write_checkpoint(dir, 8);
+  CATCH_CHECK(second == dir + "/step-00000008");
+  CATCH_CHECK(read_file(dir + "/latest") == "step-00000008\n");
+  const auto m = verify_checkpoint(second);
+  CATCH_CHECK(m.step == 8);
+  CATCH_CHECK(m.files.size() == 2);
+  CATCH_CHECK(m.meta["step_seen"] == 8);
+  const auto c = find_resume_checkpoint(dir);
+  CATCH_CHECK(c.path == second);
+  CATCH_CHECK(c.refused.empty());
+  CATCH_CHECK(find_resume_checkpoint(dir + "/step-00000004").manifest.step == 4);
+  CATCH_CHECK(sha256_of_file(second + "/manifest.json").size() == 64);
+  fs::remove_all(dir);
+}
+
+CATCH_TEST_CASE("a damaged checkpoint is refused naming the file, and the resume falls back", "[checkpoint]") {
+  struct damage {
+    const char* what;
+    std::string file;  // named in the refusal
+    std::function<void(const std::string& path)> apply;
+  };
+  const std::vector<damage> cases = {
+      {"truncated", "part1.safetensors", [](const std::string& p) { fs::resize_file(p + "/part1.safetensors", 100); }},
+      {"a flipped byte", "part0.safetensors",
+       [](const std::string& p) {
+         std::fstream f(p + "/part0.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+         f.seekp(1234);
+         char c = 0;
+         f.seekg(1234);
+         f.get(c);
+         f.seekp(1234);
+         f.put(static_cast<char>(c ^ 0x10));
+       }},
+      {"a missing manifest", "manifest.json", [](const std::string& p) { fs::remove(p + "/manifest.json"); }},
+      {"a missing file", "part1.safetensors", [](const std::string& p) { fs::remove(p + "/part1.safetensors"); }},
+  };
+  for (const auto& d : cases) {
+    CATCH_INFO(d.what);
+    const std::string dir = fresh_dir("damage");
+    write_checkpoint(dir, 3);
+    const std::string newest = write_checkpoint(dir, 6);
+    d.apply(newest);
+    CATCH_CHECK_THROWS_WITH(verify_checkpoint(newest), Contains(newest + "/" + d.file));
+    const auto c = find_resume_checkpoint(dir);
+    CATCH_CHECK(c.path == dir + "/step-00000003");
+    CATCH_REQUIRE(c.refused.size() == 1);
+    CATCH_CHECK_THAT(c.refused[0], Contains(d.file));
+    CATCH_CHECK_THROWS_WITH(find_resume_checkpoint(newest), Contains(d.file));  // named explicitly: no fallback
+    fs::remove_all(dir);
+  }
+  const std::string empty = fresh_dir("empty");
+  fs::create_directories(empty);
+  CATCH_CHECK_THROWS_WITH(find_resume_checkpoint(empty), Contains("no valid checkpoint (none written)"));
+  fs::remove_all(empty);
+}
+
+CATCH_TEST_CASE("pruning keeps the newest complete checkpoints and drops crashed partial ones", "[checkpoint]") {
+  const std::string dir = fresh_dir("prune");
+  for (long long s : {2, 4, 6, 8}) write_checkpoint(dir, s);
+  checkpoint_writer crashed(dir, 5);  // never committed: a crash
+  checkpoint_writer in_flight(dir, 10);  // newer than every complete one: maybe still being written
+  prune_checkpoints(dir, 2);
+  CATCH_CHECK(!fs::exists(dir + "/step-00000002"));
+  CATCH_CHECK(!fs::exists(dir + "/step-00000004"));
+  CATCH_CHECK(fs::exists(dir + "/step-00000006"));
+  CATCH_CHECK(fs::exists(dir + "/step-00000008"));
+  CATCH_CHECK(!fs::exists(crashed.partial_path()));
+  CATCH_CHECK(fs::exists(in_flight.partial_path()));
+  CATCH_CHECK(find_resume_checkpoint(dir).manifest.step == 8);
+  fs::remove_all(dir);
+}
+
+CATCH_TEST_CASE("a writer SIGKILLed at random moments never leaves a checkpoint that resumes wrong",
+                "[checkpoint][crash]") {
+  const std::string dir = fresh_dir("crash");
+  const std::size_t bytes = 1 << 20;
+  std::mt19937 rng(20261201);
+  int resumed = 0;
+  long long last_seen = -1;
+  for (int trial = 0; trial < 24; ++trial) {
+    const pid_t pid = ::fork();
+    CATCH_REQUIRE(pid >= 0);
+    if (pid == 0) {  // the writer: checkpoints one after another, pruning as training would
+      try {
+        for (long long step = 1000 * trial + 1;; ++step) {
+          write_checkpoint(dir, step, bytes);
+          prune_checkpoints(dir, 2);
+        }
+      } catch (...) {
+      }
+      ::_exit(3);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 60000)(rng)));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CATCH_CHECK(WIFSIGNALED(status));
+    try {
+      const auto c = find_resume_checkpoint(dir);
+      CATCH_CHECK(holds_step(c.path, c.manifest.step, bytes));  // complete and of one step
+      CATCH_CHECK(c.manifest.step >= last_seen);                // never older than one resumed before
+      last_seen = c.manifest.step;
+      ++resumed;
+    } catch (const checkpoint_error& e) {
+      CATCH_CHECK(last_seen < 0);  // only before the first checkpoint ever completed
+      CATCH_CHECK_THAT(std::string(e.what()), Contains("no valid checkpoint"));
+    }
+  }
+  CATCH_CHECK(resumed >= 12);
+  fs::remove_all(dir);
+}
