@@ -70,7 +70,8 @@ struct layer_chunk::impl {
   // set_gradient_listener: the listener (shared with the hooks) and the accumulators it hooks
   // (held, so autograd keeps using the hooked nodes).
   std::shared_ptr<std::function<void(int)>> listener;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  // (shared_ptr in LibTorch 1.13, intrusive_ptr in 2.x)
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> accumulators;
 
   std::string where(const char* op, int microbatch) const {
     return std::string(op) + " of microbatch " + std::to_string(microbatch) + " on virtual stage " +

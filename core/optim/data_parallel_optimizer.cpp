@@ -7,6 +7,7 @@
 
 #include "core/model/tensor_box_torch.hpp"
 #include "core/optim/adamw_update.hpp"
+#include "core/optim/moment_stitch.hpp"
 
 namespace actorpipe {
 
@@ -243,6 +244,36 @@ void data_parallel_optimizer::zero_grad() {
     const at::Tensor& g = unbox(p).grad();
     if (g.defined()) g.zero_();
   }
+}
+
+std::vector<moment_segment> data_parallel_optimizer::export_moments() const {
+  torch::NoGradGuard no_grad;
+  auto& s = *impl_;
+  std::vector<moment_segment> out;
+  for (int j : s.held)
+    for (const auto& seg : s.layout.shard_segments(j)) {
+      const long long at = s.base(j) + seg.offset;
+      out.push_back({s.named[seg.parameter].first, seg.parameter_offset, box(s.exp_avg.narrow(0, at, seg.length).clone()),
+                     box(s.exp_avg_sq.narrow(0, at, seg.length).clone()), s.steps});
+    }
+  return out;
+}
+
+void data_parallel_optimizer::import_moments(const std::vector<moment_segment>& runs) {
+  auto& s = *impl_;
+  long long steps = -1;
+  for (int j : s.held)
+    for (const auto& seg : s.layout.shard_segments(j)) {
+      const long long at = s.base(j) + seg.offset;
+      const std::string& name = s.named[seg.parameter].first;
+      const long long t = stitch_moments(runs, name, seg.parameter_offset, s.exp_avg.narrow(0, at, seg.length),
+                                         s.exp_avg_sq.narrow(0, at, seg.length));
+      if (steps >= 0 && t != steps)
+        throw std::invalid_argument("optimizer state of '" + name + "': " + std::to_string(t) + " steps, other parameters " +
+                                    std::to_string(steps) + " (a data-parallel stage steps all its parameters together)");
+      steps = t;
+    }
+  if (steps >= 0) s.steps = steps;
 }
 
 long long data_parallel_optimizer::state_bytes() const {

@@ -11,6 +11,7 @@
 
 #include "core/model/tensor_box_torch.hpp"
 #include "core/optim/adamw_update.hpp"
+#include "core/optim/moment_stitch.hpp"
 
 namespace actorpipe {
 
@@ -140,6 +141,19 @@ long long shard_optimizer::num_elements() const {
   long long n = 0;
   for (const auto& s : impl_->slots) n += s.param.numel();
   return n;
+}
+
+std::vector<moment_segment> shard_optimizer::export_moments() const {
+  torch::NoGradGuard no_grad;
+  std::vector<moment_segment> out;
+  for (const auto& s : impl_->slots)
+    out.push_back({s.name, 0, box(s.exp_avg.reshape({-1}).clone()), box(s.exp_avg_sq.reshape({-1}).clone()), s.steps});
+  return out;
+}
+
+void shard_optimizer::import_moments(const std::vector<moment_segment>& runs) {
+  for (auto& s : impl_->slots)
+    s.steps = stitch_moments(runs, s.name, 0, s.exp_avg.view({-1}), s.exp_avg_sq.view({-1}));
 }
 
 long long shard_optimizer::state_bytes() const {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/model/tensor_box.hpp"
+#include "core/optim/moment_segments.hpp"
 
 namespace actorpipe {
 
@@ -35,6 +36,10 @@ class shard_optimizer {
   int num_parameters() const;  // tensors
   long long num_elements() const;
   long long state_bytes() const;  // the AdamW moments it holds
+  // The moments by parameter name (copies, one whole run per parameter), and loading them from
+  // runs of any layout (std::invalid_argument naming a parameter whose runs leave a gap).
+  std::vector<moment_segment> export_moments() const;
+  void import_moments(const std::vector<moment_segment>& runs);
 
  private:
   struct impl;

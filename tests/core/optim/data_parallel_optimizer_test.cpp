@@ -1,6 +1,7 @@
 // The data-parallel optimizer: the reduction is the replicas' sum in replica order, ZeRO-0 and
 // ZeRO-1 end with the same bits, both match shard_optimizer on the summed gradients, ZeRO-1
-// holds 1/D of the state, and the norm leaves tied copies out.
+// holds 1/D of the state, the norm leaves tied copies out, buckets leave early once final,
+// and AdamW state moves between layouts by parameter name.
 #include <catch2/catch.hpp>
 
 #include "core/model/tensor_box_torch.hpp"
@@ -40,7 +41,9 @@ std::vector<long long> sizes(const replica_params& r) {
 
 // Runs `steps` data-parallel steps over D replicas with one ZeRO stage; returns replica 0's
 // parameters (and checks every replica ends equal).
-std::vector<at::Tensor> run(int D, int zero, int steps, long long bucket, long long* state_bytes = nullptr) {
+std::vector<at::Tensor> run(int D, int zero, int steps, long long bucket, long long* state_bytes = nullptr,
+                            std::vector<std::unique_ptr<data_parallel_optimizer>>* keep = nullptr,
+                            std::vector<replica_params>* keep_replicas = nullptr) {
   std::vector<replica_params> reps;
   std::vector<std::unique_ptr<data_parallel_optimizer>> opts;
   for (int d = 0; d < D; ++d) reps.push_back(make_replica(d, 0));
@@ -77,6 +80,8 @@ std::vector<at::Tensor> run(int D, int zero, int steps, long long bucket, long l
   if (state_bytes) *state_bytes = opts[0]->state_bytes();
   std::vector<at::Tensor> out;
   for (auto& t : reps[0].tensors) out.push_back(t.detach().clone());
+  if (keep) *keep = std::move(opts);
+  if (keep_replicas) *keep_replicas = std::move(reps);
   return out;
 }
 
@@ -154,4 +159,68 @@ CATCH_TEST_CASE("a bucket leaves early once each of its parameters had a full st
   CATCH_CHECK(opt.gradient_accumulated(0) == std::vector<int>{0, 1});
   CATCH_CHECK(opt.gradient_accumulated(0).empty());  // past a full step: nothing more
   CATCH_CHECK(opt.take_remaining_buckets() == std::vector<int>{2});
+}
+
+namespace {
+// One parameter's whole moments, stitched from runs.
+std::pair<at::Tensor, at::Tensor> whole(const std::vector<moment_segment>& runs, const std::string& name, long long n) {
+  std::pair<at::Tensor, at::Tensor> out{torch::zeros({n}), torch::zeros({n})};
+  for (auto& r : runs) {
+    if (r.parameter != name) continue;
+    const at::Tensor& m = unbox(r.exp_avg);
+    out.first.narrow(0, r.offset, m.numel()).copy_(m);
+    out.second.narrow(0, r.offset, m.numel()).copy_(unbox(r.exp_avg_sq));
+  }
+  return out;
+}
+}  // namespace
+
+CATCH_TEST_CASE("AdamW state moves between layouts by parameter name: ZeRO-1 shards to one optimizer and to 3 shards") {
+  std::vector<std::unique_ptr<data_parallel_optimizer>> zero1, zero0;
+  std::vector<replica_params> reps;
+  run(2, 1, 2, 7, nullptr, &zero1, &reps);
+  run(2, 0, 2, 7, nullptr, &zero0);
+  std::vector<moment_segment> runs;
+  for (auto& o : zero1)
+    for (auto& r : o->export_moments()) runs.push_back(r);
+  const auto full = zero0[0]->export_moments();  // ZeRO-0: every shard, on one replica
+  const std::vector<std::pair<std::string, long long>> params = {{"w", 30}, {"b", 5}, {"head", 12}};
+  for (auto& [name, n] : params) {
+    auto a = whole(runs, name, n), b = whole(full, name, n);
+    CATCH_CHECK(torch::equal(a.first, b.first));
+    CATCH_CHECK(torch::equal(a.second, b.second));
+  }
+  // Into one replica's shard_optimizer, and back out whole.
+  shard_optimizer one(reps[0].named(), adamw_options{});
+  one.import_moments(runs);
+  const auto back = one.export_moments();
+  CATCH_REQUIRE(back.size() == 3);
+  for (auto& r : back) {
+    CATCH_CHECK(r.steps == 2);
+    auto b = whole(full, r.parameter, unbox(r.exp_avg).numel());
+    CATCH_CHECK(torch::equal(unbox(r.exp_avg), b.first));
+    CATCH_CHECK(torch::equal(unbox(r.exp_avg_sq), b.second));
+  }
+  // Into three ZeRO-1 shards with other buckets: together they hold the same moments.
+  const flat_layout three = make_flat_layout(sizes(reps[0]), 3, 5);
+  std::vector<moment_segment> again;
+  for (int j = 0; j < 3; ++j) {
+    data_parallel_optimizer o(reps[0].named(), three, j, 1, adamw_options{}, {});
+    o.import_moments(runs);
+    CATCH_CHECK(o.step_index() == 2);
+    for (auto& r : o.export_moments()) again.push_back(r);
+  }
+  for (auto& [name, n] : params) {
+    auto a = whole(again, name, n), b = whole(full, name, n);
+    CATCH_CHECK(torch::equal(a.first, b.first));
+    CATCH_CHECK(torch::equal(a.second, b.second));
+  }
+  // A gap is an error naming the parameter and the elements.
+  std::vector<moment_segment> partial;
+  for (auto& r : runs)
+    if (!(r.parameter == "w" && r.offset > 0)) partial.push_back(r);
+  shard_optimizer short_of(reps[0].named(), adamw_options{});
+  CATCH_CHECK_THROWS_WITH(short_of.import_moments(partial), Contains("optimizer state of 'w': elements"));
+  std::vector<moment_segment> none;
+  CATCH_CHECK_THROWS_WITH(short_of.import_moments(none), Contains("optimizer state of 'w': missing"));
 }
