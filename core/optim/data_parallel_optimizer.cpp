@@ -250,7 +250,7 @@ std::vector<moment_segment> data_parallel_optimizer::export_moments() const {
   torch::NoGradGuard no_grad;
   auto& s = *impl_;
   std::vector<moment_segment> out;
-  for (int j : s.held)
+  for (int j : {s.replica})
     for (const auto& seg : s.layout.shard_segments(j)) {
       const long long at = s.base(j) + seg.offset;
       out.push_back({s.named[seg.parameter].first, seg.parameter_offset, box(s.exp_avg.narrow(0, at, seg.length).clone()),

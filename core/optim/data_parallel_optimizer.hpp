@@ -66,9 +66,11 @@ class data_parallel_optimizer {
   // The modules' own gradients to zero, for the next step's backward.
   void zero_grad();
   long long state_bytes() const;  // AdamW moments held here
-  // The moments of the shards held here, by parameter name and offset (copies; padding left
-  // out), and loading them from runs of any layout (std::invalid_argument naming a parameter
-  // whose runs leave a gap or disagree on the step count).
+  // The moments of this replica's own shard, by parameter name and offset (copies; padding
+  // left out; under ZeRO-0 the other shards' are the other replicas' to export, so the D
+  // replicas' runs are disjoint), and loading every shard held here from runs of any layout
+  // (std::invalid_argument naming a parameter whose runs leave a gap or disagree on the step
+  // count).
   std::vector<moment_segment> export_moments() const;
   void import_moments(const std::vector<moment_segment>& runs);
 

@@ -183,7 +183,9 @@ CATCH_TEST_CASE("AdamW state moves between layouts by parameter name: ZeRO-1 sha
   std::vector<moment_segment> runs;
   for (auto& o : zero1)
     for (auto& r : o->export_moments()) runs.push_back(r);
-  const auto full = zero0[0]->export_moments();  // ZeRO-0: every shard, on one replica
+  std::vector<moment_segment> full;  // ZeRO-0: each replica exports its own shard of the whole state
+  for (auto& o : zero0)
+    for (auto& r : o->export_moments()) full.push_back(r);
   const std::vector<std::pair<std::string, long long>> params = {{"w", 30}, {"b", 5}, {"head", 12}};
   for (auto& [name, n] : params) {
     auto a = whole(runs, name, n), b = whole(full, name, n);

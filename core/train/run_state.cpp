@@ -1,0 +1,130 @@
+// Named tensors out of, and back into, the runners and optimizers of any layout.
+#include "core/train/run_state.hpp"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/model/tensor_box_torch.hpp"
+
+namespace actorpipe {
+namespace {
+
+bool is_copy(const chunk_compute& r, const std::string& name) {
+  const auto copies = r.tied_copies();
+  return std::find(copies.begin(), copies.end(), name) != copies.end();
+}
+
+std::string list(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 10; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > 10) s += " and " + std::to_string(names.size() - 10) + " more";
+  return s;
+}
+
+std::vector<moment_segment> segments_of(const named_tensors& t) {
+  std::map<std::pair<std::string, long long>, moment_segment> by_run;  // (parameter, offset)
+  for (const auto& [key, value] : t) {
+    const auto at = key.rfind('@'), dot = key.rfind('.', at);
+    if (at == std::string::npos || dot == std::string::npos)
+      throw std::invalid_argument("optimizer tensor '" + key + "': expected <parameter>.<moment>@<offset>");
+    const std::string parameter = key.substr(0, dot), what = key.substr(dot + 1, at - dot - 1);
+    long long offset = 0;
+    try {
+      offset = std::stoll(key.substr(at + 1));
+    } catch (const std::exception&) {
+      throw std::invalid_argument("optimizer tensor '" + key + "': bad offset");
+    }
+    auto& seg = by_run[{parameter, offset}];
+    seg.parameter = parameter;
+    seg.offset = offset;
+    if (what == "exp_avg")
+      seg.exp_avg = value;
+    else if (what == "exp_avg_sq")
+      seg.exp_avg_sq = value;
+    else if (what == "steps")
+      seg.steps = unbox(value).reshape({-1})[0].item<std::int64_t>();
+    else
+      throw std::invalid_argument("optimizer tensor '" + key + "': unknown part '" + what + "'");
+  }
+  std::vector<moment_segment> out;
+  for (auto& [k, seg] : by_run) out.push_back(std::move(seg));
+  return out;
+}
+
+}  // namespace
+
+named_tensors parameter_tensors(const run_state_view& state) {
+  torch::NoGradGuard no_grad;
+  named_tensors out;
+  for (int v = 0; v < state.virtual_stages && v < static_cast<int>(state.runners.size()); ++v) {
+    if (!state.runners[v]) continue;
+    for (auto& [name, t] : state.runners[v]->named_parameters())
+      if (!is_copy(*state.runners[v], name)) out.emplace_back(name, box(unbox(t).detach().clone()));
+  }
+  return out;
+}
+
+named_tensors optimizer_tensors(const run_state_view& state) {
+  named_tensors out;
+  // A tied copy's moments equal its owner's (same gradients, same steps): the owner's go.
+  auto add = [&](const chunk_compute& runner, const std::vector<moment_segment>& runs) {
+    for (const auto& r : runs) {
+      if (is_copy(runner, r.parameter)) continue;
+      const std::string at = "@" + std::to_string(r.offset);
+      out.emplace_back(r.parameter + ".exp_avg" + at, r.exp_avg);
+      out.emplace_back(r.parameter + ".exp_avg_sq" + at, r.exp_avg_sq);
+      out.emplace_back(r.parameter + ".steps" + at, box(torch::tensor({static_cast<std::int64_t>(r.steps)})));
+    }
+  };
+  for (size_t id = 0; id < state.runners.size(); ++id) {
+    if (!state.runners[id]) continue;
+    if (id < state.optimizers.size() && state.optimizers[id]) add(*state.runners[id], state.optimizers[id]->export_moments());
+    if (id < state.dp_optimizers.size() && state.dp_optimizers[id])
+      add(*state.runners[id], state.dp_optimizers[id]->export_moments());
+  }
+  return out;
+}
+
+void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters) {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, at::Tensor> by_name;
+  for (auto& [name, t] : parameters) by_name[name] = unbox(t);
+  std::vector<std::string> missing, mismatched;
+  for (const auto& runner : state.runners) {
+    if (!runner) continue;
+    for (auto& [name, t] : runner->named_parameters()) {
+      const at::Tensor& p = unbox(t);
+      auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        missing.push_back(name);
+        continue;
+      }
+      if (it->second.sizes() != p.sizes()) {
+        std::ostringstream s;
+        s << name << " (has " << p.sizes() << ", given " << it->second.sizes() << ")";
+        mismatched.push_back(s.str());
+        continue;
+      }
+      p.copy_(it->second);
+    }
+  }
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  if (missing.empty() && mismatched.empty()) return;
+  std::string why;
+  if (!missing.empty()) why += std::to_string(missing.size()) + " missing: " + list(missing);
+  if (!mismatched.empty()) why += (why.empty() ? "" : "; ") + std::to_string(mismatched.size()) + " of another shape: " + list(mismatched);
+  throw std::invalid_argument("the parameters do not fit the model: " + why);
+}
+
+void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer) {
+  const auto runs = segments_of(optimizer);
+  for (size_t id = 0; id < state.runners.size(); ++id) {
+    if (id < state.optimizers.size() && state.optimizers[id]) state.optimizers[id]->import_moments(runs);
+    if (id < state.dp_optimizers.size() && state.dp_optimizers[id]) state.dp_optimizers[id]->import_moments(runs);
+  }
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,42 @@
+// The training state a process holds, as named tensors for a checkpoint, and loading it into
+// any layout. Parameters go by their global names (replica 0's stages only: every replica
+// holds the same values; tied copies left to their owner), so a checkpoint's parameter file
+// is also a plain weights file. AdamW moments go as runs of each parameter's flattened
+// moments: "<name>.exp_avg@<offset>", "<name>.exp_avg_sq@<offset>" and "<name>.steps@<offset>"
+// (int64 [1]), written by every shard that holds them. Loading stitches what each of the new
+// layout's optimizers needs (core/optim/moment_segments.hpp).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/model/chunk_compute.hpp"
+#include "core/optim/data_parallel_optimizer.hpp"
+#include "core/optim/optimizer.hpp"
+
+namespace actorpipe {
+
+// What a process's state is made of: by virtual stage id (replica * S + v), null where another
+// process holds the stage. `virtual_stages` is S.
+struct run_state_view {
+  std::vector<std::shared_ptr<chunk_compute>> runners;
+  std::vector<std::shared_ptr<shard_optimizer>> optimizers;             // D = 1
+  std::vector<std::shared_ptr<data_parallel_optimizer>> dp_optimizers;  // D > 1
+  int virtual_stages = 1;
+};
+
+using named_tensors = std::vector<std::pair<std::string, tensor_box>>;
+
+// Copies, so training may go on while they are written.
+named_tensors parameter_tensors(const run_state_view& state);
+named_tensors optimizer_tensors(const run_state_view& state);
+
+// Loads parameters (every holder of a name, tied copies included, takes its value) and the
+// moments. Throws std::invalid_argument listing the parameters the tensors lack and those
+// whose shapes differ (at most 10 of each, then a count).
+void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters);
+void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer);
+
+}  // namespace actorpipe

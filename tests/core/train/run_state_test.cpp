@@ -1,0 +1,120 @@
+// The training state by global name: saved from 4 stages, it loads into 2 stages x 2 chunks
+// and into one stage (and into 2 data-parallel replicas with ZeRO-1) with the same parameters
+// and AdamW moments, through safetensors files; a model that does not fit is one error listing
+// the names.
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+
+#include "core/model/safetensors.hpp"
+#include "core/model/tensor_box_torch.hpp"
+#include "core/train/run_setup.hpp"
+#include "core/train/run_state.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace actorpipe;
+using Catch::Contains;
+
+namespace {
+
+train_options tiny(int stages, int chunks, int dp = 1, int zero = 0) {
+  train_options o;
+  o.model.vocab = 64;
+  o.model.seq_len = 16;
+  o.model.hidden = 32;
+  o.model.heads = 2;
+  o.model.layers = 4;
+  o.schedule = chunks == 1 ? "1f1b" : "interleaved";
+  o.stages = stages;
+  o.chunks = chunks;
+  o.microbatches = 4;
+  o.dp = dp;
+  o.zero_stage = zero;
+  o.bucket_mb = 0.002;
+  return o;
+}
+
+run_state_view view_of(const run_setup& s) {
+  return {s.runners, s.optimizers, s.dp_optimizers, s.place.num_virtual_stages()};
+}
+
+// Two AdamW steps on gradients that depend only on the parameter's name and the step.
+void train_a_little(const run_setup& s) {
+  for (int k = 0; k < 2; ++k)
+    for (size_t id = 0; id < s.runners.size(); ++id) {
+      for (auto& [name, t] : s.runners[id]->named_parameters()) {
+        torch::manual_seed(static_cast<std::uint64_t>(std::hash<std::string>{}(name) % 100000 + 7 * k));
+        unbox(t).mutable_grad() = torch::randn(unbox(t).sizes());
+      }
+      s.optimizers[id]->step(1e-2);
+    }
+}
+
+// parameter -> its whole exp_avg, stitched from "<name>.exp_avg@<offset>" runs.
+std::map<std::string, at::Tensor> first_moments(const named_tensors& t, const named_tensors& params) {
+  std::map<std::string, at::Tensor> out;
+  for (auto& [name, p] : params) out[name] = torch::zeros({unbox(p).numel()});
+  for (auto& [key, v] : t) {
+    const auto at = key.rfind('@');
+    const std::string head = key.substr(0, at);
+    if (head.size() < 8 || head.compare(head.size() - 8, 8, ".exp_avg") != 0) continue;
+    const std::string name = head.substr(0, head.size() - 8);
+    out.at(name).narrow(0, std::stoll(key.substr(at + 1)), unbox(v).numel()).copy_(unbox(v));
+  }
+  return out;
+}
+
+std::map<std::string, at::Tensor> as_map(const named_tensors& t) {
+  std::map<std::string, at::Tensor> m;
+  for (auto& [n, v] : t) m[n] = unbox(v);
+  return m;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("the training state saved from 4 stages loads into other layouts by name", "[checkpoint][state]") {
+  const run_setup from = prepare_run(tiny(4, 1));
+  train_a_little(from);
+  const named_tensors params = parameter_tensors(view_of(from)), moments = optimizer_tensors(view_of(from));
+  CATCH_CHECK(params.size() == 2 + 4 * 12 + 2);  // the tied head's copy left to tok_emb
+  // Through files, as a checkpoint holds them.
+  const std::string p_file = std::filesystem::temp_directory_path().string() + "/actorpipe-state-p.safetensors";
+  const std::string o_file = std::filesystem::temp_directory_path().string() + "/actorpipe-state-o.safetensors";
+  save_safetensors(p_file, params);
+  save_safetensors(o_file, moments);
+  const named_tensors p_back = load_safetensors(p_file), o_back = load_safetensors(o_file);
+  const auto want_params = as_map(params);
+  const auto want_moments = first_moments(moments, params);
+  for (auto [stages, chunks, dp, zero] : {std::tuple{2, 2, 1, 0}, std::tuple{1, 1, 1, 0}, std::tuple{2, 1, 2, 1}}) {
+    CATCH_INFO(stages << " stages x " << chunks << " chunks, dp " << dp);
+    const run_setup to = prepare_run(tiny(stages, chunks, dp, zero));
+    load_parameter_tensors(view_of(to), p_back);
+    load_optimizer_tensors(view_of(to), o_back);
+    named_tensors got_params = parameter_tensors(view_of(to));
+    CATCH_CHECK(got_params.size() == params.size());
+    for (auto& [name, t] : got_params) CATCH_CHECK(torch::equal(unbox(t), want_params.at(name)));
+    const auto got_moments = first_moments(optimizer_tensors(view_of(to)), params);
+    for (auto& [name, m] : want_moments) CATCH_CHECK(torch::equal(got_moments.at(name), m));
+    // Every holder of a tied name took its value, the copy on the last stage too.
+    for (auto& r : to.runners)
+      for (auto& [name, t] : r->named_parameters()) CATCH_CHECK(torch::equal(unbox(t), want_params.at(name)));
+  }
+  std::remove(p_file.c_str());
+  std::remove(o_file.c_str());
+}
+
+CATCH_TEST_CASE("parameters that do not fit the model are one error listing them", "[checkpoint][state]") {
+  const run_setup small = prepare_run(tiny(2, 1));
+  named_tensors params = parameter_tensors(view_of(small));
+  params.erase(params.begin());  // drop one
+  train_options wider = tiny(2, 1);
+  wider.model.hidden = 64;
+  const run_setup other = prepare_run(wider);
+  CATCH_CHECK_THROWS_WITH(load_parameter_tensors(view_of(small), params), Contains("1 missing: "));
+  CATCH_CHECK_THROWS_WITH(load_parameter_tensors(view_of(other), parameter_tensors(view_of(small))),
+                          Contains("of another shape: ") && Contains("(has [") && Contains("and "));
+}
