@@ -15,6 +15,9 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<msg::optimizer_step>("actorpipe.optimizer_step");
   cfg.add_message_type<msg::optimizer_done>("actorpipe.optimizer_done");
   cfg.add_message_type<msg::gather_parameters>("actorpipe.gather_parameters");
+  cfg.add_message_type<msg::save_state>("actorpipe.save_state");
+  cfg.add_message_type<msg::state_snapshotted>("actorpipe.state_snapshotted");
+  cfg.add_message_type<msg::state_written>("actorpipe.state_written");
   cfg.add_message_type<msg::parameter_names>("actorpipe.parameter_names");
   cfg.add_message_type<msg::run_finished>("actorpipe.run_finished");
   cfg.add_message_type<msg::start_step>("actorpipe.start_step");

@@ -203,6 +203,27 @@ struct shard_work_done {
   double sq = 0;  // a shard's sum of squares (or, for a bucket sent early, when it left)
 };
 
+// Checkpoints. Supervisor -> every optimizer shard: snapshot your stage's state after step
+// `step` (steps done) and write it as `file` into the checkpoint's partial directory. The
+// shard answers once the snapshot is in memory (training may go on), then once the file is
+// durable (error non-empty: it is not).
+struct save_state {
+  int step;
+  std::string partial;  // the partial directory's path
+};
+struct state_snapshotted {
+  int step;
+  int stage_id;
+};
+struct state_written {
+  int step;
+  int stage_id;
+  std::string file;
+  std::uint64_t bytes = 0;
+  std::string sha256;
+  std::string error;
+};
+
 // Supervisor -> chunks in other processes: send your parameters to process 0 (--save-final).
 struct gather_parameters {
   int step;
@@ -260,6 +281,18 @@ typename Inspector::result_type inspect(Inspector& f, optimizer_step& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimizer_done& x) {
   return f(caf::meta::type_name("optimizer_done"), x.step, x.stage_id);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, save_state& x) {
+  return f(caf::meta::type_name("save_state"), x.step, x.partial);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, state_snapshotted& x) {
+  return f(caf::meta::type_name("state_snapshotted"), x.step, x.stage_id);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, state_written& x) {
+  return f(caf::meta::type_name("state_written"), x.step, x.stage_id, x.file, x.bytes, x.sha256, x.error);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gather_parameters& x) {

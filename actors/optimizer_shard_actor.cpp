@@ -12,8 +12,14 @@
 #include <algorithm>
 #include <map>
 
+#include <filesystem>
+#include <thread>
+
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
+#include "core/checkpoint/checkpoint_store.hpp"
+#include "core/model/safetensors.hpp"
+#include "core/train/run_state.hpp"
 
 namespace actorpipe {
 namespace {
@@ -32,6 +38,19 @@ void send_gradient_bucket(const run_context& ctx, int id, int step, int b) {
 // Compute thread, once: the chunk tells the optimizer of every accumulated gradient, so a
 // bucket whose gradients are final leaves during the step's last backward. Tied parameters
 // wait: the tied sum changes them after it.
+// Compute thread: stage id's state as named tensors (copies): its parameters where it is
+// replica 0's, and the AdamW moments it holds (run_state.hpp).
+named_tensors snapshot_of(const run_context& ctx, int id) {
+  run_state_view one;
+  one.runners = {ctx.runners[id]};
+  one.optimizers = {ctx.optimizers.empty() ? nullptr : ctx.optimizers[id]};
+  one.dp_optimizers = {ctx.dp_optimizers.empty() ? nullptr : ctx.dp_optimizers[id]};
+  one.virtual_stages = ctx.replica_of_stage(id) == 0 ? 1 : 0;
+  named_tensors all = parameter_tensors(one);
+  for (auto& t : optimizer_tensors(one)) all.push_back(std::move(t));
+  return all;
+}
+
 void listen_for_final_buckets(const std::shared_ptr<const run_context>& ctx, int id) {
   auto& opt = *ctx->dp_optimizers[id];
   std::vector<tensor_box> late;
@@ -72,6 +91,7 @@ class optimizer_shard {
   void on_slice(msg::shard_slice& s);
   void on_work_done(const msg::shard_work_done& w);
   void on_optimizer_step(const msg::optimizer_step& s);
+  void on_save_state(const msg::save_state& s);
 
  private:
   void enter(int step);
@@ -263,6 +283,30 @@ void optimizer_shard::maybe_done() {
   self_->send(ctx_->supervisor, msg::optimizer_done{step_, id_});
 }
 
+// Snapshot on the compute thread (between steps: nothing changes the state meanwhile), then
+// the file is written on a thread of its own while training goes on.
+void optimizer_shard::on_save_state(const msg::save_state& s) {
+  auto ctx = ctx_;
+  const int id = id_;
+  post("the checkpoint snapshot", [ctx, id, s] {
+    auto tensors = std::make_shared<named_tensors>(snapshot_of(*ctx, id));
+    auto sup = ctx->supervisor;
+    caf::anon_send(sup, msg::state_snapshotted{s.step, id});
+    std::thread([sup, id, s, tensors] {
+      msg::state_written w{s.step, id, "stage-" + std::to_string(id) + ".safetensors", 0, "", ""};
+      try {
+        const std::string path = s.partial + "/" + w.file;
+        save_safetensors(path, *tensors);
+        w.bytes = std::filesystem::file_size(path);
+        w.sha256 = sha256_of_file(path);
+      } catch (const std::exception& e) {
+        w.error = e.what();
+      }
+      caf::anon_send(sup, std::move(w));
+    }).detach();
+  });
+}
+
 void optimizer_shard::one_replica_step(const msg::optimizer_step& s) {
   auto ctx = ctx_;
   const int id = id_;
@@ -284,6 +328,7 @@ caf::behavior optimizer_shard_actor(caf::event_based_actor* self, std::shared_pt
       [s](msg::shard_slice& x) { s->on_slice(x); },
       [s](msg::shard_work_done& w) { s->on_work_done(w); },
       [s](msg::optimizer_step& o) { s->on_optimizer_step(o); },
+      [s](msg::save_state& x) { s->on_save_state(x); },
   };
 }
 

@@ -21,7 +21,10 @@
 #include "actors/control_plane.hpp"
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
+#include "core/checkpoint/checkpoint_store.hpp"
 #include "core/log.hpp"
+#include "core/model/safetensors.hpp"
+#include "core/train/run_state.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/process_layout.hpp"
 #include "core/train/run_setup.hpp"
@@ -175,6 +178,34 @@ std::shared_ptr<run_context> make_context(const train_options& o, const std::fun
   result.grid = setup.grid.describe();
   ctx->result = place.process == 0 ? &result : nullptr;
   return ctx;
+}
+
+// --resume: the newest valid checkpoint (or the one named) into this process's runners and
+// optimizers, whatever layout wrote it; the run goes on from its step.
+void resume_state(run_context& ctx, const run_setup& setup, train_result& result) {
+  const train_options& o = ctx.options;
+  const resume_choice c = find_resume_checkpoint(o.resume);
+  for (const auto& why : c.refused) log_warn("not resuming from a damaged checkpoint: " + why);
+  if (c.manifest.step >= o.steps)
+    throw std::invalid_argument("--resume " + c.path + " holds step " + std::to_string(c.manifest.step) + ", and --steps=" +
+                                std::to_string(o.steps) + " leaves nothing to train");
+  named_tensors params, moments;
+  for (const auto& f : c.manifest.files)
+    for (auto& t : load_safetensors(c.path + "/" + f.name))
+      (t.first.find('@') == std::string::npos ? params : moments).push_back(std::move(t));
+  const run_state_view view{setup.runners, setup.optimizers, setup.dp_optimizers, setup.place.num_virtual_stages()};
+  try {
+    load_parameter_tensors(view, params);
+    load_optimizer_tensors(view, moments);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("--resume " + c.path + ": " + e.what());
+  }
+  ctx.first_step = static_cast<int>(c.manifest.step);
+  // A plan rebuilt on measured costs is measured on the first step this run takes.
+  if (ctx.replan_from >= 0) ctx.replan_from = ctx.first_step + 1 < o.steps ? ctx.first_step + 1 : -1;
+  result.resumed_from = c.path;
+  result.refused = c.refused;
+  log_info("resuming from " + c.path + " after step " + std::to_string(c.manifest.step));
 }
 
 // The job's transport, its arrivals held at `gate` until the actors exist.
@@ -432,6 +463,7 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   const run_setup setup = prepare_run(o, make_chunk, [&](int r) { return process_of_rank[r] == place.process; });
   train_result result;
   auto ctx = make_context(o, on_step, place, process_of_rank, setup, result);
+  if (!o.resume.empty()) resume_state(*ctx, setup, result);
   auto gate = std::make_shared<transport_gate>();
   ctx->data = make_transport(*ctx, place, gate);
   const std::string error = run_actors(ctx, place, gate);

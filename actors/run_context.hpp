@@ -33,6 +33,7 @@ struct run_context {
   std::shared_ptr<const plan> static_plan;      // null for a dynamic policy
   std::string policy;                           // the dynamic policy's name when static_plan is null
   int replan_from = -1;  // a plan rebuilt on measured costs applies from this step (-1: none)
+  int first_step = 0;    // a resumed run starts here (the checkpoint's steps done)
   std::vector<std::shared_ptr<chunk_compute>> runners;       // per virtual stage id
   std::vector<std::shared_ptr<shard_optimizer>> optimizers;  // per virtual stage id (D = 1)
   std::vector<std::shared_ptr<data_parallel_optimizer>> dp_optimizers;  // per virtual stage id (D > 1)

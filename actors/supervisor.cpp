@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
+#include "core/checkpoint/checkpoint_store.hpp"
+#include "core/log.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/simulator.hpp"
 
@@ -144,6 +147,34 @@ rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const co
   return r;
 }
 
+// What a checkpoint says of the job beside the tensors: the step (the learning rate's
+// position and the data's, both functions of it), the job's shape and optimizer settings.
+// Nothing random runs after initialisation, so there is no RNG state to keep.
+nlohmann::json checkpoint_meta(const run_context& ctx, int step) {
+  const auto& o = ctx.options;
+  return {{"step", step},
+          {"steps", o.steps},
+          {"model", o.model_name},
+          {"gpt", {{"vocab", o.model.vocab}, {"seq_len", o.model.seq_len}, {"hidden", o.model.hidden},
+                   {"heads", o.model.heads}, {"layers", o.model.layers}, {"seed", o.model.seed}}},
+          {"schedule", o.schedule},
+          {"stages", o.stages},
+          {"chunks", o.chunks},
+          {"dp", o.dp},
+          {"zero_stage", o.zero_stage},
+          {"microbatches", o.microbatches},
+          {"microbatch_size", o.microbatch_size},
+          {"lr", o.lr},
+          {"warmup_steps", o.warmup_steps},
+          {"min_lr_ratio", o.min_lr_ratio},
+          {"grad_clip", o.grad_clip},
+          {"weight_decay", o.weight_decay},
+          {"data", o.data},
+          {"data_file", o.data_file},
+          {"data_seed", o.data_seed},
+          {"rng", "none: the data and the initial parameters are functions of the seeds and the step"}};
+}
+
 // The supervisor: the step's state (supervisor_state) and one member per message.
 class supervisor {
  public:
@@ -164,11 +195,16 @@ class supervisor {
   void on_deadline(const msg::step_deadline& d);
   void on_parameter_names(msg::parameter_names& n);
   void on_parameter_arrived(msg::parameter_arrived& p);
+  void on_state_snapshotted(const msg::state_snapshotted& s);
+  void on_state_written(const msg::state_written& w);
   void stop(std::string error);
 
  private:
   void watch(const caf::actor& a, std::string name);
   void begin_step(int k);
+  void after_step(int done);
+  void go_on(int done);
+  void start_save(int done);
   void maybe_step_optimizers();
   bool replan(int measured, double measured_bubble);
   void finish();
@@ -180,6 +216,16 @@ class supervisor {
   std::shared_ptr<const run_context> ctx_;
   const int P_, M_, shards_;  // ranks of the grid, microbatches of every replica, optimizer shards
   supervisor_state st_;
+  // The checkpoint being taken: its partial directory, what is still to come, what is written.
+  struct checkpoint_in_flight {
+    int step = 0;
+    std::string partial;
+    int snapshots_left = 0, writes_left = 0;
+    std::vector<checkpoint_file> files;
+  };
+  std::optional<checkpoint_in_flight> save_;
+  int deferred_save_ = -1;       // a save due while the previous one was still being written
+  bool finish_after_save_ = false;
 };
 
 // Every local actor is watched: one that dies stops the job with its name. Actors of other
@@ -199,7 +245,7 @@ void supervisor::on_start_run(const msg::start_run& s) {
     watch(ctx_->optimizer_shards[id], "optimizer shard of " + which);
   }
   watch(ctx_->feeder, "feeder");
-  begin_step(0);
+  begin_step(ctx_->first_step);
 }
 
 void supervisor::watch(const caf::actor& a, std::string name) {
@@ -308,10 +354,83 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
   }
   if (ctx_->on_step) ctx_->on_step(m);
   if (k + 1 == ctx_->replan_from && !replan(k, m.bubble_ratio)) return;
-  if (k + 1 < o.steps)
-    begin_step(k + 1);
+  after_step(k + 1);
+}
+
+// After `done` steps: a checkpoint when one is due (the next step starts once every shard has
+// its snapshot in memory; the next save waits until this one is committed), then the next step
+// or the end.
+void supervisor::after_step(int done) {
+  const auto& o = ctx_->options;
+  const bool due = !o.save_dir.empty() && ((o.save_every > 0 && done % o.save_every == 0) || done == o.steps);
+  if (!due) {
+    go_on(done);
+    return;
+  }
+  if (save_) {  // the previous one is still being written
+    deferred_save_ = done;
+    return;
+  }
+  start_save(done);
+}
+
+void supervisor::go_on(int done) {
+  if (done < ctx_->options.steps)
+    begin_step(done);
   else
     finish();
+}
+
+void supervisor::start_save(int done) {
+  save_.emplace();
+  save_->step = done;
+  save_->partial = partial_checkpoint_name(done);
+  save_->snapshots_left = save_->writes_left = shards_;
+  try {
+    checkpoint_writer make_dir(ctx_->options.save_dir, done, save_->partial);  // creates the partial directory
+  } catch (const std::exception& e) {
+    stop(std::string("checkpoint at step ") + std::to_string(done) + ": " + e.what());
+    return;
+  }
+  const std::string path = ctx_->options.save_dir + "/" + save_->partial;
+  for (auto& shard : ctx_->optimizer_shards) self_->send(shard, msg::save_state{done, path});
+}
+
+void supervisor::on_state_snapshotted(const msg::state_snapshotted& s) {
+  if (!save_ || s.step != save_->step || --save_->snapshots_left > 0) return;
+  go_on(s.step);
+}
+
+// Every part is durable: the manifest, the rename, `latest`, pruning.
+void supervisor::on_state_written(const msg::state_written& w) {
+  if (!save_ || w.step != save_->step) return;
+  if (!w.error.empty()) {
+    stop("checkpoint at step " + std::to_string(w.step) + ": writing " + w.file + " failed: " + w.error);
+    return;
+  }
+  save_->files.push_back({w.file, w.bytes, w.sha256});
+  if (--save_->writes_left > 0) return;
+  const auto& o = ctx_->options;
+  try {
+    checkpoint_writer writer(o.save_dir, save_->step, save_->partial);
+    for (const auto& f : save_->files) writer.add_file(f);
+    const std::string path = writer.commit(checkpoint_meta(*ctx_, save_->step));
+    prune_checkpoints(o.save_dir, o.keep_last);
+    log_info("saved checkpoint " + path);
+    if (ctx_->result) ctx_->result->checkpoints.push_back(path);
+  } catch (const std::exception& e) {
+    stop("checkpoint at step " + std::to_string(save_->step) + ": " + e.what());
+    return;
+  }
+  save_.reset();
+  if (deferred_save_ >= 0) {
+    const int done = deferred_save_;
+    deferred_save_ = -1;
+    start_save(done);
+  } else if (finish_after_save_) {
+    finish_after_save_ = false;
+    finish();
+  }
 }
 
 // After step `measured`: rebuild the plan on its per-(op, virtual stage) costs and send it to
@@ -340,6 +459,10 @@ bool supervisor::replan(int measured, double measured_bubble) {
 // After the last step: every parameter on this process (--save-final in a multi-process job):
 // replica 0's, from its stages in other processes.
 void supervisor::finish() {
+  if (save_) {  // the last checkpoint is still being written
+    finish_after_save_ = true;
+    return;
+  }
   if (ctx_->processes == 1 || !ctx_->options.gather_parameters) {
     stop("");
     return;
@@ -433,6 +556,8 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
       [s](msg::failure& f) { s->stop(f.what); },
       [s](msg::parameter_names& n) { s->on_parameter_names(n); },
       [s](msg::parameter_arrived& p) { s->on_parameter_arrived(p); },
+      [s](msg::state_snapshotted& x) { s->on_state_snapshotted(x); },
+      [s](msg::state_written& x) { s->on_state_written(x); },
   };
 }
 

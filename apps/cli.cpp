@@ -162,6 +162,7 @@ std::string train_footer() {
          "  actorpipe train --config examples/job.json --set lr=1e-3 --metrics metrics.jsonl\n"
          "  actorpipe launch --nproc-per-node 2 -- train --stages 2   # the same job, one process per rank\n"
          "  actorpipe train --stages 2 --dp 2 --zero 1                 # 2 replicas of a 2-stage pipeline, ZeRO-1\n"
+         "  actorpipe train --save-dir ckpt --save-every 10 ; actorpipe train --resume ckpt   # checkpoints, resume\n"
          "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
          "config defaults: see README) apply, and flags and --set override them.\n"
          "\nSeveral processes: when WORLD_SIZE > 1 (set by actorpipe launch, torchrun, srun or mpirun) this process\n"
@@ -238,6 +239,14 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--metrics", tr.metrics_path, "Write one JSON line per step");
   t->add_option("--trace", tr.trace_path, "Write the last step's measured timeline as Chrome trace JSON");
   t->add_option("--save-final", tr.save_final_path, "Write the final parameters (safetensors, global names)");
+  t->add_option("--save-dir", tr.save_dir,
+                "Write checkpoints here (step-N directories: parameters and AdamW state by global name, a manifest "
+                "with SHA-256; atomic), after the last step and every --save-every steps");
+  t->add_option("--save-every", tr.save_every, "With --save-dir: a checkpoint every N steps (0 = after the last only)")
+      ->default_val(0);
+  t->add_option("--keep-last", tr.keep_last, "With --save-dir: keep the newest K checkpoints (0 = all)")->default_val(0);
+  t->add_option("--resume", tr.resume,
+                "Resume from a checkpoint directory's newest valid checkpoint, or from one checkpoint (any layout's)");
   t->add_option("--ranks-per-process", tr.ranks_per_process,
                  "Multi-process jobs: ranks (of stages x dp) of each process, e.g. 1,3 (default: spread evenly)");
   t->add_option("--join-timeout", tr.join_timeout_s, "Multi-process jobs: seconds for every process to join")->default_val(60);

@@ -142,6 +142,10 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.step_timeout_s = o.step_timeout_s;
   t.no_pipeline = o.no_pipeline;
   t.plan_on_measured_costs = !o.unit_cost_plan;
+  t.save_dir = o.save_dir;
+  t.save_every = o.save_every;
+  t.keep_last = o.keep_last;
+  t.resume = o.resume;
   if (!o.data_file.empty()) {
     t.data = "file";
     t.data_file = o.data_file;
@@ -316,6 +320,9 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
     out << "wrote " << r.parameters.size() << " parameters to " << o.save_final_path << '\n';
   }
   if (wrote_metrics) out << "wrote per-step metrics to " << o.metrics_path << '\n';
+  if (!r.checkpoints.empty())
+    out << "wrote " << r.checkpoints.size() << (r.checkpoints.size() == 1 ? " checkpoint" : " checkpoints")
+        << ", the newest " << r.checkpoints.back() << '\n';
 }
 
 }  // namespace
@@ -346,6 +353,9 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   if (place.process != 0) return;  // process 0 reports and writes the files
 
   print_setup(out, o, t, r);
+  for (const auto& why : r.refused) out << "not resumed from a damaged checkpoint: " << why << '\n';
+  if (!r.resumed_from.empty())
+    out << "resumed from " << r.resumed_from << " (steps " << r.steps.front().step + 1 << ".." << t.steps << " ran here)\n";
   if (!o.no_pipeline) print_measured_vs_simulated(out, r);
   const auto& last = r.steps.back();
   out << "final loss " << fmt("%.4f", last.loss) << " (first step " << fmt("%.4f", r.steps.front().loss) << ")\n";

@@ -31,6 +31,8 @@ struct train_cli_options {
   bool activation_checkpointing = false;
   double step_timeout_s = 600;
   std::string metrics_path, trace_path, save_final_path;
+  std::string save_dir, resume;  // checkpoints
+  int save_every = 0, keep_last = 0;
   bool no_pipeline = false;
   bool unit_cost_plan = false;  // keep the generated plan (no rebuild on measured costs)
   bool interactive_progress = false;  // redraw one progress line (a terminal) or print a line per step

@@ -135,12 +135,28 @@ std::string sha256_of_file(const std::string& path) {
   return hex(digest, n);
 }
 
-checkpoint_writer::checkpoint_writer(std::string dir, long long step) : dir_(std::move(dir)), step_(step) {
+checkpoint_writer::checkpoint_writer(std::string dir, long long step)
+    : checkpoint_writer(std::move(dir), step, partial_checkpoint_name(step)) {}
+
+checkpoint_writer::checkpoint_writer(std::string dir, long long step, const std::string& partial_name)
+    : dir_(std::move(dir)), step_(step) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) fail("cannot create the checkpoint directory '" + dir_ + "': " + ec.message());
-  partial_ = dir_ + "/.partial-" + checkpoint_name(step) + "-" + nonce();
-  if (::mkdir(partial_.c_str(), 0755) != 0) fail("cannot create '" + partial_ + "': " + errno_text());
+  partial_ = dir_ + "/" + partial_name;
+  if (::mkdir(partial_.c_str(), 0755) != 0 && errno != EEXIST) fail("cannot create '" + partial_ + "': " + errno_text());
+}
+
+std::string partial_checkpoint_name(long long step) { return ".partial-" + checkpoint_name(step) + "-" + nonce(); }
+
+checkpoint_file write_checkpoint_part(const std::string& path, const void* data, std::size_t bytes) {
+  write_durably(path, data, bytes);
+  return {fs::path(path).filename().string(), bytes, sha256_of_file(path)};
+}
+
+void checkpoint_writer::add_file(const checkpoint_file& written) {
+  if (!valid_file_name(written.name)) fail("checkpoint file name '" + written.name + "' must be a plain file name");
+  files_.push_back(written);
 }
 
 std::string checkpoint_writer::part_path(const std::string& name) const {

@@ -42,10 +42,19 @@ std::string checkpoint_name(long long step);
 // SHA-256 of a file, lowercase hex; throws checkpoint_error naming the file when unreadable.
 std::string sha256_of_file(const std::string& path);
 
+// Writes `bytes` to `path` durably (fsynced) and returns its record for a manifest.
+checkpoint_file write_checkpoint_part(const std::string& path, const void* data, std::size_t bytes);
+
+// A fresh partial directory name for `step` (".partial-step-00000040-<random>").
+std::string partial_checkpoint_name(long long step);
+
 // One checkpoint being written into `dir` (created if missing).
 class checkpoint_writer {
  public:
   checkpoint_writer(std::string dir, long long step);
+  // The same under a partial directory name chosen elsewhere (every process of a job writes
+  // its parts into `dir/partial_name`; created when missing).
+  checkpoint_writer(std::string dir, long long step, const std::string& partial_name);
   // Where a part named `name` goes (a process writes its own parts there, then adds them).
   std::string part_path(const std::string& name) const;
   // Writes a part from memory and fsyncs it.
@@ -53,6 +62,8 @@ class checkpoint_writer {
   // A part already written at part_path(name) (by this process or another): fsynced, sized and
   // hashed from disk.
   void add_file(const std::string& name);
+  // A part another process wrote, fsynced and hashed there.
+  void add_file(const checkpoint_file& written);
   // The manifest last, then the rename into place and `latest`. Returns the checkpoint's path.
   std::string commit(const nlohmann::json& meta = nlohmann::json::object());
   const std::string& partial_path() const { return partial_; }

@@ -55,6 +55,12 @@ struct train_options {
   // (zb-h1 and zbv order their W passes by cost; the others come out the same).
   bool plan_on_measured_costs = true;
   bool gather_parameters = true;  // multi-process: every final parameter to process 0 (--save-final)
+  // Checkpoints (core/checkpoint): every save_every steps (and after the last) into save_dir,
+  // keeping the newest keep_last (0: all); resume from a directory of them or one of them.
+  std::string save_dir;
+  int save_every = 0;
+  int keep_last = 0;
+  std::string resume;
 };
 
 struct step_metrics {
@@ -88,6 +94,9 @@ struct train_result {
   // The plan rebuilt on measured costs (null if none was), and what that did, in words.
   std::shared_ptr<const plan> replanned;
   std::string replan_report;
+  std::vector<std::string> checkpoints;  // written by this run, in order
+  std::string resumed_from;              // the checkpoint it resumed from, if any
+  std::vector<std::string> refused;      // newer checkpoints it could not resume from, and why
 };
 
 }  // namespace actorpipe
