@@ -122,6 +122,35 @@ CATCH_TEST_CASE("dp=2 x pp=2 in 4 processes and in 2 processes of 2 ranks is bit
     }
 }
 
+CATCH_TEST_CASE("a checkpoint 2 processes wrote resumes in 2 processes and in 1, bit-identical to a straight run",
+                "[multiprocess][checkpoint]") {
+  const std::string ref = temp_path(".ckref.safetensors"), dir = temp_path(".ckdir");
+  CATCH_REQUIRE(wait_process(start_process(bin, job("1f1b", 1, 6, ref), {}, temp_path(".ckref.log")), 120) == 0);
+  const std::string ref_bytes = read_bytes(ref);
+  CATCH_REQUIRE(ref_bytes.size() > 1000);
+  auto launch = [&](std::vector<std::string> train, int processes, const std::string& log) {
+    std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(processes), "--master-port",
+                                     std::to_string(free_port()), "--"};
+    args.insert(args.end(), train.begin(), train.end());
+    return wait_process(start_process(bin, args, {{"UCX_TLS", "tcp,self"}}, log), 120);
+  };
+  auto saving = job("1f1b", 1, 6, "");
+  saving.insert(saving.end(), {"--save-dir", dir, "--save-every", "3"});
+  const std::string save_log = temp_path(".cksave.log");
+  CATCH_INFO(read_text(save_log));
+  CATCH_REQUIRE(launch(saving, 2, save_log) == 0);
+  for (int processes : {2, 1}) {
+    const std::string out = temp_path(".ckres.safetensors"), log = temp_path(".ckres.log");
+    auto resume = job("1f1b", 1, 6, out);
+    resume.insert(resume.end(), {"--resume", dir + "/step-00000003"});
+    const int code = processes == 1 ? wait_process(start_process(bin, resume, {}, log), 120) : launch(resume, 2, log);
+    CATCH_INFO(processes << " processes:\n" << read_text(log));
+    CATCH_CHECK(code == 0);
+    CATCH_CHECK(read_text(log).find("resumed from " + dir + "/step-00000003 (steps 4..6 ran here)") != std::string::npos);
+    CATCH_CHECK(read_bytes(out) == ref_bytes);
+  }
+}
+
 CATCH_TEST_CASE("a process killed with SIGKILL mid-step stops the job within 10 s, naming the lost rank",
                 "[multiprocess][failure]") {
   const int port = free_port();
