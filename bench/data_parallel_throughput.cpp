@@ -19,6 +19,7 @@
 #include <string>
 
 #include "actors/pipeline_runtime.hpp"
+#include "bench/gpt_bench.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/schedule/schedule_registry.hpp"
@@ -27,15 +28,6 @@
 using namespace actorpipe;
 
 namespace {
-
-double tokens_per_s(const train_result& r) {
-  double tokens = 0, seconds = 0;
-  for (size_t k = 1; k < r.steps.size(); ++k) {
-    tokens += r.steps[k].tokens_per_s * r.steps[k].seconds;
-    seconds += r.steps[k].seconds;
-  }
-  return tokens / seconds;
-}
 
 // Mean over the timed steps of a step_metrics field.
 template <class F>
@@ -59,32 +51,9 @@ void sync_window(const std::vector<double>& ready, const std::vector<double>& se
 
 int main(int argc, char** argv) {
   ensure_best_blas_kernels(argv);
-  train_options o;
-  o.model.layers = 8;
-  o.model.hidden = 256;
-  o.model.heads = 4;
-  o.model.seq_len = 128;
-  o.model.vocab = 256;
-  o.microbatch_size = 4;
-  o.microbatches = 16;  // the global batch, in microbatches
-  o.steps = 3;
-  o.threads_per_stage = 1;
+  train_options o = bench::gpt_bench_options();
   o.plan_on_measured_costs = false;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    const int v = std::atoi(argv[i + 1]);
-    if (k == "--layers") o.model.layers = v;
-    else if (k == "--hidden") o.model.hidden = v;
-    else if (k == "--seq-len") o.model.seq_len = v;
-    else if (k == "--microbatch-size") o.microbatch_size = v;
-    else if (k == "--microbatches") o.microbatches = v;
-    else if (k == "--steps") o.steps = v;
-    else if (k == "--bucket-mb") o.bucket_mb = std::atof(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "data_parallel_throughput: unknown flag %s\n", k.c_str());
-      return 2;
-    }
-  }
+  if (!bench::parse_gpt_bench_flags(argc, argv, o, "data_parallel_throughput", true)) return 2;
   if (o.steps < 2 || o.microbatches < 2 || o.microbatches % 2) {
     std::fprintf(stderr, "data_parallel_throughput: --steps >= 2 and an even --microbatches >= 2, please\n");
     return 2;
@@ -98,7 +67,7 @@ int main(int argc, char** argv) {
   // 1. One replica on one rank against two replicas on two ranks, same global batch.
   train_options one = o;
   one.stages = 1;
-  const double base = tokens_per_s(run_pipeline(one));
+  const double base = bench::tokens_per_s(run_pipeline(one));
   std::printf("| run | ranks | tokens/s | vs one replica |\n|---|---|---|---|\n");
   std::printf("| pp=1 x dp=1, %d microbatches | 1 | %.0f | 1.00x |\n", global, base);
   double sync_per_element = 0;  // seconds, uncontended (ZeRO-1)
@@ -108,7 +77,7 @@ int main(int argc, char** argv) {
     two.zero_stage = zero;
     two.microbatches = global / 2;
     const train_result r = run_pipeline(two);
-    const double t = tokens_per_s(r);
+    const double t = bench::tokens_per_s(r);
     std::printf("| pp=1 x dp=2 (ZeRO-%d), %d microbatches each | 2 | %.0f | %.2fx |\n", zero, global / 2, t, t / base);
     std::fflush(stdout);
     const double elements = 2.0 * static_cast<double>(r.optimizer_state_bytes.at(0)) / 8;  // ZeRO-1: half the moments
@@ -133,7 +102,7 @@ int main(int argc, char** argv) {
   std::printf("\npp=2 x dp=2 (1f1b, ZeRO-1), %d microbatches per replica, 4 ranks on this machine: %.0f tokens/s;\n"
               "  gradient sync window %.1f ms per step, %.1f ms of it exposed: %.1f%% of the window, %.1f%% of the "
               "stages' summed sync (%.1f ms)\n",
-              pp.microbatches, tokens_per_s(r), 1e3 * total, 1e3 * exposed, total > 0 ? 100 * exposed / total : 0.0,
+              pp.microbatches, bench::tokens_per_s(r), 1e3 * total, 1e3 * exposed, total > 0 ? 100 * exposed / total : 0.0,
               summed > 0 ? 100 * exposed / summed : 0.0, 1e3 * summed);
   // One core per rank: the plan on a pp=2 run's costs (2 ranks, 2 cores), each stage's sync as measured.
   train_options single = pp;
