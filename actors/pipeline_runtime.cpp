@@ -208,6 +208,18 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
   log_info("resuming from " + c.path + " after step " + std::to_string(c.manifest.step));
 }
 
+// --init-from: weights by global name into every local runner (fine-tuning); the optimizer
+// starts fresh.
+void init_from_weights(const run_setup& setup, const std::string& path) {
+  const run_state_view view{setup.runners, setup.optimizers, setup.dp_optimizers, setup.place.num_virtual_stages()};
+  try {
+    load_parameter_tensors(view, load_safetensors(path));
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("--init-from " + path + ": " + e.what());
+  }
+  log_info("initialised the parameters from " + path);
+}
+
 // The job's transport, its arrivals held at `gate` until the actors exist.
 std::shared_ptr<transport::tensor_transport> make_transport(const run_context& ctx, const job_place& place,
                                                             const std::shared_ptr<transport_gate>& gate) {
@@ -463,6 +475,7 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   const run_setup setup = prepare_run(o, make_chunk, [&](int r) { return process_of_rank[r] == place.process; });
   train_result result;
   auto ctx = make_context(o, on_step, place, process_of_rank, setup, result);
+  if (!o.init_from.empty()) init_from_weights(setup, o.init_from);
   if (!o.resume.empty()) resume_state(*ctx, setup, result);
   auto gate = std::make_shared<transport_gate>();
   ctx->data = make_transport(*ctx, place, gate);

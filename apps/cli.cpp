@@ -247,6 +247,8 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--keep-last", tr.keep_last, "With --save-dir: keep the newest K checkpoints (0 = all)")->default_val(0);
   t->add_option("--resume", tr.resume,
                 "Resume from a checkpoint directory's newest valid checkpoint, or from one checkpoint (any layout's)");
+  t->add_option("--init-from", tr.init_from,
+                "Start from these weights (safetensors by global name, e.g. a --save-final file); fresh optimizer");
   t->add_option("--ranks-per-process", tr.ranks_per_process,
                  "Multi-process jobs: ranks (of stages x dp) of each process, e.g. 1,3 (default: spread evenly)");
   t->add_option("--join-timeout", tr.join_timeout_s, "Multi-process jobs: seconds for every process to join")->default_val(60);

@@ -146,6 +146,7 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.save_every = o.save_every;
   t.keep_last = o.keep_last;
   t.resume = o.resume;
+  t.init_from = o.init_from;
   if (!o.data_file.empty()) {
     t.data = "file";
     t.data_file = o.data_file;

@@ -31,7 +31,7 @@ struct train_cli_options {
   bool activation_checkpointing = false;
   double step_timeout_s = 600;
   std::string metrics_path, trace_path, save_final_path;
-  std::string save_dir, resume;  // checkpoints
+  std::string save_dir, resume, init_from;  // checkpoints, fine-tuning
   int save_every = 0, keep_last = 0;
   bool no_pipeline = false;
   bool unit_cost_plan = false;  // keep the generated plan (no rebuild on measured costs)

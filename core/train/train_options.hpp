@@ -61,6 +61,7 @@ struct train_options {
   int save_every = 0;
   int keep_last = 0;
   std::string resume;
+  std::string init_from;  // start from these weights (safetensors, global names), fresh optimizer
 };
 
 struct step_metrics {

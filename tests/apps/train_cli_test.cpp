@@ -138,6 +138,28 @@ CATCH_TEST_CASE("train --dp prints the grid, the optimizer state per rank and th
   CATCH_CHECK(lines == 3);
 }
 
+CATCH_TEST_CASE("train --init-from starts from saved weights, and a model they do not fit is one error naming them",
+                "[apps][train][checkpoint]") {
+  const std::string weights = temp_path(".safetensors"), again = temp_path(".safetensors");
+  CATCH_REQUIRE(cli(with({"train", "--steps", "2", "--save-final", weights}, tiny)).code == 0);
+  // One step at a learning rate too small to move a float32: the weights come back unchanged,
+  // byte for byte, so they were loaded whole (on 2 stages x 2 chunks, another layout).
+  auto tuned = cli(with({"train", "--steps", "1", "--lr", "1e-30", "--schedule", "interleaved", "--chunks", "2",
+                         "--init-from", weights, "--save-final", again},
+                        tiny));
+  CATCH_REQUIRE(tuned.code == 0);
+  CATCH_CHECK(read_bytes(again) == read_bytes(weights));
+  auto wrong = cli({"train", "--steps", "1", "--init-from", weights, "--layers", "4", "--hidden", "64", "--heads", "2",
+                    "--seq-len", "16", "--vocab", "64", "--microbatches", "4", "--microbatch-size", "2"});
+  CATCH_CHECK(wrong.code != 0);
+  CATCH_CHECK_THAT(wrong.err, Contains("--init-from " + weights + ": the parameters do not fit the model:"));
+  CATCH_CHECK_THAT(wrong.err, Contains("of another shape: "));
+  auto both = cli(with({"train", "--steps", "1", "--init-from", weights, "--resume", "/tmp"}, tiny));
+  CATCH_CHECK_THAT(both.err, Contains("give --init-from (weights only) or --resume (the whole state), not both"));
+  std::remove(weights.c_str());
+  std::remove(again.c_str());
+}
+
 CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", "[apps][train][errors]") {
   const std::string deadlock = temp_path(".txt"), short_bin = temp_path(".bin"), text = temp_path(".txt");
   {
