@@ -8,11 +8,12 @@
 //   its shard, and on optimizer_step steps: under ZeRO-1 its own shard, whose new parameters
 //   it hands to the other replicas; under ZeRO-0 the whole stage, from every shard's reduced
 //   slices, which it gathered as they were reduced.
+// For a checkpoint (save_state) it snapshots its stage's state (core/train/run_state.hpp) on
+// the compute thread and writes it on a thread of its own.
 // All tensor work runs on the rank's compute thread; this actor keeps the count.
 #include <algorithm>
-#include <map>
-
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "actors/messages.hpp"
