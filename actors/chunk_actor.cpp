@@ -19,8 +19,7 @@ namespace {
 void on_compute_thread(caf::event_based_actor* self, const run_context& ctx, int id, const std::string& what,
                        std::function<void()> job) {
   auto sup = ctx.supervisor;
-  const std::string where = "virtual stage " + std::to_string(ctx.pipeline_stage(id)) +
-                            (ctx.replicas > 1 ? " of replica " + std::to_string(ctx.replica_of_stage(id)) : "");
+  const std::string where = ctx.describe_stage(id);
   self->send(ctx.compute[ctx.rank_of_stage(id)], msg::compute_job{[sup, where, what, job = std::move(job)] {
                try {
                  job();

@@ -128,7 +128,7 @@ int optimizer_shard::buckets() const { return static_cast<int>(ctx_->dp_optimize
 // Runs `job` on the rank's compute thread; if it throws, the job stops naming the stage.
 void optimizer_shard::post(const std::string& what, std::function<void()> job) {
   auto sup = ctx_->supervisor;
-  const std::string where = "optimizer shard of virtual stage " + std::to_string(v_) + ", replica " + std::to_string(replica_);
+  const std::string where = "optimizer shard of " + ctx_->describe_stage(id_);
   self_->send(ctx_->compute[rank_], msg::compute_job{[sup, where, what, job = std::move(job)] {
                 try {
                   job();
@@ -176,11 +176,11 @@ void optimizer_shard::on_slice(msg::shard_slice& s) {
       post("reducing bucket " + std::to_string(b), [ctx, id, v, D, step, b, rank, me_replica, me, by_replica] {
         auto& opt = *ctx->dp_optimizers[id];
         opt.reduce(b, by_replica);
-        if (opt.zero_stage() == 0)  // every replica steps the whole stage: it needs this slice too
+        if (opt.zero_stage() == 0) {  // every replica steps the whole stage: it needs this slice too
+          const tensor_box mine = opt.reduced_slice(b);  // one copy, shared by every send
           for (int j = 0; j < D; ++j)
-            if (j != me_replica)
-              ctx->send_tensor(tensor_kind::reduced_slice, step, ctx->stage_id(j, v), b, rank,
-                               opt.reduced_slice(b));
+            if (j != me_replica) ctx->send_tensor(tensor_kind::reduced_slice, step, ctx->stage_id(j, v), b, rank, mine);
+        }
         caf::anon_send(me, msg::shard_work_done{step, work::reduced, b, 0});
       });
       return;
@@ -198,7 +198,7 @@ void optimizer_shard::on_slice(msg::shard_slice& s) {
       });
       return;
     default:
-      self_->send(ctx_->supervisor, msg::failure{"optimizer shard of virtual stage " + std::to_string(v_) +
+      self_->send(ctx_->supervisor, msg::failure{"optimizer shard of " + ctx_->describe_stage(id_) +
                                                  ": a tensor of a kind it does not take"});
   }
 }

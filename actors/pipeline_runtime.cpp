@@ -193,7 +193,7 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
   for (const auto& f : c.manifest.files)
     for (auto& t : load_safetensors(c.path + "/" + f.name))
       (t.first.find('@') == std::string::npos ? params : moments).push_back(std::move(t));
-  const run_state_view view{setup.runners, setup.optimizers, setup.dp_optimizers, setup.place.num_virtual_stages()};
+  const run_state_view view = state_view(setup);
   try {
     load_parameter_tensors(view, params);
     load_optimizer_tensors(view, moments);
@@ -211,9 +211,8 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
 // --init-from: weights by global name into every local runner (fine-tuning); the optimizer
 // starts fresh.
 void init_from_weights(const run_setup& setup, const std::string& path) {
-  const run_state_view view{setup.runners, setup.optimizers, setup.dp_optimizers, setup.place.num_virtual_stages()};
   try {
-    load_parameter_tensors(view, load_safetensors(path));
+    load_parameter_tensors(state_view(setup), load_safetensors(path));
   } catch (const std::exception& e) {
     throw std::invalid_argument("--init-from " + path + ": " + e.what());
   }

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -77,6 +78,11 @@ struct run_context {
   int process_of_stage(int id) const { return process_of_rank[rank_of_stage(id)]; }
   bool is_local_rank(int r) const { return process_of_rank[r] == process; }
   bool is_local_stage(int id) const { return process_of_stage(id) == process; }
+  // "virtual stage 3", or "virtual stage 3 of replica 1" with data parallelism: for messages.
+  std::string describe_stage(int id) const {
+    return "virtual stage " + std::to_string(pipeline_stage(id)) +
+           (replicas > 1 ? " of replica " + std::to_string(replica_of_stage(id)) : "");
+  }
   // This process's actors but the supervisor (the others' are proxies).
   std::vector<caf::actor> local_actors() const {
     std::vector<caf::actor> all;

@@ -239,10 +239,8 @@ void supervisor::on_start_run(const msg::start_run& s) {
   }
   for (int id = 0; id < shards_; ++id) {
     if (!ctx_->is_local_stage(id)) continue;
-    const std::string which = "virtual stage " + std::to_string(ctx_->pipeline_stage(id)) +
-                              (ctx_->replicas > 1 ? " of replica " + std::to_string(ctx_->replica_of_stage(id)) : "");
-    watch(ctx_->chunk_actors[id], "chunk actor of " + which);
-    watch(ctx_->optimizer_shards[id], "optimizer shard of " + which);
+    watch(ctx_->chunk_actors[id], "chunk actor of " + ctx_->describe_stage(id));
+    watch(ctx_->optimizer_shards[id], "optimizer shard of " + ctx_->describe_stage(id));
   }
   watch(ctx_->feeder, "feeder");
   begin_step(ctx_->first_step);
@@ -527,9 +525,8 @@ std::string supervisor::stall_detail() const {
   std::string shards;  // flushed, but a stage's gradients never became final (tied sum, reduction)
   for (int id = 0; id < shards_; ++id)
     if (!st_.sq_parts.count(id))
-      shards += (shards.empty() ? "" : ", ") + std::to_string(ctx_->pipeline_stage(id)) +
-                (ctx_->replicas > 1 ? " of replica " + std::to_string(ctx_->replica_of_stage(id)) : "");
-  if (!shards.empty()) return "every rank flushed; the gradients of virtual stage " + shards + " are not final (tied sum or gradient sync)";
+      shards += (shards.empty() ? "" : ", ") + ctx_->describe_stage(id);
+  if (!shards.empty()) return "every rank flushed; the gradients of " + shards + " are not final (tied sum or gradient sync)";
   return "every rank flushed; the optimizer step did not finish";
 }
 

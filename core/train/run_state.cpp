@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "core/model/tensor_box_torch.hpp"
+#include "core/train/run_setup.hpp"
 
 namespace actorpipe {
 namespace {
@@ -54,6 +55,10 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
 }
 
 }  // namespace
+
+run_state_view state_view(const run_setup& s) {
+  return {s.runners, s.optimizers, s.dp_optimizers, s.place.num_virtual_stages()};
+}
 
 named_tensors parameter_tensors(const run_state_view& state) {
   torch::NoGradGuard no_grad;

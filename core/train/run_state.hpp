@@ -27,6 +27,10 @@ struct run_state_view {
   int virtual_stages = 1;
 };
 
+struct run_setup;
+// The whole of a prepared run (core/train/run_setup.hpp).
+run_state_view state_view(const run_setup& setup);
+
 using named_tensors = std::vector<std::pair<std::string, tensor_box>>;
 
 // Copies, so training may go on while they are written.

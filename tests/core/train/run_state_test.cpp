@@ -13,6 +13,7 @@
 #include "core/model/tensor_box_torch.hpp"
 #include "core/train/run_setup.hpp"
 #include "core/train/run_state.hpp"
+#include "tests/support/train_results.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -22,24 +23,11 @@ using Catch::Contains;
 namespace {
 
 train_options tiny(int stages, int chunks, int dp = 1, int zero = 0) {
-  train_options o;
-  o.model.vocab = 64;
-  o.model.seq_len = 16;
-  o.model.hidden = 32;
-  o.model.heads = 2;
-  o.model.layers = 4;
-  o.schedule = chunks == 1 ? "1f1b" : "interleaved";
-  o.stages = stages;
-  o.chunks = chunks;
-  o.microbatches = 4;
+  train_options o = testing::tiny_gpt(chunks == 1 ? "1f1b" : "interleaved", stages, chunks, 1);
   o.dp = dp;
   o.zero_stage = zero;
   o.bucket_mb = 0.002;
   return o;
-}
-
-run_state_view view_of(const run_setup& s) {
-  return {s.runners, s.optimizers, s.dp_optimizers, s.place.num_virtual_stages()};
 }
 
 // Two AdamW steps on gradients that depend only on the parameter's name and the step.
@@ -79,7 +67,7 @@ std::map<std::string, at::Tensor> as_map(const named_tensors& t) {
 CATCH_TEST_CASE("the training state saved from 4 stages loads into other layouts by name", "[checkpoint][state]") {
   const run_setup from = prepare_run(tiny(4, 1));
   train_a_little(from);
-  const named_tensors params = parameter_tensors(view_of(from)), moments = optimizer_tensors(view_of(from));
+  const named_tensors params = parameter_tensors(state_view(from)), moments = optimizer_tensors(state_view(from));
   CATCH_CHECK(params.size() == 2 + 4 * 12 + 2);  // the tied head's copy left to tok_emb
   // Through files, as a checkpoint holds them.
   const std::string p_file = std::filesystem::temp_directory_path().string() + "/actorpipe-state-p.safetensors";
@@ -92,12 +80,12 @@ CATCH_TEST_CASE("the training state saved from 4 stages loads into other layouts
   for (auto [stages, chunks, dp, zero] : {std::tuple{2, 2, 1, 0}, std::tuple{1, 1, 1, 0}, std::tuple{2, 1, 2, 1}}) {
     CATCH_INFO(stages << " stages x " << chunks << " chunks, dp " << dp);
     const run_setup to = prepare_run(tiny(stages, chunks, dp, zero));
-    load_parameter_tensors(view_of(to), p_back);
-    load_optimizer_tensors(view_of(to), o_back);
-    named_tensors got_params = parameter_tensors(view_of(to));
+    load_parameter_tensors(state_view(to), p_back);
+    load_optimizer_tensors(state_view(to), o_back);
+    named_tensors got_params = parameter_tensors(state_view(to));
     CATCH_CHECK(got_params.size() == params.size());
     for (auto& [name, t] : got_params) CATCH_CHECK(torch::equal(unbox(t), want_params.at(name)));
-    const auto got_moments = first_moments(optimizer_tensors(view_of(to)), params);
+    const auto got_moments = first_moments(optimizer_tensors(state_view(to)), params);
     for (auto& [name, m] : want_moments) CATCH_CHECK(torch::equal(got_moments.at(name), m));
     // Every holder of a tied name took its value, the copy on the last stage too.
     for (auto& r : to.runners)
@@ -109,12 +97,12 @@ CATCH_TEST_CASE("the training state saved from 4 stages loads into other layouts
 
 CATCH_TEST_CASE("parameters that do not fit the model are one error listing them", "[checkpoint][state]") {
   const run_setup small = prepare_run(tiny(2, 1));
-  named_tensors params = parameter_tensors(view_of(small));
+  named_tensors params = parameter_tensors(state_view(small));
   params.erase(params.begin());  // drop one
   train_options wider = tiny(2, 1);
   wider.model.hidden = 64;
   const run_setup other = prepare_run(wider);
-  CATCH_CHECK_THROWS_WITH(load_parameter_tensors(view_of(small), params), Contains("1 missing: "));
-  CATCH_CHECK_THROWS_WITH(load_parameter_tensors(view_of(other), parameter_tensors(view_of(small))),
+  CATCH_CHECK_THROWS_WITH(load_parameter_tensors(state_view(small), params), Contains("1 missing: "));
+  CATCH_CHECK_THROWS_WITH(load_parameter_tensors(state_view(other), parameter_tensors(state_view(small))),
                           Contains("of another shape: ") && Contains("(has [") && Contains("and "));
 }
