@@ -278,7 +278,7 @@ CATCH_TEST_CASE("partition_by_cost is fast for thousands of layers", "[partition
   double worst = max_part_cost(costs, split);
   CATCH_CHECK(worst >= total / 64);
   CATCH_CHECK(worst <= total / 64 + 80 + 10);
-  CATCH_CHECK(ms < 50);
+  CATCH_CHECK(ms < 500);  // a bound on the algorithm (a cubic one takes minutes), with room for a loaded machine
   auto big = partition_by_cost(costs, 2000);
   check_valid_split(big, 4000, 2000);
 }
