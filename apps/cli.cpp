@@ -315,6 +315,12 @@ void add_launch(CLI::App& app, launch_cli& c) {
       "The processes write to this terminal. launch exits 0 when all exit 0. When one fails, the others get\n"
       "--grace seconds to exit, then SIGTERM, then SIGKILL 5 s later, and launch exits with the first failure's\n"
       "code (128 + N for a process killed by signal N). Ctrl-C (SIGINT) and SIGTERM are passed on to the processes.\n"
+      "\nRecovery: with --max-restarts N, a failure stops the other processes and starts all of them again\n"
+      "(ACTORPIPE_RESTART_COUNT=1, 2, ...); train then resumes from the newest valid checkpoint in its --save-dir,\n"
+      "so the work lost is at most --save-every steps. Each restart is logged with its cause; after N restarts\n"
+      "launch exits with the last failure's code and the history of every attempt. With several nodes, each\n"
+      "node's launch restarts its own processes (a failure anywhere fails every process of the job).\n"
+      "  actorpipe launch --nproc-per-node 4 --max-restarts 3 -- train --stages 4 --save-dir ckpt --save-every 50\n"
       "\nOutput: the processes' lines pass through launch, each prefixed with its process index, '[p1] ...' (their\n"
       "own log lines already say '[p1 r2-3] actorpipe: ...': process 1, pipeline ranks 2-3, and keep just that). On a\n"
       "terminal a process's progress line is redrawn on the last row, below the other lines. --log-level applies to\n"
@@ -331,6 +337,9 @@ void add_launch(CLI::App& app, launch_cli& c) {
   l->add_option("--master-port", la.master_port,
                 "Port of rank 0's supervisor [default: " + std::to_string(default_master_port) + "]");
   l->add_option("--grace", la.grace_s, "Seconds the other processes get to exit after one fails [default: 15]");
+  l->add_option("--max-restarts", la.max_restarts,
+                "When a process fails, stop the rest and start the job again, up to N times; train resumes from the "
+                "newest valid checkpoint in its --save-dir [default: 0]");
   add_log_options(l, l_log, "Also append launch's lines and every process's lines to this file, timestamped");
   l->add_option("command", la.command, "The actorpipe command each process runs, with its flags, after --");
 }

@@ -39,7 +39,7 @@ using steady = std::chrono::steady_clock;
 
 // The variables launch sets; any value launch itself inherited for them is replaced.
 const char* const kJobVariables[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",         "LOCAL_WORLD_SIZE",
-                                     "MASTER_ADDR", "MASTER_PORT", "ACTORPIPE_JOB_TOKEN"};
+                                     "MASTER_ADDR", "MASTER_PORT", "ACTORPIPE_JOB_TOKEN", kRestartCountVariable};
 
 [[noreturn]] void bad_value(const std::string& flag, const std::string& value, const std::string& rule) {
   throw std::invalid_argument(flag + "=" + value + " " + rule);
@@ -61,6 +61,7 @@ void validate(const launch_options& o) {
     bad_value("--grace", number_text(o.grace_s), "must be a finite number of seconds >= 0");
   if (!std::isfinite(o.kill_after_s) || o.kill_after_s < 0)
     bad_value("kill_after_s", number_text(o.kill_after_s), "must be a finite number of seconds >= 0");
+  if (o.max_restarts < 0) bad_value("--max-restarts", std::to_string(o.max_restarts), "must be >= 0");
   if (o.command.empty())
     throw std::invalid_argument(
         "missing the command to run: put it after --, e.g. actorpipe launch --nproc-per-node 2 -- train --stages 2");
@@ -254,8 +255,10 @@ std::vector<char*> c_strings(std::vector<std::string>& text) {
 }
 
 // The environment each process gets: launch's own less the variables launch sets, then
-// opt.env, then the job's variables; each process's RANK and LOCAL_RANK last.
-std::vector<std::vector<std::string>> process_environments(const launch_options& opt, const std::string& token) {
+// opt.env, then the job's variables (and the restart count); each process's RANK and
+// LOCAL_RANK last.
+std::vector<std::vector<std::string>> process_environments(const launch_options& opt, const std::string& token,
+                                                           int restart) {
   const int n = opt.nproc_per_node;
   const int first_rank = first_rank_of(opt);
   std::vector<std::string> extra_env = opt.env;
@@ -275,6 +278,7 @@ std::vector<std::vector<std::string>> process_environments(const launch_options&
   shared_env.push_back("MASTER_ADDR=" + opt.master_addr);
   shared_env.push_back("MASTER_PORT=" + std::to_string(opt.master_port));
   shared_env.push_back("ACTORPIPE_JOB_TOKEN=" + token);
+  shared_env.push_back(std::string(kRestartCountVariable) + "=" + std::to_string(restart));
   std::vector<std::vector<std::string>> env_text(n, shared_env);
   for (int i = 0; i < n; ++i) {
     env_text[i].push_back("RANK=" + std::to_string(first_rank + i));
@@ -314,6 +318,7 @@ struct watch_state {
   process_output& output;
   int alive = 0;
   int result = 0;  // the first failure's code
+  std::string first_failure = std::string();  // which process, and how it ended
   int signals_received = 0;
   std::optional<steady::time_point> term_at = std::nullopt, kill_at = std::nullopt;
 };
@@ -356,6 +361,7 @@ bool reap_ended(watch_state& w) {
     say(w.output, log_level::error, c.name() + ' ' + how);
     if (w.result == 0) {
       w.result = code;
+      w.first_failure = c.name() + ' ' + how;
       first_failure_now = true;
     }
   }
@@ -425,6 +431,103 @@ int with_late_stop_signals(const watch_scope& scope, int result) {
   return result;
 }
 
+// How one attempt of the job ended: its code (0, or the first failure's), whether launch was
+// told to stop (never restarted), the failure in words, and how long it ran.
+struct attempt_end {
+  int code = 0;
+  bool stopped = false;
+  std::string failure;
+  double seconds = 0;
+};
+
+// What an attempt needs: the options, the token, which restart it is (0: the first attempt)
+// and how the earlier ones ended.
+struct attempt_plan {
+  const launch_options& opt;
+  const std::string& token;
+  bool generated_token;
+  int restart;
+  const std::vector<attempt_end>& history;
+};
+
+std::string attempt_history(const std::vector<attempt_end>& history) {
+  std::string text;
+  for (std::size_t i = 0; i < history.size(); ++i)
+    text += "\n  attempt " + std::to_string(i + 1) + ": " + history[i].failure + " after " +
+            number_text(std::round(history[i].seconds * 10) / 10) + " s";
+  return text;
+}
+
+// After a failed attempt: that the job starts again and why, or that launch gives up, with
+// the history of every attempt.
+void report_failure(process_output& output, const attempt_plan& p, const attempt_end& end) {
+  const int n = p.restart + 1;
+  if (p.opt.max_restarts == 0) return;  // no restarts asked for: the failure was reported
+  if (p.restart < p.opt.max_restarts) {
+    say(output, log_level::warn,
+        "attempt " + std::to_string(n) + " failed (" + end.failure + "); restarting the job (restart " +
+            std::to_string(n) + " of " + std::to_string(p.opt.max_restarts) +
+            "): train resumes from the newest valid checkpoint in its --save-dir");
+  } else {
+    std::vector<attempt_end> all = p.history;
+    all.push_back(end);
+    say(output, log_level::error,
+        "giving up after " + plural(p.opt.max_restarts, "restart", "restarts") + " (--max-restarts " +
+            std::to_string(p.opt.max_restarts) + "); the job failed " + plural(n, "time", "times") + ":" +
+            attempt_history(all));
+  }
+}
+
+// Starts this node's processes once and watches them until every one has ended.
+attempt_end run_attempt(const attempt_plan& p, std::vector<child>& kids, watch_scope& scope, std::ostream& log) {
+  const launch_options& opt = p.opt;
+  const int n = opt.nproc_per_node;
+  const int first_rank = first_rank_of(opt);
+  const auto started = steady::now();
+
+  // Everything the children need is built before the first fork.
+  std::vector<std::string> arg_text = command_line(opt);
+  std::vector<char*> argv = c_strings(arg_text);
+  std::vector<std::vector<std::string>> env_text = process_environments(opt, p.token, p.restart);
+  std::vector<std::vector<char*>> envp;
+  for (auto& env : env_text) envp.push_back(c_strings(env));
+  const std::string exec_failed = "actorpipe launch: cannot run '" + opt.program + "'\n";
+
+  process_output output({opt.out_fd, opt.err_fd, opt.terminal}, log);
+  if (p.restart == 0)
+    announce(output, opt, p.generated_token, arg_text);
+  else
+    say(output, log_level::info,
+        "restart " + std::to_string(p.restart) + " of " + std::to_string(opt.max_restarts) + ": starting " +
+            plural(n, "process", "processes") + " again (" + kRestartCountVariable + "=" + std::to_string(p.restart) +
+            ")");
+  std::vector<process_output::child_ends> ends;
+  for (int i = 0; i < n; ++i) ends.push_back(output.add(first_rank + i));
+  kids.assign(n, child{});
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid =
+        start_process(opt.program.c_str(), argv.data(), envp[i].data(), scope.old_mask(), ends[i], exec_failed);
+    if (pid < 0)
+      throw std::runtime_error("cannot start process " + std::to_string(first_rank + i) + ": " + std::strerror(errno));
+    kids[i] = child{pid, first_rank + i, i, true, false};
+  }
+  output.opened();
+  ignore_sigpipe no_sigpipe;  // after the forks: the processes keep the default
+
+  watch_state w{opt, kids, output, n};
+  watch_until_all_ended(w, scope);
+  // What the processes wrote last; their own children may hold a pipe open a little longer.
+  output.finish(500);
+  attempt_end end;
+  end.stopped = w.signals_received > 0;
+  end.code = with_late_stop_signals(scope, w.result);
+  end.stopped = end.stopped || (w.result == 0 && end.code != 0);
+  end.failure = w.first_failure;
+  end.seconds = std::chrono::duration<double>(steady::now() - started).count();
+  if (end.code != 0 && !end.stopped) report_failure(output, p, end);
+  return end;
+}
+
 }  // namespace
 
 std::string running_executable(const std::string& argv0) {
@@ -439,38 +542,16 @@ int run_launch(const launch_options& opt, std::ostream& log) {
   validate(opt);
   bool generated = false;
   const std::string token = job_token(opt, generated);
-  const int n = opt.nproc_per_node;
-  const int first_rank = first_rank_of(opt);
-
-  // Everything the children need is built before the first fork.
-  std::vector<std::string> arg_text = command_line(opt);
-  std::vector<char*> argv = c_strings(arg_text);
-  std::vector<std::vector<std::string>> env_text = process_environments(opt, token);
-  std::vector<std::vector<char*>> envp;
-  for (auto& env : env_text) envp.push_back(c_strings(env));
-  const std::string exec_failed = "actorpipe launch: cannot run '" + opt.program + "'\n";
-
-  process_output output({opt.out_fd, opt.err_fd, opt.terminal}, log);
-  announce(output, opt, generated, arg_text);
-  std::vector<process_output::child_ends> ends;
-  for (int i = 0; i < n; ++i) ends.push_back(output.add(first_rank + i));
-  std::vector<child> kids(n);
+  std::vector<child> kids;
   watch_scope scope(kids);
-  for (int i = 0; i < n; ++i) {
-    const pid_t pid =
-        start_process(opt.program.c_str(), argv.data(), envp[i].data(), scope.old_mask(), ends[i], exec_failed);
-    if (pid < 0)
-      throw std::runtime_error("cannot start process " + std::to_string(first_rank + i) + ": " + std::strerror(errno));
-    kids[i] = child{pid, first_rank + i, i, true, false};
+  std::vector<attempt_end> history;
+  for (int restart = 0;; ++restart) {
+    attempt_plan plan{opt, token, generated, restart, history};
+    const attempt_end end = run_attempt(plan, kids, scope, log);
+    if (end.code == 0 || end.stopped) return end.code;
+    history.push_back(end);
+    if (restart == opt.max_restarts) return end.code;
   }
-  output.opened();
-  ignore_sigpipe no_sigpipe;
-
-  watch_state w{opt, kids, output, n};
-  watch_until_all_ended(w, scope);
-  // What the processes wrote last; their own children may hold a pipe open a little longer.
-  output.finish(500);
-  return with_late_stop_signals(scope, w.result);
 }
 
 }  // namespace actorpipe

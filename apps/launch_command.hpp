@@ -18,6 +18,11 @@ struct launch_options {
   int master_port = default_master_port;
   double grace_s = 15;      // after a failure, how long the others may take to exit on their own
   double kill_after_s = 5;  // after SIGTERM, how long before SIGKILL (the CLI keeps 5)
+  // When a process fails, start this node's processes again, up to this many times (each
+  // restart's processes see ACTORPIPE_RESTART_COUNT = 1, 2, ...; train then resumes from the
+  // newest valid checkpoint in its --save-dir). A stop launch was told (SIGINT/SIGTERM) is
+  // never restarted.
+  int max_restarts = 0;
   std::string program;      // the executable every process runs; the CLI sets the running actorpipe
   std::vector<std::string> command;  // its arguments (an actorpipe subcommand and its flags)
   std::vector<std::string> env;      // KEY=VALUE set for every process too (e.g. ACTORPIPE_LOG_LEVEL)
@@ -31,6 +36,9 @@ struct launch_options {
 
 // Set to 1 by launch for its processes when its stderr is a terminal (their stderr is a pipe).
 constexpr const char* kProgressTerminalVariable = "ACTORPIPE_PROGRESS_TERMINAL";
+// How many times launch has restarted the job (0 on the first attempt), like torchrun's
+// TORCHELASTIC_RESTART_COUNT.
+constexpr const char* kRestartCountVariable = "ACTORPIPE_RESTART_COUNT";
 
 // Validates the options, then starts nproc_per_node processes of `program command...`, each with
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
@@ -40,9 +48,11 @@ constexpr const char* kProgressTerminalVariable = "ACTORPIPE_PROGRESS_TERMINAL";
 // go to `log` when the log level lets them (info: starting; warn: stopping; error: a failure),
 // and to the log file when there is one. They never show the token.
 // On the first failure the others get grace_s to exit, then SIGTERM, then SIGKILL; SIGINT and
-// SIGTERM sent to launch are forwarded. Returns 0 when every process exits 0, else the first
-// failure's exit code (128 + signal for a process killed by a signal, or for a signal that
-// stopped launch). Every process is reaped before it returns.
+// SIGTERM sent to launch are forwarded. With max_restarts, a failed attempt (every process
+// ended) is followed by another, up to max_restarts times, each logged with its cause; the
+// history of every attempt is logged when launch gives up. Returns 0 when every process of an
+// attempt exits 0, else the last failure's exit code (128 + signal for a process killed by a
+// signal, or for a signal that stopped launch). Every process is reaped before it returns.
 // Throws std::invalid_argument for a bad option (one line naming the flag and its value) and
 // std::runtime_error when the processes cannot be started; nothing keeps running then.
 int run_launch(const launch_options& opt, std::ostream& log);

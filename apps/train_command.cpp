@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <ostream>
 #include <sstream>
@@ -13,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/pipeline_runtime.hpp"
+#include "apps/launch_command.hpp"
+#include "core/checkpoint/checkpoint_store.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/config.hpp"
 #include "core/job_token.hpp"
@@ -199,6 +202,42 @@ job_place place_in_job(const train_cli_options& o, const train_options& t, std::
   return place;
 }
 
+// A restart by actorpipe launch --max-restarts (ACTORPIPE_RESTART_COUNT > 0) resumes from the
+// newest valid checkpoint in --save-dir that leaves steps to train (one of the last step
+// would leave nothing: the one before it is taken, and the last interval runs again). With
+// none, the run starts as it was configured, and says so. Returns the restart count.
+int resume_after_restart(train_options& t) {
+  const char* env = std::getenv(kRestartCountVariable);
+  if (!env || !*env) return 0;
+  char* end = nullptr;
+  const long restart = std::strtol(env, &end, 10);
+  if (*end != '\0' || restart < 0 || restart > 1000000)
+    throw std::invalid_argument(std::string(kRestartCountVariable) + "=" + env + " must be a count >= 0");
+  if (restart == 0) return 0;
+  const std::string what = "restart " + std::to_string(restart) + " of the job: ";
+  const std::string as_configured = t.resume.empty() ? (t.init_from.empty() ? "from step 0" : "from --init-from " + t.init_from)
+                                                     : "from --resume " + t.resume;
+  if (t.save_dir.empty()) {
+    log_warn(what + "there is no --save-dir, so nothing was saved; training starts again " + as_configured);
+    return static_cast<int>(restart);
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(t.save_dir, ec)) {
+    log_warn(what + "no checkpoint in --save-dir " + t.save_dir + " yet; training starts again " + as_configured);
+    return static_cast<int>(restart);
+  }
+  try {
+    const resume_choice c = find_resume_checkpoint(t.save_dir, t.steps);
+    for (const auto& why : c.refused) log_warn("not resuming from a damaged checkpoint: " + why);
+    t.resume = c.path;
+    t.init_from.clear();  // the checkpoint holds the weights
+    log_info(what + "resuming from " + c.path + " (step " + std::to_string(c.manifest.step) + ")");
+  } catch (const checkpoint_error& e) {
+    log_warn(what + "no checkpoint to resume from (" + e.what() + "); training starts again " + as_configured);
+  }
+  return static_cast<int>(restart);
+}
+
 // The lines before training: the processes (in a multi-process job), what runs, and the
 // config's notes.
 void print_job(std::ostream& out, const train_cli_options& o, const train_options& t, const job_config& c,
@@ -338,13 +377,16 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   std::vector<int> layout;  // process of each rank (multi-process jobs)
   const job_place place = place_in_job(o, t, layout);
   if (place.processes > 1) t.gather_parameters = !o.save_final_path.empty();  // for --save-final
+  const int restart = resume_after_restart(t);
   std::ostringstream quiet;
   std::ostream& out = place.process == 0 ? out_stream : quiet;
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;
   // Open output files first: a typo in a path should not cost a training run.
   std::ofstream metrics;
   if (!o.metrics_path.empty()) {
-    metrics.open(o.metrics_path);
+    // A restart adds to the lines of the attempts before it (steps after the checkpoint it
+    // resumes from appear again: they ran again).
+    metrics.open(o.metrics_path, restart > 0 ? std::ios::app : std::ios::out);
     if (!metrics) throw std::runtime_error("cannot write --metrics file '" + o.metrics_path + "'");
   }
 

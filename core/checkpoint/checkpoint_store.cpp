@@ -233,7 +233,7 @@ checkpoint_manifest verify_checkpoint(const std::string& path) {
   return m;
 }
 
-resume_choice find_resume_checkpoint(const std::string& where) {
+resume_choice find_resume_checkpoint(const std::string& where, long long before_step) {
   resume_choice c;
   std::error_code ec;
   if (!fs::is_directory(where, ec)) fail("--resume '" + where + "': not a directory");
@@ -249,6 +249,7 @@ resume_choice find_resume_checkpoint(const std::string& where) {
     if (it != all.end()) std::rotate(all.begin(), it, it + 1);
   }
   for (const auto& [step, name] : all) {
+    if (step >= before_step) continue;
     try {
       c.manifest = verify_checkpoint(where + "/" + name);
       c.path = where + "/" + name;

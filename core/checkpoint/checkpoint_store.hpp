@@ -9,6 +9,7 @@
 // is removed later. No torch, no CAF.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -86,8 +87,9 @@ struct resume_choice {
 
 // `where` is a checkpoint directory (must verify, or checkpoint_error) or a directory of
 // checkpoints: its newest valid one (`latest` first, then by step), the refused ones listed.
-// Throws checkpoint_error when none is valid.
-resume_choice find_resume_checkpoint(const std::string& where);
+// Throws checkpoint_error when none is valid. With before_step, checkpoints of that step or
+// later in a directory of them are passed over (neither chosen nor refused).
+resume_choice find_resume_checkpoint(const std::string& where, long long before_step = LLONG_MAX);
 
 // Keeps the newest `keep_last` complete checkpoints (and the one `latest` names) and removes
 // the older ones and every partial directory. keep_last <= 0 keeps all.

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -328,6 +329,70 @@ CATCH_TEST_CASE("SIGTERM sent to launch is passed on to every process", "[apps][
   f >> got;
   CATCH_CHECK(got == "TERM");
   std::remove(mark.c_str());
+  CATCH_CHECK(no_children_left());
+}
+
+CATCH_TEST_CASE("--max-restarts starts a failed job again, telling each attempt its count, and gives up with the history",
+                "[apps][launch][restart]") {
+  env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  const std::string seen = temp_path(".attempts");
+  // Every attempt fails: process 1 exits 3; process 0 would run on and is stopped by launch.
+  auto o = shell_job(2, "echo \"$ACTORPIPE_RESTART_COUNT $RANK\" >> " + seen +
+                            "; if [ \"$LOCAL_RANK\" = 1 ]; then exit 3; fi; exec /bin/sleep 30");
+  o.grace_s = 0.1;
+  o.max_restarts = 2;
+  std::ostringstream log;
+  CATCH_CHECK(run_launch(o, log) == 3);
+  CATCH_CAPTURE(log.str());
+  CATCH_CHECK_THAT(log.str(), Contains("attempt 1 failed (process 1 (local 1) exited with code 3); restarting the job "
+                                       "(restart 1 of 2): train resumes from the newest valid checkpoint in its --save-dir"));
+  CATCH_CHECK_THAT(log.str(), Contains("restart 1 of 2: starting 2 processes again (ACTORPIPE_RESTART_COUNT=1)"));
+  CATCH_CHECK_THAT(log.str(), Contains("attempt 2 failed (process 1 (local 1) exited with code 3); restarting the job "
+                                       "(restart 2 of 2)"));
+  CATCH_CHECK_THAT(log.str(), Contains("giving up after 2 restarts (--max-restarts 2); the job failed 3 times:\n"
+                                       "  attempt 1: process 1 (local 1) exited with code 3 after "));
+  CATCH_CHECK_THAT(log.str(), Contains("\n  attempt 3: process 1 (local 1) exited with code 3 after "));
+  CATCH_CHECK(log.str().find("attempt 3 failed") == std::string::npos);
+  // Each attempt ran both processes, told its restart count.
+  std::ifstream f(seen);
+  std::multiset<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.insert(line);
+  CATCH_CHECK(lines == std::multiset<std::string>{"0 0", "0 1", "1 0", "1 1", "2 0", "2 1"});
+  std::remove(seen.c_str());
+  CATCH_CHECK(no_children_left());
+}
+
+CATCH_TEST_CASE("--max-restarts: a job that fails once and then succeeds exits 0; a stop launch is told is never restarted",
+                "[apps][launch][restart]") {
+  env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  {
+    auto o = shell_job(2, "if [ \"$ACTORPIPE_RESTART_COUNT\" = 0 ] && [ \"$LOCAL_RANK\" = 1 ]; then kill -9 $$; fi; exit 0");
+    o.max_restarts = 3;
+    std::ostringstream log;
+    CATCH_CHECK(run_launch(o, log) == 0);
+    CATCH_CAPTURE(log.str());
+    CATCH_CHECK_THAT(log.str(), Contains("attempt 1 failed (process 1 (local 1) was killed by signal 9); restarting the "
+                                         "job (restart 1 of 3)"));
+    CATCH_CHECK(log.str().find("restart 2") == std::string::npos);
+    CATCH_CHECK(log.str().find("giving up") == std::string::npos);
+  }
+  {
+    // Process 1 sends launch SIGTERM: the job stops, and is not started again.
+    auto o = shell_job(2, "if [ \"$LOCAL_RANK\" = 1 ]; then sleep 0.3; kill -TERM $PPID; fi; exec /bin/sleep 30");
+    o.max_restarts = 3;
+    o.kill_after_s = 1;
+    std::ostringstream log;
+    CATCH_CHECK(run_launch(o, log) == 128 + 15);
+    CATCH_CAPTURE(log.str());
+    CATCH_CHECK_THAT(log.str(), Contains("got SIGTERM, passing it on"));
+    CATCH_CHECK(log.str().find("restart") == std::string::npos);
+  }
+  {
+    auto o = shell_job(1, "true");
+    o.max_restarts = -1;
+    std::ostringstream log;
+    CATCH_CHECK_THROWS_WITH(run_launch(o, log), "--max-restarts=-1 must be >= 0");
+  }
   CATCH_CHECK(no_children_left());
 }
 

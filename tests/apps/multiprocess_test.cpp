@@ -7,6 +7,12 @@
 
 #include <cstring>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "apps/launch_command.hpp"
 #include "tests/apps/cli_runner.hpp"
 #include "tests/apps/process_runner.hpp"
 
@@ -149,6 +155,52 @@ CATCH_TEST_CASE("a checkpoint 2 processes wrote resumes in 2 processes and in 1,
     CATCH_CHECK(read_text(log).find("resumed from " + dir + "/step-00000003 (steps 4..6 ran here)") != std::string::npos);
     CATCH_CHECK(read_bytes(out) == ref_bytes);
   }
+}
+
+CATCH_TEST_CASE("launch --max-restarts: a process killed mid-run is restarted with the job, which resumes and ends "
+                "bit-identical to a straight run", "[multiprocess][checkpoint][restart]") {
+  const int steps = 12;
+  const std::string ref = temp_path(".rsref.safetensors"), dir = temp_path(".rsdir");
+  CATCH_REQUIRE(wait_process(start_process(bin, job("1f1b", 1, steps, ref), {}, temp_path(".rsref.log")), 120) == 0);
+  const std::string ref_bytes = read_bytes(ref);
+  CATCH_REQUIRE(ref_bytes.size() > 1000);
+
+  // Each process runs actorpipe train through a shell. On the first attempt process 1 is
+  // SIGKILLed (its train, then the shell launch watches) once the step-3 checkpoint is
+  // complete: mid-run, or at the latest just after the run, a failure either way.
+  const std::string out = temp_path(".rs.safetensors");
+  auto train = job("1f1b", 1, steps, out);
+  train.insert(train.end(), {"--save-dir", dir, "--save-every", "3"});
+  std::string cmd = bin;
+  for (const auto& a : train) cmd += " '" + a + "'";
+  const std::string script =
+      "if [ \"$ACTORPIPE_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then " + cmd + " & pid=$!; i=0; "
+      "while [ ! -e " + dir + "/step-00000003/manifest.json ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done; "
+      "kill -9 $pid; kill -9 $$; fi; exec " + cmd;
+  actorpipe::launch_options o;
+  o.nproc_per_node = 2;
+  o.master_port = free_port();
+  o.max_restarts = 2;
+  o.grace_s = 5;
+  o.program = "/bin/sh";
+  o.command = {"-c", script};
+  o.env = {"UCX_TLS=tcp,self", "ACTORPIPE_JOB_TOKEN=" + token};
+  const std::string out_log = temp_path(".rs.out"), err_log = temp_path(".rs.err");
+  o.out_fd = open(out_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  o.err_fd = open(err_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::ostringstream log;
+  const int code = actorpipe::run_launch(o, log);
+  close(o.out_fd);
+  close(o.err_fd);
+  const std::string text = log.str() + read_text(out_log) + read_text(err_log);
+  CATCH_INFO(text);
+  CATCH_CHECK(code == 0);
+  CATCH_CHECK(text.find("attempt 1 failed (process 1 (local 1) was killed by signal 9); restarting the job "
+                        "(restart 1 of 2)") != std::string::npos);
+  CATCH_CHECK(text.find("restart 1 of the job: resuming from " + dir + "/step-0000000") != std::string::npos);
+  CATCH_CHECK(text.find("resumed from " + dir + "/step-0000000") != std::string::npos);
+  CATCH_CHECK(text.find("giving up") == std::string::npos);
+  CATCH_CHECK(read_bytes(out) == ref_bytes);
 }
 
 CATCH_TEST_CASE("a process killed with SIGKILL mid-step stops the job within 10 s, naming the lost rank",
