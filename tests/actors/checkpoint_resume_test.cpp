@@ -1,5 +1,6 @@
 // Checkpoints through the runtime: a run saved at step 4 and resumed to step 10 ends bit for
-// bit where a straight run does, with the same per-step losses (1f1b, zbv, dp=2 with ZeRO-1);
+// bit where a straight run does, with the same per-step losses (every schedule, and dp=2 with
+// ZeRO-1);
 // a checkpoint of 4 stages resumes on 2 stages x 2 chunks; a damaged newest checkpoint is
 // refused and the resume falls back to the one before.
 #include <torch/torch.h>
@@ -40,7 +41,9 @@ void check_same_steps(const train_result& straight, const train_result& resumed,
 CATCH_TEST_CASE("4 steps, a checkpoint, and a resume to 10 end bit for bit where 10 straight steps do",
                 "[actors][checkpoint]") {
   struct job { const char* schedule; int chunks, dp, zero; };
-  for (job j : {job{"1f1b", 1, 1, 0}, job{"zbv", 2, 1, 0}, job{"1f1b", 1, 2, 1}}) {
+  // Every registered schedule and the dynamic policy, then data parallel with ZeRO-1.
+  for (job j : {job{"gpipe", 1, 1, 0}, job{"1f1b", 1, 1, 0}, job{"interleaved", 2, 1, 0}, job{"zb-h1", 1, 1, 0},
+                job{"zbv", 2, 1, 0}, job{"dualpipev", 2, 1, 0}, job{"greedy", 1, 1, 0}, job{"1f1b", 1, 2, 1}}) {
     CATCH_INFO(j.schedule << ", dp " << j.dp);
     train_options o = tiny_gpt(j.schedule, 2, j.chunks, 10);
     o.dp = j.dp;

@@ -1,16 +1,19 @@
 // Multi-process jobs end to end, through the actorpipe binary on loopback: bit-identity with
 // the one-process run (1f1b, interleaved, zbv; 2 and 4 processes; UCX over tcp and over shared
-// memory), a process killed mid-step, and strangers that connect without the job token.
+// memory), checkpoints written by several processes and resumed in other process counts,
+// launch --max-restarts recovering a killed process, a process killed mid-step, and strangers
+// that connect without the job token.
 #include <catch2/catch.hpp>
 
-#include <sys/socket.h>
-
-#include <cstring>
-
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <map>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "apps/launch_command.hpp"
 #include "tests/apps/cli_runner.hpp"
@@ -128,32 +131,64 @@ CATCH_TEST_CASE("dp=2 x pp=2 in 4 processes and in 2 processes of 2 ranks is bit
     }
 }
 
-CATCH_TEST_CASE("a checkpoint 2 processes wrote resumes in 2 processes and in 1, bit-identical to a straight run",
+// Per step of a --metrics file: step -> (loss, grad norm), as written (full precision).
+std::map<long long, std::pair<double, double>> losses_of(const std::string& metrics_path) {
+  std::map<long long, std::pair<double, double>> out;
+  std::istringstream in(read_text(metrics_path));
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    out[j.at("step").get<long long>()] = {j.at("loss").get<double>(), j.at("grad_norm").get<double>()};
+  }
+  return out;
+}
+
+CATCH_TEST_CASE("10 steps in 2 processes, saved at 4, resume to 10 in 2 processes and in 1 bit for bit (1f1b, zbv)",
                 "[multiprocess][checkpoint]") {
-  const std::string ref = temp_path(".ckref.safetensors"), dir = temp_path(".ckdir");
-  CATCH_REQUIRE(wait_process(start_process(bin, job("1f1b", 1, 6, ref), {}, temp_path(".ckref.log")), 120) == 0);
-  const std::string ref_bytes = read_bytes(ref);
-  CATCH_REQUIRE(ref_bytes.size() > 1000);
   auto launch = [&](std::vector<std::string> train, int processes, const std::string& log) {
     std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(processes), "--master-port",
                                      std::to_string(free_port()), "--"};
     args.insert(args.end(), train.begin(), train.end());
     return wait_process(start_process(bin, args, {{"UCX_TLS", "tcp,self"}}, log), 120);
   };
-  auto saving = job("1f1b", 1, 6, "");
-  saving.insert(saving.end(), {"--save-dir", dir, "--save-every", "3"});
-  const std::string save_log = temp_path(".cksave.log");
-  CATCH_INFO(read_text(save_log));
-  CATCH_REQUIRE(launch(saving, 2, save_log) == 0);
-  for (int processes : {2, 1}) {
-    const std::string out = temp_path(".ckres.safetensors"), log = temp_path(".ckres.log");
-    auto resume = job("1f1b", 1, 6, out);
-    resume.insert(resume.end(), {"--resume", dir + "/step-00000003"});
-    const int code = processes == 1 ? wait_process(start_process(bin, resume, {}, log), 120) : launch(resume, 2, log);
-    CATCH_INFO(processes << " processes:\n" << read_text(log));
-    CATCH_CHECK(code == 0);
-    CATCH_CHECK(read_text(log).find("resumed from " + dir + "/step-00000003 (steps 4..6 ran here)") != std::string::npos);
-    CATCH_CHECK(read_bytes(out) == ref_bytes);
+  for (const auto& [schedule, chunks] : {std::pair<std::string, int>{"1f1b", 1}, {"zbv", 2}}) {
+    CATCH_INFO(schedule);
+    const std::string ref = temp_path(".ckref.safetensors"), ref_metrics = temp_path(".ckref.jsonl");
+    auto straight = job(schedule, chunks, 10, ref);
+    straight.insert(straight.end(), {"--metrics", ref_metrics});
+    CATCH_REQUIRE(wait_process(start_process(bin, straight, {}, temp_path(".ckref.log")), 120) == 0);
+    const std::string ref_bytes = read_bytes(ref);
+    CATCH_REQUIRE(ref_bytes.size() > 1000);
+    const auto ref_losses = losses_of(ref_metrics);
+    CATCH_REQUIRE(ref_losses.size() == 10);
+
+    // The saving run: 2 processes, each writing its ranks' parts.
+    const std::string dir = temp_path(".ckdir"), saved = temp_path(".cksaved.safetensors");
+    auto saving = job(schedule, chunks, 10, saved);
+    saving.insert(saving.end(), {"--save-dir", dir, "--save-every", "4"});
+    const std::string save_log = temp_path(".cksave.log");
+    const int save_code = launch(saving, 2, save_log);
+    CATCH_INFO(read_text(save_log));
+    CATCH_REQUIRE(save_code == 0);
+    CATCH_CHECK(read_bytes(saved) == ref_bytes);
+
+    for (int processes : {2, 1}) {
+      const std::string out = temp_path(".ckres.safetensors"), log = temp_path(".ckres.log");
+      const std::string metrics = temp_path(".ckres.jsonl");
+      auto resume = job(schedule, chunks, 10, out);
+      resume.insert(resume.end(), {"--resume", dir + "/step-00000004", "--metrics", metrics});
+      const int code = processes == 1 ? wait_process(start_process(bin, resume, {}, log), 120) : launch(resume, 2, log);
+      CATCH_INFO(processes << " processes:\n" << read_text(log));
+      CATCH_CHECK(code == 0);
+      CATCH_CHECK(read_text(log).find("resumed from " + dir + "/step-00000004 (steps 5..10 ran here)") != std::string::npos);
+      CATCH_CHECK(read_bytes(out) == ref_bytes);
+      const auto losses = losses_of(metrics);
+      CATCH_CHECK(losses.size() == 6);
+      for (const auto& [step, value] : losses) {
+        CATCH_INFO("step " << step);
+        CATCH_CHECK(ref_losses.count(step) == 1);
+        if (ref_losses.count(step) == 1) CATCH_CHECK(value == ref_losses.at(step));
+      }
+    }
   }
 }
 
