@@ -204,7 +204,7 @@ class supervisor {
   void begin_step(int k);
   void after_step(int done);
   void go_on(int done);
-  void start_save(int done);
+  void start_save(int done, double due_at);
   void maybe_step_optimizers();
   bool replan(int measured, double measured_bubble);
   void finish();
@@ -222,9 +222,11 @@ class supervisor {
     std::string partial;
     int snapshots_left = 0, writes_left = 0;
     std::vector<checkpoint_file> files;
+    double due_at = 0, started_at = 0, resumed_at = 0;  // step done; snapshot asked; training went on
   };
   std::optional<checkpoint_in_flight> save_;
   int deferred_save_ = -1;       // a save due while the previous one was still being written
+  double deferred_at_ = 0;       // when it was due
   bool finish_after_save_ = false;
 };
 
@@ -367,9 +369,10 @@ void supervisor::after_step(int done) {
   }
   if (save_) {  // the previous one is still being written
     deferred_save_ = done;
+    deferred_at_ = ctx_->now();
     return;
   }
-  start_save(done);
+  start_save(done, ctx_->now());
 }
 
 void supervisor::go_on(int done) {
@@ -379,9 +382,11 @@ void supervisor::go_on(int done) {
     finish();
 }
 
-void supervisor::start_save(int done) {
+void supervisor::start_save(int done, double due_at) {
   save_.emplace();
   save_->step = done;
+  save_->due_at = due_at;
+  save_->started_at = ctx_->now();
   save_->partial = partial_checkpoint_name(done);
   save_->snapshots_left = save_->writes_left = shards_;
   try {
@@ -396,6 +401,7 @@ void supervisor::start_save(int done) {
 
 void supervisor::on_state_snapshotted(const msg::state_snapshotted& s) {
   if (!save_ || s.step != save_->step || --save_->snapshots_left > 0) return;
+  save_->resumed_at = ctx_->now();
   go_on(s.step);
 }
 
@@ -415,7 +421,15 @@ void supervisor::on_state_written(const msg::state_written& w) {
     const std::string path = writer.commit(checkpoint_meta(*ctx_, save_->step));
     prune_checkpoints(o.save_dir, o.keep_last);
     log_info("saved checkpoint " + path);
-    if (ctx_->result) ctx_->result->checkpoints.push_back(path);
+    if (ctx_->result) {
+      checkpoint_record r;
+      r.path = path;
+      r.step = save_->step;
+      for (const auto& f : save_->files) r.bytes += static_cast<long long>(f.bytes);
+      r.pause_seconds = save_->resumed_at - save_->due_at;
+      r.write_seconds = ctx_->now() - save_->started_at;
+      ctx_->result->checkpoints.push_back(r);
+    }
   } catch (const std::exception& e) {
     stop("checkpoint at step " + std::to_string(save_->step) + ": " + e.what());
     return;
@@ -424,7 +438,7 @@ void supervisor::on_state_written(const msg::state_written& w) {
   if (deferred_save_ >= 0) {
     const int done = deferred_save_;
     deferred_save_ = -1;
-    start_save(done);
+    start_save(done, deferred_at_);
   } else if (finish_after_save_) {
     finish_after_save_ = false;
     finish();

@@ -360,9 +360,16 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
     out << "wrote " << r.parameters.size() << " parameters to " << o.save_final_path << '\n';
   }
   if (wrote_metrics) out << "wrote per-step metrics to " << o.metrics_path << '\n';
-  if (!r.checkpoints.empty())
+  if (!r.checkpoints.empty()) {
+    double pause = 0, write = 0;
+    for (const auto& c : r.checkpoints) pause += c.pause_seconds, write += c.write_seconds;
+    const auto n = static_cast<double>(r.checkpoints.size());
+    const auto& newest = r.checkpoints.back();
     out << "wrote " << r.checkpoints.size() << (r.checkpoints.size() == 1 ? " checkpoint" : " checkpoints")
-        << ", the newest " << r.checkpoints.back() << '\n';
+        << ", the newest " << newest.path << " (" << fmt("%.1f", newest.bytes / 1048576.0) << " MiB); on average "
+        << fmt("%.3f", write / n) << " s to write in the background, training held " << fmt("%.3f", pause / n)
+        << " s for the snapshot\n";
+  }
 }
 
 }  // namespace

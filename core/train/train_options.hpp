@@ -82,6 +82,15 @@ struct step_metrics {
   std::vector<int> peak_activations;  // per rank, measured in the chunk runners' stashes
 };
 
+// One checkpoint this run wrote.
+struct checkpoint_record {
+  std::string path;
+  int step = 0;
+  long long bytes = 0;       // every part file (the manifest aside)
+  double pause_seconds = 0;  // training held: for the previous save to be committed, then the snapshot
+  double write_seconds = 0;  // from the snapshot's start to the commit (the parts are written in the background)
+};
+
 struct train_result {
   std::vector<step_metrics> steps;
   std::vector<std::pair<std::string, tensor_box>> parameters;  // final, by global name, each once
@@ -95,7 +104,7 @@ struct train_result {
   // The plan rebuilt on measured costs (null if none was), and what that did, in words.
   std::shared_ptr<const plan> replanned;
   std::string replan_report;
-  std::vector<std::string> checkpoints;  // written by this run, in order
+  std::vector<checkpoint_record> checkpoints;  // written by this run (process 0's view), in order
   std::string resumed_from;              // the checkpoint it resumed from, if any
   std::vector<std::string> refused;      // newer checkpoints it could not resume from, and why
 };

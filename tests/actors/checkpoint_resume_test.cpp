@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "actors/pipeline_runtime.hpp"
+#include "core/checkpoint/checkpoint_store.hpp"
 #include "tests/support/train_results.hpp"
 
 #include <catch2/catch.hpp>
@@ -53,8 +54,18 @@ CATCH_TEST_CASE("4 steps, a checkpoint, and a resume to 10 end bit for bit where
     saving.save_dir = dir;
     saving.save_every = 4;
     const train_result straight = run_pipeline(saving);
-    CATCH_REQUIRE(straight.checkpoints ==
-                  std::vector<std::string>{dir + "/step-00000004", dir + "/step-00000008", dir + "/step-00000010"});
+    std::vector<std::string> paths;
+    for (const auto& c : straight.checkpoints) {  // each record: its step, its bytes as the manifest lists them
+      paths.push_back(c.path);
+      const checkpoint_manifest m = verify_checkpoint(c.path);
+      long long bytes = 0;
+      for (const auto& f : m.files) bytes += static_cast<long long>(f.bytes);
+      CATCH_CHECK(c.step == m.step);
+      CATCH_CHECK(c.bytes == bytes);
+      CATCH_CHECK(c.pause_seconds >= 0);
+      CATCH_CHECK(c.write_seconds > 0);
+    }
+    CATCH_REQUIRE(paths == std::vector<std::string>{dir + "/step-00000004", dir + "/step-00000008", dir + "/step-00000010"});
     CATCH_CHECK(bit_identical(straight, run_pipeline(o)));  // saving changes nothing
     train_options rest = o;
     rest.resume = dir + "/step-00000004";  // as if the run had died after step 4's checkpoint
