@@ -296,10 +296,13 @@ void optimizer_shard::on_save_state(const msg::save_state& s) {
     std::thread([sup, id, s, tensors] {
       msg::state_written w{s.step, id, "stage-" + std::to_string(id) + ".safetensors", 0, "", ""};
       try {
-        const std::string path = s.partial + "/" + w.file;
-        save_safetensors(path, *tensors);
-        w.bytes = std::filesystem::file_size(path);
-        w.sha256 = sha256_of_file(path);
+        // Hashed as written (not read back): the hash of a piece overlaps the writeback of the last.
+        sha256_stream hash;
+        save_safetensors(s.partial + "/" + w.file, *tensors, [&](const char* data, std::size_t n) {
+          hash.update(data, n);
+          w.bytes += n;
+        });
+        w.sha256 = hash.hex();
       } catch (const std::exception& e) {
         w.error = e.what();
       }

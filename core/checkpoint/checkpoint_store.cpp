@@ -114,25 +114,37 @@ std::string checkpoint_name(long long step) {
   return buf;
 }
 
+sha256_stream::sha256_stream() : ctx_(EVP_MD_CTX_new()) {
+  if (!ctx_ || EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr) != 1) {
+    EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
+    fail("SHA-256 is not available");
+  }
+}
+
+sha256_stream::~sha256_stream() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+
+void sha256_stream::update(const void* data, std::size_t bytes) {
+  EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, bytes);
+}
+
+std::string sha256_stream::hex() {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), digest, &n);
+  return actorpipe::hex(digest, n);
+}
+
 std::string sha256_of_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("cannot read '" + path + "'");
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) {
-    EVP_MD_CTX_free(ctx);
-    fail("SHA-256 is not available");
-  }
+  sha256_stream h;
   std::vector<char> buf(1 << 20);
   while (f) {
     f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    if (f.gcount() > 0) EVP_DigestUpdate(ctx, buf.data(), static_cast<std::size_t>(f.gcount()));
+    if (f.gcount() > 0) h.update(buf.data(), static_cast<std::size_t>(f.gcount()));
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned n = 0;
-  EVP_DigestFinal_ex(ctx, digest, &n);
-  EVP_MD_CTX_free(ctx);
   if (f.bad()) fail("cannot read '" + path + "'");
-  return hex(digest, n);
+  return h.hex();
 }
 
 checkpoint_writer::checkpoint_writer(std::string dir, long long step)

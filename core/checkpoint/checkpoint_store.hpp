@@ -43,6 +43,19 @@ std::string checkpoint_name(long long step);
 // SHA-256 of a file, lowercase hex; throws checkpoint_error naming the file when unreadable.
 std::string sha256_of_file(const std::string& path);
 
+// SHA-256 of bytes given piece by piece (e.g. as they are written), lowercase hex.
+class sha256_stream {
+ public:
+  sha256_stream();
+  ~sha256_stream();
+  sha256_stream(const sha256_stream&) = delete;
+  sha256_stream& operator=(const sha256_stream&) = delete;
+  void update(const void* data, std::size_t bytes);
+  std::string hex();  // once, after the last update
+ private:
+  void* ctx_;  // EVP_MD_CTX
+};
+
 // Writes `bytes` to `path` durably (fsynced) and returns its record for a manifest.
 checkpoint_file write_checkpoint_part(const std::string& path, const void* data, std::size_t bytes);
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <set>
@@ -75,7 +76,8 @@ void write_all(int fd, const char* data, std::size_t n, const std::string& tmp) 
 
 }  // namespace
 
-void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, tensor_box>>& tensors) {
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, tensor_box>>& tensors,
+                      const std::function<void(const char*, std::size_t)>& written) {
   if (path.empty()) throw std::invalid_argument("save_safetensors: path is empty");
   std::map<std::string, at::Tensor> by_name;  // sorted: header keys and data in name order
   for (const auto& [name, boxed] : tensors) {
@@ -112,11 +114,19 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("cannot create '" + tmp + "': " + std::strerror(errno));
-  write_all(fd, size_bytes, sizeof size_bytes, tmp);
-  write_all(fd, text.data(), text.size(), tmp);
-  for (const auto& entry : by_name) {
-    write_all(fd, static_cast<const char*>(entry.second.data_ptr()), entry.second.nbytes(), tmp);
-  }
+  // Pieces of at most 8 MiB, each shown to `written` before it goes to the file (so a hash of
+  // one piece overlaps the kernel's writeback of the ones before).
+  auto put = [&](const char* data, std::size_t n) {
+    constexpr std::size_t piece = std::size_t{8} << 20;
+    for (std::size_t at = 0; at < n; at += piece) {
+      const std::size_t k = std::min(piece, n - at);
+      if (written) written(data + at, k);
+      write_all(fd, data + at, k, tmp);
+    }
+  };
+  put(size_bytes, sizeof size_bytes);
+  put(text.data(), text.size());
+  for (const auto& entry : by_name) put(static_cast<const char*>(entry.second.data_ptr()), entry.second.nbytes());
   // Data on disk before the rename makes it visible under `path`.
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const std::string why = std::strerror(errno);

@@ -2,6 +2,8 @@
 // little-endian header size, a JSON header, then raw little-endian data), for checkpoints.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,7 +17,10 @@ namespace actorpipe {
 // I64, I32, I16, I8, U8, BOOL. Writes path + ".tmp", fsyncs it, then renames it over `path`,
 // so a crash leaves either the old file or the new one, never half of one. Bad input throws
 // std::invalid_argument; a failed write throws std::runtime_error naming the path.
-void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, tensor_box>>& tensors);
+// `written`, when given, sees every byte of the file in order, just before it is written
+// (e.g. to hash the file without reading it back).
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, tensor_box>>& tensors,
+                      const std::function<void(const char*, std::size_t)>& written = {});
 
 // Reads every tensor of a safetensors file (CPU tensors, in name order; "__metadata__" is
 // skipped). Throws std::invalid_argument naming the path when the file is missing,

@@ -58,6 +58,21 @@ bool holds_step(const std::string& path, long long step, std::size_t bytes) {
 
 }  // namespace
 
+CATCH_TEST_CASE("SHA-256 piece by piece equals the file's and the standard's", "[checkpoint]") {
+  sha256_stream abc;
+  abc.update("a", 1);
+  abc.update("bc", 2);
+  CATCH_CHECK(abc.hex() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");  // FIPS 180-2 "abc"
+  const std::string dir = fresh_dir("sha");
+  fs::create_directories(dir);
+  const std::string bytes = content(3, 1, 3 << 20);
+  std::ofstream(dir + "/f", std::ios::binary) << bytes;
+  sha256_stream pieces;
+  for (std::size_t at = 0; at < bytes.size(); at += 1000003) pieces.update(bytes.data() + at, std::min<std::size_t>(1000003, bytes.size() - at));
+  CATCH_CHECK(pieces.hex() == sha256_of_file(dir + "/f"));
+  fs::remove_all(dir);
+}
+
 CATCH_TEST_CASE("a written checkpoint verifies and the newest is found", "[checkpoint]") {
   const std::string dir = fresh_dir("basic");
   write_checkpoint(dir, 4);

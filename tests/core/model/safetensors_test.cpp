@@ -119,6 +119,17 @@ CATCH_TEST_CASE("safetensors layout: LE header size, sorted JSON header, aligned
   CATCH_CHECK(data[3] == -1.0f);
 }
 
+CATCH_TEST_CASE("safetensors save shows every byte it writes, in order, to its observer", "[model][safetensors]") {
+  temp_dir dir("observed");
+  const std::string path = dir.file("observed.safetensors");
+  std::vector<std::pair<std::string, tensor_box>> tensors = {{"big", box(at::randn({3, 1 << 20}))},
+                                                             {"small", box(at::arange(5, at::kLong))}};
+  std::string seen;
+  save_safetensors(path, tensors, [&](const char* data, std::size_t n) { seen.append(data, n); });
+  CATCH_CHECK(seen.size() > (std::size_t{12} << 20));  // the 12 MiB tensor went by in pieces
+  CATCH_CHECK(seen == read_bytes(path));
+}
+
 CATCH_TEST_CASE("safetensors save replaces the file whole and rejects bad names", "[model][safetensors]") {
   temp_dir dir("save");
   const std::string path = dir.file("ckpt.safetensors");
