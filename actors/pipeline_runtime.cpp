@@ -189,11 +189,13 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
   if (c.manifest.step >= o.steps)
     throw std::invalid_argument("--resume " + c.path + " holds step " + std::to_string(c.manifest.step) + ", and --steps=" +
                                 std::to_string(o.steps) + " leaves nothing to train");
+  // Each process reads only the tensors of the parameters its ranks hold (and their moments).
+  const run_state_view view = state_view(setup);
+  const auto wanted = wanted_by(view);
   named_tensors params, moments;
   for (const auto& f : c.manifest.files)
-    for (auto& t : load_safetensors(c.path + "/" + f.name))
+    for (auto& t : load_safetensors(c.path + "/" + f.name, wanted))
       (t.first.find('@') == std::string::npos ? params : moments).push_back(std::move(t));
-  const run_state_view view = state_view(setup);
   try {
     load_parameter_tensors(view, params);
     load_optimizer_tensors(view, moments);
@@ -212,7 +214,8 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
 // starts fresh.
 void init_from_weights(const run_setup& setup, const std::string& path) {
   try {
-    load_parameter_tensors(state_view(setup), load_safetensors(path));
+    const run_state_view view = state_view(setup);
+    load_parameter_tensors(view, load_safetensors(path, wanted_by(view)));
   } catch (const std::exception& e) {
     throw std::invalid_argument("--init-from " + path + ": " + e.what());
   }

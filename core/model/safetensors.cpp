@@ -141,35 +141,52 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 }
 
 std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::string& path) {
+  return load_safetensors(path, {});
+}
+
+std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::string& path,
+                                                                 const std::function<bool(const std::string&)>& wanted) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument("cannot open " + in_file(path) + ": " + std::strerror(errno));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw std::invalid_argument("cannot read " + in_file(path));
+  in.seekg(0, std::ios::end);
+  const auto end_pos = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (!in || end_pos < 0) throw std::invalid_argument("cannot read " + in_file(path));
+  const std::uint64_t file_size = static_cast<std::uint64_t>(end_pos);
+  auto read_at = [&](std::uint64_t at, char* into, std::uint64_t n) {
+    in.seekg(static_cast<std::streamoff>(at));
+    in.read(into, static_cast<std::streamsize>(n));
+    if (!in) throw std::invalid_argument("cannot read " + in_file(path));
+  };
 
-  if (bytes.size() < 8) {
-    throw std::invalid_argument(in_file(path) + " is truncated: " + std::to_string(bytes.size()) +
+  if (file_size < 8) {
+    throw std::invalid_argument(in_file(path) + " is truncated: " + std::to_string(file_size) +
                                 " bytes, shorter than the 8-byte header size");
   }
+  char size_bytes[8];
+  read_at(0, size_bytes, 8);
   std::uint64_t header_size = 0;
-  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<unsigned char>(bytes[i]);
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<unsigned char>(size_bytes[i]);
   if (header_size > max_header_bytes) {
     throw std::invalid_argument(in_file(path) + " is corrupt: header size " + std::to_string(header_size) +
                                 " exceeds the " + std::to_string(max_header_bytes) + "-byte limit");
   }
-  if (header_size > bytes.size() - 8) {
+  if (header_size > file_size - 8) {
     throw std::invalid_argument(in_file(path) + " is truncated: header size " + std::to_string(header_size) +
-                                " but only " + std::to_string(bytes.size() - 8) + " bytes follow");
+                                " but only " + std::to_string(file_size - 8) + " bytes follow");
   }
+  std::string header_text(header_size, '\0');
+  read_at(8, header_text.data(), header_size);
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size));
+    header = nlohmann::json::parse(header_text);
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(in_file(path) + " is corrupt: header is not valid JSON (" + e.what() + ")");
   }
   if (!header.is_object()) throw std::invalid_argument(in_file(path) + " is corrupt: header is not a JSON object");
 
-  const char* data = bytes.data() + 8 + header_size;
-  const std::uint64_t data_size = bytes.size() - 8 - header_size;
+  const std::uint64_t data_at = 8 + header_size;
+  const std::uint64_t data_size = file_size - data_at;
   struct entry {
     std::string name;
     at::ScalarType type;
@@ -244,8 +261,9 @@ std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::stri
   std::vector<std::pair<std::string, tensor_box>> out;
   out.reserve(entries.size());
   for (const auto& e : entries) {
+    if (wanted && !wanted(e.name)) continue;
     at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.type));
-    if (e.end > e.begin) std::memcpy(t.data_ptr(), data + e.begin, e.end - e.begin);
+    if (e.end > e.begin) read_at(data_at + e.begin, static_cast<char*>(t.data_ptr()), e.end - e.begin);
     out.emplace_back(e.name, box(std::move(t)));
   }
   return out;

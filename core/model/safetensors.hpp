@@ -27,5 +27,9 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 // truncated or corrupt (bad header size, bad JSON, unknown dtype, offsets out of bounds,
 // overlapping or not covering the data section).
 std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::string& path);
+// Only the tensors `wanted` accepts (the whole header is still checked; the other tensors'
+// bytes are not read).
+std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::string& path,
+                                                                 const std::function<bool(const std::string&)>& wanted);
 
 }  // namespace actorpipe

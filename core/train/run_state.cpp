@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -55,6 +56,19 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
 }
 
 }  // namespace
+
+std::function<bool(const std::string&)> wanted_by(const run_state_view& state) {
+  auto names = std::make_shared<std::set<std::string>>();
+  for (const auto& runner : state.runners)
+    if (runner)
+      for (const auto& [name, t] : runner->named_parameters()) names->insert(name);
+  return [names](const std::string& key) {
+    const auto at = key.rfind('@');
+    if (at == std::string::npos) return names->count(key) > 0;
+    const auto dot = key.rfind('.', at);
+    return dot != std::string::npos && names->count(key.substr(0, dot)) > 0;
+  };
+}
 
 run_state_view state_view(const run_setup& s) {
   return {s.runners, s.optimizers, s.dp_optimizers, s.place.num_virtual_stages()};

@@ -7,6 +7,7 @@
 // layout's optimizers needs (core/optim/moment_segments.hpp).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,5 +43,9 @@ named_tensors optimizer_tensors(const run_state_view& state);
 // whose shapes differ (at most 10 of each, then a count).
 void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters);
 void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer);
+
+// Whether a tensor of a checkpoint or weights file concerns this process: a parameter one of
+// its runners holds (tied copies too), or a moment run of one. A process loads only those.
+std::function<bool(const std::string&)> wanted_by(const run_state_view& state);
 
 }  // namespace actorpipe
