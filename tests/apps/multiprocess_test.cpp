@@ -266,25 +266,24 @@ CATCH_TEST_CASE("a run SIGKILLed at 20 moments while it saves every step leaves 
   std::filesystem::remove_all(ref_dir);
 }
 
-CATCH_TEST_CASE("launch --max-restarts: a process killed mid-run is restarted with the job, which resumes and ends "
-                "bit-identical to a straight run", "[multiprocess][checkpoint][restart]") {
-  const int steps = 12;
-  const std::string ref = temp_path(".rsref.safetensors"), dir = temp_path(".rsdir");
-  CATCH_REQUIRE(wait_process(start_process(bin, job("1f1b", 1, steps, ref), {}, temp_path(".rsref.log")), 120) == 0);
-  const std::string ref_bytes = read_bytes(ref);
-  CATCH_REQUIRE(ref_bytes.size() > 1000);
-
-  // Each process runs actorpipe train through a shell. On the first attempt process 1 is
-  // SIGKILLed (its train, then the shell launch watches) once the step-3 checkpoint is
-  // complete: mid-run, or at the latest just after the run, a failure either way.
-  const std::string out = temp_path(".rs.safetensors");
+// A 2-process job of `steps` steps saving every 3 into `dir`, started by run_launch with
+// --max-restarts 2. Each process runs actorpipe train through a shell; on the attempts
+// `doomed` names (a shell test of $ACTORPIPE_RESTART_COUNT) process 1 is SIGKILLed (its
+// train, then the shell launch watches) once the checkpoint of step 3 x (attempt + 1) is
+// complete: mid-run, or at the latest just after the run, a failure either way.
+struct restart_run {
+  int code = -1;
+  std::string text;  // launch's lines and the processes'
+};
+restart_run launch_with_kills(int steps, const std::string& dir, const std::string& out, const std::string& doomed) {
   auto train = job("1f1b", 1, steps, out);
   train.insert(train.end(), {"--save-dir", dir, "--save-every", "3"});
   std::string cmd = bin;
   for (const auto& a : train) cmd += " '" + a + "'";
   const std::string script =
-      "if [ \"$ACTORPIPE_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then " + cmd + " & pid=$!; i=0; "
-      "while [ ! -e " + dir + "/step-00000003/manifest.json ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done; "
+      "if " + doomed + " && [ \"$RANK\" = 1 ]; then " + cmd + " & pid=$!; i=0; "
+      "f=$(printf '%s/step-%08d/manifest.json' " + dir + " $((3 * (ACTORPIPE_RESTART_COUNT + 1)))); "
+      "while [ ! -e $f ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done; "
       "kill -9 $pid; kill -9 $$; fi; exec " + cmd;
   actorpipe::launch_options o;
   o.nproc_per_node = 2;
@@ -298,18 +297,52 @@ CATCH_TEST_CASE("launch --max-restarts: a process killed mid-run is restarted wi
   o.out_fd = open(out_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   o.err_fd = open(err_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   std::ostringstream log;
-  const int code = actorpipe::run_launch(o, log);
+  restart_run r;
+  r.code = actorpipe::run_launch(o, log);
   close(o.out_fd);
   close(o.err_fd);
-  const std::string text = log.str() + read_text(out_log) + read_text(err_log);
-  CATCH_INFO(text);
-  CATCH_CHECK(code == 0);
-  CATCH_CHECK(text.find("attempt 1 failed (process 1 (local 1) was killed by signal 9); restarting the job "
-                        "(restart 1 of 2)") != std::string::npos);
-  CATCH_CHECK(text.find("restart 1 of the job: resuming from " + dir + "/step-0000000") != std::string::npos);
-  CATCH_CHECK(text.find("resumed from " + dir + "/step-0000000") != std::string::npos);
-  CATCH_CHECK(text.find("giving up") == std::string::npos);
+  r.text = log.str() + read_text(out_log) + read_text(err_log);
+  return r;
+}
+
+CATCH_TEST_CASE("launch --max-restarts: a process killed mid-run is restarted with the job, which resumes and ends "
+                "bit-identical to a straight run", "[multiprocess][checkpoint][restart]") {
+  const int steps = 12;
+  const std::string ref = temp_path(".rsref.safetensors"), dir = temp_path(".rsdir");
+  CATCH_REQUIRE(wait_process(start_process(bin, job("1f1b", 1, steps, ref), {}, temp_path(".rsref.log")), 120) == 0);
+  const std::string ref_bytes = read_bytes(ref);
+  CATCH_REQUIRE(ref_bytes.size() > 1000);
+  const std::string out = temp_path(".rs.safetensors");
+  const restart_run r = launch_with_kills(steps, dir, out, "[ \"$ACTORPIPE_RESTART_COUNT\" = 0 ]");
+  CATCH_INFO(r.text);
+  CATCH_CHECK(r.code == 0);
+  CATCH_CHECK(r.text.find("attempt 1 failed (process 1 (local 1) was killed by signal 9); restarting the job "
+                          "(restart 1 of 2)") != std::string::npos);
+  CATCH_CHECK(r.text.find("restart 1 of the job: resuming from " + dir + "/step-0000000") != std::string::npos);
+  CATCH_CHECK(r.text.find("resumed from " + dir + "/step-0000000") != std::string::npos);
+  CATCH_CHECK(r.text.find("giving up") == std::string::npos);
   CATCH_CHECK(read_bytes(out) == ref_bytes);
+}
+
+CATCH_TEST_CASE("launch --max-restarts 2 with a process killed on every attempt gives up after 2 restarts with the history",
+                "[multiprocess][checkpoint][restart]") {
+  const std::string dir = temp_path(".rsdir"), out = temp_path(".rs.safetensors");
+  const restart_run r = launch_with_kills(12, dir, out, "true");
+  CATCH_INFO(r.text);
+  CATCH_CHECK(r.code == 128 + 9);
+  CATCH_CHECK(r.text.find("restart 2 of 2: starting 2 processes again") != std::string::npos);
+  CATCH_CHECK(r.text.find("giving up after 2 restarts (--max-restarts 2); the job failed 3 times:\n"
+                          "  attempt 1: process 1 (local 1) was killed by signal 9 after ") != std::string::npos);
+  CATCH_CHECK(r.text.find("\n  attempt 3: process 1 (local 1) was killed by signal 9 after ") != std::string::npos);
+  // Each attempt went on from the last one's checkpoint: at least the one it was killed after.
+  auto resumed_step = [&](int restart) {
+    const std::string head = "restart " + std::to_string(restart) + " of the job: resuming from " + dir + "/step-";
+    const auto at = r.text.find(head);
+    return at == std::string::npos ? -1 : std::stoi(r.text.substr(at + head.size(), 8));
+  };
+  CATCH_CHECK(resumed_step(1) >= 3);
+  CATCH_CHECK(resumed_step(2) >= 6);
+  CATCH_CHECK(resumed_step(2) > resumed_step(1));
 }
 
 CATCH_TEST_CASE("a process killed with SIGKILL mid-step stops the job within 10 s, naming the lost rank",
