@@ -55,7 +55,7 @@ CATCH_TEST_CASE("a hello round-trips, and a short one is refused", "[actors][con
   CATCH_CHECK(decode_hello(body.data(), 0, back) == "a hello of 0 bytes (protocol error)");
 }
 
-CATCH_TEST_CASE("an envelope round-trips alone; one for a process out of range is refused", "[actors][control][codec]") {
+CATCH_TEST_CASE("an envelope round-trips alone, one for a process out of range is refused", "[actors][control][codec]") {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   control_envelope e{static_cast<std::uint8_t>(target_kind::stage), 1, 2, caf::make_message(std::string("flush"), 7)};

@@ -332,7 +332,7 @@ CATCH_TEST_CASE("SIGTERM sent to launch is passed on to every process", "[apps][
   CATCH_CHECK(no_children_left());
 }
 
-CATCH_TEST_CASE("--max-restarts starts a failed job again, telling each attempt its count, and gives up with the history",
+CATCH_TEST_CASE("launch with max restarts starts a failed job again, telling each attempt its count, and gives up with the history",
                 "[apps][launch][restart]") {
   env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
   const std::string seen = temp_path(".attempts");
@@ -362,7 +362,7 @@ CATCH_TEST_CASE("--max-restarts starts a failed job again, telling each attempt 
   CATCH_CHECK(no_children_left());
 }
 
-CATCH_TEST_CASE("--max-restarts: a job that fails once and then succeeds exits 0; a stop launch is told is never restarted",
+CATCH_TEST_CASE("launch with max restarts: a job that fails once and then succeeds exits 0, and a stop launch is told is never restarted",
                 "[apps][launch][restart]") {
   env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
   {

@@ -515,7 +515,7 @@ CATCH_TEST_CASE("a diverging multi-process run stops with the reason instead of 
   CATCH_CHECK(read_text(log).find("training diverged (try a lower --lr or --grad-clip)") != std::string::npos);
 }
 
-CATCH_TEST_CASE("every line of a launched job says its process; log lines its ranks too", "[multiprocess][log]") {
+CATCH_TEST_CASE("every line of a launched job says its process, log lines its ranks too", "[multiprocess][log]") {
   const std::string log = temp_path(".prefix.log"), file = temp_path(".prefix.file.log");
   std::vector<std::string> args = {"launch", "--nproc-per-node", "2", "--master-port", std::to_string(free_port()),
                                    "--log-level", "debug", "--log-file", file, "--"};

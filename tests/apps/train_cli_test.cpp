@@ -115,7 +115,7 @@ CATCH_TEST_CASE("train reads a text file as bytes and a .bin file as uint16 toke
   std::remove(bin.c_str());
 }
 
-CATCH_TEST_CASE("train --dp prints the grid, the optimizer state per rank and the sync; metrics carry them",
+CATCH_TEST_CASE("train --dp prints the grid, the optimizer state per rank and the sync, metrics carry them",
                 "[apps][train][dp]") {
   const std::string metrics = temp_path(".jsonl");
   auto r = cli(with({"train", "--stages", "2", "--dp", "2", "--zero", "1", "--steps", "3", "--metrics", metrics}, tiny));
@@ -138,7 +138,7 @@ CATCH_TEST_CASE("train --dp prints the grid, the optimizer state per rank and th
   CATCH_CHECK(lines == 3);
 }
 
-CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads; --resume goes on from one",
+CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads, --resume goes on from one",
                 "[apps][train][checkpoint]") {
   const std::string dir = temp_path(".ckpt"), straight = temp_path(".safetensors"), resumed = temp_path(".safetensors");
   auto saving = cli(with({"train", "--steps", "4", "--save-dir", dir, "--save-every", "2", "--keep-last", "1",
@@ -248,7 +248,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
 
 // The binary picks its BLAS kernels at start-up (core/blas_kernels.hpp), so it is run as a
 // process here, with the BLAS variables of this test process removed or replaced.
-CATCH_TEST_CASE("train runs on the best BLAS kernels for the CPU and names them; a user's choice is kept",
+CATCH_TEST_CASE("train runs on the best BLAS kernels for the CPU and names them, a user's choice is kept",
                 "[apps][train][blas]") {
   auto run = [](const std::vector<std::string>& env_args) {
     std::vector<std::string> args = env_args;
@@ -298,7 +298,7 @@ CATCH_TEST_CASE("train takes the schedule's own chunk count when none is given",
   CATCH_CHECK_THAT(r.err, Contains("interleaved needs chunks >= 2"));
 }
 
-CATCH_TEST_CASE("train --log-level and --log-file: a bad level is one error; the file gets the debug lines",
+CATCH_TEST_CASE("train --log-level and --log-file: a bad level is one error, the file gets the debug lines",
                 "[apps][train][log]") {
   auto bad = cli(with({"train", "--log-level", "verbose"}, tiny));
   CATCH_CHECK(bad.code == 2);

@@ -69,7 +69,7 @@ void log_every_level(const std::string& tag) {
 
 }  // namespace
 
-CATCH_TEST_CASE("log levels parse by name; anything else is one error naming the option and the value", "[log]") {
+CATCH_TEST_CASE("log levels parse by name, anything else is one error naming the option and the value", "[log]") {
   CATCH_CHECK(parse_log_level("trace") == log_level::trace);
   CATCH_CHECK(parse_log_level("debug") == log_level::debug);
   CATCH_CHECK(parse_log_level("info") == log_level::info);
@@ -96,7 +96,7 @@ CATCH_TEST_CASE("the process prefix names the process and its ranks", "[log]") {
   CATCH_CHECK(process_prefix(2, {5, 2, 3, 7, 8, 9}) == "[p2 r2-3,5,7-9]");
 }
 
-CATCH_TEST_CASE("lines below the level are dropped; stderr lines read 'actorpipe: [level: ]text'", "[log]") {
+CATCH_TEST_CASE("lines below the level are dropped, stderr lines read 'actorpipe: [level: ]text'", "[log]") {
   CATCH_SECTION("the defaults: info and above") {
     capture_stderr err;
     CATCH_CHECK(log_enabled(log_level::info));
@@ -160,7 +160,7 @@ CATCH_TEST_CASE("every line of a process of a job carries its prefix", "[log]") 
               "actorpipe: single process\n");
 }
 
-CATCH_TEST_CASE("a log file gets every line at the level, timestamped; stderr keeps warnings and errors", "[log]") {
+CATCH_TEST_CASE("a log file gets every line at the level, timestamped, stderr keeps warnings and errors", "[log]") {
   const std::string path = actorpipe::testing::temp_path(".log");
   {
     std::ofstream earlier(path);

@@ -218,6 +218,8 @@ constexpr std::size_t mib = std::size_t{1} << 20;
     if (!write_blob(to_parent, t.address())) ::_exit(10);
     auto parent = read_blob(from_parent, 10000);
     if (!parent) ::_exit(11);
+    // The parent's first tensors may arrive while connect() is under way: the handler's echoes
+    // are then sends made before process 0 is mapped (they wait for it, then go in order).
     t.connect({*parent, {}});
     if (!in.wait_received(count, 30s)) {
       code = 12;
