@@ -252,6 +252,16 @@ struct ucx_transport::state {
 
   // Progress-thread-only from here on.
   std::vector<int> peer_of_process;  // worker peer id, -1 for self
+  // connect() maps processes to peers in a task on this thread. A send that gets here first
+  // (connected is set before that task is queued: e.g. one made by a receive handler) waits
+  // here, and goes in order once the mapping exists.
+  bool mapped = false;
+  struct held_send {
+    int dest;
+    tensor_meta meta;
+    tensor_box tensor;
+  };
+  std::vector<held_send> held_sends;
   std::unordered_map<int, int> process_of_peer;
   std::vector<std::uint64_t> next_sequence;  // per destination
   std::vector<source_state> sources;
@@ -410,6 +420,10 @@ struct ucx_transport::state {
 
   void start_send(int dest, tensor_meta& meta, tensor_box& tensor) {
     if (stopping || sources[dest].closed) return;  // already reported: drop
+    if (!mapped) {
+      held_sends.push_back({dest, meta, tensor});
+      return;
+    }
     const int peer = peer_of_process[dest];
     const std::uint64_t sequence = next_sequence[dest]++ & sequence_mask;
     meta.tag = make_tag(payload_type, self, sequence);
@@ -492,6 +506,8 @@ void ucx_transport::connect(const std::vector<std::vector<std::uint8_t>>& addres
         s.peer_of_process[static_cast<std::size_t>(p)] = peer;
         s.process_of_peer[peer] = p;
       }
+      s.mapped = true;
+      for (auto& h : std::exchange(s.held_sends, {})) s.start_send(h.dest, h.meta, h.tensor);
       done->set_value();
     } catch (...) {
       done->set_exception(std::current_exception());
