@@ -113,6 +113,13 @@ struct model_definition {
   // What one sample counts as in throughput ("tokens/s"): the GPT's seq_len, else 1.
   double tokens_per_sample = 1;
   std::uint64_t seed = 1234;  // layer init: torch generator seeded from (seed, layer name)
+  // Evaluation, optional: a forward-only pass over eval_data(0, m), m in [0, eval_microbatches)
+  // (a target of -100 marks a padding row), and the named numbers (accuracy, F1, ...) that
+  // eval_metrics makes of every output and target of the pass, concatenated in order.
+  batch_function eval_data;
+  int eval_microbatches = 0;
+  std::function<std::vector<std::pair<std::string, double>>(const at::Tensor& outputs, const at::Tensor& targets)>
+      eval_metrics;
 };
 
 // Checks a definition before anything is built: at least one layer, unique non-empty names,

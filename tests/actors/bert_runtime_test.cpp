@@ -1,0 +1,82 @@
+// BERT through the actor runtime: 1f1b, interleaved and zbv train it to its unpipelined run.
+#include <torch/torch.h>
+
+#include "actors/pipeline_runtime.hpp"
+#include "core/model/bert_model.hpp"
+#include "core/model/layer_model.hpp"
+#include "core/train/reference_trainer.hpp"
+#include "tests/support/sentiment_task.hpp"
+#include "tests/support/train_results.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace actorpipe;
+using namespace actorpipe::testing;
+
+namespace {
+
+// A small BERT on the synthetic sentiment task, registered once as "test-bert".
+train_options bert_options(const std::string& schedule, int stages, int chunks, int steps) {
+  static const bool registered = [] {
+    register_model(
+        "test-bert",
+        [](const train_options& o) {
+          bert_config c;
+          c.vocab = static_cast<int>(sentiment_vocab());
+          c.hidden = o.model.hidden;
+          c.heads = o.model.heads;
+          c.layers = o.model.layers;
+          c.intermediate = 4 * o.model.hidden;
+          c.max_positions = o.model.seq_len;
+          c.seed = o.model.seed;
+          bert_data d;
+          d.train = sentiment_encoded(sentiment_rows(200, 1), o.model.seq_len);
+          d.eval = sentiment_encoded(sentiment_rows(60, 2), o.model.seq_len);
+          d.pad_id = 0;
+          d.cls_id = 2;
+          d.seed = o.data_seed;
+          d.microbatch_size = o.microbatch_size;
+          d.microbatches_per_step = o.microbatches * o.dp;
+          d.description = "synthetic sentiment (200 train, 60 eval rows)";
+          return bert_model(c, d);
+        },
+        "the tests' BERT on a synthetic sentiment task");
+    return true;
+  }();
+  (void)registered;
+  train_options o;
+  o.model_name = "test-bert";
+  o.model.hidden = 32;
+  o.model.heads = 2;
+  o.model.layers = 4;
+  o.model.seq_len = 12;
+  o.model.seed = 5;
+  o.data_seed = 6;
+  o.schedule = schedule;
+  o.stages = stages;
+  o.chunks = chunks;
+  o.microbatches = 4;
+  o.microbatch_size = 8;
+  o.steps = steps;
+  o.lr = 1e-3;
+  o.weight_decay = 0.01;
+  o.step_timeout_s = 120;
+  return o;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("bert trains with 1f1b, interleaved and zbv to its unpipelined run", "[actors][bert]") {
+  const train_result ref = run_reference(bert_options("1f1b", 2, 1, 4));
+  CATCH_REQUIRE(ref.steps.size() == 4);
+  for (auto [schedule, chunks] : std::vector<std::pair<std::string, int>>{{"1f1b", 1}, {"interleaved", 2}, {"zbv", 2}}) {
+    CATCH_INFO(schedule);
+    const train_result r = run_pipeline(bert_options(schedule, 2, chunks, 4));
+    CATCH_REQUIRE(r.steps.size() == 4);
+    for (std::size_t k = 0; k < 4; ++k) {
+      CATCH_CHECK(r.steps[k].loss == Approx(ref.steps[k].loss).epsilon(1e-5));
+      CATCH_CHECK(r.steps[k].grad_norm == Approx(ref.steps[k].grad_norm).epsilon(1e-5));
+    }
+    CATCH_CHECK(all_close(r, ref, 1e-5, 4e-5));
+  }
+}
