@@ -2,6 +2,7 @@
 // action's inputs are here, runs what the stage picks on the rank's compute thread, and sends
 // F outputs to the next virtual stage and input-gradients to the previous one.
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <string>
@@ -267,11 +268,16 @@ void chunk::on_run(const msg::run& r) {
   // The loss is the mean over every replica's microbatches: replicas' gradients add up.
   const double loss_scale = 1.0 / (double(ctx_->microbatches) * ctx_->replicas);
   const int step = r.step;
-  auto work = [ctx = ctx_, runner, me, a, input, extra, loss_scale, step] {
-    msg::job_done d{step, a, {}, 0, 0, 0, 0, 0, {}};
+  const bool eval = run_context::is_eval_step(step), last = last_;
+  auto work = [ctx = ctx_, runner, me, a, input, extra, loss_scale, step, eval, last] {
+    msg::job_done d{step, a, {}, 0, 0, 0, 0, 0, {}, nullptr};
     d.start = ctx->now();
     try {
-      switch (a.op) {
+      if (eval) {  // an eval round: forwards only, nothing kept
+        if (a.op != op_kind::forward) throw std::logic_error("an eval round runs forwards only");
+        d.output = runner->evaluate(a.microbatch, input);
+        if (last) d.eval = std::make_shared<const eval_piece>(make_eval_piece(d.output, extra));
+      } else switch (a.op) {
         case op_kind::forward: {
           auto res = runner->forward(a.microbatch, input, extra, loss_scale);
           d.output = std::move(res.output);
@@ -297,7 +303,13 @@ void chunk::on_run(const msg::run& r) {
 // gradient to the previous one.
 void chunk::send_outputs(msg::job_done& d) {
   const action a = d.act;
-  if (a.op == op_kind::forward) {
+  if (a.op == op_kind::forward && d.eval && last_) {
+    const eval_piece& p = *d.eval;
+    msg::eval_output out{d.step, -1, p.shape, std::vector<std::uint32_t>(p.outputs.size()), p.target_shape, p.targets};
+    out.microbatch = replica_ * ctx_->microbatches + a.microbatch;  // in the round; the supervisor adds the round
+    if (!p.outputs.empty()) std::memcpy(out.output_bits.data(), p.outputs.data(), p.outputs.size() * sizeof(float));
+    self_->send(ctx_->supervisor, std::move(out));
+  } else if (a.op == op_kind::forward) {
     if (last_)
       self_->send(ctx_->supervisor, msg::loss_report{d.step, replica_ * ctx_->microbatches + a.microbatch, d.loss});
     else
@@ -314,7 +326,8 @@ void chunk::on_job_done(msg::job_done& d) {
                                                 ": " + to_string(a) + " failed: " + d.error});
     return;
   }
-  if (!d.output.defined() && ((a.op == op_kind::forward && !last_) || (produces_input_grad(a.op) && v_ > 0))) {
+  if (!d.output.defined() && ((a.op == op_kind::forward && !last_) || (produces_input_grad(a.op) && v_ > 0)) &&
+      !run_context::is_eval_step(d.step)) {
     fail(to_string(a) + " produced no tensor to send");
     return;
   }

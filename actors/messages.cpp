@@ -21,6 +21,8 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<msg::parameter_names>("actorpipe.parameter_names");
   cfg.add_message_type<msg::run_finished>("actorpipe.run_finished");
   cfg.add_message_type<msg::start_step>("actorpipe.start_step");
+  cfg.add_message_type<msg::start_eval>("actorpipe.start_eval");
+  cfg.add_message_type<msg::eval_output>("actorpipe.eval_output");
   add_control_plane_types(cfg);
 }
 

@@ -9,12 +9,14 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/model/tensor_box.hpp"
 #include "core/schedule/action.hpp"
 #include "core/sim/simulator.hpp"
+#include "core/train/evaluation.hpp"
 
 namespace actorpipe::msg {
 
@@ -101,6 +103,7 @@ struct job_done {
   int live_stashes = 0;
   int pending_weight_grads = 0;
   std::string error;  // non-empty: the action threw
+  std::shared_ptr<const eval_piece> eval;  // an eval round's last stage: its outputs and targets
 };
 
 // Chunk -> stage: an action finished (error empty) or failed.
@@ -240,6 +243,21 @@ struct parameter_arrived {
   tensor_box tensor;
 };
 
+// Supervisor -> every feeder: feed round `round` of an evaluation pass, as step `step`.
+struct start_eval {
+  int step;
+  int round;
+};
+// Last chunk -> supervisor: one eval microbatch's outputs (float32, as bits) and targets.
+struct eval_output {
+  int step;
+  int microbatch;  // the eval microbatch's index in the pass
+  std::vector<std::int64_t> shape;
+  std::vector<std::uint32_t> output_bits;
+  std::vector<std::int64_t> target_shape;
+  std::vector<std::int64_t> targets;
+};
+
 // Runtime -> supervisor: the run ended (error empty on success); also process 0 -> the other
 // processes' runtimes.
 struct run_finished {
@@ -301,6 +319,14 @@ typename Inspector::result_type inspect(Inspector& f, gather_parameters& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, parameter_names& x) {
   return f(caf::meta::type_name("parameter_names"), x.virtual_stage, x.names);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, start_eval& x) {
+  return f(caf::meta::type_name("start_eval"), x.step, x.round);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, eval_output& x) {
+  return f(caf::meta::type_name("eval_output"), x.step, x.microbatch, x.shape, x.output_bits, x.target_shape, x.targets);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_finished& x) {

@@ -27,6 +27,7 @@
 #include "core/train/run_state.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/process_layout.hpp"
+#include "core/schedule/schedule_registry.hpp"
 #include "core/train/run_setup.hpp"
 #include "transport/transport_factory.hpp"
 
@@ -148,6 +149,19 @@ void validate_place(const train_options& o, const job_place& place) {
 // Everything the actors share: the prepared run (partition, plan or policy, runners,
 // optimizers, data) and where each rank lives. `result` receives the run's description now
 // and (process 0) its metrics later.
+// An eval round's plan: the training plan's forwards, in each rank's order (a dynamic policy's
+// run takes GPipe's, which has its loop placement). Forwards wait only for forwards, so
+// dropping the backwards of a deadlock-free plan leaves one.
+std::shared_ptr<const plan> eval_plan_of(const run_setup& setup, const train_options& o) {
+  plan p = setup.static_plan ? *setup.static_plan
+                             : make_schedule("gpipe", {setup.place.ranks, o.microbatches, setup.place.chunks()});
+  p.name += " (forwards only, for evaluation)";
+  for (auto& actions : p.ranks)
+    actions.erase(std::remove_if(actions.begin(), actions.end(), [](const action& a) { return a.op != op_kind::forward; }),
+                  actions.end());
+  return std::make_shared<const plan>(std::move(p));
+}
+
 std::shared_ptr<run_context> make_context(const train_options& o, const std::function<void(const step_metrics&)>& on_step,
                                           const job_place& place, const std::vector<int>& process_of_rank,
                                           const run_setup& setup, train_result& result) {
@@ -172,6 +186,12 @@ std::shared_ptr<run_context> make_context(const train_options& o, const std::fun
   ctx->batches = setup.data;
   ctx->tokens_per_sample = setup.tokens_per_sample;
   ctx->on_step = on_step;
+  ctx->model = setup.model;
+  if (setup.eval_microbatches > 0) {
+    ctx->eval_batches = setup.eval_data;
+    ctx->eval_microbatches = setup.eval_microbatches;
+    ctx->eval_plan = eval_plan_of(setup, o);
+  }
   result.data_description = setup.data_description;
   result.partition = setup.partition;
   result.split = describe_partition(setup.layers, setup.layer_names);
@@ -471,12 +491,14 @@ std::string run_actors(const std::shared_ptr<run_context>& ctx, const job_place&
 }  // namespace
 
 train_result run_pipeline(const train_options& o, const std::function<void(const step_metrics&)>& on_step,
-                          const chunk_factory& make_chunk, const job_place& place) {
+                          const chunk_factory& make_chunk, const job_place& place,
+                          const std::function<void(const eval_record&)>& on_eval) {
   validate_place(o, place);
   const std::vector<int> process_of_rank = ranks_over_processes(o, place.processes, place.ranks_per_process);
   const run_setup setup = prepare_run(o, make_chunk, [&](int r) { return process_of_rank[r] == place.process; });
   train_result result;
   auto ctx = make_context(o, on_step, place, process_of_rank, setup, result);
+  ctx->on_eval = on_eval;
   if (!o.init_from.empty()) init_from_weights(setup, o.init_from);
   if (!o.resume.empty()) resume_state(*ctx, setup, result);
   auto gate = std::make_shared<transport_gate>();

@@ -19,7 +19,11 @@ namespace actorpipe {
 // process was lost). In a multi-process job every process calls this with the same options;
 // process 0 returns the metrics, timeline and (options.gather_parameters) every parameter;
 // the others return when process 0 says the run is over, with empty metrics.
+// A model with eval data gets a forward-only pass through the same actors after the steps
+// eval_due names (core/train/evaluation.hpp), reported to on_eval (process 0) and kept in
+// train_result::evals.
 train_result run_pipeline(const train_options& options, const std::function<void(const step_metrics&)>& on_step = {},
-                          const chunk_factory& make_chunk = {}, const job_place& place = {});
+                          const chunk_factory& make_chunk = {}, const job_place& place = {},
+                          const std::function<void(const eval_record&)>& on_eval = {});
 
 }  // namespace actorpipe

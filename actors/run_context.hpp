@@ -40,6 +40,21 @@ struct run_context {
   std::vector<std::shared_ptr<data_parallel_optimizer>> dp_optimizers;  // per virtual stage id (D > 1)
   std::vector<tie_group> ties;  // tie keys held by 2+ virtual stages
   batch_function batches;  // the model's data
+  // Evaluation (a model with eval data): rounds of M microbatches per replica run as steps of
+  // their own, numbered from eval_step_base, each rank's forwards in its plan's order
+  // (eval_plan: the plan's F actions), nothing kept for a backward. Round r, replica d,
+  // microbatch m evaluates eval microbatch r*M*D + d*M + m.
+  static constexpr int eval_step_base = 1 << 30;
+  static bool is_eval_step(int step) { return step >= eval_step_base; }
+  std::shared_ptr<const plan> eval_plan;
+  batch_function eval_batches;
+  int eval_microbatches = 0;
+  int eval_rounds() const {
+    const int per_round = microbatches * replicas;
+    return (eval_microbatches + per_round - 1) / per_round;
+  }
+  std::shared_ptr<const model_definition> model;
+  std::function<void(const eval_record&)> on_eval;  // progress, called from the supervisor
   double tokens_per_sample = 1;
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
 

@@ -22,7 +22,8 @@ class stage {
         rank_(rank),
         pipeline_rank_(ctx_->grid.pipeline_rank_of(rank)),
         replica_(ctx_->grid.replica_of(rank)),
-        policy_(ctx_->make_policy(pipeline_rank_)) {}
+        policy_(ctx_->make_policy(pipeline_rank_)),
+        eval_policy_(ctx_->eval_plan ? make_static_policy(*ctx_->eval_plan, pipeline_rank_) : nullptr) {}
 
   void on_input_ready(const msg::input_ready& r);
   void on_replan(const msg::replan& p);
@@ -40,6 +41,8 @@ class stage {
   std::shared_ptr<const run_context> ctx_;
   int rank_, pipeline_rank_, replica_;
   std::unique_ptr<rank_policy> policy_;
+  std::unique_ptr<rank_policy> eval_policy_;  // eval rounds: the plan's forwards only
+  rank_policy* current_ = nullptr;            // the policy of the step under way
   int step_ = -1;
   std::set<std::pair<int, int>> fwd_in_, grad_in_, f_done_, i_done_;  // (virtual stage, microbatch)
   std::vector<std::pair<action, double>> running_;  // handed to the compute thread, with start times
@@ -55,7 +58,8 @@ class stage {
 void stage::enter(int step) {
   if (step == step_) return;
   step_ = step;
-  policy_->reset();
+  current_ = run_context::is_eval_step(step) && eval_policy_ ? eval_policy_.get() : policy_.get();
+  current_->reset();
   fwd_in_.clear(), grad_in_.clear(), f_done_.clear(), i_done_.clear();
   running_.clear();
   live_.clear(), pending_.clear();
@@ -88,8 +92,8 @@ void stage::report_waiting(std::string what) {
 // moment the first ends, instead of after a done -> stage -> chunk -> compute round trip.
 // A busy rank waits for the oldest action in flight; an idle one for what its policy names.
 void stage::dispatch() {
-  while (running_.size() < 2 && !policy_->finished()) {
-    auto a = policy_->next([this](const action& x) { return ready(x); });
+  while (running_.size() < 2 && !current_->finished()) {
+    auto a = current_->next([this](const action& x) { return ready(x); });
     if (!a) break;
     running_.emplace_back(*a, ctx_->now());
     self_->send(ctx_->chunk_actors[ctx_->stage_id(replica_, a->virtual_stage)], msg::run{step_, *a});
@@ -97,8 +101,8 @@ void stage::dispatch() {
   if (!running_.empty())
     report_waiting(to_string(running_.front().first) + " to finish (handed to the compute thread at " +
                    std::to_string(running_.front().second) + " s)");
-  else if (!policy_->finished())
-    report_waiting(policy_->waiting_for());
+  else if (!current_->finished())
+    report_waiting(current_->waiting_for());
 }
 
 void stage::accept_input(const msg::input_ready& r) {
@@ -109,7 +113,7 @@ void stage::accept_input(const msg::input_ready& r) {
 
 void stage::on_input_ready(const msg::input_ready& r) {
   // Across processes an input of the next step can overtake the plan on its way here.
-  if (ctx_->replan_from >= 0 && r.step >= ctx_->replan_from && !replanned_) {
+  if (ctx_->replan_from >= 0 && r.step >= ctx_->replan_from && !run_context::is_eval_step(r.step) && !replanned_) {
     held_.push_back(r);
     return;
   }
@@ -127,7 +131,7 @@ void stage::on_replan(const msg::replan& p) {
   replanned_ = true;
   log_debug("rank " + std::to_string(rank_) + ": runs the plan rebuilt on measured costs from step " +
             std::to_string(p.from_step + 1));
-  step_ = -1;  // the next input enters its step with the new policy reset
+  // The held inputs are of a step not entered yet: entering it resets the new policy.
   auto held = std::move(held_);
   held_.clear();
   for (auto& r : held) accept_input(r);
@@ -136,7 +140,7 @@ void stage::on_replan(const msg::replan& p) {
 // What a finished action changes: prerequisites met, memory peaks, the timeline.
 void stage::record(const msg::action_done& d) {
   const action a = d.act;
-  policy_->completed(a);
+  current_->completed(a);
   running_.erase(std::find_if(running_.begin(), running_.end(),
                               [&](const std::pair<action, double>& r) { return r.first == a; }));
   const auto key = std::make_pair(a.virtual_stage, a.microbatch);
@@ -154,7 +158,7 @@ void stage::record(const msg::action_done& d) {
 
 void stage::on_action_done(const msg::action_done& d) {
   record(d);
-  if (!policy_->finished()) {
+  if (!current_->finished()) {
     dispatch();
     return;
   }

@@ -5,6 +5,7 @@
 // the optimizer shards, report metrics. Any failure, timeout or dead actor stops the job with a
 // message naming the culprit.
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -197,6 +198,7 @@ class supervisor {
   void on_parameter_arrived(msg::parameter_arrived& p);
   void on_state_snapshotted(const msg::state_snapshotted& s);
   void on_state_written(const msg::state_written& w);
+  void on_eval_output(msg::eval_output& o);
   void stop(std::string error);
 
  private:
@@ -205,6 +207,10 @@ class supervisor {
   void after_step(int done);
   void go_on(int done);
   void start_save(int done, double due_at);
+  void start_eval(int done);
+  void begin_eval_round();
+  void maybe_eval_round_done();
+  void finish_eval();
   void maybe_step_optimizers();
   bool replan(int measured, double measured_bubble);
   void finish();
@@ -225,6 +231,16 @@ class supervisor {
     double due_at = 0, started_at = 0, resumed_at = 0;  // step done; snapshot asked; training went on
   };
   std::optional<checkpoint_in_flight> save_;
+  // The evaluation pass under way: after which step, its round and the round's step id, what
+  // came back (flushes this round, outputs by eval microbatch).
+  struct eval_in_flight {
+    int done = 0, round = 0, rounds = 0, step_id = 0, outputs = 0;
+    std::vector<eval_piece> pieces;
+    double started = 0;
+  };
+  std::optional<eval_in_flight> eval_;
+  int next_eval_id_ = 0;      // eval rounds so far (their step ids follow eval_step_base)
+  int evaluated_after_ = -1;  // the step count the last pass came after
   int deferred_save_ = -1;       // a save due while the previous one was still being written
   double deferred_at_ = 0;       // when it was due
   bool finish_after_save_ = false;
@@ -302,6 +318,11 @@ void supervisor::on_waiting(const msg::waiting& w) {
 
 void supervisor::on_flush(msg::flush& f) {
   if (f.step != st_.step) return;
+  if (eval_) {
+    st_.flushes.push_back(std::move(f));
+    maybe_eval_round_done();
+    return;
+  }
   st_.flushes.push_back(std::move(f));
   maybe_step_optimizers();
 }
@@ -362,6 +383,10 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
 // or the end.
 void supervisor::after_step(int done) {
   const auto& o = ctx_->options;
+  if (ctx_->eval_microbatches > 0 && eval_due(o, done) && evaluated_after_ != done) {
+    start_eval(done);  // comes back here when the pass is over
+    return;
+  }
   const bool due = !o.save_dir.empty() && ((o.save_every > 0 && done % o.save_every == 0) || done == o.steps);
   if (!due) {
     go_on(done);
@@ -443,6 +468,73 @@ void supervisor::on_state_written(const msg::state_written& w) {
     finish_after_save_ = false;
     finish();
   }
+}
+
+// An evaluation pass after `done` steps: rounds of M microbatches per replica, each run as a
+// step of its own through the same actors (forwards only), the last stage's outputs
+// collected here; then the summary, and after_step(done) goes on.
+void supervisor::start_eval(int done) {
+  eval_.emplace();
+  eval_->done = done;
+  eval_->rounds = ctx_->eval_rounds();
+  eval_->pieces.resize(static_cast<std::size_t>(eval_->rounds) * static_cast<std::size_t>(M_));
+  eval_->started = ctx_->now();
+  begin_eval_round();
+}
+
+void supervisor::begin_eval_round() {
+  eval_->step_id = run_context::eval_step_base + next_eval_id_++;
+  eval_->outputs = 0;
+  st_.step = eval_->step_id;
+  st_.flushes.clear();
+  st_.waiting.clear();
+  for (auto& f : ctx_->feeders) self_->send(f, msg::start_eval{eval_->step_id, eval_->round});
+  self_->delayed_send(self_,
+                      std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(ctx_->options.step_timeout_s)),
+                      msg::step_deadline{eval_->step_id});
+}
+
+void supervisor::on_eval_output(msg::eval_output& o) {
+  if (!eval_ || o.step != eval_->step_id) return;
+  const std::size_t at = static_cast<std::size_t>(eval_->round) * static_cast<std::size_t>(M_) +
+                         static_cast<std::size_t>(o.microbatch);
+  if (o.microbatch < 0 || o.microbatch >= M_) {
+    stop("an eval output names microbatch " + std::to_string(o.microbatch) + " of " + std::to_string(M_));
+    return;
+  }
+  eval_piece& p = eval_->pieces[at];
+  p.shape = std::move(o.shape);
+  p.outputs.resize(o.output_bits.size());
+  if (!p.outputs.empty()) std::memcpy(p.outputs.data(), o.output_bits.data(), p.outputs.size() * sizeof(float));
+  p.target_shape = std::move(o.target_shape);
+  p.targets = std::move(o.targets);
+  ++eval_->outputs;
+  maybe_eval_round_done();
+}
+
+void supervisor::maybe_eval_round_done() {
+  if (static_cast<int>(st_.flushes.size()) < P_ || eval_->outputs < M_) return;
+  if (++eval_->round < eval_->rounds)
+    begin_eval_round();
+  else
+    finish_eval();
+}
+
+void supervisor::finish_eval() {
+  const int done = eval_->done;
+  eval_record r;
+  try {
+    r = summarize_eval(*ctx_->model, done, eval_->pieces);
+  } catch (const std::exception& e) {
+    stop("the evaluation after step " + std::to_string(done) + ": " + e.what());
+    return;
+  }
+  r.seconds = ctx_->now() - eval_->started;
+  eval_.reset();
+  evaluated_after_ = done;
+  if (ctx_->on_eval) ctx_->on_eval(r);
+  if (ctx_->result) ctx_->result->evals.push_back(std::move(r));
+  after_step(done);
 }
 
 // After step `measured`: rebuild the plan on its per-(op, virtual stage) costs and send it to
@@ -548,6 +640,12 @@ void supervisor::on_deadline(const msg::step_deadline& d) {
   if (d.step != st_.step || st_.stopped) return;
   char secs[32];
   std::snprintf(secs, sizeof secs, "%g", ctx_->options.step_timeout_s);
+  if (eval_) {
+    stop("the evaluation after step " + std::to_string(eval_->done) + " (round " + std::to_string(eval_->round + 1) +
+         " of " + std::to_string(eval_->rounds) + ") did not finish within " + secs + " s (--step-timeout): " +
+         stall_detail());
+    return;
+  }
   stop("step " + std::to_string(d.step) + " did not finish within " + secs + " s (--step-timeout): " + stall_detail());
 }
 
@@ -569,6 +667,7 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
       [s](msg::parameter_arrived& p) { s->on_parameter_arrived(p); },
       [s](msg::state_snapshotted& x) { s->on_state_snapshotted(x); },
       [s](msg::state_written& x) { s->on_state_written(x); },
+      [s](msg::eval_output& o) { s->on_eval_output(o); },
   };
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,13 @@ class chunk_compute {
                                  double loss_scale) = 0;
   virtual tensor_box backward(int microbatch, const tensor_box& grad_output, bool split) = 0;
   virtual void weight_grad(int microbatch) = 0;
+  // Evaluation: the slice's output for `input` with nothing kept for a backward (the last
+  // stage returns the model's output, before the loss). Stages that cannot evaluate throw.
+  virtual tensor_box evaluate(int microbatch, const tensor_box& input) {
+    (void)microbatch;
+    (void)input;
+    throw std::logic_error("this stage cannot evaluate");
+  }
   virtual int live_stashes() const = 0;
   virtual int pending_weight_grads() const = 0;
   virtual std::vector<std::pair<std::string, tensor_box>> named_parameters() const = 0;

@@ -78,7 +78,7 @@ struct layer_chunk::impl {
            std::to_string(spec.virtual_stage);
   }
 
-  at::Tensor run(const at::Tensor& x, const at::Tensor& targets) {
+  at::Tensor run_layers(const at::Tensor& x) {
     at::Tensor h = x;
     for (auto& p : positions) {
       try {
@@ -87,6 +87,10 @@ struct layer_chunk::impl {
         throw std::runtime_error("layer '" + p.spec->name + "' (layer " + std::to_string(p.index) + "): " + error_text(e));
       }
     }
+    return h;
+  }
+  at::Tensor run(const at::Tensor& x, const at::Tensor& targets) {
+    at::Tensor h = run_layers(x);
     if (!spec.last) return h;
     at::Tensor loss;
     try {
@@ -206,6 +210,22 @@ bool layer_chunk::set_gradient_listener(std::function<void(int parameter)> liste
 }
 
 const chunk_spec& layer_chunk::spec() const { return impl_->spec; }
+
+tensor_box layer_chunk::evaluate(int microbatch, const tensor_box& input) {
+  torch::NoGradGuard no_grad;  // grad mode is thread-local: off here whatever the caller's
+  auto& m = *impl_;
+  const at::Tensor& in = unbox(input);
+  if (!in.defined()) throw std::invalid_argument(m.where("evaluate", microbatch) + ": the input is undefined");
+  if (!m.spec.first && !in.is_floating_point())
+    throw std::invalid_argument(m.where("evaluate", microbatch) +
+                                ": the input of a stage after the first must be a floating-point activation, got " +
+                                describe(in));
+  try {
+    return box(m.run_layers(in));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(m.where("evaluate", microbatch) + ": " + e.what());
+  }
+}
 
 forward_result layer_chunk::forward(int microbatch, const tensor_box& input, const tensor_box& targets, double loss_scale) {
   torch::AutoGradMode enable_grad(true);  // grad mode is thread-local; the caller's is unknown

@@ -42,6 +42,10 @@ class layer_chunk : public chunk_compute {
   // W: the weight gradients I left for later, accumulated into .grad.
   void weight_grad(int microbatch) override;
 
+  // Evaluation: the slice on `input` without autograd and without a stash; the last stage
+  // returns its last layer's output (the loss is left to whoever has every microbatch).
+  tensor_box evaluate(int microbatch, const tensor_box& input) override;
+
   int live_stashes() const override;
   int pending_weight_grads() const override;
   // Hooks after each parameter's gradient accumulator (autograd's, and a deferring

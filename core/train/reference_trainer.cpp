@@ -2,6 +2,9 @@
 // microbatch's forward and backward in order (gradient accumulation), then clip and AdamW.
 #include "core/train/reference_trainer.hpp"
 
+#include "core/model/layer_model.hpp"
+#include "core/train/evaluation.hpp"
+
 #include <chrono>
 #include <cmath>
 
@@ -11,7 +14,8 @@
 
 namespace actorpipe {
 
-train_result run_reference(const train_options& options, const std::function<void(const step_metrics&)>& on_step) {
+train_result run_reference(const train_options& options, const std::function<void(const step_metrics&)>& on_step,
+                           const std::function<void(const eval_record&)>& on_eval) {
   train_options o = options;
   o.no_pipeline = true;
   run_setup s = prepare_run(o);
@@ -45,6 +49,18 @@ train_result run_reference(const train_options& options, const std::function<voi
     sm.peak_activations = {1};
     result.steps.push_back(sm);
     if (on_step) on_step(sm);
+    if (s.model->eval_microbatches > 0 && eval_due(o, k + 1)) {
+      const auto t1 = std::chrono::steady_clock::now();
+      std::vector<eval_piece> pieces;
+      for (int m = 0; m < s.model->eval_microbatches; ++m) {
+        const microbatch_tensors mt = s.model->eval_data(0, m);
+        pieces.push_back(make_eval_piece(runner.evaluate(m, mt.inputs), mt.targets));
+      }
+      eval_record e = summarize_eval(*s.model, k + 1, pieces);
+      e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+      if (on_eval) on_eval(e);
+      result.evals.push_back(std::move(e));
+    }
   }
   result.parameters = collect_parameters(s.runners);
   return result;

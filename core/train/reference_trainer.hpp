@@ -8,6 +8,9 @@
 
 namespace actorpipe {
 
-train_result run_reference(const train_options& options, const std::function<void(const step_metrics&)>& on_step = {});
+// With eval data in the model, a pass over it (the whole model per microbatch, no autograd)
+// after the steps eval_due names, reported to on_eval and kept in train_result::evals.
+train_result run_reference(const train_options& options, const std::function<void(const step_metrics&)>& on_step = {},
+                           const std::function<void(const eval_record&)>& on_eval = {});
 
 }  // namespace actorpipe

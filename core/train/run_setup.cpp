@@ -129,6 +129,8 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   for (auto& [key, stages] : holders)
     if (stages.size() > 1) s.ties.push_back({key, stages});
   s.data = model->data;
+  s.eval_data = model->eval_data;
+  s.eval_microbatches = model->eval_data ? model->eval_microbatches : 0;
   s.data_description = model->data_description.empty() ? "model '" + model->name + "' data" : model->data_description;
   s.tokens_per_sample = model->tokens_per_sample;
   s.greedy_budget = o.greedy_budget;

@@ -41,6 +41,8 @@ struct run_setup {
   std::vector<std::shared_ptr<shard_optimizer>> optimizers;             // one replica (D = 1)
   std::vector<std::shared_ptr<data_parallel_optimizer>> dp_optimizers;  // D > 1
   batch_function data;
+  batch_function eval_data;  // the model's eval data, when it has some
+  int eval_microbatches = 0;
   std::string data_description;
   double tokens_per_sample = 1;  // throughput counts samples * this ("tokens/s")
   int greedy_budget = 0;  // as in train_options: the policy's budget, 0 = its default

@@ -62,6 +62,20 @@ struct train_options {
   int keep_last = 0;
   std::string resume;
   std::string init_from;  // start from these weights (safetensors, global names), fresh optimizer
+  // Evaluation (models with eval data): a forward-only pass every eval_every steps (0: only
+  // after the last step).
+  int eval_every = 0;
+};
+
+// One evaluation pass: after `step` steps, the loss over every evaluated row, the model's
+// metrics, and every output (float32, row-major) with its shape, concatenated in eval order.
+struct eval_record {
+  int step = 0;
+  double loss = 0;
+  std::vector<std::pair<std::string, double>> metrics;
+  std::vector<std::int64_t> output_shape;
+  std::vector<float> outputs;
+  double seconds = 0;
 };
 
 struct step_metrics {
@@ -107,6 +121,7 @@ struct train_result {
   std::vector<checkpoint_record> checkpoints;  // written by this run (process 0's view), in order
   std::string resumed_from;              // the checkpoint it resumed from, if any
   std::vector<std::string> refused;      // newer checkpoints it could not resume from, and why
+  std::vector<eval_record> evals;        // in order
 };
 
 }  // namespace actorpipe

@@ -1,0 +1,48 @@
+// Evaluation summaries: concatenate the pieces, then the model's loss (over every row it does
+// not ignore) and metrics.
+#include "core/train/evaluation.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "core/model/layer_model.hpp"
+#include "core/model/tensor_box_torch.hpp"
+
+namespace actorpipe {
+
+eval_piece make_eval_piece(const tensor_box& output, const tensor_box& targets) {
+  const at::Tensor o = unbox(output).detach().contiguous(), t = unbox(targets).contiguous();
+  if (o.scalar_type() != at::kFloat) throw std::invalid_argument("evaluation: the model's output must be float32");
+  if (t.scalar_type() != at::kLong) throw std::invalid_argument("evaluation: the targets must be int64");
+  eval_piece p;
+  p.shape = o.sizes().vec();
+  p.outputs.resize(static_cast<std::size_t>(o.numel()));
+  if (o.numel() > 0) std::memcpy(p.outputs.data(), o.data_ptr<float>(), p.outputs.size() * sizeof(float));
+  p.target_shape = t.sizes().vec();
+  p.targets.assign(t.data_ptr<std::int64_t>(), t.data_ptr<std::int64_t>() + t.numel());
+  return p;
+}
+
+eval_record summarize_eval(const model_definition& model, int step, const std::vector<eval_piece>& pieces) {
+  const std::size_t n = std::min(pieces.size(), static_cast<std::size_t>(model.eval_microbatches));
+  if (n == 0) throw std::invalid_argument("evaluation: no outputs");
+  std::vector<at::Tensor> outputs, targets;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& p = pieces[i];
+    outputs.push_back(torch::from_blob(const_cast<float*>(p.outputs.data()), p.shape, at::kFloat).clone());
+    targets.push_back(torch::from_blob(const_cast<std::int64_t*>(p.targets.data()), p.target_shape, at::kLong).clone());
+  }
+  const at::Tensor all = torch::cat(outputs, 0), truth = torch::cat(targets, 0);
+  eval_record r;
+  r.step = step;
+  {
+    torch::NoGradGuard no_grad;
+    r.loss = model.loss(all, truth).item<double>();
+  }
+  if (model.eval_metrics) r.metrics = model.eval_metrics(all, truth);
+  r.output_shape = all.sizes().vec();
+  r.outputs.assign(all.data_ptr<float>(), all.data_ptr<float>() + all.numel());
+  return r;
+}
+
+}  // namespace actorpipe
