@@ -1,0 +1,249 @@
+// Reading GLUE TSV files: split rows on tabs only (no CSV quoting, as the GLUE files are written),
+// check every row against the layout, and turn labels into ids.
+#include "core/data/glue_tsv.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <utility>
+
+namespace actorpipe {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::invalid_argument("glue file '" + path + "' " + what);
+}
+
+[[noreturn]] void fail_line(const std::string& path, int line, const std::string& what) {
+  fail(path, "line " + std::to_string(line) + ": " + what);
+}
+
+std::ifstream open(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(path, "cannot be opened (missing or unreadable)");
+  return f;
+}
+
+void strip_line_end(std::string& line) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+}
+
+void strip_bom(std::string& line) {
+  if (line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+}
+
+// The file's lines without line ends; line i is lines[i - 1]. Trailing empty lines are dropped.
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream f = open(path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(f, line)) {
+    strip_line_end(line);
+    lines.push_back(std::move(line));
+  }
+  if (f.bad()) fail(path, "could not be read to the end");
+  if (!lines.empty()) strip_bom(lines.front());
+  while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  return lines;
+}
+
+std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> fields;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t tab = line.find('\t', start);
+    fields.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
+    if (tab == std::string::npos) return fields;
+    start = tab + 1;
+  }
+}
+
+int index_of(const std::vector<std::string>& header, const char* name) {
+  const auto it = std::find(header.begin(), header.end(), name);
+  return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+}
+
+// A decimal label of at most 4 digits, else -1: integer labels become ids 0..max, so a larger
+// number is more likely a score or a name than a class.
+std::int32_t parse_integer_label(const std::string& s) {
+  if (s.empty() || s.size() > 4) return -1;
+  std::int32_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+std::string list_labels(const glue_labels& labels) {
+  std::string out;
+  const int shown = std::min(labels.count(), 10);
+  for (int i = 0; i < shown; ++i) out += (i > 0 ? ", " : "") + labels.names[i];
+  if (labels.count() > shown) out += ", ... (" + std::to_string(labels.count()) + " in all)";
+  return out;
+}
+
+void check_columns(const glue_columns& c) {
+  const auto bad = [&](const std::string& what) {
+    throw std::invalid_argument("glue columns " + what + ": got text_a=" + std::to_string(c.text_a) +
+                                ", text_b=" + std::to_string(c.text_b) + ", label=" + std::to_string(c.label));
+  };
+  if (c.text_a < 0 || c.label < 0) bad("text_a and label must be >= 0");
+  if (c.text_b < -1) bad("text_b must be >= 0, or -1 for a single-sentence task");
+  if (c.text_a == c.label || c.text_b == c.label || c.text_b == c.text_a) bad("must be three different columns");
+}
+
+std::string column_role(const glue_columns& c, int column) {
+  if (column == c.label) return "the label";
+  if (column == c.text_b) return "the second sentence";
+  return "the first sentence";
+}
+
+struct raw_row {
+  glue_example example;
+  std::string label;
+};
+
+// Every example with its label as written; the label ids are filled in by the caller.
+std::vector<raw_row> read_rows(const std::string& path, const glue_columns& columns) {
+  check_columns(columns);
+  const std::vector<std::string> lines = read_lines(path);
+  if (lines.empty()) fail(path, "is empty: expected tab-separated rows");
+  if (columns.header && lines.size() == 1) fail(path, "has a header (line 1) but no examples");
+
+  const int last_needed = std::max({columns.text_a, columns.text_b, columns.label});
+  // Every row must have as many columns as the header (or, without one, the first row): GLUE
+  // files are not quoted, so a tab inside a sentence or a lost field shifts the columns silently.
+  const std::size_t first_row = columns.header ? 1 : 0;
+  const std::size_t width = split_tabs(lines[0]).size();
+  if (static_cast<int>(width) <= last_needed)
+    fail_line(path, 1,
+              std::string(columns.header ? "the header" : "the first row") + " has " + std::to_string(width) +
+                  " column(s); " + column_role(columns, last_needed) + " is column " + std::to_string(last_needed) +
+                  " (0-based), so at least " + std::to_string(last_needed + 1) + " are needed");
+  const std::string like = columns.header ? "the header (line 1)" : "line 1";
+
+  std::vector<raw_row> rows;
+  rows.reserve(lines.size() - first_row);
+  for (std::size_t i = first_row; i < lines.size(); ++i) {
+    const int line = static_cast<int>(i + 1);
+    if (lines[i].empty()) fail_line(path, line, "is empty (only lines at the end of the file may be)");
+    std::vector<std::string> fields = split_tabs(lines[i]);
+    if (fields.size() < width)
+      fail_line(path, line, "has " + std::to_string(fields.size()) + " column(s), fewer than the " +
+                                std::to_string(width) + " of " + like);
+    if (fields.size() > width)
+      fail_line(path, line, "has " + std::to_string(fields.size()) + " columns, more than the " +
+                                std::to_string(width) + " of " + like +
+                                " (GLUE files are not quoted: is there a tab inside a sentence?)");
+    raw_row r;
+    r.label = std::move(fields[columns.label]);
+    if (r.label.empty()) fail_line(path, line, "the label (column " + std::to_string(columns.label) + ") is empty");
+    r.example.text_a = std::move(fields[columns.text_a]);
+    if (columns.text_b >= 0) r.example.text_b = std::move(fields[columns.text_b]);
+    r.example.line = line;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+glue_dataset make_dataset(const std::string& path, const glue_columns& columns, glue_labels labels,
+                          std::vector<raw_row> rows) {
+  glue_dataset d;
+  d.path = path;
+  d.columns = columns;
+  d.labels = std::move(labels);
+  d.examples.reserve(rows.size());
+  for (raw_row& r : rows) {
+    r.example.label = d.labels.id_of(r.label);
+    if (r.example.label < 0)
+      fail_line(path, r.example.line,
+                "label '" + r.label + "' is not one of the train file's labels (" + list_labels(d.labels) + ")");
+    d.examples.push_back(std::move(r.example));
+  }
+  return d;
+}
+
+}  // namespace
+
+std::int32_t glue_labels::id_of(const std::string& label) const {
+  if (integer) {
+    const std::int32_t v = parse_integer_label(label);
+    return v < count() ? v : -1;  // -1 stays -1
+  }
+  const auto it = std::find(names.begin(), names.end(), label);
+  return it == names.end() ? -1 : static_cast<std::int32_t>(it - names.begin());
+}
+
+glue_columns glue_columns_for_header(const std::vector<std::string>& header) {
+  struct layout {
+    const char* name;
+    const char* a;
+    const char* b;  // nullptr: single sentence
+    const char* label;
+  };
+  // Most specific first: QNLI's header also holds SST-2's "sentence" and "label".
+  static const layout layouts[] = {
+      {"MNLI", "sentence1", "sentence2", "gold_label"}, {"RTE/WNLI", "sentence1", "sentence2", "label"},
+      {"QNLI", "question", "sentence", "label"},         {"QQP", "question1", "question2", "is_duplicate"},
+      {"MRPC", "#1 String", "#2 String", "Quality"},     {"SST-2", "sentence", nullptr, "label"},
+  };
+  for (const layout& l : layouts) {
+    const int a = index_of(header, l.a), label = index_of(header, l.label);
+    const int b = l.b != nullptr ? index_of(header, l.b) : -1;
+    if (a < 0 || label < 0 || (l.b != nullptr && b < 0)) continue;
+    glue_columns c;
+    c.text_a = a;
+    c.text_b = b;
+    c.label = label;
+    c.layout = l.name;
+    return c;
+  }
+  if (header.size() < 2)
+    throw std::invalid_argument("a GLUE header needs at least two columns (a sentence and a label): got " +
+                                std::to_string(header.size()));
+  glue_columns c;
+  c.text_a = 0;
+  c.label = static_cast<int>(header.size()) - 1;
+  c.layout = "generic";
+  return c;
+}
+
+glue_columns glue_columns_from_file(const std::string& path) {
+  std::ifstream f = open(path);
+  std::string line;
+  if (!std::getline(f, line)) fail(path, "is empty: expected a header line");
+  strip_line_end(line);
+  strip_bom(line);
+  try {
+    return glue_columns_for_header(split_tabs(line));
+  } catch (const std::invalid_argument& e) {
+    fail_line(path, 1, e.what());
+  }
+}
+
+glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns) {
+  std::vector<raw_row> rows = read_rows(path, columns);
+  glue_labels labels;
+  labels.integer =
+      std::all_of(rows.begin(), rows.end(), [](const raw_row& r) { return parse_integer_label(r.label) >= 0; });
+  if (labels.integer) {
+    std::int32_t max = 0;
+    for (const raw_row& r : rows) max = std::max(max, parse_integer_label(r.label));
+    for (std::int32_t i = 0; i <= max; ++i) labels.names.push_back(std::to_string(i));
+  } else {
+    for (const raw_row& r : rows)
+      if (labels.id_of(r.label) < 0) labels.names.push_back(r.label);
+  }
+  return make_dataset(path, columns, std::move(labels), std::move(rows));
+}
+
+glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns, const glue_labels& labels) {
+  if (labels.count() == 0)
+    throw std::invalid_argument("glue file '" + path + "': the train labels to read it with are empty");
+  return make_dataset(path, columns, labels, read_rows(path, columns));
+}
+
+}  // namespace actorpipe

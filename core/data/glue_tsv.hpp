@@ -1,0 +1,71 @@
+// GLUE task files (SST-2, MRPC, QQP, ...): tab-separated rows of one or two sentences and a
+// label, read into examples with label ids. The files are not CSV-quoted: a quote is text.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace actorpipe {
+
+// Which 0-based columns hold what.
+struct glue_columns {
+  int text_a = 0;
+  int text_b = -1;  // -1: a single-sentence task
+  int label = 1;
+  bool header = true;  // the first line names the columns and is not an example
+  std::string layout;  // for logs: the layout glue_columns_for_header recognised, else empty
+};
+
+// Columns by header names, first match wins:
+//   MNLI     sentence1, sentence2, gold_label
+//   RTE/WNLI sentence1, sentence2, label
+//   QNLI     question, sentence, label
+//   QQP      question1, question2, is_duplicate
+//   MRPC     #1 String, #2 String, Quality
+//   SST-2    sentence, label
+//   generic  anything else: the first column is the sentence, the last the label
+// Throws std::invalid_argument when a generic header has fewer than two columns.
+glue_columns glue_columns_for_header(const std::vector<std::string>& header);
+// The same from a file's first line. Throws std::invalid_argument naming the file when it
+// cannot be read or is empty.
+glue_columns glue_columns_from_file(const std::string& path);
+
+// Label ids. When every label of the train file is a decimal integer of at most 4 digits, the id
+// is that integer and there are max + 1 labels ("0", "1", ...). Otherwise each distinct string is a label, ids in
+// order of first appearance (e.g. entailment=0, neutral=1, contradiction=2). STS-B's real-valued
+// scores are not labels: they would read as strings.
+struct glue_labels {
+  bool integer = false;
+  std::vector<std::string> names;  // id -> label as written
+  int count() const { return static_cast<int>(names.size()); }
+  // -1 when `label` is not one of these labels.
+  std::int32_t id_of(const std::string& label) const;
+};
+
+struct glue_example {
+  std::string text_a;
+  std::string text_b;  // empty for a single-sentence task
+  std::int32_t label = 0;
+  int line = 0;  // 1-based line of the file, for messages
+};
+
+struct glue_dataset {
+  std::string path;
+  glue_columns columns;
+  glue_labels labels;
+  std::vector<glue_example> examples;
+  bool pairs() const { return columns.text_b >= 0; }
+  int num_labels() const { return labels.count(); }
+};
+
+// A train file: its labels make the label map. Throws std::invalid_argument naming the file and
+// the 1-based line for a malformed row (fewer columns than needed, more columns than the header,
+// an empty label, an empty line before the end), and naming the file when it cannot be read, is
+// empty or has a header only. CRLF line ends, a UTF-8 BOM and trailing empty lines are fine.
+glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns);
+// A dev / test file read with the train file's labels; a label not among them is an error naming
+// the file, the line and the label.
+glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns, const glue_labels& labels);
+
+}  // namespace actorpipe

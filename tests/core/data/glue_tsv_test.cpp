@@ -1,0 +1,265 @@
+// GLUE TSV files: the SST-2, MRPC and other header layouts, integer and string labels (a dev file
+// with the train file's labels), literal quotes, CRLF, and every malformed-row error.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/data/glue_tsv.hpp"
+
+using namespace actorpipe;
+using Catch::Contains;
+using strings = std::vector<std::string>;
+
+namespace {
+
+// A file under the temp directory, removed when the test ends.
+struct temp_file {
+  std::string path;
+  explicit temp_file(const std::string& name, const std::string& text)
+      : path("/tmp/actorpipe_glue_test_" + std::to_string(::getpid()) + "_" + name) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << text;
+  }
+  ~temp_file() { std::remove(path.c_str()); }
+};
+
+const char* const sst2 =
+    "sentence\tlabel\n"
+    "hide new secretions from the parental units \t0\n"
+    "contains no wit , only labored gags \t0\n"
+    "that loves its characters and communicates something rather beautiful about human nature \t1\n";
+
+// MRPC's layout, quotes and all: the sentences hold '"' as text.
+const char* const mrpc =
+    "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    "1\t702876\t702977\tAmrozi accused his brother , whom he called \" the witness \" , of deliberately "
+    "distorting his evidence .\tReferring to him as only \" the witness \" , Amrozi accused his brother of "
+    "deliberately distorting his evidence .\n"
+    "0\t2108705\t2108831\tYucaipa owned Dominick 's before selling the chain to Safeway in 1998 for $ 2.5 billion ."
+    "\tYucaipa bought Dominick 's in 1995 for $ 693 million and sold it to Safeway for $ 1.8 billion in 1998 .\n";
+
+glue_columns sst2_columns() {
+  glue_columns c;
+  c.text_a = 0;
+  c.label = 1;
+  return c;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("an SST-2 file: columns by header, integer labels", "[data][glue]") {
+  temp_file f("sst2.tsv", sst2);
+  const glue_columns c = glue_columns_from_file(f.path);
+  CATCH_CHECK(c.layout == "SST-2");
+  CATCH_CHECK(c.text_a == 0);
+  CATCH_CHECK(c.text_b == -1);
+  CATCH_CHECK(c.label == 1);
+  CATCH_CHECK(c.header);
+
+  const glue_dataset d = read_glue_tsv(f.path, c);
+  CATCH_CHECK(!d.pairs());
+  CATCH_CHECK(d.labels.integer);
+  CATCH_CHECK(d.num_labels() == 2);
+  CATCH_CHECK(d.labels.names == strings{"0", "1"});
+  CATCH_REQUIRE(d.examples.size() == 3);
+  CATCH_CHECK(d.examples[0].text_a == "hide new secretions from the parental units ");
+  CATCH_CHECK(d.examples[0].text_b.empty());
+  CATCH_CHECK(d.examples[0].label == 0);
+  CATCH_CHECK(d.examples[0].line == 2);
+  CATCH_CHECK(d.examples[2].label == 1);
+  CATCH_CHECK(d.examples[2].line == 4);
+}
+
+CATCH_TEST_CASE("an MRPC file: a sentence pair, quotes are text", "[data][glue]") {
+  temp_file f("mrpc.tsv", mrpc);
+  const glue_columns c = glue_columns_from_file(f.path);
+  CATCH_CHECK(c.layout == "MRPC");
+  CATCH_CHECK(c.text_a == 3);
+  CATCH_CHECK(c.text_b == 4);
+  CATCH_CHECK(c.label == 0);
+
+  const glue_dataset d = read_glue_tsv(f.path, c);
+  CATCH_CHECK(d.pairs());
+  CATCH_CHECK(d.num_labels() == 2);
+  CATCH_REQUIRE(d.examples.size() == 2);
+  CATCH_CHECK(d.examples[0].label == 1);
+  CATCH_CHECK(d.examples[0].text_a ==
+              "Amrozi accused his brother , whom he called \" the witness \" , of deliberately distorting his evidence .");
+  CATCH_CHECK(d.examples[0].text_b.substr(0, 33) == "Referring to him as only \" the wi");
+  CATCH_CHECK(d.examples[1].label == 0);
+  CATCH_CHECK(d.examples[1].text_b.substr(0, 7) == "Yucaipa");
+}
+
+CATCH_TEST_CASE("a quote that never closes is literal text, not the start of a multi-line field", "[data][glue]") {
+  temp_file f("quote.tsv", "sentence\tlabel\n\"it 's a bare quote\t1\nthe next row \"\t0\n'\t1\n");
+  const glue_dataset d = read_glue_tsv(f.path, sst2_columns());
+  CATCH_REQUIRE(d.examples.size() == 3);
+  CATCH_CHECK(d.examples[0].text_a == "\"it 's a bare quote");
+  CATCH_CHECK(d.examples[1].text_a == "the next row \"");
+  CATCH_CHECK(d.examples[1].line == 3);
+  CATCH_CHECK(d.examples[2].text_a == "'");
+}
+
+CATCH_TEST_CASE("header names pick the columns of the known layouts, else first and last", "[data][glue]") {
+  const glue_columns qqp = glue_columns_for_header({"id", "qid1", "qid2", "question1", "question2", "is_duplicate"});
+  CATCH_CHECK(qqp.layout == "QQP");
+  CATCH_CHECK(qqp.text_a == 3);
+  CATCH_CHECK(qqp.text_b == 4);
+  CATCH_CHECK(qqp.label == 5);
+  // QNLI's header also holds SST-2's names: it must not be read as a single-sentence task.
+  const glue_columns qnli = glue_columns_for_header({"index", "question", "sentence", "label"});
+  CATCH_CHECK(qnli.layout == "QNLI");
+  CATCH_CHECK(qnli.text_a == 1);
+  CATCH_CHECK(qnli.text_b == 2);
+  CATCH_CHECK(qnli.label == 3);
+  const glue_columns rte = glue_columns_for_header({"index", "sentence1", "sentence2", "label"});
+  CATCH_CHECK(rte.layout == "RTE/WNLI");
+  CATCH_CHECK(rte.text_b == 2);
+  const glue_columns generic = glue_columns_for_header({"text", "source", "y"});
+  CATCH_CHECK(generic.layout == "generic");
+  CATCH_CHECK(generic.text_a == 0);
+  CATCH_CHECK(generic.text_b == -1);
+  CATCH_CHECK(generic.label == 2);
+  CATCH_CHECK_THROWS_WITH(glue_columns_for_header({"text"}), Contains("at least two columns") && Contains("got 1"));
+  temp_file one("one_column.tsv", "text\nhello\n");
+  CATCH_CHECK_THROWS_WITH(glue_columns_from_file(one.path), Contains(one.path) && Contains("line 1"));
+}
+
+CATCH_TEST_CASE("string labels get ids in order of first appearance, and a dev file reuses them", "[data][glue]") {
+  temp_file train("train.tsv",
+                  "index\tsentence1\tsentence2\tgold_label\n"
+                  "0\tA man eats.\tSomeone eats.\tentailment\n"
+                  "1\tA man eats.\tA man sleeps.\tcontradiction\n"
+                  "2\tA man eats.\tA man eats pie.\tneutral\n"
+                  "3\tA cat sits.\tAn animal sits.\tentailment\n");
+  const glue_dataset t = read_glue_tsv(train.path, glue_columns_from_file(train.path));
+  CATCH_CHECK(!t.labels.integer);
+  CATCH_CHECK(t.labels.names == strings{"entailment", "contradiction", "neutral"});
+  CATCH_CHECK(t.num_labels() == 3);
+  CATCH_REQUIRE(t.examples.size() == 4);
+  CATCH_CHECK(t.examples[1].label == 1);
+  CATCH_CHECK(t.examples[2].label == 2);
+  CATCH_CHECK(t.examples[3].label == 0);
+  CATCH_CHECK(t.examples[2].text_b == "A man eats pie.");
+
+  // The dev file's first label is neutral: it keeps the train file's id 2.
+  temp_file dev("dev.tsv",
+                "index\tsentence1\tsentence2\tgold_label\n"
+                "0\tA dog runs.\tA dog is still.\tneutral\n"
+                "1\tA dog runs.\tAn animal moves.\tentailment\n");
+  const glue_dataset d = read_glue_tsv(dev.path, t.columns, t.labels);
+  CATCH_REQUIRE(d.examples.size() == 2);
+  CATCH_CHECK(d.examples[0].label == 2);
+  CATCH_CHECK(d.examples[1].label == 0);
+  CATCH_CHECK(d.num_labels() == 3);
+
+  temp_file unknown("dev_unknown.tsv",
+                    "index\tsentence1\tsentence2\tgold_label\n"
+                    "0\tA dog runs.\tA dog is still.\tneutral\n"
+                    "1\tA dog runs.\tA dog might run.\tmaybe\n");
+  CATCH_CHECK_THROWS_WITH(read_glue_tsv(unknown.path, t.columns, t.labels),
+                          Contains("glue file '" + unknown.path + "' line 3: label 'maybe'") &&
+                              Contains("(entailment, contradiction, neutral)"));
+
+  // Integer train labels: a dev label outside them is unknown too.
+  temp_file sst_train("sst_train.tsv", sst2);
+  temp_file sst_dev("sst_dev.tsv", "sentence\tlabel\ngood\t1\nodd\t2\n");
+  const glue_dataset st = read_glue_tsv(sst_train.path, sst2_columns());
+  CATCH_CHECK_THROWS_WITH(read_glue_tsv(sst_dev.path, sst2_columns(), st.labels),
+                          Contains("line 3: label '2' is not one of the train file's labels (0, 1)"));
+}
+
+CATCH_TEST_CASE("integer labels are ids as written, mixed labels are all strings", "[data][glue]") {
+  temp_file gap("gap.tsv", "sentence\tlabel\na\t2\nb\t0\n");
+  const glue_dataset g = read_glue_tsv(gap.path, sst2_columns());
+  CATCH_CHECK(g.labels.integer);
+  CATCH_CHECK(g.num_labels() == 3);  // 0..2, though 1 is never seen
+  CATCH_CHECK(g.examples[0].label == 2);
+
+  temp_file mixed("mixed.tsv", "sentence\tlabel\na\t1\nb\tyes\nc\t0\n");
+  const glue_dataset m = read_glue_tsv(mixed.path, sst2_columns());
+  CATCH_CHECK(!m.labels.integer);
+  CATCH_CHECK(m.labels.names == strings{"1", "yes", "0"});
+  CATCH_CHECK(m.examples[2].label == 2);
+}
+
+CATCH_TEST_CASE("CRLF line ends, a BOM and trailing empty lines read like plain LF", "[data][glue]") {
+  temp_file f("crlf.tsv", "\xEF\xBB\xBFsentence\tlabel\r\nfine film\t1\r\nbad film\t0\r\n\r\n\n");
+  const glue_columns c = glue_columns_from_file(f.path);
+  CATCH_CHECK(c.layout == "SST-2");
+  const glue_dataset d = read_glue_tsv(f.path, c);
+  CATCH_REQUIRE(d.examples.size() == 2);
+  CATCH_CHECK(d.examples[0].text_a == "fine film");
+  CATCH_CHECK(d.examples[1].text_a == "bad film");
+  CATCH_CHECK(d.labels.names == strings{"0", "1"});  // "1\r" would have made string labels
+  CATCH_CHECK(d.examples[1].label == 0);
+}
+
+CATCH_TEST_CASE("a file without a header: columns by index, CoLA style", "[data][glue]") {
+  temp_file f("cola.tsv",
+              "gj04\t1\t\tOur friends won't buy this analysis, let alone the next one we propose.\n"
+              "gj04\t0\t*\tThey drank the pub.\n");
+  glue_columns c;
+  c.text_a = 3;
+  c.label = 1;
+  c.header = false;
+  const glue_dataset d = read_glue_tsv(f.path, c);
+  CATCH_REQUIRE(d.examples.size() == 2);
+  CATCH_CHECK(d.examples[0].line == 1);
+  CATCH_CHECK(d.examples[1].text_a == "They drank the pub.");
+  CATCH_CHECK(d.examples[1].label == 0);
+}
+
+CATCH_TEST_CASE("every malformed row is an error naming the file and the line", "[data][glue]") {
+  const auto error_of = [](const std::string& name, const std::string& text, glue_columns c) {
+    temp_file f(name, text);
+    try {
+      read_glue_tsv(f.path, c);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const glue_columns c = sst2_columns();
+  const std::string prefix = "glue file '/tmp/actorpipe_glue_test_" + std::to_string(::getpid()) + "_";
+
+  CATCH_CHECK(error_of("few.tsv", "sentence\tlabel\ngood\t1\nno label here\n", c) ==
+              prefix + "few.tsv' line 3: has 1 column(s), fewer than the 2 of the header (line 1)");
+  CATCH_CHECK_THAT(error_of("many.tsv", "sentence\tlabel\ngood\t1\na\ttab\t0\n", c),
+                   Contains(prefix + "many.tsv' line 3: has 3 columns, more than the 2 of the header (line 1)") &&
+                       Contains("tab inside a sentence"));
+  CATCH_CHECK(error_of("nolabel.tsv", "sentence\tlabel\ngood\t1\r\nbad\t\r\n", c) ==
+              prefix + "nolabel.tsv' line 3: the label (column 1) is empty");
+  CATCH_CHECK(error_of("gap.tsv", "sentence\tlabel\ngood\t1\n\nbad\t0\n", c) ==
+              prefix + "gap.tsv' line 3: is empty (only lines at the end of the file may be)");
+  CATCH_CHECK(error_of("empty.tsv", "", c) == prefix + "empty.tsv' is empty: expected tab-separated rows");
+  CATCH_CHECK(error_of("blank.tsv", "\r\n\n", c) == prefix + "blank.tsv' is empty: expected tab-separated rows");
+  CATCH_CHECK(error_of("header_only.tsv", "sentence\tlabel\r\n", c) ==
+              prefix + "header_only.tsv' has a header (line 1) but no examples");
+
+  glue_columns pair = c;
+  pair.text_b = 2;
+  CATCH_CHECK(error_of("narrow.tsv", "sentence\tlabel\ngood\t1\n", pair) ==
+              prefix + "narrow.tsv' line 1: the header has 2 column(s); the second sentence is column 2 (0-based), "
+                       "so at least 3 are needed");
+  glue_columns no_header = c;
+  no_header.header = false;
+  no_header.label = 3;
+  CATCH_CHECK_THAT(error_of("narrow2.tsv", "good\t1\n", no_header),
+                   Contains("narrow2.tsv' line 1: the first row has 2 column(s); the label is column 3"));
+  CATCH_CHECK_THAT(error_of("ragged.tsv", "a\tb\tc\t1\nd\te\t0\n", no_header),
+                   Contains("ragged.tsv' line 2: has 3 column(s), fewer than the 4 of line 1"));
+
+  CATCH_CHECK_THROWS_WITH(read_glue_tsv("/tmp/actorpipe_glue_no_such_file.tsv", c),
+                          Contains("'/tmp/actorpipe_glue_no_such_file.tsv' cannot be opened"));
+  glue_columns same = c;
+  same.label = 0;
+  CATCH_CHECK_THAT(error_of("same.tsv", sst2, same), Contains("three different columns") && Contains("label=0"));
+  glue_columns negative = c;
+  negative.text_a = -1;
+  CATCH_CHECK_THAT(error_of("negative.tsv", sst2, negative), Contains("text_a=-1"));
+}
