@@ -179,7 +179,8 @@ void add_train_job_flags(CLI::App* t, train_cli_options& tr) {
   auto* t_sched = t->add_option("--schedule", tr.schedule, "Schedule or dynamic policy (see simulate --list) [default: 1f1b]");
   auto* t_file = t->add_option("--schedule-file", tr.schedule_file, "Train with a plan read from a text file");
   t->add_option("--model", tr.model,
-                "Which model: gpt (built in), or one a program registered with actorpipe::register_model [default: gpt]");
+                "Which model: gpt or bert (built in), or one a program registered with actorpipe::register_model "
+                "[default: gpt]");
   t->add_option("--partition", tr.partition,
                 "How layers are cut over stages x chunks: uniform, parameters, type:REGEX, profile or counts:A,B,... "
                 "[default: the model's; gpt: type:^blocks\\.]");
@@ -228,8 +229,22 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   auto* t_syn = t->add_option("--data", tr.data, "synthetic: the embedded Markov corpus (the default)")
                     ->check(CLI::IsMember({"synthetic"}));
   auto* t_data = t->add_option("--data-file", tr.data_file,
-                               "Train on a file: .bin = flat uint16 tokens (nanoGPT/Megatron), else UTF-8 text as bytes");
+                               "Train on a file. gpt: .bin = flat uint16 tokens (nanoGPT/Megatron), else UTF-8 text as "
+                               "bytes; bert: a GLUE-format TSV (e.g. SST-2's train.tsv)");
   t_syn->excludes(t_data);
+  t->add_option("--eval-file", tr.eval_file, "bert: the GLUE-format dev TSV to evaluate on (accuracy, F1, eval loss)");
+  t->add_option("--eval-every", tr.eval_every,
+                "With eval data: a forward-only evaluation pass every N steps, and after the last (0 = after the last only)")
+      ->default_val(0);
+  t->add_option("--vocab-file", tr.vocab_file,
+                "bert: a WordPiece vocab.txt (e.g. bert-base-uncased's); default: a word vocabulary from the training file");
+  t->add_flag("--no-lower-case", tr.no_lower_case, "bert: keep case and accents (cased vocabularies)");
+  t->add_option("--text-columns", tr.text_columns,
+                "bert: 0-based TSV columns A,LABEL or A,B,LABEL (default: by the header: SST-2, MRPC, QQP, MNLI, QNLI, RTE, "
+                "else first column and last)");
+  t->add_option("--max-positions", tr.max_positions, "bert: position embeddings (default: --seq-len; 512 for bert-base)")
+      ->default_val(0);
+  t->add_option("--intermediate", tr.intermediate, "bert: the MLP's inner width (default: 4 x --hidden)")->default_val(0);
   t->add_option("--threads-per-stage", tr.threads_per_stage, "Torch threads on each rank's compute thread")->default_val(1);
   t->add_option("--budget", tr.budget,
                 "Dynamic policies: live activations a rank may hold (0 = the policy's default; greedy: stages - rank)")

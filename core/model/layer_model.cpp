@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/model/bert_task.hpp"
 #include "core/model/gpt_model.hpp"
 #include "core/model/gpt_modules.hpp"
 #include "core/model/tensor_box_torch.hpp"
@@ -72,20 +73,21 @@ void validate_model(const model_definition& m) {
 void register_model(const std::string& name, model_factory factory, std::string description) {
   if (name.empty() || name.find_first_of(" \t\n\r") != std::string::npos)
     throw std::invalid_argument("register_model: a model name must be non-empty without whitespace, got '" + name + "'");
-  if (name == "gpt") throw std::invalid_argument("register_model: 'gpt' is the built-in model and cannot be replaced");
+  if (name == "gpt" || name == "bert")
+    throw std::invalid_argument("register_model: '" + name + "' is a built-in model and cannot be replaced");
   if (!factory) throw std::invalid_argument("register_model: model '" + name + "' needs a factory");
   std::lock_guard<std::mutex> lock(registry_mutex);
   user_models()[name] = {std::move(factory), std::move(description)};
 }
 
 bool has_model(const std::string& name) {
-  if (name == "gpt") return true;
+  if (name == "gpt" || name == "bert") return true;
   std::lock_guard<std::mutex> lock(registry_mutex);
   return user_models().count(name) > 0;
 }
 
 std::vector<std::pair<std::string, std::string>> list_models() {
-  std::vector<std::pair<std::string, std::string>> out{{"gpt", gpt_description}};
+  std::vector<std::pair<std::string, std::string>> out{{"gpt", gpt_description}, {"bert", bert_description}};
   std::lock_guard<std::mutex> lock(registry_mutex);
   for (auto& [name, m] : user_models()) out.emplace_back(name, m.description);
   return out;
@@ -95,6 +97,8 @@ model_definition make_model(const train_options& options) {
   model_definition m;
   if (options.model_name == "gpt") {
     m = gpt_model(options);
+  } else if (options.model_name == "bert") {
+    m = bert_task_model(options);
   } else {
     model_factory factory;
     {

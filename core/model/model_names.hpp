@@ -9,7 +9,7 @@
 namespace actorpipe {
 
 bool has_model(const std::string& name);
-// name -> description, the built-in gpt first, then registered ones in name order.
+// name -> description, the built-in gpt and bert first, then registered ones in name order.
 std::vector<std::pair<std::string, std::string>> list_models();
 
 }  // namespace actorpipe

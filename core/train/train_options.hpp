@@ -65,6 +65,15 @@ struct train_options {
   // Evaluation (models with eval data): a forward-only pass every eval_every steps (0: only
   // after the last step).
   int eval_every = 0;
+  // The built-in "bert" on GLUE-format TSV files: data_file is the training file.
+  struct text_task {
+    std::string eval_file;
+    std::string vocab_file;  // a Hugging Face vocab.txt; empty: a word vocabulary from the training file
+    bool lower_case = true;
+    std::string columns;     // "A,LABEL" or "A,B,LABEL" (0-based); empty: chosen by the header
+    int max_positions = 0;   // position embeddings (0: seq_len); 512 for bert-base weights
+    int intermediate = 0;    // the MLP's inner width (0: 4 x hidden)
+  } text;
 };
 
 // One evaluation pass: after `step` steps, the loss over every evaluated row, the model's

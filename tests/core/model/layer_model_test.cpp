@@ -247,7 +247,7 @@ CATCH_TEST_CASE("bad models get one clear error each", "[model][layer_model]") {
 
   // Registration.
   CATCH_CHECK_THROWS_WITH(register_model("gpt", [](const train_options& t) { return mlp_model(t); }),
-                          Catch::Contains("'gpt' is the built-in model"));
+                          Catch::Contains("'gpt' is a built-in model"));
   CATCH_CHECK_THROWS_WITH(register_model("my model", [](const train_options& t) { return mlp_model(t); }),
                           Catch::Contains("non-empty without whitespace"));
   CATCH_CHECK_THROWS_WITH(register_model("x", nullptr), Catch::Contains("needs a factory"));
