@@ -97,10 +97,12 @@ CATCH_TEST_CASE("bert's pipelined evaluation gives the unpipelined evaluation's 
   CATCH_REQUIRE(ref.evals.size() == 2);
   // Every eval row once, in order: 60 rows in microbatches of 8, the last with 4 rows of padding.
   CATCH_CHECK(ref.evals[0].output_shape == std::vector<std::int64_t>{64, 2});
-  for (auto [schedule, stages, chunks] :
-       std::vector<std::tuple<std::string, int, int>>{{"1f1b", 2, 1}, {"interleaved", 2, 2}, {"zbv", 2, 2}, {"gpipe", 4, 1}}) {
-    CATCH_INFO(schedule << " on " << stages << " stages");
-    const train_result r = run_pipeline(tiny_lr(bert_options(schedule, stages, chunks, 2)));
+  for (auto [schedule, stages, chunks, dp] : std::vector<std::tuple<std::string, int, int, int>>{
+           {"1f1b", 2, 1, 1}, {"interleaved", 2, 2, 1}, {"zbv", 2, 2, 1}, {"gpipe", 4, 1, 1}, {"1f1b", 2, 1, 2}}) {
+    CATCH_INFO(schedule << " on " << stages << " stages, dp " << dp);
+    train_options o = tiny_lr(bert_options(schedule, stages, chunks, 2));
+    o.dp = dp;  // 2 replicas share each round's microbatches
+    const train_result r = run_pipeline(o);
     CATCH_REQUIRE(r.evals.size() == 2);
     for (std::size_t i = 0; i < 2; ++i) {
       CATCH_CHECK(r.evals[i].step == static_cast<int>(i) + 1);

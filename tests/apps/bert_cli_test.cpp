@@ -1,0 +1,167 @@
+// `actorpipe train --model bert` end to end: a synthetic sentiment task written as GLUE TSV by
+// the test is learned on 2 stages, eval results reach the progress, the summary and --metrics;
+// malformed files are one error naming file and line; --init-from takes Hugging Face names,
+// and a missing or mis-shaped tensor is an error naming it.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model/safetensors.hpp"
+#include "tests/apps/cli_runner.hpp"
+#include "tests/apps/process_runner.hpp"
+#include "tests/support/sentiment_task.hpp"
+
+using namespace actorpipe;
+using namespace actorpipe::testing;
+using Catch::Contains;
+
+namespace {
+
+std::string write_text(const std::string& suffix, const std::string& text) {
+  const std::string path = temp_path(suffix);
+  std::ofstream(path) << text;
+  return path;
+}
+
+const std::vector<std::string> small = {"train", "--model", "bert", "--stages", "2", "--layers", "2", "--hidden", "32",
+                                        "--heads", "2", "--seq-len", "16", "--microbatches", "4", "--microbatch-size", "8"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("train --model bert learns a sentiment task from TSV files to >= 90% dev accuracy on 2 stages",
+                "[apps][bert]") {
+  const std::string train = write_text(".train.tsv", sentiment_tsv(sentiment_rows(300, 11)));
+  const std::string dev = write_text(".dev.tsv", sentiment_tsv(sentiment_rows(80, 12)));
+  const std::string metrics = temp_path(".jsonl");
+  auto r = cli(with(small, {"--data-file", train, "--eval-file", dev, "--eval-every", "20", "--steps", "60", "--lr",
+                            "2e-3", "--warmup-steps", "5", "--metrics", metrics}));
+  CATCH_INFO(r.out << r.err);
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains("model: BERT, 2 layers, hidden 32, 2 heads"));
+  CATCH_CHECK_THAT(r.out, Contains(train + ": 300 rows (SST-2, 2 labels); eval " + dev + ": 80 rows"));
+  CATCH_CHECK_THAT(r.err + r.out, Contains("eval after step 20: loss "));
+  CATCH_CHECK_THAT(r.out, Contains("final eval after step 60: loss "));
+  // The last pass in --metrics: accuracy >= 90%.
+  std::ifstream m(metrics);
+  double accuracy = -1;
+  int evals = 0;
+  for (std::string line; std::getline(m, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("eval_after_step")) continue;
+    ++evals;
+    accuracy = j.at("accuracy").get<double>();
+    CATCH_CHECK(j.contains("eval_loss"));
+    CATCH_CHECK(j.contains("f1"));
+  }
+  CATCH_CHECK(evals == 3);
+  CATCH_CHECK(accuracy >= 0.9);
+}
+
+CATCH_TEST_CASE("train --model bert trains on sentence pairs in MRPC's layout and reports F1", "[apps][bert]") {
+  // Quality, #1 ID, #2 ID, #1 String, #2 String: the label is whether the second sentence is
+  // the first one's sentiment.
+  auto pairs = [](int n, std::uint64_t seed) {
+    const auto rows = sentiment_rows(2 * n, seed);
+    std::string tsv = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n";
+    for (int i = 0; i < n; ++i) {
+      const auto& a = rows[static_cast<std::size_t>(2 * i)];
+      const auto& b = rows[static_cast<std::size_t>(2 * i + 1)];
+      tsv += std::to_string(a.label == b.label ? 1 : 0) + "\t" + std::to_string(i) + "\t" + std::to_string(i + n) +
+             "\t" + a.sentence + "\t" + b.sentence + "\n";
+    }
+    return tsv;
+  };
+  const std::string train = write_text(".train.tsv", pairs(80, 31)), dev = write_text(".dev.tsv", pairs(20, 32));
+  std::vector<std::string> args = small;
+  args[12] = "32";  // --seq-len: room for both sentences
+  auto r = cli(with(args, {"--data-file", train, "--eval-file", dev, "--steps", "2"}));
+  CATCH_INFO(r.out << r.err);
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains(train + ": 80 rows (MRPC, 2 labels)"));
+  CATCH_CHECK_THAT(r.out, Contains("final eval after step 2: loss "));
+  CATCH_CHECK_THAT(r.out, Contains("  f1 "));
+}
+
+CATCH_TEST_CASE("train --model bert: a malformed TSV row or a missing file is one error naming it", "[apps][bert][errors]") {
+  const std::string bad = write_text(".bad.tsv", "sentence\tlabel\ngood film\t1\nno label here\n");
+  auto r = cli(with(small, {"--data-file", bad, "--steps", "1"}));
+  CATCH_CHECK(r.code != 0);
+  CATCH_CHECK_THAT(r.err, Contains(bad));
+  CATCH_CHECK_THAT(r.err, Contains("line 3"));
+  auto none = cli(with(small, {"--steps", "1"}));
+  CATCH_CHECK(none.code != 0);
+  CATCH_CHECK_THAT(none.err, Contains("--model bert needs --data-file"));
+  const std::string train = write_text(".train.tsv", sentiment_tsv(sentiment_rows(40, 3)));
+  auto cols = cli(with(small, {"--data-file", train, "--text-columns", "0,x", "--steps", "1"}));
+  CATCH_CHECK_THAT(cols.err, Contains("--text-columns=0,x must be A,LABEL or A,B,LABEL"));
+}
+
+CATCH_TEST_CASE("train --model bert --init-from takes Hugging Face names, and names a missing or mis-shaped tensor",
+                "[apps][bert][checkpoint]") {
+  if (std::system("python3 -c 'import safetensors.numpy' 2>/dev/null") != 0) {
+    CATCH_WARN("python3 with safetensors not found: skipped (make deps installs it)");
+    return;
+  }
+  // A WordPiece vocabulary (so the embedding's shape is known) and random weights under
+  // BertForSequenceClassification's names, written by Python's safetensors.
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  for (const auto& w : sentiment_words()) vocab += w + "\n";
+  const std::string vocab_file = write_text(".vocab.txt", vocab);
+  const std::string train = write_text(".train.tsv", sentiment_tsv(sentiment_rows(40, 5)));
+  const std::string hf = temp_path(".hf.safetensors"), broken = temp_path(".broken.safetensors");
+  const std::string py = R"(
+import sys, numpy as np
+from safetensors.numpy import save_file
+V, H, I, P, L = 21, 32, 128, 16, 2
+rng = np.random.default_rng(0)
+t = {}
+def put(name, *shape): t[name] = rng.standard_normal(shape).astype(np.float32) * 0.02
+put('bert.embeddings.word_embeddings.weight', V, H); put('bert.embeddings.position_embeddings.weight', P, H)
+put('bert.embeddings.token_type_embeddings.weight', 2, H)
+put('bert.embeddings.LayerNorm.weight', H); put('bert.embeddings.LayerNorm.bias', H)
+for l in range(L):
+    p = 'bert.encoder.layer.%d.' % l
+    for q in ('attention.self.query.', 'attention.self.key.', 'attention.self.value.', 'attention.output.dense.'):
+        put(p + q + 'weight', H, H); put(p + q + 'bias', H)
+    put(p + 'attention.output.LayerNorm.weight', H); put(p + 'attention.output.LayerNorm.bias', H)
+    put(p + 'intermediate.dense.weight', I, H); put(p + 'intermediate.dense.bias', I)
+    put(p + 'output.dense.weight', H, I); put(p + 'output.dense.bias', H)
+    put(p + 'output.LayerNorm.weight', H); put(p + 'output.LayerNorm.bias', H)
+put('bert.pooler.dense.weight', H, H); put('bert.pooler.dense.bias', H)
+put('classifier.weight', 2, H); put('classifier.bias', 2)
+save_file(t, sys.argv[1])
+del t['bert.pooler.dense.bias']
+t['classifier.weight'] = np.zeros((3, H), np.float32)
+save_file(t, sys.argv[2])
+)";
+  const std::string script = write_text(".py", py);
+  CATCH_REQUIRE(std::system(("python3 " + script + " " + hf + " " + broken).c_str()) == 0);
+
+  // One step at a learning rate too small to move a float32: --save-final gives the file back.
+  const std::string out = temp_path(".safetensors");
+  auto r = cli(with(small, {"--data-file", train, "--vocab-file", vocab_file, "--steps", "1", "--lr", "1e-30",
+                            "--init-from", hf, "--save-final", out}));
+  CATCH_INFO(r.out << r.err);
+  CATCH_REQUIRE(r.code == 0);
+  const auto want = load_safetensors(hf), got = load_safetensors(out);
+  CATCH_REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CATCH_CHECK(got[i].first == want[i].first);
+    CATCH_CHECK(got[i].second.nbytes() == want[i].second.nbytes());
+    CATCH_CHECK(std::memcmp(got[i].second.data(), want[i].second.data(), want[i].second.nbytes()) == 0);
+  }
+  auto bad = cli(with(small, {"--data-file", train, "--vocab-file", vocab_file, "--steps", "1", "--init-from", broken}));
+  CATCH_CHECK(bad.code != 0);
+  CATCH_CHECK_THAT(bad.err, Contains("1 missing: bert.pooler.dense.bias"));
+  CATCH_CHECK_THAT(bad.err, Contains("classifier.weight (has [2, 32], given [3, 32])"));
+}
