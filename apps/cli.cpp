@@ -163,6 +163,7 @@ std::string train_footer() {
          "  actorpipe launch --nproc-per-node 2 -- train --stages 2   # the same job, one process per rank\n"
          "  actorpipe train --stages 2 --dp 2 --zero 1                 # 2 replicas of a 2-stage pipeline, ZeRO-1\n"
          "  actorpipe train --save-dir ckpt --save-every 10 ; actorpipe train --resume ckpt   # checkpoints, resume\n"
+         "  actorpipe train --model bert --data-file train.tsv --eval-file dev.tsv --eval-every 50   # BERT on GLUE TSV\n"
          "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
          "config defaults: see README) apply, and flags and --set override them.\n"
          "\nSeveral processes: when WORLD_SIZE > 1 (set by actorpipe launch, torchrun, srun or mpirun) this process\n"
