@@ -3,7 +3,8 @@
 // tied sums and data-parallel reduction done), take the global gradient norm (summed by
 // virtual stage id, so the number does not depend on the rank layout or on timing), clip, step
 // the optimizer shards, report metrics. Any failure, timeout or dead actor stops the job with a
-// message naming the culprit.
+// message naming the culprit. Checkpoints: supervisor_checkpoint.cpp; evaluation passes:
+// supervisor_eval.cpp.
 #include <algorithm>
 #include <cstring>
 #include <cmath>
@@ -11,38 +12,13 @@
 #include <optional>
 #include <set>
 
-#include "actors/messages.hpp"
-#include "actors/run_context.hpp"
-#include "core/checkpoint/checkpoint_store.hpp"
+#include "actors/supervisor.hpp"
 #include "core/log.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/simulator.hpp"
 
 namespace actorpipe {
-namespace {
-
-struct supervisor_state {
-  caf::actor reply_to;
-  int step = 0;
-  bool stopped = false;
-  double started = 0;
-  std::vector<double> losses;
-  int losses_got = 0;
-  std::vector<msg::flush> flushes;
-  std::map<int, std::string> waiting;  // rank -> what it waits for
-  std::map<int, double> sq_parts;      // virtual stage id -> sum of squares
-  int optimizers_done = 0;
-  double sync_start = 1e300, sync_end = 0;  // data-parallel gradient sync, this step
-  std::map<int, double> stage_sync;          // virtual stage id -> its sync's seconds
-  std::vector<long long> state_bytes;        // per rank, as the shards report it
-  // --save-final across processes: parameters of the other processes' virtual stages.
-  std::map<int, std::vector<std::string>> gathered_names;           // virtual stage -> names
-  std::map<std::pair<int, int>, tensor_box> gathered;                // (virtual stage, index)
-  int gather_expected = 0;                                           // remote virtual stages
-  double grad_norm = 0, lr = 0;
-  bool optimizers_asked = false;  // this step's optimizer_step is out
-  std::map<caf::actor_addr, std::string> names;
-};
+namespace detail {
 
 // The pipelined part of a step: from the first action's start to the last one's end.
 struct step_span {
@@ -148,103 +124,7 @@ rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const co
   return r;
 }
 
-// What a checkpoint says of the job beside the tensors: the step (the learning rate's
-// position and the data's, both functions of it), the job's shape and optimizer settings.
-// Nothing random runs after initialisation, so there is no RNG state to keep.
-nlohmann::json checkpoint_meta(const run_context& ctx, int step) {
-  const auto& o = ctx.options;
-  return {{"step", step},
-          {"steps", o.steps},
-          {"model", o.model_name},
-          {"gpt", {{"vocab", o.model.vocab}, {"seq_len", o.model.seq_len}, {"hidden", o.model.hidden},
-                   {"heads", o.model.heads}, {"layers", o.model.layers}, {"seed", o.model.seed}}},
-          {"schedule", o.schedule},
-          {"stages", o.stages},
-          {"chunks", o.chunks},
-          {"dp", o.dp},
-          {"zero_stage", o.zero_stage},
-          {"microbatches", o.microbatches},
-          {"microbatch_size", o.microbatch_size},
-          {"lr", o.lr},
-          {"warmup_steps", o.warmup_steps},
-          {"min_lr_ratio", o.min_lr_ratio},
-          {"grad_clip", o.grad_clip},
-          {"weight_decay", o.weight_decay},
-          {"data", o.data},
-          {"data_file", o.data_file},
-          {"data_seed", o.data_seed},
-          {"rng", "none: the data and the initial parameters are functions of the seeds and the step"}};
-}
 
-// The supervisor: the step's state (supervisor_state) and one member per message.
-class supervisor {
- public:
-  supervisor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx)
-      : self_(self),
-        ctx_(std::move(ctx)),
-        P_(ctx_->world_ranks()),
-        M_(ctx_->microbatches * ctx_->replicas),
-        shards_(ctx_->stage_ids()) {}
-
-  void on_start_run(const msg::start_run& s);
-  void on_down(const caf::down_msg& dm);
-  void on_loss(const msg::loss_report& l);
-  void on_waiting(const msg::waiting& w);
-  void on_flush(msg::flush& f);
-  void on_grad_sq_parts(const msg::grad_sq_parts& g);
-  void on_optimizer_done(const msg::optimizer_done& d);
-  void on_deadline(const msg::step_deadline& d);
-  void on_parameter_names(msg::parameter_names& n);
-  void on_parameter_arrived(msg::parameter_arrived& p);
-  void on_state_snapshotted(const msg::state_snapshotted& s);
-  void on_state_written(const msg::state_written& w);
-  void on_eval_output(msg::eval_output& o);
-  void stop(std::string error);
-
- private:
-  void watch(const caf::actor& a, std::string name);
-  void begin_step(int k);
-  void after_step(int done);
-  void go_on(int done);
-  void start_save(int done, double due_at);
-  void start_eval(int done);
-  void begin_eval_round();
-  void maybe_eval_round_done();
-  void finish_eval();
-  void maybe_step_optimizers();
-  bool replan(int measured, double measured_bubble);
-  void finish();
-  void maybe_gathered();
-  std::vector<std::pair<std::string, tensor_box>> all_parameters();
-  std::string stall_detail() const;
-
-  caf::event_based_actor* self_;
-  std::shared_ptr<const run_context> ctx_;
-  const int P_, M_, shards_;  // ranks of the grid, microbatches of every replica, optimizer shards
-  supervisor_state st_;
-  // The checkpoint being taken: its partial directory, what is still to come, what is written.
-  struct checkpoint_in_flight {
-    int step = 0;
-    std::string partial;
-    int snapshots_left = 0, writes_left = 0;
-    std::vector<checkpoint_file> files;
-    double due_at = 0, started_at = 0, resumed_at = 0;  // step done; snapshot asked; training went on
-  };
-  std::optional<checkpoint_in_flight> save_;
-  // The evaluation pass under way: after which step, its round and the round's step id, what
-  // came back (flushes this round, outputs by eval microbatch).
-  struct eval_in_flight {
-    int done = 0, round = 0, rounds = 0, step_id = 0, outputs = 0;
-    std::vector<eval_piece> pieces;
-    double started = 0;
-  };
-  std::optional<eval_in_flight> eval_;
-  int next_eval_id_ = 0;      // eval rounds so far (their step ids follow eval_step_base)
-  int evaluated_after_ = -1;  // the step count the last pass came after
-  int deferred_save_ = -1;       // a save due while the previous one was still being written
-  double deferred_at_ = 0;       // when it was due
-  bool finish_after_save_ = false;
-};
 
 // Every local actor is watched: one that dies stops the job with its name. Actors of other
 // processes are not: their links report.
@@ -407,135 +287,7 @@ void supervisor::go_on(int done) {
     finish();
 }
 
-void supervisor::start_save(int done, double due_at) {
-  save_.emplace();
-  save_->step = done;
-  save_->due_at = due_at;
-  save_->started_at = ctx_->now();
-  save_->partial = partial_checkpoint_name(done);
-  save_->snapshots_left = save_->writes_left = shards_;
-  try {
-    checkpoint_writer make_dir(ctx_->options.save_dir, done, save_->partial);  // creates the partial directory
-  } catch (const std::exception& e) {
-    stop(std::string("checkpoint at step ") + std::to_string(done) + ": " + e.what());
-    return;
-  }
-  const std::string path = ctx_->options.save_dir + "/" + save_->partial;
-  for (auto& shard : ctx_->optimizer_shards) self_->send(shard, msg::save_state{done, path});
-}
 
-void supervisor::on_state_snapshotted(const msg::state_snapshotted& s) {
-  if (!save_ || s.step != save_->step || --save_->snapshots_left > 0) return;
-  save_->resumed_at = ctx_->now();
-  go_on(s.step);
-}
-
-// Every part is durable: the manifest, the rename, `latest`, pruning.
-void supervisor::on_state_written(const msg::state_written& w) {
-  if (!save_ || w.step != save_->step) return;
-  if (!w.error.empty()) {
-    stop("checkpoint at step " + std::to_string(w.step) + ": writing " + w.file + " failed: " + w.error);
-    return;
-  }
-  save_->files.push_back({w.file, w.bytes, w.sha256});
-  if (--save_->writes_left > 0) return;
-  const auto& o = ctx_->options;
-  try {
-    checkpoint_writer writer(o.save_dir, save_->step, save_->partial);
-    for (const auto& f : save_->files) writer.add_file(f);
-    const std::string path = writer.commit(checkpoint_meta(*ctx_, save_->step));
-    prune_checkpoints(o.save_dir, o.keep_last);
-    log_info("saved checkpoint " + path);
-    if (ctx_->result) {
-      checkpoint_record r;
-      r.path = path;
-      r.step = save_->step;
-      for (const auto& f : save_->files) r.bytes += static_cast<long long>(f.bytes);
-      r.pause_seconds = save_->resumed_at - save_->due_at;
-      r.write_seconds = ctx_->now() - save_->started_at;
-      ctx_->result->checkpoints.push_back(r);
-    }
-  } catch (const std::exception& e) {
-    stop("checkpoint at step " + std::to_string(save_->step) + ": " + e.what());
-    return;
-  }
-  save_.reset();
-  if (deferred_save_ >= 0) {
-    const int done = deferred_save_;
-    deferred_save_ = -1;
-    start_save(done, deferred_at_);
-  } else if (finish_after_save_) {
-    finish_after_save_ = false;
-    finish();
-  }
-}
-
-// An evaluation pass after `done` steps: rounds of M microbatches per replica, each run as a
-// step of its own through the same actors (forwards only), the last stage's outputs
-// collected here; then the summary, and after_step(done) goes on.
-void supervisor::start_eval(int done) {
-  eval_.emplace();
-  eval_->done = done;
-  eval_->rounds = ctx_->eval_rounds();
-  eval_->pieces.resize(static_cast<std::size_t>(eval_->rounds) * static_cast<std::size_t>(M_));
-  eval_->started = ctx_->now();
-  begin_eval_round();
-}
-
-void supervisor::begin_eval_round() {
-  eval_->step_id = run_context::eval_step_base + next_eval_id_++;
-  eval_->outputs = 0;
-  st_.step = eval_->step_id;
-  st_.flushes.clear();
-  st_.waiting.clear();
-  for (auto& f : ctx_->feeders) self_->send(f, msg::start_eval{eval_->step_id, eval_->round});
-  self_->delayed_send(self_,
-                      std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(ctx_->options.step_timeout_s)),
-                      msg::step_deadline{eval_->step_id});
-}
-
-void supervisor::on_eval_output(msg::eval_output& o) {
-  if (!eval_ || o.step != eval_->step_id) return;
-  const std::size_t at = static_cast<std::size_t>(eval_->round) * static_cast<std::size_t>(M_) +
-                         static_cast<std::size_t>(o.microbatch);
-  if (o.microbatch < 0 || o.microbatch >= M_) {
-    stop("an eval output names microbatch " + std::to_string(o.microbatch) + " of " + std::to_string(M_));
-    return;
-  }
-  eval_piece& p = eval_->pieces[at];
-  p.shape = std::move(o.shape);
-  p.outputs.resize(o.output_bits.size());
-  if (!p.outputs.empty()) std::memcpy(p.outputs.data(), o.output_bits.data(), p.outputs.size() * sizeof(float));
-  p.target_shape = std::move(o.target_shape);
-  p.targets = std::move(o.targets);
-  ++eval_->outputs;
-  maybe_eval_round_done();
-}
-
-void supervisor::maybe_eval_round_done() {
-  if (static_cast<int>(st_.flushes.size()) < P_ || eval_->outputs < M_) return;
-  if (++eval_->round < eval_->rounds)
-    begin_eval_round();
-  else
-    finish_eval();
-}
-
-void supervisor::finish_eval() {
-  const int done = eval_->done;
-  eval_record r;
-  try {
-    r = summarize_eval(*ctx_->model, done, eval_->pieces);
-  } catch (const std::exception& e) {
-    stop("the evaluation after step " + std::to_string(done) + ": " + e.what());
-    return;
-  }
-  r.seconds = ctx_->now() - eval_->started;
-  eval_.reset();
-  evaluated_after_ = done;
-  if (ctx_->on_eval) ctx_->on_eval(r);
-  if (ctx_->result) ctx_->result->evals.push_back(std::move(r));
-  after_step(done);
-}
 
 // After step `measured`: rebuild the plan on its per-(op, virtual stage) costs and send it to
 // every stage, for the steps from `measured + 1` on. The rebuilt plan is kept only if the
@@ -649,10 +401,10 @@ void supervisor::on_deadline(const msg::step_deadline& d) {
   stop("step " + std::to_string(d.step) + " did not finish within " + secs + " s (--step-timeout): " + stall_detail());
 }
 
-}  // namespace
+}  // namespace detail
 
 caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx) {
-  auto s = std::make_shared<supervisor>(self, std::move(ctx));
+  auto s = std::make_shared<detail::supervisor>(self, std::move(ctx));
   self->set_down_handler([s](caf::down_msg& dm) { s->on_down(dm); });
   return {
       [s](msg::start_run& r) { s->on_start_run(r); },

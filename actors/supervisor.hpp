@@ -1,0 +1,113 @@
+// The supervisor actor's class, shared by the files that implement it: supervisor.cpp (the
+// steps: feed, flush, norm, optimizer step, replan, finish), supervisor_checkpoint.cpp
+// (checkpoints) and supervisor_eval.cpp (evaluation passes). Internal to actors/.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "actors/run_context.hpp"
+#include "core/checkpoint/checkpoint_store.hpp"
+#include "core/train/evaluation.hpp"
+
+namespace actorpipe::detail {
+
+struct supervisor_state {
+  caf::actor reply_to;
+  int step = 0;
+  bool stopped = false;
+  double started = 0;
+  std::vector<double> losses;
+  int losses_got = 0;
+  std::vector<msg::flush> flushes;
+  std::map<int, std::string> waiting;  // rank -> what it waits for
+  std::map<int, double> sq_parts;      // virtual stage id -> sum of squares
+  int optimizers_done = 0;
+  double sync_start = 1e300, sync_end = 0;  // data-parallel gradient sync, this step
+  std::map<int, double> stage_sync;          // virtual stage id -> its sync's seconds
+  std::vector<long long> state_bytes;        // per rank, as the shards report it
+  // --save-final across processes: parameters of the other processes' virtual stages.
+  std::map<int, std::vector<std::string>> gathered_names;           // virtual stage -> names
+  std::map<std::pair<int, int>, tensor_box> gathered;                // (virtual stage, index)
+  int gather_expected = 0;                                           // remote virtual stages
+  double grad_norm = 0, lr = 0;
+  bool optimizers_asked = false;  // this step's optimizer_step is out
+  std::map<caf::actor_addr, std::string> names;
+};
+
+// The supervisor: the step's state (supervisor_state) and one member per message.
+class supervisor {
+ public:
+  supervisor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx)
+      : self_(self),
+        ctx_(std::move(ctx)),
+        P_(ctx_->world_ranks()),
+        M_(ctx_->microbatches * ctx_->replicas),
+        shards_(ctx_->stage_ids()) {}
+
+  void on_start_run(const msg::start_run& s);
+  void on_down(const caf::down_msg& dm);
+  void on_loss(const msg::loss_report& l);
+  void on_waiting(const msg::waiting& w);
+  void on_flush(msg::flush& f);
+  void on_grad_sq_parts(const msg::grad_sq_parts& g);
+  void on_optimizer_done(const msg::optimizer_done& d);
+  void on_deadline(const msg::step_deadline& d);
+  void on_parameter_names(msg::parameter_names& n);
+  void on_parameter_arrived(msg::parameter_arrived& p);
+  void on_state_snapshotted(const msg::state_snapshotted& s);
+  void on_state_written(const msg::state_written& w);
+  void on_eval_output(msg::eval_output& o);
+  void stop(std::string error);
+
+ private:
+  void watch(const caf::actor& a, std::string name);
+  void begin_step(int k);
+  void after_step(int done);
+  void go_on(int done);
+  void start_save(int done, double due_at);
+  void start_eval(int done);
+  void begin_eval_round();
+  void maybe_eval_round_done();
+  void finish_eval();
+  void maybe_step_optimizers();
+  bool replan(int measured, double measured_bubble);
+  void finish();
+  void maybe_gathered();
+  std::vector<std::pair<std::string, tensor_box>> all_parameters();
+  std::string stall_detail() const;
+
+  caf::event_based_actor* self_;
+  std::shared_ptr<const run_context> ctx_;
+  const int P_, M_, shards_;  // ranks of the grid, microbatches of every replica, optimizer shards
+  supervisor_state st_;
+  // The checkpoint being taken: its partial directory, what is still to come, what is written.
+  struct checkpoint_in_flight {
+    int step = 0;
+    std::string partial;
+    int snapshots_left = 0, writes_left = 0;
+    std::vector<checkpoint_file> files;
+    double due_at = 0, started_at = 0, resumed_at = 0;  // step done; snapshot asked; training went on
+  };
+  std::optional<checkpoint_in_flight> save_;
+  // The evaluation pass under way: after which step, its round and the round's step id, what
+  // came back (flushes this round, outputs by eval microbatch).
+  struct eval_in_flight {
+    int done = 0, round = 0, rounds = 0, step_id = 0, outputs = 0;
+    std::vector<eval_piece> pieces;
+    double started = 0;
+  };
+  std::optional<eval_in_flight> eval_;
+  int next_eval_id_ = 0;      // eval rounds so far (their step ids follow eval_step_base)
+  int evaluated_after_ = -1;  // the step count the last pass came after
+  int deferred_save_ = -1;       // a save due while the previous one was still being written
+  double deferred_at_ = 0;       // when it was due
+  bool finish_after_save_ = false;
+};
+
+}  // namespace actorpipe::detail

@@ -1,0 +1,107 @@
+// The supervisor's checkpoints: after a due step every optimizer shard snapshots its state
+// (training goes on once all have), writes it on a thread of its own, and reports; process 0
+// then commits the manifest, renames the directory into place and prunes old ones.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/supervisor.hpp"
+#include "core/log.hpp"
+
+namespace actorpipe::detail {
+namespace {
+
+// What a checkpoint says of the job beside the tensors: the step (the learning rate's
+// position and the data's, both functions of it), the job's shape and optimizer settings.
+// Nothing random runs after initialisation, so there is no RNG state to keep.
+nlohmann::json checkpoint_meta(const run_context& ctx, int step) {
+  const auto& o = ctx.options;
+  return {{"step", step},
+          {"steps", o.steps},
+          {"model", o.model_name},
+          {"gpt", {{"vocab", o.model.vocab}, {"seq_len", o.model.seq_len}, {"hidden", o.model.hidden},
+                   {"heads", o.model.heads}, {"layers", o.model.layers}, {"seed", o.model.seed}}},
+          {"schedule", o.schedule},
+          {"stages", o.stages},
+          {"chunks", o.chunks},
+          {"dp", o.dp},
+          {"zero_stage", o.zero_stage},
+          {"microbatches", o.microbatches},
+          {"microbatch_size", o.microbatch_size},
+          {"lr", o.lr},
+          {"warmup_steps", o.warmup_steps},
+          {"min_lr_ratio", o.min_lr_ratio},
+          {"grad_clip", o.grad_clip},
+          {"weight_decay", o.weight_decay},
+          {"data", o.data},
+          {"data_file", o.data_file},
+          {"data_seed", o.data_seed},
+          {"rng", "none: the data and the initial parameters are functions of the seeds and the step"}};
+}
+
+}  // namespace
+
+void supervisor::start_save(int done, double due_at) {
+  save_.emplace();
+  save_->step = done;
+  save_->due_at = due_at;
+  save_->started_at = ctx_->now();
+  save_->partial = partial_checkpoint_name(done);
+  save_->snapshots_left = save_->writes_left = shards_;
+  try {
+    checkpoint_writer make_dir(ctx_->options.save_dir, done, save_->partial);  // creates the partial directory
+  } catch (const std::exception& e) {
+    stop(std::string("checkpoint at step ") + std::to_string(done) + ": " + e.what());
+    return;
+  }
+  const std::string path = ctx_->options.save_dir + "/" + save_->partial;
+  for (auto& shard : ctx_->optimizer_shards) self_->send(shard, msg::save_state{done, path});
+}
+
+void supervisor::on_state_snapshotted(const msg::state_snapshotted& s) {
+  if (!save_ || s.step != save_->step || --save_->snapshots_left > 0) return;
+  save_->resumed_at = ctx_->now();
+  go_on(s.step);
+}
+
+// Every part is durable: the manifest, the rename, `latest`, pruning.
+void supervisor::on_state_written(const msg::state_written& w) {
+  if (!save_ || w.step != save_->step) return;
+  if (!w.error.empty()) {
+    stop("checkpoint at step " + std::to_string(w.step) + ": writing " + w.file + " failed: " + w.error);
+    return;
+  }
+  save_->files.push_back({w.file, w.bytes, w.sha256});
+  if (--save_->writes_left > 0) return;
+  const auto& o = ctx_->options;
+  try {
+    checkpoint_writer writer(o.save_dir, save_->step, save_->partial);
+    for (const auto& f : save_->files) writer.add_file(f);
+    const std::string path = writer.commit(checkpoint_meta(*ctx_, save_->step));
+    prune_checkpoints(o.save_dir, o.keep_last);
+    log_info("saved checkpoint " + path);
+    if (ctx_->result) {
+      checkpoint_record r;
+      r.path = path;
+      r.step = save_->step;
+      for (const auto& f : save_->files) r.bytes += static_cast<long long>(f.bytes);
+      r.pause_seconds = save_->resumed_at - save_->due_at;
+      r.write_seconds = ctx_->now() - save_->started_at;
+      ctx_->result->checkpoints.push_back(r);
+    }
+  } catch (const std::exception& e) {
+    stop("checkpoint at step " + std::to_string(save_->step) + ": " + e.what());
+    return;
+  }
+  save_.reset();
+  if (deferred_save_ >= 0) {
+    const int done = deferred_save_;
+    deferred_save_ = -1;
+    start_save(done, deferred_at_);
+  } else if (finish_after_save_) {
+    finish_after_save_ = false;
+    finish();
+  }
+}
+
+}  // namespace actorpipe::detail
