@@ -151,6 +151,14 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.keep_last = o.keep_last;
   t.resume = o.resume;
   t.init_from = o.init_from;
+  if (t.model_name != "bert") {  // the text flags are bert's: elsewhere they would do nothing
+    const std::pair<const char*, bool> bert_only[] = {
+        {"--eval-file", !o.eval_file.empty()},   {"--vocab-file", !o.vocab_file.empty()},
+        {"--text-columns", !o.text_columns.empty()}, {"--no-lower-case", o.no_lower_case},
+        {"--max-positions", o.max_positions != 0},  {"--intermediate", o.intermediate != 0}};
+    for (const auto& [flag, given] : bert_only)
+      if (given) throw std::invalid_argument(std::string(flag) + " is for --model bert, not --model " + t.model_name);
+  }
   t.eval_every = o.eval_every;
   t.text.eval_file = o.eval_file;
   t.text.vocab_file = o.vocab_file;

@@ -131,6 +131,10 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   s.data = model->data;
   s.eval_data = model->eval_data;
   s.eval_microbatches = model->eval_data ? model->eval_microbatches : 0;
+  if (o.eval_every < 0) throw std::invalid_argument("--eval-every=" + std::to_string(o.eval_every) + " must be >= 0");
+  if (o.eval_every > 0 && s.eval_microbatches == 0)
+    throw std::invalid_argument("--eval-every=" + std::to_string(o.eval_every) + " needs evaluation data (--model bert with " +
+                                "--eval-file dev.tsv), and model '" + model->name + "' has none");
   s.data_description = model->data_description.empty() ? "model '" + model->name + "' data" : model->data_description;
   s.tokens_per_sample = model->tokens_per_sample;
   s.greedy_budget = o.greedy_budget;

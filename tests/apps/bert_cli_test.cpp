@@ -104,6 +104,10 @@ CATCH_TEST_CASE("train --model bert: a malformed TSV row or a missing file is on
   const std::string train = write_text(".train.tsv", sentiment_tsv(sentiment_rows(40, 3)));
   auto cols = cli(with(small, {"--data-file", train, "--text-columns", "0,x", "--steps", "1"}));
   CATCH_CHECK_THAT(cols.err, Contains("--text-columns=0,x must be A,LABEL or A,B,LABEL"));
+  auto gpt = cli({"train", "--eval-file", train, "--steps", "1"});
+  CATCH_CHECK_THAT(gpt.err, Contains("--eval-file is for --model bert, not --model gpt"));
+  auto no_eval = cli(with(small, {"--data-file", train, "--eval-every", "2", "--steps", "1"}));
+  CATCH_CHECK_THAT(no_eval.err, Contains("--eval-every=2 needs evaluation data (--model bert with --eval-file dev.tsv)"));
 }
 
 CATCH_TEST_CASE("train --model bert --init-from takes Hugging Face names, and names a missing or mis-shaped tensor",
