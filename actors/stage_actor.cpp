@@ -23,7 +23,8 @@ class stage {
         pipeline_rank_(ctx_->grid.pipeline_rank_of(rank)),
         replica_(ctx_->grid.replica_of(rank)),
         policy_(ctx_->make_policy(pipeline_rank_)),
-        eval_policy_(ctx_->eval_plan ? make_static_policy(*ctx_->eval_plan, pipeline_rank_) : nullptr) {}
+        eval_policy_(ctx_->eval_plan ? make_static_policy(*ctx_->eval_plan, pipeline_rank_) : nullptr),
+        current_(policy_.get()) {}
 
   void on_input_ready(const msg::input_ready& r);
   void on_replan(const msg::replan& p);
@@ -131,7 +132,12 @@ void stage::on_replan(const msg::replan& p) {
   replanned_ = true;
   log_debug("rank " + std::to_string(rank_) + ": runs the plan rebuilt on measured costs from step " +
             std::to_string(p.from_step + 1));
-  // The held inputs are of a step not entered yet: entering it resets the new policy.
+  // The next input enters its step with the new policy reset. An eval round under way keeps
+  // its own policy (and its inputs are never held).
+  if (!run_context::is_eval_step(step_)) {
+    step_ = -1;
+    current_ = policy_.get();
+  }
   auto held = std::move(held_);
   held_.clear();
   for (auto& r : held) accept_input(r);
