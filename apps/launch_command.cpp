@@ -28,6 +28,7 @@
 
 #include "apps/process_output.hpp"
 #include "core/job_token.hpp"
+#include "core/launch_env.hpp"
 #include "core/number_text.hpp"
 
 extern char** environ;

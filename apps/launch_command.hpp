@@ -36,9 +36,8 @@ struct launch_options {
 
 // Set to 1 by launch for its processes when its stderr is a terminal (their stderr is a pipe).
 constexpr const char* kProgressTerminalVariable = "ACTORPIPE_PROGRESS_TERMINAL";
-// How many times launch has restarted the job (0 on the first attempt), like torchrun's
-// TORCHELASTIC_RESTART_COUNT.
-constexpr const char* kRestartCountVariable = "ACTORPIPE_RESTART_COUNT";
+// launch tells each attempt's processes which restart it is in kRestartCountVariable
+// (core/launch_env.hpp).
 
 // Validates the options, then starts nproc_per_node processes of `program command...`, each with
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and

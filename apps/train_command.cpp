@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/pipeline_runtime.hpp"
-#include "apps/launch_command.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/config.hpp"
@@ -192,8 +191,9 @@ sim_result in_milliseconds(sim_result r) {
 
 // This process's place in the job, from the launcher's variables and the multi-process flags;
 // in a multi-process job also the process of each rank, and the log prefix of this process.
-job_place place_in_job(const train_cli_options& o, const train_options& t, std::vector<int>& layout) {
-  job_place place = read_launch_env();
+job_place place_in_job(const train_cli_options& o, const train_options& t, const launch_env& env,
+                       std::vector<int>& layout) {
+  job_place place = env;
   place.join_timeout_s = o.join_timeout_s;
   if (!(o.join_timeout_s > 0)) throw std::invalid_argument("--join-timeout=" + fmt("%g", o.join_timeout_s) + " must be > 0");
   if (!o.ranks_per_process.empty()) place.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
@@ -221,26 +221,20 @@ job_place place_in_job(const train_cli_options& o, const train_options& t, std::
 // A restart by actorpipe launch --max-restarts (ACTORPIPE_RESTART_COUNT > 0) resumes from the
 // newest valid checkpoint in --save-dir that leaves steps to train (one of the last step
 // would leave nothing: the one before it is taken, and the last interval runs again). With
-// none, the run starts as it was configured, and says so. Returns the restart count.
-int resume_after_restart(train_options& t) {
-  const char* env = std::getenv(kRestartCountVariable);
-  if (!env || !*env) return 0;
-  char* end = nullptr;
-  const long restart = std::strtol(env, &end, 10);
-  if (*end != '\0' || restart < 0 || restart > 1000000)
-    throw std::invalid_argument(std::string(kRestartCountVariable) + "=" + env + " must be a count >= 0");
-  if (restart == 0) return 0;
+// none, the run starts as it was configured, and says so.
+void resume_after_restart(train_options& t, int restart) {
+  if (restart == 0) return;
   const std::string what = "restart " + std::to_string(restart) + " of the job: ";
   const std::string as_configured = t.resume.empty() ? (t.init_from.empty() ? "from step 0" : "from --init-from " + t.init_from)
                                                      : "from --resume " + t.resume;
   if (t.save_dir.empty()) {
     log_warn(what + "there is no --save-dir, so nothing was saved; training starts again " + as_configured);
-    return static_cast<int>(restart);
+    return;
   }
   std::error_code ec;
   if (!std::filesystem::is_directory(t.save_dir, ec)) {
     log_warn(what + "no checkpoint in --save-dir " + t.save_dir + " yet; training starts again " + as_configured);
-    return static_cast<int>(restart);
+    return;
   }
   try {
     const resume_choice c = find_resume_checkpoint(t.save_dir, t.steps);
@@ -251,7 +245,6 @@ int resume_after_restart(train_options& t) {
   } catch (const checkpoint_error& e) {
     log_warn(what + "no checkpoint to resume from (" + e.what() + "); training starts again " + as_configured);
   }
-  return static_cast<int>(restart);
 }
 
 // The lines before training: the processes (in a multi-process job), what runs, and the
@@ -425,9 +418,11 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
 
   // A multi-process job when the launcher says so. Process 0 reports; the others stay quiet.
   std::vector<int> layout;  // process of each rank (multi-process jobs)
-  const job_place place = place_in_job(o, t, layout);
+  const launch_env env = read_launch_env();
+  const job_place place = place_in_job(o, t, env, layout);
   if (place.processes > 1) t.gather_parameters = !o.save_final_path.empty();  // for --save-final
-  const int restart = resume_after_restart(t);
+  const int restart = env.restart_count;
+  resume_after_restart(t, restart);
   std::ostringstream quiet;
   std::ostream& out = place.process == 0 ? out_stream : quiet;
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;

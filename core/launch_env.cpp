@@ -56,6 +56,7 @@ launch_env read_launch_env(const std::function<const char*(const char*)>& env) {
     if (out.master_port < 1 || out.master_port > 65535)
       throw std::invalid_argument(std::string("MASTER_PORT=") + port + " is not a port (1..65535)");
   }
+  if (const char* restart = env(kRestartCountVariable)) out.restart_count = parse_int(kRestartCountVariable, restart);
   return out;
 }
 

@@ -60,3 +60,10 @@ CATCH_TEST_CASE("bad launcher variables name the variable and the value", "[laun
   CATCH_CHECK_THROWS_WITH(read({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "a"}}),
                           "OMPI_COMM_WORLD_LOCAL_RANK='a' is not a non-negative integer");
 }
+
+CATCH_TEST_CASE("the restart count actorpipe launch sets: 0 without it, a bad value named", "[launch]") {
+  CATCH_CHECK(read({}).restart_count == 0);
+  CATCH_CHECK(read({{"ACTORPIPE_RESTART_COUNT", "2"}}).restart_count == 2);
+  CATCH_CHECK_THROWS_WITH(read({{"ACTORPIPE_RESTART_COUNT", "-1"}}),
+                          "ACTORPIPE_RESTART_COUNT='-1' is not a non-negative integer");
+}
