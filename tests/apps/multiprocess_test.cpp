@@ -48,6 +48,14 @@ std::map<std::string, std::string> worker_env(int rank, int world, int port, con
           {"ACTORPIPE_JOB_TOKEN", tok},        {"UCX_TLS", "tcp,self"}};
 }
 
+// `actorpipe launch --nproc-per-node N --master-port <a free one> -- <train...>`.
+std::vector<std::string> launched(int processes, const std::vector<std::string>& train) {
+  std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(processes), "--master-port",
+                                   std::to_string(free_port()), "--"};
+  args.insert(args.end(), train.begin(), train.end());
+  return args;
+}
+
 std::string one_process_reference(const std::string& schedule, int chunks, int steps) {
   const std::string ref = temp_path(".ref.safetensors");
   const std::string log = temp_path(".ref.log");
@@ -65,11 +73,7 @@ void check_bit_identical(const std::string& schedule, int chunks) {
   for (const std::string tls : {"tcp,self", "posix,sysv,cma,self"}) {
     for (int processes : {2, 4}) {
       const std::string out = temp_path(".mp.safetensors"), log = temp_path(".mp.log");
-      std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(processes), "--master-port",
-                                       std::to_string(free_port()), "--"};
-      auto train = job(schedule, chunks, 5, out);
-      args.insert(args.end(), train.begin(), train.end());
-      pid_t pid = start_process(bin, args, {{"UCX_TLS", tls}}, log);
+      pid_t pid = start_process(bin, launched(processes, job(schedule, chunks, 5, out)), {{"UCX_TLS", tls}}, log);
       const int code = wait_process(pid, 120);
       CATCH_INFO(schedule << ", " << processes << " processes, UCX_TLS=" << tls << ":\n" << read_text(log));
       CATCH_CHECK(code == 0);
@@ -125,11 +129,8 @@ CATCH_TEST_CASE("dp=2 x pp=2 in 4 processes and in 2 processes of 2 ranks is bit
   for (int zero : {0, 1})
     for (int processes : {4, 2}) {
       const std::string out = temp_path(".dp.safetensors"), log = temp_path(".dp.log");
-      std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(processes), "--master-port",
-                                       std::to_string(free_port()), "--"};
-      auto train = dp_job(zero, out);
-      args.insert(args.end(), train.begin(), train.end());
-      const int code = wait_process(start_process(bin, args, {{"UCX_TLS", "tcp,self"}}, log), 120);
+      const int code =
+          wait_process(start_process(bin, launched(processes, dp_job(zero, out)), {{"UCX_TLS", "tcp,self"}}, log), 120);
       CATCH_INFO("zero " << zero << ", " << processes << " processes:\n" << read_text(log));
       CATCH_CHECK(code == 0);
       CATCH_CHECK(read_text(log).find("pipelines (ranks): 0-1 | 2-3; data-parallel groups: 0,2 | 1,3") != std::string::npos);
@@ -150,11 +151,8 @@ std::map<long long, std::pair<double, double>> losses_of(const std::string& metr
 
 CATCH_TEST_CASE("10 steps in 2 processes, saved at 4, resume to 10 in 2 processes and in 1 bit for bit (1f1b, zbv)",
                 "[multiprocess][checkpoint]") {
-  auto launch = [&](std::vector<std::string> train, int processes, const std::string& log) {
-    std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(processes), "--master-port",
-                                     std::to_string(free_port()), "--"};
-    args.insert(args.end(), train.begin(), train.end());
-    return wait_process(start_process(bin, args, {{"UCX_TLS", "tcp,self"}}, log), 120);
+  auto launch = [&](const std::vector<std::string>& train, int processes, const std::string& log) {
+    return wait_process(start_process(bin, launched(processes, train), {{"UCX_TLS", "tcp,self"}}, log), 120);
   };
   for (const auto& [schedule, chunks] : {std::pair<std::string, int>{"1f1b", 1}, {"zbv", 2}}) {
     CATCH_INFO(schedule);
@@ -195,17 +193,6 @@ CATCH_TEST_CASE("10 steps in 2 processes, saved at 4, resume to 10 in 2 processe
         if (ref_losses.count(step) == 1) CATCH_CHECK(value == ref_losses.at(step));
       }
     }
-  }
-}
-
-// Waits up to `seconds` for `path` to exist; the seconds it took, or -1.
-double wait_for_file(const std::string& path, double seconds) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (std::filesystem::exists(path)) return took;
-    if (took > seconds) return -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
 
@@ -360,11 +347,8 @@ CATCH_TEST_CASE("bert with evaluation in 2 processes gives one process's losses 
   };
   const std::string one = temp_path(".b1.jsonl"), two = temp_path(".b2.jsonl");
   CATCH_REQUIRE(wait_process(start_process(bin, args(one), {}, temp_path(".b1.log")), 120) == 0);
-  std::vector<std::string> launch = {"launch", "--nproc-per-node", "2", "--master-port", std::to_string(free_port()), "--"};
-  auto train_args = args(two);
-  launch.insert(launch.end(), train_args.begin(), train_args.end());
   const std::string log = temp_path(".b2.log");
-  const int code = wait_process(start_process(bin, launch, {{"UCX_TLS", "tcp,self"}}, log), 120);
+  const int code = wait_process(start_process(bin, launched(2, args(two)), {{"UCX_TLS", "tcp,self"}}, log), 120);
   CATCH_INFO(read_text(log));
   CATCH_REQUIRE(code == 0);
   // Every loss, gradient norm and eval result the same; timings aside.
@@ -543,11 +527,9 @@ CATCH_TEST_CASE("a diverging multi-process run stops with the reason instead of 
   // An absurd learning rate without clipping: the gradient norm becomes NaN at step 2; its
   // parts (and the losses) cross processes as non-finite doubles.
   const std::string log = temp_path(".diverge.log");
-  std::vector<std::string> args = {"launch", "--nproc-per-node", "2", "--master-port", std::to_string(free_port()), "--"};
   auto train = job("1f1b", 1, 30, "");
   train.insert(train.end(), {"--lr", "1e4", "--grad-clip", "0", "--warmup-steps", "0"});
-  args.insert(args.end(), train.begin(), train.end());
-  const int code = wait_process(start_process(bin, args, {{"UCX_TLS", "tcp,self"}}, log), 60);
+  const int code = wait_process(start_process(bin, launched(2, train), {{"UCX_TLS", "tcp,self"}}, log), 60);
   CATCH_INFO(read_text(log));
   CATCH_CHECK(code > 0);
   CATCH_CHECK(read_text(log).find("training diverged (try a lower --lr or --grad-clip)") != std::string::npos);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -96,6 +97,17 @@ inline bool wait_for_text(const std::string& path, const std::string& text, doub
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
+}
+
+// Waits up to `seconds` for `path` to exist; the seconds it took, or -1.
+inline double wait_for_file(const std::string& path, double seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (std::filesystem::exists(path)) return took;
+    if (took > seconds) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 }  // namespace actorpipe::testing
