@@ -326,8 +326,7 @@ void chunk::on_job_done(msg::job_done& d) {
                                                 ": " + to_string(a) + " failed: " + d.error});
     return;
   }
-  if (!d.output.defined() && ((a.op == op_kind::forward && !last_) || (produces_input_grad(a.op) && v_ > 0)) &&
-      !run_context::is_eval_step(d.step)) {
+  if (!d.output.defined() && ((a.op == op_kind::forward && !last_) || (produces_input_grad(a.op) && v_ > 0))) {
     fail(to_string(a) + " produced no tensor to send");
     return;
   }

@@ -520,9 +520,9 @@ attempt_end run_attempt(const attempt_plan& p, std::vector<child>& kids, watch_s
   // What the processes wrote last; their own children may hold a pipe open a little longer.
   output.finish(500);
   attempt_end end;
-  end.stopped = w.signals_received > 0;
   end.code = with_late_stop_signals(scope, w.result);
-  end.stopped = end.stopped || (w.result == 0 && end.code != 0);
+  // Told to stop: a signal during the watch, or one after every process ended cleanly.
+  end.stopped = w.signals_received > 0 || (w.result == 0 && end.code != 0);
   end.failure = w.first_failure;
   end.seconds = std::chrono::duration<double>(steady::now() - started).count();
   if (end.code != 0 && !end.stopped) report_failure(output, p, end);
