@@ -14,6 +14,7 @@
 #include "actors/pipeline_runtime.hpp"
 #include "bench/gpt_bench.hpp"
 #include "core/blas_kernels.hpp"
+#include "core/model/compute_threads.hpp"
 #include "core/train/reference_trainer.hpp"
 
 using namespace actorpipe;
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpt_throughput: --steps must be >= 2 (the first step is not timed)\n");
     return 2;
   }
-  std::printf("%s\n", describe_blas(current_blas()).c_str());
+  std::printf("%s; %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str());
   std::printf("GPT %d layers, hidden %d, seq %d; %d microbatches x %d; %d steps (first untimed)\n", o.model.layers,
               o.model.hidden, o.model.seq_len, o.microbatches, o.microbatch_size, o.steps);
   train_result ref = run_reference(o);

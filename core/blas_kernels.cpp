@@ -138,7 +138,32 @@ std::string describe_blas(const blas_info& info) {
   return "BLAS: " + config + "; kernels " + info.core + " (" + info.origin + ")";
 }
 
+std::string choose_aten_capability(simd_level cpu, const char* user_value) {
+  if (set_and_nonempty(user_value) || cpu < simd_level::avx512) return "";
+  return "avx512";
+}
+
+std::string aten_capability_origin(const std::string& capability) {
+  const char* value = std::getenv(aten_capability_variable);
+  const char* marker = std::getenv(aten_marker_variable);
+  std::string origin;
+  if (set_and_nonempty(value) && set_and_nonempty(marker))
+    origin = "chosen by actorpipe for this CPU's " + simd_level_name(cpu_simd_level());
+  else if (set_and_nonempty(value))
+    origin = std::string(aten_capability_variable) + "=" + value + " set by the user";
+  else
+    origin = "detected by LibTorch";
+  if (set_and_nonempty(value) && lower(value) != lower(capability))
+    origin += "; " + std::string(value) + " was asked for";
+  return origin;
+}
+
 void ensure_best_blas_kernels(char** argv) {
+  const std::string aten = choose_aten_capability(cpu_simd_level(), std::getenv(aten_capability_variable));
+  if (!aten.empty()) {
+    ::setenv(aten_capability_variable, aten.c_str(), 1);
+    ::setenv(aten_marker_variable, "1", 1);
+  }
   auto get_core = find_symbol<char* (*)()>("openblas_get_corename");
   if (get_core == nullptr || argv == nullptr || argv[0] == nullptr) return;
   // Test hook: pretend OpenBLAS detected this core, to exercise the restart on any machine.

@@ -8,6 +8,8 @@
 #include <ATen/Version.h>
 #include <torch/version.h>
 
+#include "core/blas_kernels.hpp"
+
 namespace actorpipe {
 
 void set_compute_threads(int threads) {
@@ -15,16 +17,29 @@ void set_compute_threads(int threads) {
   at::set_num_threads(threads);
 }
 
-std::string libtorch_version() {
-  // at::show_config() lists the build settings, among them "BLAS_INFO=mkl," (or open, ...).
-  const std::string config = at::show_config();
-  std::string blas;
-  const auto at = config.find("BLAS_INFO=");
-  if (at != std::string::npos) {
-    const auto begin = at + 10;
-    blas = config.substr(begin, config.find_first_of(", \n", begin) - begin);
-  }
-  return std::string("LibTorch ") + TORCH_VERSION + (blas.empty() ? "" : " (BLAS_INFO=" + blas + ")");
+namespace {
+
+// The value after `key` in at::show_config()'s text, up to `ends`; "" where it is missing.
+std::string config_value(const std::string& config, const std::string& key, const char* ends) {
+  const auto at = config.find(key);
+  if (at == std::string::npos) return "";
+  const auto begin = at + key.size();
+  return config.substr(begin, config.find_first_of(ends, begin) - begin);
 }
+
+}  // namespace
+
+std::string libtorch_version() {
+  // at::show_config() lists the build settings, among them "BLAS_INFO=mkl," (or open, ...),
+  // and the vectorised kernels it dispatches to ("CPU capability usage: AVX512").
+  const std::string config = at::show_config();
+  const std::string blas = config_value(config, "BLAS_INFO=", ", \n");
+  std::string out = std::string("LibTorch ") + TORCH_VERSION + (blas.empty() ? "" : " (BLAS_INFO=" + blas + ")");
+  const std::string kernels = aten_kernels();
+  if (!kernels.empty()) out += ", " + kernels + " kernels (" + aten_capability_origin(kernels) + ")";
+  return out;
+}
+
+std::string aten_kernels() { return config_value(at::show_config(), "CPU capability usage: ", "\n"); }
 
 }  // namespace actorpipe

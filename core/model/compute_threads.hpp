@@ -9,7 +9,12 @@ namespace actorpipe {
 // Throws std::invalid_argument for threads < 1.
 void set_compute_threads(int threads);
 
-// "LibTorch 2.15.0 (BLAS_INFO=mkl)": what this program was built against, for run summaries.
+// "LibTorch 1.13.0 (BLAS_INFO=generic), AVX512 kernels (chosen by actorpipe for this CPU's
+// AVX-512 BF16)": what this program was built against and the vectorised kernels LibTorch
+// runs, for run summaries.
 std::string libtorch_version();
+
+// The vectorised kernels LibTorch dispatches to ("AVX2", "AVX512", ...); "" where it does not say.
+std::string aten_kernels();
 
 }  // namespace actorpipe
