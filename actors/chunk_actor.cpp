@@ -269,8 +269,12 @@ void chunk::on_run(const msg::run& r) {
   const double loss_scale = 1.0 / (double(ctx_->microbatches) * ctx_->replicas);
   const int step = r.step;
   const bool eval = run_context::is_eval_step(step), last = last_;
-  auto work = [ctx = ctx_, runner, me, a, input, extra, loss_scale, step, eval, last] {
-    msg::job_done d{step, a, {}, 0, 0, 0, 0, 0, {}, nullptr};
+  // B hands its input gradient on from the compute thread as soon as it exists, then runs its
+  // weight part: the stage before waits for I, not I + W (the same products, the same bits).
+  const bool early = ctx_->options.early_input_grad && a.op == op_kind::backward && v_ > 0 && !eval;
+  const int to = id_ - 1, rank = rank_;  // the virtual stage before, in this replica
+  auto work = [ctx = ctx_, runner, me, a, input, extra, loss_scale, step, eval, last, early, to, rank] {
+    msg::job_done d{step, a, {}, 0, 0, 0, 0, 0, {}, nullptr, -1};
     d.start = ctx->now();
     try {
       if (eval) {  // an eval round: forwards only, nothing kept
@@ -284,7 +288,19 @@ void chunk::on_run(const msg::run& r) {
           d.loss = res.loss;
           break;
         }
-        case op_kind::backward: d.output = runner->backward(a.microbatch, input, false); break;
+        case op_kind::backward:
+          if (!early) {
+            d.output = runner->backward(a.microbatch, input, false);
+            break;
+          }
+          {
+            tensor_box g = runner->backward(a.microbatch, input, true);
+            if (!g.defined()) throw std::logic_error("produced no input gradient to send");
+            ctx->send_tensor(tensor_kind::gradient, step, to, a.microbatch, rank, std::move(g));
+            d.output_at = ctx->now();
+            runner->weight_grad(a.microbatch);
+          }
+          break;
         case op_kind::input_grad: d.output = runner->backward(a.microbatch, input, true); break;
         case op_kind::weight_grad: runner->weight_grad(a.microbatch); break;
       }
@@ -326,12 +342,14 @@ void chunk::on_job_done(msg::job_done& d) {
                                                 ": " + to_string(a) + " failed: " + d.error});
     return;
   }
-  if (!d.output.defined() && ((a.op == op_kind::forward && !last_) || (produces_input_grad(a.op) && v_ > 0))) {
+  const bool sent = d.output_at >= 0;  // an early B sent its gradient itself
+  if (!d.output.defined() && ((a.op == op_kind::forward && !last_) || (produces_input_grad(a.op) && v_ > 0 && !sent))) {
     fail(to_string(a) + " produced no tensor to send");
     return;
   }
-  send_outputs(d);
-  self_->send(ctx_->stage[rank_], msg::action_done{d.step, a, d.start, d.end, d.live_stashes, d.pending_weight_grads});
+  if (!sent) send_outputs(d);
+  self_->send(ctx_->stage[rank_],
+              msg::action_done{d.step, a, d.start, d.end, d.live_stashes, d.pending_weight_grads, d.output_at});
   if ((a.op == op_kind::backward || a.op == op_kind::weight_grad) && ++weight_grads_done_ == ctx_->microbatches)
     gradients_final(d.step);
 }

@@ -104,6 +104,7 @@ struct job_done {
   int pending_weight_grads = 0;
   std::string error;  // non-empty: the action threw
   std::shared_ptr<const eval_piece> eval;  // an eval round's last stage: its outputs and targets
+  double output_at = -1;  // B that sent its input gradient itself, before its W part: when
 };
 
 // Chunk -> stage: an action finished (error empty) or failed.
@@ -113,6 +114,7 @@ struct action_done {
   double start = 0, end = 0;
   int live_stashes = 0;  // of that chunk, after the action
   int pending_weight_grads = 0;
+  double output_at = -1;  // see job_done
 };
 
 // Last chunk -> supervisor.
@@ -342,8 +344,8 @@ typename Inspector::result_type inspect(Inspector& f, action& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, timeline_event& x) {
-  msg::double_bits start{&x.start}, end{&x.end};
-  return f(caf::meta::type_name("timeline_event"), x.rank, x.act, x.chunk, start, end);
+  msg::double_bits start{&x.start}, end{&x.end}, output_at{&x.output_at};
+  return f(caf::meta::type_name("timeline_event"), x.rank, x.act, x.chunk, start, end, output_at);
 }
 }  // namespace actorpipe
 

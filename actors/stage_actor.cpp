@@ -159,7 +159,7 @@ void stage::record(const msg::action_done& d) {
   for (auto& [v, n] : pending_) pending += n;
   peak_ = std::max(peak_, live);
   peak_pending_ = std::max(peak_pending_, pending);
-  events_.push_back({rank_, a, ctx_->place.chunk_of[a.virtual_stage], d.start, d.end});
+  events_.push_back({rank_, a, ctx_->place.chunk_of[a.virtual_stage], d.start, d.end, d.output_at});
 }
 
 void stage::on_action_done(const msg::action_done& d) {

@@ -81,6 +81,7 @@ sim_result measured_timeline(const run_context& ctx, const std::vector<msg::flus
     t.peak_pending_weight_grads[f.rank] = f.peak_pending_weight_grads;
     for (auto e : f.events) {
       e.start -= first, e.end -= first;
+      if (e.output_at >= 0) e.output_at -= first;
       t.events.push_back(e);
     }
   }

@@ -114,6 +114,9 @@ void add_simulate(CLI::App& app, simulate_cli& c) {
   s->add_option("--cost", sim.cost, "Costs per virtual stage 'F,B,I,W' (or 'F,,I,W': B = I+W; or 'F,B')")
       ->default_val("1,2,1,1");
   s->add_option("--latency", sim.send_latency, "Send latency added to every message between ranks")->default_val(0);
+  s->add_flag("--early-input-grad", sim.early_input_grad,
+              "Model B as `train` runs it: its input gradient leaves after its I part (cost I), then W runs "
+              "(default: B as one block, the textbook schedules)");
   s->add_option("--format", sim.format, "Output format: text or json")->default_val("text");
   s->add_option("--trace", sim.trace_path, "Write the timeline as Chrome trace JSON (Perfetto, chrome://tracing)");
   s->add_option("--svg", sim.svg_path, "Write the timeline as an SVG picture");
@@ -271,6 +274,9 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   t->add_flag("--no-pipeline", tr.no_pipeline, "Train the same model unpartitioned in one thread: the reference");
   t->add_flag("--unit-cost-plan", tr.unit_cost_plan,
               "Keep the plan generated on unit costs (by default zb-h1/zbv are rebuilt on the costs measured in step 1)");
+  t->add_flag("--late-input-grad", tr.late_input_grad,
+              "Run each full backward B as one block, its input gradient sent after its weight gradients (the "
+              "textbook 1F1B); by default B sends it first, so the stage before starts earlier. Same numbers");
 }
 
 void add_train(CLI::App& app, train_cli& c) {

@@ -187,7 +187,8 @@ void print_text(std::ostream& out, const simulate_options& opt, const cost_model
   out << "schedule " << r.schedule << ": stages=" << r.stages << ", chunks=" << r.chunks
       << ", microbatches=" << r.microbatches << "; cost F=" << number_text(costs.forward[0]) << " B=" << number_text(costs.backward[0])
       << " I=" << number_text(costs.input_grad[0]) << " W=" << number_text(costs.weight_grad[0])
-      << ", send latency " << number_text(costs.send_latency) << '\n';
+      << ", send latency " << number_text(costs.send_latency)
+      << (costs.early_input_grad ? "; B sends its input gradient after I" : "") << '\n';
   for (const auto& line : s.summary) out << line << '\n';
   if (!s.dynamic_note.empty()) out << s.dynamic_note << '\n';
   out << '\n';
@@ -217,6 +218,7 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   check_output_options(opt);
   cost_model costs = parse_cost_spec(opt.cost);
   costs.send_latency = opt.send_latency;
+  costs.early_input_grad = opt.early_input_grad;
   const bool from_config = !opt.config_path.empty() || !opt.overrides.empty();
   std::string name = opt.schedule.value_or("1f1b");
   if (opt.schedule_file.empty() && from_config) name = resolve_config(opt).schedule;

@@ -19,6 +19,7 @@ struct simulate_options {
   std::optional<int> chunks;   // default: the schedule's default_chunks (from the file)
   std::string cost = "1,2,1,1";  // F,B,I,W
   double send_latency = 0;
+  bool early_input_grad = false;  // B's input gradient leaves after its I part, as `train` runs it
   std::string format = "text";  // text | json
   std::string trace_path;
   std::string svg_path;

@@ -145,6 +145,7 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.step_timeout_s = o.step_timeout_s;
   t.no_pipeline = o.no_pipeline;
   t.plan_on_measured_costs = !o.unit_cost_plan;
+  t.early_input_grad = !o.late_input_grad;
   t.save_dir = o.save_dir;
   t.save_every = o.save_every;
   t.keep_last = o.keep_last;

@@ -27,6 +27,13 @@ double cost_model::cost(const action& a) const {
   return 0.0;
 }
 
+double cost_model::output_after(const action& a) const {
+  const double whole = cost(a);
+  if (a.op != op_kind::backward || !early_input_grad) return whole;
+  const double i = pick(input_grad, a.virtual_stage);  // 0: unknown (no split measured)
+  return i > 0 && i < whole ? i : whole;
+}
+
 cost_model cost_model::uniform(double f, double b, double i, double w, double send_latency) {
   cost_model c;
   c.forward = {f};

@@ -16,8 +16,14 @@ struct cost_model {
   std::vector<double> input_grad{1.0};
   std::vector<double> weight_grad{1.0};
   double send_latency = 0.0;  // added to a message that crosses ranks
+  // How B hands on its input gradient. false: at its end (a B as one block, the textbook
+  // schedules). true: after its I part (input_grad, when shorter than backward), the W part
+  // following on the same rank, as actorpipe's runtime runs B.
+  bool early_input_grad = false;
 
   double cost(const action& a) const;
+  // When `a`'s output (F: activation, B or I: input gradient) is ready, counted from its start.
+  double output_after(const action& a) const;
 
   // Same costs on every virtual stage.
   static cost_model uniform(double f, double b, double i, double w, double send_latency = 0.0);

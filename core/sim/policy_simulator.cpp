@@ -49,7 +49,7 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
       if (v + 1 < S) deliver(v + 1, input_at);
     } else if (produces_input_grad(a.op)) {
       i_done[idx(v, m)] = e.end;
-      if (v > 0) deliver(v - 1, grad_at);
+      if (v > 0 && e.output_at < 0) deliver(v - 1, grad_at);  // an early B delivered at its start
     }
     policies[r]->completed(a);
     per_rank[r].push_back(e);
@@ -81,8 +81,14 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
         throw std::logic_error("policy of rank " + std::to_string(r) + " chose " + to_string(*a) +
                                " of another rank");
       const double start = std::max(t, busy_until[r]);
-      const double end = start + costs.cost(*a);
-      running[r] = timeline_event{r, *a, place.chunk_of[a->virtual_stage], start, end};
+      const double end = start + costs.cost(*a), output = start + costs.output_after(*a);
+      running[r] = timeline_event{r, *a, place.chunk_of[a->virtual_stage], start, end,
+                                 output < end && a->virtual_stage > 0 ? output : -1};
+      if (running[r]->output_at >= 0) {  // B's gradient leaves before its W part
+        const double at = output + (place.rank_of[a->virtual_stage - 1] != r ? costs.send_latency : 0.0);
+        grad_at[idx(a->virtual_stage - 1, a->microbatch)] = at;
+        events.push(at);
+      }
       busy_until[r] = end;
       out.executed.ranks[r].push_back(*a);
       events.push(end);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <stdexcept>
 
 #include "core/schedule/plan_validator.hpp"
@@ -44,10 +45,11 @@ sim_result simulate(const plan& p, const cost_model& costs) {
       if (p.place.rank_of[d.virtual_stage] != r) t += costs.send_latency;
       start = std::max(start, t);
     }
-    double end = start + costs.cost(a);
+    const double end = start + costs.cost(a), output = start + costs.output_after(a);
     if (a.op == op_kind::forward) fwd_end[idx(a.virtual_stage, a.microbatch)] = end;
-    if (produces_input_grad(a.op)) grad_end[idx(a.virtual_stage, a.microbatch)] = end;
-    per_rank[r].push_back({r, a, p.place.chunk_of[a.virtual_stage], start, end});
+    if (produces_input_grad(a.op)) grad_end[idx(a.virtual_stage, a.microbatch)] = output;
+    per_rank[r].push_back({r, a, p.place.chunk_of[a.virtual_stage], start, end,
+                         output < end && a.virtual_stage > 0 ? output : -1});
     free_at[r] = end;
   });
   for (auto& evs : per_rank) res.events.insert(res.events.end(), evs.begin(), evs.end());
@@ -75,10 +77,16 @@ void summarize_timeline(sim_result& r) {
 cost_model mean_costs(const std::vector<timeline_event>& events, int virtual_stages) {
   const int S = virtual_stages;
   std::map<std::pair<char, int>, std::pair<double, int>> sums;  // (op, v) -> (total, count)
+  // Early-sending B's parts, kept apart from I and W actions: (v) -> (I total, W total, count).
+  std::map<int, std::tuple<double, double, int>> parts;
   for (auto& e : events) {
     auto& slot = sums[{static_cast<char>(e.act.op), e.act.virtual_stage}];
     slot.first += e.end - e.start;
     ++slot.second;
+    if (e.act.op == op_kind::backward && e.output_at >= 0) {
+      auto& [i, w, n] = parts[e.act.virtual_stage];
+      i += e.output_at - e.start, w += e.end - e.output_at, ++n;
+    }
   }
   auto mean = [&](op_kind op, int v) {
     auto it = sums.find({static_cast<char>(op), v});
@@ -92,7 +100,14 @@ cost_model mean_costs(const std::vector<timeline_event>& events, int virtual_sta
     costs.weight_grad[v] = mean(op_kind::weight_grad, v);
     costs.backward[v] = sums.count({static_cast<char>(op_kind::backward), v}) ? mean(op_kind::backward, v)
                                                                                 : costs.input_grad[v] + costs.weight_grad[v];
+    const bool split_ran = sums.count({static_cast<char>(op_kind::input_grad), v}) ||
+                           sums.count({static_cast<char>(op_kind::weight_grad), v});
+    if (auto it = parts.find(v); it != parts.end() && !split_ran) {
+      const auto& [i, w, n] = it->second;
+      costs.input_grad[v] = i / n, costs.weight_grad[v] = w / n;
+    }
   }
+  costs.early_input_grad = !parts.empty();
   return costs;
 }
 

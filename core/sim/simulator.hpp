@@ -18,6 +18,9 @@ struct timeline_event {
   int chunk = 0;  // chunk slot of act's virtual stage on its rank
   double start = 0;
   double end = 0;
+  // B only: when its input gradient left, before its weight part ran (see cost_model's
+  // early_input_grad); < 0 where the output left at the end.
+  double output_at = -1;
 };
 
 struct sim_result {
@@ -40,6 +43,8 @@ sim_result simulate(const plan& p, const cost_model& costs);
 
 // Per-(op, virtual stage) mean durations of a timeline (measured or simulated) as a cost model
 // for S virtual stages; B is I + W where no full backward ran, and an op that never ran costs 0.
+// B events that sent their gradient early (output_at set) make the model's early_input_grad
+// true and give I and W their split where no I or W action ran on that virtual stage.
 cost_model mean_costs(const std::vector<timeline_event>& events, int virtual_stages);
 
 // Fills busy, idle, makespan (the last end), ideal_time and bubble_ratio from r.events and

@@ -54,6 +54,11 @@ struct train_options {
   // Rebuild a generated plan on the per-(op, virtual stage) costs measured in an early step
   // (zb-h1 and zbv order their W passes by cost; the others come out the same).
   bool plan_on_measured_costs = true;
+  // A full backward B on a virtual stage with one before it runs as its input-gradient part,
+  // sends that gradient on, then runs its weight part: the stage before starts its backward a
+  // W earlier (1F1B's bubble shrinks from F + B to F + I). The same numbers; false runs B as
+  // one block, the textbook schedule.
+  bool early_input_grad = true;
   bool gather_parameters = true;  // multi-process: every final parameter to process 0 (--save-final)
   // Checkpoints (core/checkpoint): every save_every steps (and after the last) into save_dir,
   // keeping the newest keep_last (0: all); resume from a directory of them or one of them.

@@ -3,6 +3,8 @@
 // and the measured activation peaks are the validator's predictions.
 #include <torch/torch.h>
 
+#include <map>
+
 #include "actors/pipeline_runtime.hpp"
 #include "core/model/tensor_box_torch.hpp"
 #include "core/schedule/plan_validator.hpp"
@@ -211,4 +213,59 @@ CATCH_TEST_CASE("zbv is rebuilt on measured costs where W is cheaper than F", "[
   // The summary's prediction is for the plan that ran in the last step: the rebuilt one.
   const sim_result unit_on_measured = simulate(make_schedule("zbv", {2, 8, 2}), mean_costs(r.last_step.events, 4));
   CATCH_CHECK(r.predicted.makespan < unit_on_measured.makespan);
+}
+
+// A full backward B sends its input gradient before its weight part (train_options::
+// early_input_grad): the same products in the same order, so the same bits as B run as one
+// block, and the stage before starts its backward while the W part still runs.
+CATCH_TEST_CASE("B sends its input gradient before its weight part, to the same bits", "[actors][runtime][equivalence]") {
+  for (auto [schedule, P, V, dp] : {std::tuple{"1f1b", 2, 1, 1}, std::tuple{"interleaved", 2, 2, 1},
+                                     std::tuple{"gpipe", 2, 1, 1}, std::tuple{"1f1b", 2, 1, 2}}) {
+    CATCH_INFO(schedule << ", dp " << dp);
+    train_options o = tiny(schedule, P, V);
+    o.dp = dp;  // replicas: each B hands its gradient to the stage before in its own replica
+    const train_result early = run_pipeline(o);
+    o.early_input_grad = false;
+    const train_result late = run_pipeline(o);
+    CATCH_CHECK(bit_identical(early, late));
+    for (size_t k = 0; k < late.steps.size(); ++k) CATCH_CHECK(early.steps[k].loss == late.steps[k].loss);
+    int sent_early = 0;
+    for (const auto& e : early.last_step.events) sent_early += e.output_at >= 0;
+    // The timeline is replica 0's; every B there but virtual stage 0's sent early.
+    CATCH_CHECK(sent_early == (P * V - 1) * o.microbatches);
+    for (const auto& e : late.last_step.events) CATCH_CHECK(e.output_at < 0);
+  }
+}
+
+CATCH_TEST_CASE("the stage before starts its backward while the W part still runs", "[actors][runtime]") {
+  // Stand-ins whose W takes 40 ms after a 4 ms I: rank 0's last backward waits only for rank
+  // 1's I (causality both ways is exact; the 40 ms only has to cover one message hop).
+  fixed_costs fc;
+  fc.forward_s = fc.input_grad_s = 0.004;
+  fc.weight_grad_s = 0.040;
+  fc.backward_s = 0.044;
+  train_options o = tiny("1f1b", 2, 1);
+  o.steps = 2;
+  for (bool early : {true, false}) {
+    CATCH_INFO("early_input_grad " << early);
+    o.early_input_grad = early;
+    const train_result r = run_pipeline(o, {}, fixed_cost_factory(fc));
+    std::map<int, timeline_event> b0, b1;  // microbatch -> B event of virtual stage 0 / 1
+    for (const auto& e : r.last_step.events)
+      if (e.act.op == op_kind::backward) (e.act.virtual_stage == 0 ? b0 : b1)[e.act.microbatch] = e;
+    CATCH_REQUIRE(b1.size() == static_cast<size_t>(o.microbatches));
+    for (auto& [m, e] : b1) {
+      CATCH_INFO("microbatch " << m);
+      if (early) {
+        CATCH_CHECK(e.output_at > e.start);
+        CATCH_CHECK(e.output_at <= e.end - fc.weight_grad_s);
+        CATCH_CHECK(b0[m].start >= e.output_at);
+      } else {
+        CATCH_CHECK(e.output_at < 0);
+        CATCH_CHECK(b0[m].start >= e.end);
+      }
+    }
+    const int last = o.microbatches - 1;
+    if (early) CATCH_CHECK(b0[last].start < b1[last].end);
+  }
 }

@@ -53,6 +53,14 @@ CATCH_TEST_CASE("simulate with no flags runs 1f1b on 4 stages and 8 microbatches
   CATCH_CHECK_THAT(r.out, Contains("3     24          9           1\n"));
 }
 
+CATCH_TEST_CASE("simulate --early-input-grad models B as train runs it", "[apps][simulate]") {
+  // Each of 3 backward hand-offs leaves after I (1), not B (2): 33 -> 30.
+  auto r = cli({"simulate", "--early-input-grad"});
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains("send latency 0; B sends its input gradient after I\n"));
+  CATCH_CHECK_THAT(r.out, Contains("makespan      30\n"));
+}
+
 CATCH_TEST_CASE("simulate --format json has the documented keys", "[apps][simulate]") {
   auto r = cli({"simulate", "--schedule", "interleaved", "--stages", "4", "--microbatches", "8", "--chunks", "2",
                 "--format", "json"});

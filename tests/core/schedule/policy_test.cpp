@@ -30,18 +30,20 @@ CATCH_TEST_CASE("a static plan run as a policy reproduces the plan's simulation"
   struct req { const char* name; int P, M, V; };
   for (auto r : {req{"gpipe", 4, 8, 1}, req{"1f1b", 4, 8, 1}, req{"interleaved", 4, 8, 2}, req{"zb-h1", 4, 8, 1},
                  req{"zbv", 4, 8, 2}, req{"dualpipev", 3, 6, 2}})
-    for (double latency : {0.0, 0.3}) {
-      CATCH_CAPTURE(r.name, latency);
-      plan p = make_schedule(r.name, {r.P, r.M, r.V});
-      auto costs = cost_model::uniform(1, 2, 1, 1, latency);
-      auto policies = static_policies(p);
-      auto got = simulate_policies(p.place, p.microbatches, policies, costs, r.name);
-      auto want = simulate(p, costs);
-      CATCH_CHECK(got.executed.ranks == p.ranks);
-      CATCH_CHECK(got.timeline.makespan == Approx(want.makespan));
-      CATCH_CHECK(got.timeline.busy == want.busy);
-      CATCH_CHECK(got.timeline.peak_activations == want.peak_activations);
-    }
+    for (double latency : {0.0, 0.3})
+      for (bool early : {false, true}) {  // B as a block, or its gradient out after its I part
+        CATCH_CAPTURE(r.name, latency, early);
+        plan p = make_schedule(r.name, {r.P, r.M, r.V});
+        auto costs = cost_model::uniform(1, 2, 0.5, 1.5, latency);
+        costs.early_input_grad = early;
+        auto policies = static_policies(p);
+        auto got = simulate_policies(p.place, p.microbatches, policies, costs, r.name);
+        auto want = simulate(p, costs);
+        CATCH_CHECK(got.executed.ranks == p.ranks);
+        CATCH_CHECK(got.timeline.makespan == Approx(want.makespan));
+        CATCH_CHECK(got.timeline.busy == want.busy);
+        CATCH_CHECK(got.timeline.peak_activations == want.peak_activations);
+      }
 }
 
 CATCH_TEST_CASE("greedy with a 1F1B budget behaves like 1F1B", "[schedule][policy]") {

@@ -33,6 +33,60 @@ CATCH_TEST_CASE("a two-stage plan has the timeline worked out by hand", "[sim]")
   CATCH_CHECK(r.peak_activations == std::vector<int>{2, 1});
 }
 
+CATCH_TEST_CASE("a B that sends its input gradient after its I part, worked out by hand", "[sim]") {
+  plan p = parse_plan("0: F0.0 F0.1 B0.0 B0.1\n1: F1.0 B1.0 F1.1 B1.1\n", "hand");
+  cost_model c = cost_model::uniform(1, 3, 1, 2);  // B = I + W = 1 + 2
+  c.early_input_grad = true;
+  sim_result r = simulate(p, c);
+  // rank1: F1.0 [1,2] B1.0 [2,5] (gradient out at 3) F1.1 [5,6] B1.1 [6,9] (out at 7);
+  // rank0: F0.0 [0,1] F0.1 [1,2] B0.0 [3,6] B0.1 [7,10]: 2 earlier than the 12 of B as a block.
+  auto find = [&](const char* a) {
+    for (auto& e : r.events)
+      if (to_string(e.act) == a) return e;
+    CATCH_FAIL("no event " << a);
+    return r.events[0];
+  };
+  CATCH_CHECK(find("B1.0").output_at == 3);
+  CATCH_CHECK(find("B1.1").output_at == 7);
+  CATCH_CHECK(find("B0.0").start == 3);
+  CATCH_CHECK(find("B0.0").output_at == -1);  // nothing before virtual stage 0 to send to
+  CATCH_CHECK(find("B0.1").start == 7);
+  CATCH_CHECK(r.makespan == 10);
+  CATCH_CHECK(r.busy == std::vector<double>{8, 8});
+
+  // 1F1B on 2 stages, M = 16, F = I = W = 1: the bubble F + B = 3 shrinks to F + I = 2.
+  plan q = make_schedule("1f1b", {2, 16, 1});
+  cost_model unit = cost_model::uniform(1, 2, 1, 1);
+  CATCH_CHECK(simulate(q, unit).makespan == Approx(51));
+  unit.early_input_grad = true;
+  CATCH_CHECK(simulate(q, unit).makespan == Approx(50));
+  // An I that is unknown (0) or not shorter than B changes nothing.
+  for (double i : {0.0, 2.0, 3.0}) {
+    cost_model odd = cost_model::uniform(1, 2, i, 1);
+    odd.early_input_grad = true;
+    CATCH_CHECK(simulate(q, odd).makespan == Approx(51));
+  }
+}
+
+CATCH_TEST_CASE("measured early-sending B actions give the cost model its I and W split", "[sim]") {
+  std::vector<timeline_event> events = {
+      {0, action{op_kind::forward, 0, 0}, 0, 0, 2},
+      {1, action{op_kind::backward, 1, 0}, 0, 2, 8, 4},   // I 2, W 4
+      {1, action{op_kind::backward, 1, 1}, 0, 8, 14, 11},  // I 3, W 3
+      {0, action{op_kind::backward, 0, 0}, 0, 8, 12},       // stage 0: nothing to send early
+  };
+  const cost_model c = mean_costs(events, 2);
+  CATCH_CHECK(c.early_input_grad);
+  CATCH_CHECK(c.backward[1] == Approx(6));
+  CATCH_CHECK(c.input_grad[1] == Approx(2.5));
+  CATCH_CHECK(c.weight_grad[1] == Approx(3.5));
+  CATCH_CHECK(c.input_grad[0] == 0);  // unknown: its B hands nothing on early
+  CATCH_CHECK(c.output_after(action{op_kind::backward, 1, 0}) == Approx(2.5));
+  CATCH_CHECK(c.output_after(action{op_kind::backward, 0, 0}) == Approx(4));
+  events[1].output_at = events[2].output_at = -1;
+  CATCH_CHECK_FALSE(mean_costs(events, 2).early_input_grad);
+}
+
 CATCH_TEST_CASE("send latency delays only messages between ranks", "[sim]") {
   plan p = make_schedule("gpipe", {2, 1, 1});
   // F0.0 [0,1], +0.5 on the wire, F1.0 [1.5,2.5], B1.0 [2.5,4.5], +0.5, B0.0 [5,7].
