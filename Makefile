@@ -27,7 +27,8 @@ CMAKE_FLAGS ?=
 # Debian packages the build needs (Debian 12). Installed by `make deps` when missing.
 PACKAGES := build-essential cmake ninja-build ccache pkg-config \
             libcaf-dev libtorch-dev libucx-dev catch2 libspdlog-dev libfmt-dev \
-            libcli11-dev nlohmann-json3-dev libopenblas0-openmp libssl-dev iproute2
+            libcli11-dev nlohmann-json3-dev libopenblas0-openmp libssl-dev iproute2 \
+            libgoogle-perftools-dev
 
 .PHONY: run test deps venv build bench bench-peer pictures clean
 

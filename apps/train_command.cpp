@@ -353,7 +353,7 @@ void print_setup(std::ostream& out, const train_cli_options& o, const train_opti
   }
   out << "compute: " << libtorch_version() << ", " << t.threads_per_stage
       << (t.threads_per_stage == 1 ? " thread" : " threads") << (o.no_pipeline ? "" : " per stage") << "; "
-      << describe_blas(current_blas()) << '\n';
+      << describe_blas(current_blas()) << "; allocator: " << describe_allocator() << '\n';
 }
 
 // The last step per rank, measured beside simulated, and the pipeline time and bubble of both.

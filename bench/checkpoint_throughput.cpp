@@ -104,7 +104,8 @@ int main(int argc, char** argv) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   o.save_dir = dir;
-  std::printf("%s; %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str());
+  std::printf("%s; %s; allocator: %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str(),
+              describe_allocator().c_str());
   std::printf("GPT %d layers, hidden %d, seq %d; 2 stages (1f1b), %d microbatches x %d; %d steps, a checkpoint every "
               "%d and after the last; 1 thread per rank; into %s (%s)\n\n",
               o.model.layers, o.model.hidden, o.model.seq_len, o.microbatches, o.microbatch_size, o.steps,

@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int global = o.microbatches;
-  std::printf("%s; %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str());
+  std::printf("%s; %s; allocator: %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str(),
+              describe_allocator().c_str());
   std::printf("GPT %d layers, hidden %d, seq %d; global batch %d microbatches x %d; %d steps (first untimed); "
               "1 thread per rank; buckets of %g MiB\n\n", o.model.layers, o.model.hidden, o.model.seq_len, global,
               o.microbatch_size, o.steps, o.bucket_mb);

@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpt_throughput: --steps must be >= 2 (the first step is not timed)\n");
     return 2;
   }
-  std::printf("%s; %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str());
+  std::printf("%s; %s; allocator: %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str(),
+              describe_allocator().c_str());
   std::printf("GPT %d layers, hidden %d, seq %d; %d microbatches x %d; %d steps (first untimed)\n", o.model.layers,
               o.model.hidden, o.model.seq_len, o.microbatches, o.microbatch_size, o.steps);
   train_result ref = run_reference(o);

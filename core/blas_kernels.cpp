@@ -138,6 +138,15 @@ std::string describe_blas(const blas_info& info) {
   return "BLAS: " + config + "; kernels " + info.core + " (" + info.origin + ")";
 }
 
+std::string describe_allocator() {
+  auto version = find_symbol<const char* (*)(int*, int*, const char**)>("tc_version");
+  if (version == nullptr) return "glibc malloc";
+  int major = 0, minor = 0;
+  const char* patch = nullptr;
+  const char* text = version(&major, &minor, &patch);
+  return std::string("tcmalloc (") + (text != nullptr ? text : "gperftools") + ")";
+}
+
 std::string choose_aten_capability(simd_level cpu, const char* user_value) {
   if (set_and_nonempty(user_value) || cpu < simd_level::avx512) return "";
   return "avx512";

@@ -72,6 +72,10 @@ std::string choose_aten_capability(simd_level cpu, const char* user_value);
 // Who chose LibTorch's kernels, in words, for `capability` (what LibTorch reports it runs).
 std::string aten_capability_origin(const std::string& capability);
 
+// The allocator this process runs on: "tcmalloc (gperftools 2.10)" where the program was linked
+// with it (CMake's actorpipe_allocator) or it was preloaded, else "glibc malloc".
+std::string describe_allocator();
+
 // Call first thing in main(), before any tensor operation:
 //  - on an AVX-512 CPU, sets ATEN_CPU_CAPABILITY=avx512 unless the user set it;
 //  - where OpenBLAS runs generic kernels on a CPU that supports better ones, sets

@@ -69,3 +69,13 @@ CATCH_TEST_CASE("this test process computes on the kernels actorpipe picks", "[c
     CATCH_CHECK(describe_blas(info).find("kernels " + info.core) != std::string::npos);
   }
 }
+
+CATCH_TEST_CASE("the test binaries run on the allocator the build linked", "[core][blas]") {
+  const std::string a = describe_allocator();
+  CATCH_INFO(a);
+#ifdef ACTORPIPE_EXPECT_TCMALLOC
+  CATCH_CHECK(a.rfind("tcmalloc (gperftools ", 0) == 0);
+#else
+  if (std::getenv("LD_PRELOAD") == nullptr) CATCH_CHECK(a == "glibc malloc");
+#endif
+}
