@@ -29,6 +29,9 @@ std::string render_chrome_trace(const sim_result& r) {
                       {"args", {{"sort_index", rank}}}});
   }
   for (const auto& e : r.events) {
+    json args = {{"virtual_stage", e.act.virtual_stage}, {"microbatch", e.act.microbatch}};
+    // A B that sent its input gradient before its weight part: when (trace microseconds).
+    if (e.output_at >= 0) args["input_grad_sent_at"] = e.output_at * 1000.0;
     events.push_back({{"name", to_string(e.act)},
                       {"cat", op_name(e.act.op)},
                       {"ph", "X"},
@@ -36,7 +39,7 @@ std::string render_chrome_trace(const sim_result& r) {
                       {"tid", e.rank},
                       {"ts", e.start * 1000.0},  // trace timestamps are microseconds
                       {"dur", (e.end - e.start) * 1000.0},
-                      {"args", {{"virtual_stage", e.act.virtual_stage}, {"microbatch", e.act.microbatch}}}});
+                      {"args", args}});
   }
   json doc = {{"traceEvents", events},
               {"displayTimeUnit", "ms"},

@@ -322,3 +322,22 @@ CATCH_TEST_CASE("train --log-level and --log-file: a bad level is one error, the
   CATCH_CHECK(logged.find("[p") == std::string::npos);  // one process: no prefix
   std::remove(file.c_str());
 }
+
+CATCH_TEST_CASE("train --late-input-grad runs B as one block, to the same losses", "[apps][train]") {
+  const std::string early_m = temp_path(".jsonl"), late_m = temp_path(".jsonl");
+  auto early = cli(with({"train", "--steps", "2", "--metrics", early_m}, tiny));
+  auto late = cli(with({"train", "--steps", "2", "--late-input-grad", "--metrics", late_m}, tiny));
+  CATCH_REQUIRE(early.code == 0);
+  CATCH_REQUIRE(late.code == 0);
+  std::ifstream a(early_m), b(late_m);
+  std::string la, lb;
+  int lines = 0;
+  while (std::getline(a, la) && std::getline(b, lb)) {
+    CATCH_CHECK(nlohmann::json::parse(la)["loss"] == nlohmann::json::parse(lb)["loss"]);
+    CATCH_CHECK(nlohmann::json::parse(la)["grad_norm"] == nlohmann::json::parse(lb)["grad_norm"]);
+    ++lines;
+  }
+  CATCH_CHECK(lines == 2);
+  std::remove(early_m.c_str());
+  std::remove(late_m.c_str());
+}

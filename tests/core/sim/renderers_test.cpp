@@ -1,6 +1,8 @@
 // Renderers: the ASCII timeline, Chrome trace JSON and SVG show what the simulator computed.
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "core/schedule/schedule_registry.hpp"
@@ -61,6 +63,16 @@ CATCH_TEST_CASE("Chrome trace has one complete event per action, in microseconds
   CATCH_CHECK(last_end == Approx(r.makespan * 1000));
   CATCH_CHECK(j["otherData"]["schedule"] == "zb-h1");
   CATCH_CHECK(j["otherData"]["bubble_ratio"].get<double>() == Approx(r.bubble_ratio));
+
+  // A B that sends its input gradient early carries when, in the trace's microseconds.
+  cost_model early = cost_model::uniform(1, 3, 1, 2);
+  early.early_input_grad = true;
+  auto b = nlohmann::json::parse(render_chrome_trace(simulate(make_schedule("1f1b", {2, 1, 1}), early)));
+  std::map<std::string, nlohmann::json> args;
+  for (auto& e : b["traceEvents"])
+    if (e["ph"] == "X") args[e["name"].get<std::string>()] = e["args"];
+  CATCH_CHECK(args.at("B1.0")["input_grad_sent_at"].get<double>() == Approx(3000));  // B1.0 [2,5], I = 1
+  CATCH_CHECK_FALSE(args.at("B0.0").contains("input_grad_sent_at"));                 // nothing before stage 0
 }
 
 CATCH_TEST_CASE("SVG draws a box per action and a lane per rank", "[sim][render]") {
