@@ -67,7 +67,7 @@ CATCH_TEST_CASE("Chrome trace has one complete event per action, in microseconds
   // A B that sends its input gradient early carries when, in the trace's microseconds.
   cost_model early = cost_model::uniform(1, 3, 1, 2);
   early.early_input_grad = true;
-  auto b = nlohmann::json::parse(render_chrome_trace(simulate(make_schedule("1f1b", {2, 1, 1}), early)));
+  auto b = nlohmann::json::parse(render_chrome_trace(simulate(make_schedule("gpipe", {2, 1, 1}), early)));
   std::map<std::string, nlohmann::json> args;
   for (auto& e : b["traceEvents"])
     if (e["ph"] == "X") args[e["name"].get<std::string>()] = e["args"];
