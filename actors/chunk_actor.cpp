@@ -258,61 +258,91 @@ void chunk::take_inputs(const action& a, tensor_box& input, tensor_box& extra) {
   }
 }
 
-// Runs the action on the rank's compute thread; the result comes back as job_done.
-void chunk::on_run(const msg::run& r) {
-  const action a = r.act;
-  tensor_box input, extra;
-  take_inputs(a, input, extra);
-  auto runner = ctx_->runners[id_];
-  auto me = caf::actor_cast<caf::actor>(self_);
-  // The loss is the mean over every replica's microbatches: replicas' gradients add up.
-  const double loss_scale = 1.0 / (double(ctx_->microbatches) * ctx_->replicas);
-  const int step = r.step;
-  const bool eval = run_context::is_eval_step(step), last = last_;
-  // B hands its input gradient on from the compute thread as soon as it exists, then runs its
-  // weight part: the stage before waits for I, not I + W (the same products, the same bits).
-  const bool early = ctx_->options.early_input_grad && a.op == op_kind::backward && v_ > 0 && !eval;
-  const int to = id_ - 1, rank = rank_;  // the virtual stage before, in this replica
-  auto work = [ctx = ctx_, runner, me, a, input, extra, loss_scale, step, eval, last, early, to, rank] {
+// One action as it runs on the rank's compute thread, with everything it needs captured; the
+// result goes back to the chunk as job_done.
+struct action_job {
+  std::shared_ptr<const run_context> ctx;
+  std::shared_ptr<chunk_compute> runner;
+  caf::actor chunk;
+  action a;
+  tensor_box input, extra;  // F: input (and the last stage's targets); B/I: output gradient
+  double loss_scale = 1;
+  int step = 0;
+  bool eval = false, last = false;
+  // B hands its input gradient on as soon as it exists, then runs its weight part: the stage
+  // before waits for I, not I + W (the same products, the same bits).
+  bool early = false;
+  int to = -1, rank = 0;  // early: the virtual stage before (in this replica), this rank
+
+  void operator()() const {
     msg::job_done d{step, a, {}, 0, 0, 0, 0, 0, {}, nullptr, -1};
     d.start = ctx->now();
     try {
-      if (eval) {  // an eval round: forwards only, nothing kept
-        if (a.op != op_kind::forward) throw std::logic_error("an eval round runs forwards only");
-        d.output = runner->evaluate(a.microbatch, input);
-        if (last) d.eval = std::make_shared<const eval_piece>(make_eval_piece(d.output, extra));
-      } else switch (a.op) {
-        case op_kind::forward: {
-          auto res = runner->forward(a.microbatch, input, extra, loss_scale);
-          d.output = std::move(res.output);
-          d.loss = res.loss;
-          break;
-        }
-        case op_kind::backward:
-          if (!early) {
-            d.output = runner->backward(a.microbatch, input, false);
-            break;
-          }
-          {
-            tensor_box g = runner->backward(a.microbatch, input, true);
-            if (!g.defined()) throw std::logic_error("produced no input gradient to send");
-            ctx->send_tensor(tensor_kind::gradient, step, to, a.microbatch, rank, std::move(g));
-            d.output_at = ctx->now();
-            runner->weight_grad(a.microbatch);
-          }
-          break;
-        case op_kind::input_grad: d.output = runner->backward(a.microbatch, input, true); break;
-        case op_kind::weight_grad: runner->weight_grad(a.microbatch); break;
-      }
+      if (eval)
+        evaluate(d);
+      else
+        train(d);
     } catch (const std::exception& e) {
       d.error = e.what();
     }
     d.end = ctx->now();
     d.live_stashes = runner->live_stashes();
     d.pending_weight_grads = runner->pending_weight_grads();
-    caf::anon_send(me, std::move(d));
-  };
-  self_->send(ctx_->compute[rank_], msg::compute_job{std::move(work)});
+    caf::anon_send(chunk, std::move(d));
+  }
+
+  // An eval round: forwards only, nothing kept.
+  void evaluate(msg::job_done& d) const {
+    if (a.op != op_kind::forward) throw std::logic_error("an eval round runs forwards only");
+    d.output = runner->evaluate(a.microbatch, input);
+    if (last) d.eval = std::make_shared<const eval_piece>(make_eval_piece(d.output, extra));
+  }
+
+  void train(msg::job_done& d) const {
+    switch (a.op) {
+      case op_kind::forward: {
+        auto res = runner->forward(a.microbatch, input, extra, loss_scale);
+        d.output = std::move(res.output);
+        d.loss = res.loss;
+        break;
+      }
+      case op_kind::backward:
+        if (early)
+          backward_sending_early(d);
+        else
+          d.output = runner->backward(a.microbatch, input, false);
+        break;
+      case op_kind::input_grad: d.output = runner->backward(a.microbatch, input, true); break;
+      case op_kind::weight_grad: runner->weight_grad(a.microbatch); break;
+    }
+  }
+
+  void backward_sending_early(msg::job_done& d) const {
+    tensor_box g = runner->backward(a.microbatch, input, true);
+    if (!g.defined()) throw std::logic_error("produced no input gradient to send");
+    ctx->send_tensor(tensor_kind::gradient, step, to, a.microbatch, rank, std::move(g));
+    d.output_at = ctx->now();
+    runner->weight_grad(a.microbatch);
+  }
+};
+
+// Runs the action on the rank's compute thread; the result comes back as job_done.
+void chunk::on_run(const msg::run& r) {
+  action_job job;
+  job.ctx = ctx_;
+  job.runner = ctx_->runners[id_];
+  job.chunk = caf::actor_cast<caf::actor>(self_);
+  job.a = r.act;
+  take_inputs(job.a, job.input, job.extra);
+  // The loss is the mean over every replica's microbatches: replicas' gradients add up.
+  job.loss_scale = 1.0 / (double(ctx_->microbatches) * ctx_->replicas);
+  job.step = r.step;
+  job.eval = run_context::is_eval_step(r.step);
+  job.last = last_;
+  job.early = ctx_->options.early_input_grad && job.a.op == op_kind::backward && v_ > 0 && !job.eval;
+  job.to = id_ - 1;
+  job.rank = rank_;
+  self_->send(ctx_->compute[rank_], msg::compute_job{std::move(job)});
 }
 
 // F's output to the next virtual stage (the last one reports its loss), B's or I's input
