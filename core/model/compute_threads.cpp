@@ -19,6 +19,9 @@ void set_compute_threads(int threads) {
 
 namespace {
 
+// at::show_config()'s line naming the vectorised kernels: "CPU capability usage: AVX512".
+constexpr const char* kCapabilityKey = "CPU capability usage: ";
+
 // The value after `key` in at::show_config()'s text, up to `ends`; "" where it is missing.
 std::string config_value(const std::string& config, const std::string& key, const char* ends) {
   const auto at = config.find(key);
@@ -35,11 +38,11 @@ std::string libtorch_version() {
   const std::string config = at::show_config();
   const std::string blas = config_value(config, "BLAS_INFO=", ", \n");
   std::string out = std::string("LibTorch ") + TORCH_VERSION + (blas.empty() ? "" : " (BLAS_INFO=" + blas + ")");
-  const std::string kernels = aten_kernels();
+  const std::string kernels = config_value(config, kCapabilityKey, "\n");
   if (!kernels.empty()) out += ", " + kernels + " kernels (" + aten_capability_origin(kernels) + ")";
   return out;
 }
 
-std::string aten_kernels() { return config_value(at::show_config(), "CPU capability usage: ", "\n"); }
+std::string aten_kernels() { return config_value(at::show_config(), kCapabilityKey, "\n"); }
 
 }  // namespace actorpipe

@@ -29,7 +29,8 @@ double cost_model::cost(const action& a) const {
 
 double cost_model::output_after(const action& a) const {
   const double whole = cost(a);
-  if (a.op != op_kind::backward || !early_input_grad) return whole;
+  // The first virtual stage's B hands no gradient on: its output is ready when it ends.
+  if (a.op != op_kind::backward || !early_input_grad || a.virtual_stage == 0) return whole;
   const double i = pick(input_grad, a.virtual_stage);  // 0: unknown (no split measured)
   return i > 0 && i < whole ? i : whole;
 }

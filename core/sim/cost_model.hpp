@@ -22,7 +22,8 @@ struct cost_model {
   bool early_input_grad = false;
 
   double cost(const action& a) const;
-  // When `a`'s output (F: activation, B or I: input gradient) is ready, counted from its start.
+  // When `a`'s output (F: activation, B or I: input gradient) is ready, counted from its start;
+  // before cost(a) only for an early B on a virtual stage after the first.
   double output_after(const action& a) const;
 
   // Same costs on every virtual stage.

@@ -35,21 +35,23 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
   std::vector<std::vector<timeline_event>> per_rank(P);
   for (auto& p : policies) p->reset();
 
+  // Rank r's output for microbatch m, ready at `ready`, reaches virtual stage to_v's table
+  // (plus the send latency when to_v lives on another rank).
+  auto deliver = [&](int r, int to_v, int m, std::vector<double>& table, double ready) {
+    const double t = ready + (place.rank_of[to_v] != r ? costs.send_latency : 0.0);
+    table[idx(to_v, m)] = t;
+    events.push(t);
+  };
   auto finish = [&](int r) {
     const timeline_event& e = *running[r];
     const action& a = e.act;
     const int v = a.virtual_stage, m = a.microbatch;
-    auto deliver = [&](int to_v, std::vector<double>& table) {
-      double t = e.end + (place.rank_of[to_v] != r ? costs.send_latency : 0.0);
-      table[idx(to_v, m)] = t;
-      events.push(t);
-    };
     if (a.op == op_kind::forward) {
       f_done[idx(v, m)] = e.end;
-      if (v + 1 < S) deliver(v + 1, input_at);
+      if (v + 1 < S) deliver(r, v + 1, m, input_at, e.end);
     } else if (produces_input_grad(a.op)) {
       i_done[idx(v, m)] = e.end;
-      if (v > 0 && e.output_at < 0) deliver(v - 1, grad_at);  // an early B delivered at its start
+      if (v > 0 && e.output_at < 0) deliver(r, v - 1, m, grad_at, e.end);  // an early B delivered at its start
     }
     policies[r]->completed(a);
     per_rank[r].push_back(e);
@@ -82,13 +84,8 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
                                " of another rank");
       const double start = std::max(t, busy_until[r]);
       const double end = start + costs.cost(*a), output = start + costs.output_after(*a);
-      running[r] = timeline_event{r, *a, place.chunk_of[a->virtual_stage], start, end,
-                                 output < end && a->virtual_stage > 0 ? output : -1};
-      if (running[r]->output_at >= 0) {  // B's gradient leaves before its W part
-        const double at = output + (place.rank_of[a->virtual_stage - 1] != r ? costs.send_latency : 0.0);
-        grad_at[idx(a->virtual_stage - 1, a->microbatch)] = at;
-        events.push(at);
-      }
+      running[r] = timeline_event{r, *a, place.chunk_of[a->virtual_stage], start, end, output < end ? output : -1};
+      if (output < end) deliver(r, a->virtual_stage - 1, a->microbatch, grad_at, output);  // before its W part
       busy_until[r] = end;
       out.executed.ranks[r].push_back(*a);
       events.push(end);

@@ -48,8 +48,7 @@ sim_result simulate(const plan& p, const cost_model& costs) {
     const double end = start + costs.cost(a), output = start + costs.output_after(a);
     if (a.op == op_kind::forward) fwd_end[idx(a.virtual_stage, a.microbatch)] = end;
     if (produces_input_grad(a.op)) grad_end[idx(a.virtual_stage, a.microbatch)] = output;
-    per_rank[r].push_back({r, a, p.place.chunk_of[a.virtual_stage], start, end,
-                         output < end && a.virtual_stage > 0 ? output : -1});
+    per_rank[r].push_back({r, a, p.place.chunk_of[a.virtual_stage], start, end, output < end ? output : -1});
     free_at[r] = end;
   });
   for (auto& evs : per_rank) res.events.insert(res.events.end(), evs.begin(), evs.end());

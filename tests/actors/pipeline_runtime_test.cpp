@@ -38,6 +38,15 @@ double relative_difference(const train_result& a, const train_result& b) {
   return diff / scale;
 }
 
+// Stand-in stages whose F and I take `f_and_i` seconds and W takes `w`; a full B is I + W.
+fixed_costs split_costs(double f_and_i, double w) {
+  fixed_costs fc;
+  fc.forward_s = fc.input_grad_s = f_and_i;
+  fc.weight_grad_s = w;
+  fc.backward_s = f_and_i + w;
+  return fc;
+}
+
 const train_result& reference() {
   static const train_result r = run_reference(tiny("1f1b", 1, 1));
   return r;
@@ -197,10 +206,7 @@ CATCH_TEST_CASE("zbv is rebuilt on measured costs where W is cheaper than F", "[
   // Stand-in stages with F = I = 18 ms and W = 4.5 ms: the unit-cost zbv leaves a bubble that a
   // plan built for these costs closes (actorpipe simulate --cost 6,,6,1.5 shows the same).
   // Long enough that a loaded machine's scheduling delays stay small beside them.
-  fixed_costs fc;
-  fc.forward_s = fc.input_grad_s = 0.018;
-  fc.weight_grad_s = 0.0045;
-  fc.backward_s = 0.0225;
+  const fixed_costs fc = split_costs(0.018, 0.0045);
   train_options o = tiny("zbv", 2, 2);
   o.microbatches = 8;
   o.steps = 4;
@@ -240,10 +246,7 @@ CATCH_TEST_CASE("B sends its input gradient before its weight part, to the same 
 CATCH_TEST_CASE("the stage before starts its backward while the W part still runs", "[actors][runtime]") {
   // Stand-ins whose W takes 40 ms after a 4 ms I: rank 0's last backward waits only for rank
   // 1's I (causality both ways is exact; the 40 ms only has to cover one message hop).
-  fixed_costs fc;
-  fc.forward_s = fc.input_grad_s = 0.004;
-  fc.weight_grad_s = 0.040;
-  fc.backward_s = 0.044;
+  const fixed_costs fc = split_costs(0.004, 0.040);
   train_options o = tiny("1f1b", 2, 1);
   o.steps = 2;
   for (bool early : {true, false}) {
