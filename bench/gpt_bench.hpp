@@ -26,23 +26,51 @@ inline train_options gpt_bench_options() {
   return o;
 }
 
-// --layers --hidden --seq-len --microbatch-size --microbatches --steps, and --bucket-mb where
-// `buckets`. False (after a message naming `program`) for anything else.
-inline bool parse_gpt_bench_flags(int argc, char** argv, train_options& o, const char* program, bool buckets = false) {
-  for (int i = 1; i + 1 < argc; i += 2) {
+// A flag's value as a positive integer; false (after a message naming `program`, the flag and
+// the value) for anything else.
+inline bool positive_int_flag(const char* program, const std::string& flag, const char* text, int& out) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || v < 1 || v > 1000000) {
+    std::fprintf(stderr, "%s: %s needs a positive integer, got '%s'\n", program, flag.c_str(), text);
+    return false;
+  }
+  out = static_cast<int>(v);
+  return true;
+}
+
+// --layers --hidden --seq-len --microbatch-size --microbatches --steps, --bucket-mb where
+// `buckets`, --repeat where `repeat` is given. False (after a message naming `program`) for
+// anything else, a flag without a value, or a value that is not a positive number.
+inline bool parse_gpt_bench_flags(int argc, char** argv, train_options& o, const char* program, bool buckets = false,
+                                  int* repeat = nullptr) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
-    const int v = std::atoi(argv[i + 1]);
-    if (k == "--layers") o.model.layers = v;
-    else if (k == "--hidden") o.model.hidden = v;
-    else if (k == "--seq-len") o.model.seq_len = v;
-    else if (k == "--microbatch-size") o.microbatch_size = v;
-    else if (k == "--microbatches") o.microbatches = v;
-    else if (k == "--steps") o.steps = v;
-    else if (buckets && k == "--bucket-mb") o.bucket_mb = std::atof(argv[i + 1]);
-    else {
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s: %s needs a value\n", program, k.c_str());
+      return false;
+    }
+    const char* v = argv[i + 1];
+    bool ok = true;
+    if (k == "--layers") ok = positive_int_flag(program, k, v, o.model.layers);
+    else if (k == "--hidden") ok = positive_int_flag(program, k, v, o.model.hidden);
+    else if (k == "--seq-len") ok = positive_int_flag(program, k, v, o.model.seq_len);
+    else if (k == "--microbatch-size") ok = positive_int_flag(program, k, v, o.microbatch_size);
+    else if (k == "--microbatches") ok = positive_int_flag(program, k, v, o.microbatches);
+    else if (k == "--steps") ok = positive_int_flag(program, k, v, o.steps);
+    else if (repeat && k == "--repeat") ok = positive_int_flag(program, k, v, *repeat);
+    else if (buckets && k == "--bucket-mb") {
+      char* end = nullptr;
+      o.bucket_mb = std::strtod(v, &end);
+      if (end == v || *end != '\0' || !(o.bucket_mb > 0)) {
+        std::fprintf(stderr, "%s: --bucket-mb needs a positive number, got '%s'\n", program, v);
+        return false;
+      }
+    } else {
       std::fprintf(stderr, "%s: unknown flag %s\n", program, k.c_str());
       return false;
     }
+    if (!ok) return false;
   }
   return true;
 }
