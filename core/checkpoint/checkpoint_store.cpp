@@ -248,6 +248,7 @@ checkpoint_manifest verify_checkpoint(const std::string& path) {
 resume_choice find_resume_checkpoint(const std::string& where, long long before_step) {
   resume_choice c;
   std::error_code ec;
+  if (!fs::exists(where, ec)) fail("--resume '" + where + "': does not exist");
   if (!fs::is_directory(where, ec)) fail("--resume '" + where + "': not a directory");
   if (fs::exists(where + "/manifest.json", ec) || step_of(fs::path(where).filename().string()) >= 0) {
     c.path = where;
