@@ -111,13 +111,13 @@ rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const co
   if (after.makespan < before.makespan * (1 - 1e-9)) {
     r.use = rebuilt;
     std::snprintf(line, sizeof line,
-                  "plan: %s rebuilt on the costs measured in step %d; simulated on them, bubble %.1f%% -> %.1f%% "
+                  "plan: %s rebuilt on the median costs measured in step %d; simulated on them, bubble %.1f%% -> %.1f%% "
                   "(pipeline %.4f -> %.4f s); measured bubble %.1f%% in step %d",
                   ctx.options.schedule.c_str(), measured + 1, 100 * before.bubble_ratio, 100 * after.bubble_ratio,
                   before.makespan, after.makespan, 100 * measured_bubble, measured + 1);
   } else {
     std::snprintf(line, sizeof line,
-                  "plan: %s as generated is already the best for the costs measured in step %d (simulated "
+                  "plan: %s as generated is already the best for the median costs measured in step %d (simulated "
                   "bubble %.1f%%)",
                   ctx.options.schedule.c_str(), measured + 1, 100 * before.bubble_ratio);
   }
@@ -290,13 +290,13 @@ void supervisor::go_on(int done) {
 
 
 
-// After step `measured`: rebuild the plan on its per-(op, virtual stage) costs and send it to
+// After step `measured`: rebuild the plan on its per-(op, virtual stage) median costs and send it to
 // every stage, for the steps from `measured + 1` on. The rebuilt plan is kept only if the
 // simulator, on those costs, finds it faster than the one that ran. False if the job stopped.
 bool supervisor::replan(int measured, double measured_bubble) {
   std::vector<timeline_event> events;
   for (auto& f : st_.flushes) events.insert(events.end(), f.events.begin(), f.events.end());
-  auto costs = std::make_shared<const cost_model>(mean_costs(events, ctx_->virtual_stages));
+  auto costs = std::make_shared<const cost_model>(median_costs(events, ctx_->virtual_stages));
   rebuilt_plan r;
   try {
     r = rebuild_plan(*ctx_, costs, measured, measured_bubble);

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <map>
-#include <tuple>
 #include <stdexcept>
 
 #include "core/schedule/plan_validator.hpp"
@@ -73,41 +72,63 @@ void summarize_timeline(sim_result& r) {
   r.bubble_ratio = r.makespan > 0 && r.stages > 0 ? 1.0 - total / (r.stages * r.makespan) : 0.0;
 }
 
-cost_model mean_costs(const std::vector<timeline_event>& events, int virtual_stages) {
+namespace {
+
+double mean_of(std::vector<double> v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Per-(op, virtual stage) durations reduced by `stat` (mean or median) into a cost model.
+cost_model costs_of(const std::vector<timeline_event>& events, int virtual_stages,
+                    double (*stat)(std::vector<double>)) {
   const int S = virtual_stages;
-  std::map<std::pair<char, int>, std::pair<double, int>> sums;  // (op, v) -> (total, count)
-  // Early-sending B's parts, kept apart from I and W actions: (v) -> (I total, W total, count).
-  std::map<int, std::tuple<double, double, int>> parts;
+  std::map<std::pair<char, int>, std::vector<double>> took;  // (op, v) -> durations
+  // Early-sending B's parts, kept apart from I and W actions: v -> (I parts, W parts).
+  std::map<int, std::pair<std::vector<double>, std::vector<double>>> parts;
   for (auto& e : events) {
-    auto& slot = sums[{static_cast<char>(e.act.op), e.act.virtual_stage}];
-    slot.first += e.end - e.start;
-    ++slot.second;
+    took[{static_cast<char>(e.act.op), e.act.virtual_stage}].push_back(e.end - e.start);
     if (e.act.op == op_kind::backward && e.output_at >= 0) {
-      auto& [i, w, n] = parts[e.act.virtual_stage];
-      i += e.output_at - e.start, w += e.end - e.output_at, ++n;
+      auto& [i, w] = parts[e.act.virtual_stage];
+      i.push_back(e.output_at - e.start), w.push_back(e.end - e.output_at);
     }
   }
-  auto mean = [&](op_kind op, int v) {
-    auto it = sums.find({static_cast<char>(op), v});
-    return it == sums.end() || it->second.second == 0 ? 0.0 : it->second.first / it->second.second;
+  auto of = [&](op_kind op, int v) {
+    auto it = took.find({static_cast<char>(op), v});
+    return it == took.end() ? 0.0 : stat(it->second);
   };
+  auto ran = [&](op_kind op, int v) { return took.count({static_cast<char>(op), v}) > 0; };
   cost_model costs;
   costs.forward.assign(S, 0), costs.backward.assign(S, 0), costs.input_grad.assign(S, 0), costs.weight_grad.assign(S, 0);
   for (int v = 0; v < S; ++v) {
-    costs.forward[v] = mean(op_kind::forward, v);
-    costs.input_grad[v] = mean(op_kind::input_grad, v);
-    costs.weight_grad[v] = mean(op_kind::weight_grad, v);
-    costs.backward[v] = sums.count({static_cast<char>(op_kind::backward), v}) ? mean(op_kind::backward, v)
-                                                                                : costs.input_grad[v] + costs.weight_grad[v];
-    const bool split_ran = sums.count({static_cast<char>(op_kind::input_grad), v}) ||
-                           sums.count({static_cast<char>(op_kind::weight_grad), v});
-    if (auto it = parts.find(v); it != parts.end() && !split_ran) {
-      const auto& [i, w, n] = it->second;
-      costs.input_grad[v] = i / n, costs.weight_grad[v] = w / n;
-    }
+    costs.forward[v] = of(op_kind::forward, v);
+    costs.input_grad[v] = of(op_kind::input_grad, v);
+    costs.weight_grad[v] = of(op_kind::weight_grad, v);
+    costs.backward[v] = ran(op_kind::backward, v) ? of(op_kind::backward, v) : costs.input_grad[v] + costs.weight_grad[v];
+    const bool split_ran = ran(op_kind::input_grad, v) || ran(op_kind::weight_grad, v);
+    if (auto it = parts.find(v); it != parts.end() && !split_ran)
+      costs.input_grad[v] = stat(it->second.first), costs.weight_grad[v] = stat(it->second.second);
   }
   costs.early_input_grad = !parts.empty();
   return costs;
+}
+
+}  // namespace
+
+cost_model mean_costs(const std::vector<timeline_event>& events, int virtual_stages) {
+  return costs_of(events, virtual_stages, mean_of);
+}
+
+cost_model median_costs(const std::vector<timeline_event>& events, int virtual_stages) {
+  return costs_of(events, virtual_stages, median_of);
 }
 
 }  // namespace actorpipe

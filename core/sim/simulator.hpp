@@ -47,6 +47,11 @@ sim_result simulate(const plan& p, const cost_model& costs);
 // true and give I and W their split where no I or W action ran on that virtual stage.
 cost_model mean_costs(const std::vector<timeline_event>& events, int virtual_stages);
 
+// The same with medians: what an op takes in steady state, robust to a few slow actions (the
+// first forwards of a process's first step pay for first-touch allocations: up to 2x here).
+// The plans rebuilt on measured costs use these.
+cost_model median_costs(const std::vector<timeline_event>& events, int virtual_stages);
+
 // Fills busy, idle, makespan (the last end), ideal_time and bubble_ratio from r.events and
 // r.stages; shared by the simulators and the runtime's measured timeline.
 void summarize_timeline(sim_result& r);

@@ -195,9 +195,8 @@ sim_result predict_from_measured(const run_setup& setup, const sim_result& measu
 int replan_step(const train_options& o) {
   if (!o.plan_on_measured_costs || o.no_pipeline || !o.schedule_file.empty() || is_dynamic_policy(o.schedule)) return -1;
   if (o.steps < 2) return -1;
-  // The first step: it pays for first-touch allocations, but about alike in every action, and
-  // the plan needs the costs' proportions (measured: the next step's bubble is as small as
-  // when step 2 is measured).
+  // The first step: its first forwards pay for first-touch allocations (up to 2x the steady
+  // cost here), but the plan is built on each op's median, which those few do not move.
   return 1;
 }
 

@@ -185,7 +185,7 @@ CATCH_TEST_CASE("stand-in stages without an embedding train every step (no tied 
   }
 }
 
-// zb-h1 and zbv are rebuilt on the costs measured in step 1 (run_context::replan_from). Each
+// zb-h1 and zbv are rebuilt on the median costs measured in step 1 (run_context::replan_from). Each
 // virtual stage still runs its I and W in microbatch order, so the bits are those of the plan
 // generated on unit costs.
 CATCH_TEST_CASE("a plan rebuilt on measured costs trains to the same bits", "[actors][runtime][replan]") {
@@ -214,7 +214,7 @@ CATCH_TEST_CASE("zbv is rebuilt on measured costs where W is cheaper than F", "[
   CATCH_REQUIRE(r.steps.size() == 4);
   CATCH_INFO(r.replan_report);
   CATCH_REQUIRE(r.replanned != nullptr);
-  CATCH_CHECK_THAT(r.replan_report, Contains("plan: zbv rebuilt on the costs measured in step 1; simulated on them, bubble"));
+  CATCH_CHECK_THAT(r.replan_report, Contains("plan: zbv rebuilt on the median costs measured in step 1; simulated on them, bubble"));
   require_valid(*r.replanned);  // throws if it is not a valid plan
   // The summary's prediction is for the plan that ran in the last step: the rebuilt one.
   const sim_result unit_on_measured = simulate(make_schedule("zbv", {2, 8, 2}), mean_costs(r.last_step.events, 4));

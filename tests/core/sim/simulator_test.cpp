@@ -87,6 +87,26 @@ CATCH_TEST_CASE("measured early-sending B actions give the cost model its I and 
   CATCH_CHECK_FALSE(mean_costs(events, 2).early_input_grad);
 }
 
+CATCH_TEST_CASE("median costs are the steady ones: a few slow first actions do not move them", "[sim]") {
+  // Virtual stage 0: forwards of 9 (a first-touch one), 2, 2, 3; stage 1: early-sending Bs with
+  // I 2, 2, 7 and W 4, 5, 4; one W-only stage has none of them.
+  std::vector<timeline_event> events = {
+      {0, action{op_kind::forward, 0, 0}, 0, 0, 9},   {0, action{op_kind::forward, 0, 1}, 0, 9, 11},
+      {0, action{op_kind::forward, 0, 2}, 0, 11, 13}, {0, action{op_kind::forward, 0, 3}, 0, 13, 16},
+      {1, action{op_kind::backward, 1, 0}, 0, 16, 22, 18}, {1, action{op_kind::backward, 1, 1}, 0, 22, 29, 24},
+      {1, action{op_kind::backward, 1, 2}, 0, 29, 40, 36},
+  };
+  const cost_model med = median_costs(events, 2), mean = mean_costs(events, 2);
+  CATCH_CHECK(med.forward[0] == Approx(2.5));  // (2 + 3) / 2: an even count takes the middle two
+  CATCH_CHECK(mean.forward[0] == Approx(4));
+  CATCH_CHECK(med.backward[1] == Approx(7));   // of 6, 7, 11
+  CATCH_CHECK(med.input_grad[1] == Approx(2));  // of 2, 2, 7
+  CATCH_CHECK(med.weight_grad[1] == Approx(4));  // of 4, 5, 4
+  CATCH_CHECK(med.early_input_grad);
+  CATCH_CHECK(med.forward[1] == 0);  // never ran
+  CATCH_CHECK(med.backward[0] == 0);
+}
+
 CATCH_TEST_CASE("send latency delays only messages between ranks", "[sim]") {
   plan p = make_schedule("gpipe", {2, 1, 1});
   // F0.0 [0,1], +0.5 on the wire, F1.0 [1.5,2.5], B1.0 [2.5,4.5], +0.5, B0.0 [5,7].
