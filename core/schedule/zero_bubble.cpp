@@ -142,6 +142,31 @@ plan list_schedule_split_backward(const placement& place, int microbatches, cons
   return p;
 }
 
+// Measured costs carry noise: a stage 0.4% slower than its twin would steer the list
+// scheduler's ties one way or the other. So the plans are built on the raw costs and on them
+// rounded to a twentieth and to an eighth of the mean forward; every candidate is timed on the
+// raw costs.
+std::vector<cost_model> cost_variants(const cost_model& costs) {
+  std::vector<cost_model> variants{costs};
+  double mean_f = 0;
+  for (double f : costs.forward) mean_f += f / costs.forward.size();
+  for (double parts : {20.0, 8.0}) {
+    const double grain = mean_f / parts;
+    if (!(grain > 0)) break;
+    auto round = [grain](std::vector<double> v, bool positive) {
+      for (double& x : v) x = std::max(positive ? grain : 0.0, grain * std::round(x / grain));
+      return v;
+    };
+    cost_model c = costs;
+    c.forward = round(c.forward, true);
+    c.input_grad = round(c.input_grad, false);
+    c.weight_grad = round(c.weight_grad, false);
+    c.send_latency = grain * std::round(c.send_latency / grain);
+    variants.push_back(c);
+  }
+  return variants;
+}
+
 // Unit costs: the fixed W limits. Given costs: the best of those limits and every smaller one,
 // each held to the unit-cost plan's per-rank peaks (live activations and pending W), so a plan
 // built for costs never needs more memory, each with and without a rank's last activation
@@ -156,42 +181,23 @@ plan build_split_backward(const placement& place, int microbatches, const std::v
   if (!costs) return best;
   double best_makespan = simulate(best, *costs).makespan;
   const validation_report peaks = validate_plan(best);
-  // Measured costs carry noise: a stage 0.4% slower than its twin would steer the list
-  // scheduler's ties one way or the other. Costs rounded to a twentieth and to an eighth of the
-  // mean forward are tried beside the raw ones; every candidate is timed on the raw costs.
-  std::vector<cost_model> variants{*costs};
-  double mean_f = 0;
-  for (double f : costs->forward) mean_f += f / costs->forward.size();
-  for (double parts : {20.0, 8.0}) {
-    const double grain = mean_f / parts;
-    if (!(grain > 0)) break;
-    auto round = [grain](std::vector<double> v, bool positive) {
-      for (double& x : v) x = std::max(positive ? grain : 0.0, grain * std::round(x / grain));
-      return v;
-    };
-    cost_model c = *costs;
-    c.forward = round(c.forward, true);
-    c.input_grad = round(c.input_grad, false);
-    c.weight_grad = round(c.weight_grad, false);
-    c.send_latency = grain * std::round(c.send_latency / grain);
-    variants.push_back(c);
-  }
   const int most = *std::max_element(w_limit.begin(), w_limit.end());
-  for (const cost_model& variant : variants)
+  auto try_candidate = [&](const cost_model& variant, const rank_limits& limits, int k) {
+    std::vector<int> lower(w_limit.size());
+    for (size_t r = 0; r < w_limit.size(); ++r) lower[r] = std::min(w_limit[r], k);
+    try {
+      plan candidate = list_schedule_split_backward(place, microbatches, cap, lower, variant, limits);
+      const double makespan = simulate(candidate, *costs).makespan;
+      if (makespan < best_makespan * (1 - 1e-9)) best = std::move(candidate), best_makespan = makespan;
+    } catch (const std::logic_error&) {
+      // stalled within the unit-cost plan's peaks: not a candidate
+    }
+  };
+  for (const cost_model& variant : cost_variants(*costs))
     for (bool slot_for_deepest : {false, true}) {
       if (slot_for_deepest && place.chunks() == 1) continue;  // one virtual stage per rank: the same rule
       const rank_limits limits{peaks.peak_activations, peaks.peak_pending_weight_grads, slot_for_deepest};
-      for (int k = most; k >= 1; --k) {
-        std::vector<int> lower(w_limit.size());
-        for (size_t r = 0; r < w_limit.size(); ++r) lower[r] = std::min(w_limit[r], k);
-        try {
-          plan candidate = list_schedule_split_backward(place, microbatches, cap, lower, variant, limits);
-          const double makespan = simulate(candidate, *costs).makespan;
-          if (makespan < best_makespan * (1 - 1e-9)) best = std::move(candidate), best_makespan = makespan;
-        } catch (const std::logic_error&) {
-          // stalled within the unit-cost plan's peaks: not a candidate
-        }
-      }
+      for (int k = most; k >= 1; --k) try_candidate(variant, limits, k);
     }
   return best;
 }
