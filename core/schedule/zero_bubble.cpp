@@ -104,7 +104,9 @@ plan list_schedule_split_backward(const placement& place, int microbatches, cons
         for (auto it = stages_of[r].rbegin(); it != stages_of[r].rend(); ++it) {
           int v = *it, m = next_f[v];
           if (m >= M || live[v] >= cap[v]) continue;
-          if (limits.slot_for_deepest && v != stages_of[r].back() && rank_live[r] + 1 >= limits.live[r]) continue;
+          if (limits.slot_for_deepest && !limits.live.empty() && v != stages_of[r].back() &&
+              rank_live[r] + 1 >= limits.live[r])
+            continue;  // the last slot is the deepest stage's
           if (v > 0 && arrival(f_done[idx(v - 1, m)], v - 1, v) > t) continue;
           chosen = {op_kind::forward, v, m};
           found = true;
