@@ -12,7 +12,6 @@
 //                        [--repeat 1]
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
@@ -21,18 +20,13 @@
 #include "actors/pipeline_runtime.hpp"
 #include "bench/gpt_bench.hpp"
 #include "core/blas_kernels.hpp"
+#include "core/median.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/train/reference_trainer.hpp"
 
 using namespace actorpipe;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Over the timed steps: the ranks' summed busy seconds per second of step (the stages x the
 // share of the time they computed; the reference's is 1 by definition).

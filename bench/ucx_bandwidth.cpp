@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "core/median.hpp"
 #include "transport/ucx/ucx_transport.hpp"
 #include "transport/ucx/ucx_worker.hpp"
 
@@ -222,19 +223,12 @@ double perftest_mib_s(const std::string& tls, size_t size, int iterations, bool 
   return mib_s;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 double best(const std::vector<double>& v) { return v.empty() ? -1 : *std::max_element(v.begin(), v.end()); }
 
 std::string cell(const std::vector<double>& v) {
   if (v.empty() || best(v) <= 0) return "n/a";
   char text[64];
-  std::snprintf(text, sizeof text, "%.0f (%.0f)", median(v), best(v));
+  std::snprintf(text, sizeof text, "%.0f (%.0f)", actorpipe::median(v, -1), best(v));
   return text;
 }
 
@@ -246,7 +240,7 @@ std::string ratio(const std::vector<double>& ours, const std::vector<double>& re
     if (ref[i] > 0) per_run.push_back(ours[i] / ref[i]);
   if (per_run.empty()) return "-";
   char text[64];
-  std::snprintf(text, sizeof text, "%.2f (%.2f)", median(per_run), best(ours) / best(ref));
+  std::snprintf(text, sizeof text, "%.2f (%.2f)", actorpipe::median(per_run, -1), best(ours) / best(ref));
   return text;
 }
 

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <map>
 #include <stdexcept>
+#include <utility>
 
+#include "core/median.hpp"
 #include "core/schedule/plan_validator.hpp"
 
 namespace actorpipe {
@@ -80,12 +82,7 @@ double mean_of(std::vector<double> v) {
   return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
 }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median_of(std::vector<double> v) { return median(std::move(v)); }
 
 // Per-(op, virtual stage) durations reduced by `stat` (mean or median) into a cost model.
 cost_model costs_of(const std::vector<timeline_event>& events, int virtual_stages,
