@@ -77,7 +77,9 @@ std::string filesystem_of(const std::string& dir) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int bench_main(int argc, char** argv) {
   ensure_best_blas_kernels(argv);
   train_options o = bench::gpt_bench_options();
   o.model.hidden = 512;
@@ -151,4 +153,10 @@ int main(int argc, char** argv) {
               after, n_after, normal, n_normal, after / normal);
   fs::remove_all(dir);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return bench::run_reporting_errors("checkpoint_throughput", [&] { return bench_main(argc, argv); });
 }

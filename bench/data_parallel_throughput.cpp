@@ -49,7 +49,9 @@ void sync_window(const std::vector<double>& ready, const std::vector<double>& se
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int bench_main(int argc, char** argv) {
   ensure_best_blas_kernels(argv);
   train_options o = bench::gpt_bench_options();
   o.plan_on_measured_costs = false;
@@ -127,4 +129,10 @@ int main(int argc, char** argv) {
     std::printf("    stage %d: last backward ends at %.1f ms, then %.1f ms of sync (%.2f ns per parameter, uncontended)\n",
                 v, 1e3 * ready[v], 1e3 * seconds[v], 1e9 * sync_per_element);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return bench::run_reporting_errors("data_parallel_throughput", [&] { return bench_main(argc, argv); });
 }

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 
 #include "core/train/train_options.hpp"
@@ -73,6 +74,18 @@ inline bool parse_gpt_bench_flags(int argc, char** argv, train_options& o, const
     if (!ok) return false;
   }
   return true;
+}
+
+// Runs a benchmark's body: a bad model size or option is one line naming the benchmark, and
+// exit status 1, instead of std::terminate.
+template <class Body>
+int run_reporting_errors(const char* program, Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
 }
 
 inline double tokens_per_s(const train_result& r) {

@@ -62,7 +62,9 @@ struct samples {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int bench_main(int argc, char** argv) {
   ensure_best_blas_kernels(argv);
   train_options o = bench::gpt_bench_options();
   o.stages = 2;
@@ -128,4 +130,10 @@ int main(int argc, char** argv) {
   for (const char* s : {"zb-h1", "zbv"})
     if (!last[s].replan_report.empty()) std::printf("  %s: %s\n", s, last[s].replan_report.c_str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return bench::run_reporting_errors("gpt_throughput", [&] { return bench_main(argc, argv); });
 }
