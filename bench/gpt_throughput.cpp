@@ -6,7 +6,8 @@
 // >= 1.85x for 1f1b at M = 16 on 2 cores. Steps after the first are timed (the first pays for
 // allocation warm-up). --repeat N runs N rounds (the reference, then every schedule) and shows
 // each column's median; a ratio is taken against the reference of its own round, so a slow
-// phase of a shared machine hits both sides of it.
+// phase of a shared machine hits both sides of it. Each round's line (stderr) shows every ratio
+// as (schedule x actions' speed).
 //
 //   bench/gpt_throughput [--layers 8 --hidden 256 --seq-len 128 --microbatch-size 4 --microbatches 16 --steps 3]
 //                        [--repeat 1]
@@ -82,7 +83,11 @@ int bench_main(int argc, char** argv) {
   const std::vector<run_spec> specs = {{"1f1b", 1}, {"zb-h1", 1}, {"interleaved", 2}, {"zbv", 2}, {"gpipe", 1}};
   std::vector<double> reference;
   std::map<std::string, samples> got;
-  std::map<std::string, train_result> last;  // the last round's runs, for the split costs
+  std::map<std::string, train_result> last;  // the last round's runs, for the replan reports
+  // Per round (both sides from the same round): I + W (zb-h1) / B (1f1b), F in 4 half chunks
+  // (zbv) / F in 2 stages (1f1b), I + W in 4 half chunks (zbv) / B (1f1b); and the per-microbatch
+  // milliseconds they come from.
+  std::vector<double> iw_b, f4_f2, iw4_b, ms_b, ms_iw, ms_f2, ms_f4, ms_iw4;
   for (int round = 0; round < repeat; ++round) {
     const double base = bench::tokens_per_s(run_reference(o));
     reference.push_back(base);
@@ -97,10 +102,24 @@ int bench_main(int argc, char** argv) {
       s.ratio.push_back(t / base);
       s.schedule.push_back(sched);
       s.speed.push_back(t / base / sched);
-      std::fprintf(stderr, ", %s %.2fx", spec.schedule, t / base);
+      std::fprintf(stderr, ", %s %.2fx (%.3f x %.3f)", spec.schedule, t / base, sched, t / base / sched);
       last[spec.schedule] = std::move(r);
     }
     std::fprintf(stderr, "\n");
+    // Split backward against full backward on the same 2 stages (1f1b vs zb-h1), and the same
+    // model cut into 4 chunks instead of 2 stages (zbv vs 1f1b): 1.00 means no overhead.
+    const double b = per_microbatch(last["1f1b"], op_kind::backward);
+    const double iw = per_microbatch(last["zb-h1"], op_kind::input_grad) + per_microbatch(last["zb-h1"], op_kind::weight_grad);
+    const double f2 = per_microbatch(last["1f1b"], op_kind::forward), f4 = per_microbatch(last["zbv"], op_kind::forward);
+    const double iw4 = per_microbatch(last["zbv"], op_kind::input_grad) + per_microbatch(last["zbv"], op_kind::weight_grad);
+    iw_b.push_back(iw / b);
+    f4_f2.push_back(f4 / f2);
+    iw4_b.push_back(iw4 / b);
+    ms_b.push_back(1e3 * b);
+    ms_iw.push_back(1e3 * iw);
+    ms_f2.push_back(1e3 * f2);
+    ms_f4.push_back(1e3 * f4);
+    ms_iw4.push_back(1e3 * iw4);
   }
   std::printf("\n| run | tokens/s | vs reference | = schedule: stages x busy share | x actions' speed vs reference |\n"
               "|---|---|---|---|---|\n| reference, 1 thread | %.0f | 1.00x | 1.00 | 1.00 |\n", median(reference));
@@ -117,18 +136,19 @@ int bench_main(int argc, char** argv) {
     for (double x : got["1f1b"].ratio) std::printf(" %.3f", x);
     std::printf("\n");
   }
-  // Split backward against full backward on the same 2 stages (1f1b vs zb-h1), and the same
-  // model cut into 4 chunks instead of 2 stages (zbv vs 1f1b): 1.00 means no overhead.
-  const double b = per_microbatch(last["1f1b"], op_kind::backward);
-  const double iw = per_microbatch(last["zb-h1"], op_kind::input_grad) + per_microbatch(last["zb-h1"], op_kind::weight_grad);
-  std::printf("\nper microbatch, whole model (the last round's last step, measured actions):\n");
-  std::printf("  B (1f1b) %.1f ms; I + W (zb-h1) %.1f ms = %.3f x B\n", 1e3 * b, 1e3 * iw, iw / b);
-  const double f2 = per_microbatch(last["1f1b"], op_kind::forward), f4 = per_microbatch(last["zbv"], op_kind::forward);
-  const double iw4 = per_microbatch(last["zbv"], op_kind::input_grad) + per_microbatch(last["zbv"], op_kind::weight_grad);
-  std::printf("  F in 2 stages (1f1b) %.1f ms; in 4 half-size chunks (zbv) %.1f ms = %.3f x\n", 1e3 * f2, 1e3 * f4, f4 / f2);
-  std::printf("  I + W in 4 half-size chunks (zbv) %.1f ms = %.3f x B (1f1b)\n", 1e3 * iw4, iw4 / b);
+  std::printf("\nper microbatch, whole model (each round's last step, measured actions; %s):\n",
+              repeat == 1 ? "one round" : "medians over the rounds, each ratio within its round");
+  std::printf("  B (1f1b) %.1f ms; I + W (zb-h1) %.1f ms = %.3f x B\n", median(ms_b), median(ms_iw), median(iw_b));
+  std::printf("  F in 2 stages (1f1b) %.1f ms; in 4 half-size chunks (zbv) %.1f ms = %.3f x\n", median(ms_f2), median(ms_f4),
+              median(f4_f2));
+  std::printf("  I + W in 4 half-size chunks (zbv) %.1f ms = %.3f x B (1f1b)\n", median(ms_iw4), median(iw4_b));
+  if (repeat > 1) {
+    std::printf("  I + W (zb-h1) / B per round:");
+    for (double x : iw_b) std::printf(" %.3f", x);
+    std::printf("\n");
+  }
   for (const char* s : {"zb-h1", "zbv"})
-    if (!last[s].replan_report.empty()) std::printf("  %s: %s\n", s, last[s].replan_report.c_str());
+    if (!last[s].replan_report.empty()) std::printf("  %s (the last round): %s\n", s, last[s].replan_report.c_str());
   return 0;
 }
 
