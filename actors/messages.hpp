@@ -134,9 +134,11 @@ struct flush {
 };
 
 // Supervisor -> every stage: from step `from_step` on, run this plan (its text form), rebuilt
-// on the costs measured in the step before. Inputs of that step wait until it has arrived.
+// on the costs measured in the steps before; `changed` false: keep the plan (the text is
+// empty). Inputs of that step wait until it has arrived (run_context::replan_from).
 struct replan {
   int from_step;
+  bool changed;
   std::string plan_text;
 };
 
@@ -278,7 +280,7 @@ typename Inspector::result_type inspect(Inspector& f, flush& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replan& x) {
-  return f(caf::meta::type_name("replan"), x.from_step, x.plan_text);
+  return f(caf::meta::type_name("replan"), x.from_step, x.changed, x.plan_text);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, waiting& x) {

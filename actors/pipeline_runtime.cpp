@@ -139,6 +139,12 @@ struct transport_gate {
   void close() { open_with([](const tensor_meta&, tensor_box) {}, [](int, const std::string&) {}); }
 };
 
+// The last step a rebuilt plan can apply from: the plan is rebuilt after the first measured
+// step and once more after the next, on both steps' costs (-1: no rebuild).
+int last_replan(int replan_from, int steps) {
+  return replan_from < 0 ? -1 : std::min(replan_from + 1, steps - 1);
+}
+
 void validate_place(const train_options& o, const job_place& place) {
   if (place.processes > 1 && o.no_pipeline)
     throw std::invalid_argument("--no-pipeline runs in one process: got WORLD_SIZE=" + std::to_string(place.processes));
@@ -179,6 +185,7 @@ std::shared_ptr<run_context> make_context(const train_options& o, const std::fun
   ctx->static_plan = setup.static_plan;
   ctx->policy = setup.policy;
   ctx->replan_from = replan_step(o);
+  ctx->replan_until = last_replan(ctx->replan_from, o.steps);
   ctx->runners = setup.runners;
   ctx->optimizers = setup.optimizers;
   ctx->dp_optimizers = setup.dp_optimizers;
@@ -225,6 +232,7 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
   ctx.first_step = static_cast<int>(c.manifest.step);
   // A plan rebuilt on measured costs is measured on the first step this run takes.
   if (ctx.replan_from >= 0) ctx.replan_from = ctx.first_step + 1 < o.steps ? ctx.first_step + 1 : -1;
+  ctx.replan_until = last_replan(ctx.replan_from, o.steps);
   result.resumed_from = c.path;
   result.refused = c.refused;
   log_info("resuming from " + c.path + " after step " + std::to_string(c.manifest.step));

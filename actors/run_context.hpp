@@ -33,7 +33,9 @@ struct run_context {
   int ranks = 0, virtual_stages = 0, microbatches = 0, replicas = 1;
   std::shared_ptr<const plan> static_plan;      // null for a dynamic policy
   std::string policy;                           // the dynamic policy's name when static_plan is null
-  int replan_from = -1;  // a plan rebuilt on measured costs applies from this step (-1: none)
+  // Plans rebuilt on measured costs apply from step replan_from (-1: none), rebuilt again after
+  // every step up to replan_until on the costs of all the steps measured (0-based indices).
+  int replan_from = -1, replan_until = -1;
   int first_step = 0;    // a resumed run starts here (the checkpoint's steps done)
   std::vector<std::shared_ptr<chunk_compute>> runners;       // per virtual stage id
   std::vector<std::shared_ptr<shard_optimizer>> optimizers;  // per virtual stage id (D = 1)

@@ -51,8 +51,8 @@ class stage {
   int peak_ = 0, peak_pending_ = 0;
   std::vector<timeline_event> events_;
   std::string last_waiting_;
-  bool replanned_ = false;              // the rebuilt plan (run_context::replan_from) arrived
-  std::vector<msg::input_ready> held_;  // inputs of steps that must wait for it
+  int planned_from_ = -1;               // the latest rebuilt plan (run_context::replan_from) that arrived applies from this step
+  std::vector<msg::input_ready> held_;  // inputs of steps that must wait for one
 };
 
 // Steps run one after another: the first input of a new step means the old one is over.
@@ -114,7 +114,8 @@ void stage::accept_input(const msg::input_ready& r) {
 
 void stage::on_input_ready(const msg::input_ready& r) {
   // Across processes an input of the next step can overtake the plan on its way here.
-  if (ctx_->replan_from >= 0 && r.step >= ctx_->replan_from && !run_context::is_eval_step(r.step) && !replanned_) {
+  if (ctx_->replan_from >= 0 && r.step >= ctx_->replan_from && !run_context::is_eval_step(r.step) &&
+      planned_from_ < std::min(r.step, ctx_->replan_until)) {
     held_.push_back(r);
     return;
   }
@@ -122,25 +123,28 @@ void stage::on_input_ready(const msg::input_ready& r) {
 }
 
 void stage::on_replan(const msg::replan& p) {
-  try {
-    const plan rebuilt = parse_plan(p.plan_text, "plan rebuilt on measured costs");
-    policy_ = make_static_policy(rebuilt, pipeline_rank_);
-  } catch (const std::exception& e) {
-    self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ": the rebuilt plan: " + e.what()});
-    return;
+  if (p.changed) {
+    try {
+      const plan rebuilt = parse_plan(p.plan_text, "plan rebuilt on measured costs");
+      policy_ = make_static_policy(rebuilt, pipeline_rank_);
+    } catch (const std::exception& e) {
+      self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ": the rebuilt plan: " + e.what()});
+      return;
+    }
+    // The next input enters its step with the new policy reset. An eval round under way keeps
+    // its own policy (and its inputs are never held).
+    if (!run_context::is_eval_step(step_)) {
+      step_ = -1;
+      current_ = policy_.get();
+    }
   }
-  replanned_ = true;
-  log_debug("rank " + std::to_string(rank_) + ": runs the plan rebuilt on measured costs from step " +
+  planned_from_ = p.from_step;
+  log_debug("rank " + std::to_string(rank_) + (p.changed ? ": runs the plan rebuilt on measured costs from step "
+                                                          : ": keeps its plan (rebuilt on measured costs: the same) from step ") +
             std::to_string(p.from_step + 1));
-  // The next input enters its step with the new policy reset. An eval round under way keeps
-  // its own policy (and its inputs are never held).
-  if (!run_context::is_eval_step(step_)) {
-    step_ = -1;
-    current_ = policy_.get();
-  }
   auto held = std::move(held_);
   held_.clear();
-  for (auto& r : held) accept_input(r);
+  for (auto& r : held) on_input_ready(r);  // held again if it waits for a later plan
 }
 
 // What a finished action changes: prerequisites met, memory peaks, the timeline.

@@ -92,34 +92,48 @@ sim_result measured_timeline(const run_context& ctx, const std::vector<msg::flus
 }
 
 
-// The plan for the steps after a measured one: `use` is the rebuilt plan where the simulator,
-// on the measured costs, finds it faster than the static one, else the static one; `report`
-// says which and why ("" where the generator does not order by cost: 1f1b, interleaved, ...).
+// The plan for the steps after a measured one: `use` is the plan rebuilt on the measured costs
+// where the simulator, on those costs, finds it faster than the one that ran (`running`), else
+// that one; `report` says which and why ("" where the generator does not order by cost: 1f1b,
+// interleaved, ...). `measured` names the steps the costs come from ("step 1", "steps 1-2"),
+// `last` the step that just ran (1-based).
 struct rebuilt_plan {
   std::shared_ptr<const plan> use;
   std::string report;
 };
 
-rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const cost_model>& costs, int measured,
+rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const cost_model>& costs,
+                          const std::shared_ptr<const plan>& running, const std::string& measured, int last,
                           double measured_bubble) {
-  rebuilt_plan r{ctx.static_plan, ""};
+  rebuilt_plan r{running, ""};
   auto rebuilt = std::make_shared<const plan>(
       make_schedule(ctx.options.schedule, schedule_request{ctx.ranks, ctx.microbatches, ctx.place.chunks(), costs}));
-  if (format_plan(*rebuilt) == format_plan(*ctx.static_plan)) return r;
-  const sim_result before = simulate(*ctx.static_plan, *costs), after = simulate(*rebuilt, *costs);
-  char line[320];
+  const std::string text = format_plan(*rebuilt);
+  const bool first = running == ctx.static_plan;  // nothing rebuilt has run yet
+  if (first && text == format_plan(*ctx.static_plan)) return r;
+  const sim_result before = simulate(*running, *costs);
+  char line[360];
+  if (text == format_plan(*running)) {
+    std::snprintf(line, sizeof line,
+                  "plan: %s rebuilt on the median costs measured in %s is the plan that ran in step %d (simulated "
+                  "bubble %.1f%%)",
+                  ctx.options.schedule.c_str(), measured.c_str(), last, 100 * before.bubble_ratio);
+    r.report = line;
+    return r;
+  }
+  const sim_result after = simulate(*rebuilt, *costs);
   if (after.makespan < before.makespan * (1 - 1e-9)) {
     r.use = rebuilt;
     std::snprintf(line, sizeof line,
-                  "plan: %s rebuilt on the median costs measured in step %d; simulated on them, bubble %.1f%% -> %.1f%% "
+                  "plan: %s rebuilt on the median costs measured in %s; simulated on them, bubble %.1f%% -> %.1f%% "
                   "(pipeline %.4f -> %.4f s); measured bubble %.1f%% in step %d",
-                  ctx.options.schedule.c_str(), measured + 1, 100 * before.bubble_ratio, 100 * after.bubble_ratio,
-                  before.makespan, after.makespan, 100 * measured_bubble, measured + 1);
+                  ctx.options.schedule.c_str(), measured.c_str(), 100 * before.bubble_ratio, 100 * after.bubble_ratio,
+                  before.makespan, after.makespan, 100 * measured_bubble, last);
   } else {
     std::snprintf(line, sizeof line,
-                  "plan: %s as generated is already the best for the median costs measured in step %d (simulated "
-                  "bubble %.1f%%)",
-                  ctx.options.schedule.c_str(), measured + 1, 100 * before.bubble_ratio);
+                  "plan: %s as %s is already the best for the median costs measured in %s (simulated bubble %.1f%%)",
+                  ctx.options.schedule.c_str(), first ? "generated" : ("it ran in step " + std::to_string(last)).c_str(),
+                  measured.c_str(), 100 * before.bubble_ratio);
   }
   r.report = line;
   return r;
@@ -255,7 +269,8 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
     if (k + 1 == o.steps) ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes);
   }
   if (ctx_->on_step) ctx_->on_step(m);
-  if (k + 1 == ctx_->replan_from && !replan(k, m.bubble_ratio)) return;
+  if (ctx_->replan_from >= 0 && k + 1 >= ctx_->replan_from && k + 1 <= ctx_->replan_until && !replan(k, m.bubble_ratio))
+    return;
   after_step(k + 1);
 }
 
@@ -290,25 +305,37 @@ void supervisor::go_on(int done) {
 
 
 
-// After step `measured`: rebuild the plan on its per-(op, virtual stage) median costs and send it to
-// every stage, for the steps from `measured + 1` on. The rebuilt plan is kept only if the
-// simulator, on those costs, finds it faster than the one that ran. False if the job stopped.
+// After step `measured`: rebuild the plan on the per-(op, virtual stage) median costs of every
+// step measured so far (run_context::replan_from - 1 .. measured: the second rebuild pools two
+// steps, so one slow phase of the machine in the first weighs less) and send it to every stage,
+// for the steps from `measured + 1` on. A rebuilt plan replaces the one that ran only if the
+// simulator, on those costs, finds it faster. False if the job stopped.
 bool supervisor::replan(int measured, double measured_bubble) {
-  std::vector<timeline_event> events;
-  for (auto& f : st_.flushes) events.insert(events.end(), f.events.begin(), f.events.end());
-  auto costs = std::make_shared<const cost_model>(median_costs(events, ctx_->virtual_stages));
+  for (auto& f : st_.flushes) measured_events_.insert(measured_events_.end(), f.events.begin(), f.events.end());
+  auto costs = std::make_shared<const cost_model>(median_costs(measured_events_, ctx_->virtual_stages));
+  if (!running_plan_) running_plan_ = ctx_->static_plan;
+  const int from = ctx_->replan_from;  // 1-based: the first measured step
+  const std::string steps =
+      measured + 1 == from ? "step " + std::to_string(from) : "steps " + std::to_string(from) + "-" + std::to_string(measured + 1);
   rebuilt_plan r;
   try {
-    r = rebuild_plan(*ctx_, costs, measured, measured_bubble);
+    r = rebuild_plan(*ctx_, costs, running_plan_, steps, measured + 1, measured_bubble);
   } catch (const std::exception& e) {
     stop(std::string("rebuilding the plan on the measured costs failed: ") + e.what());
     return false;
   }
-  const std::string text = format_plan(*r.use);
-  for (auto& s : ctx_->stage) self_->send(s, msg::replan{measured + 1, text});
+  const bool changed = r.use != running_plan_;
+  running_plan_ = r.use;
+  // Every stage holds the next step's inputs until this arrives, changed or not.
+  const std::string text = changed ? format_plan(*r.use) : std::string();
+  for (auto& s : ctx_->stage) self_->send(s, msg::replan{measured + 1, changed, text});
+  if (measured + 1 == ctx_->replan_until) measured_events_ = {};  // no further rebuild
   if (ctx_->result) {
     if (r.use != ctx_->static_plan) ctx_->result->replanned = r.use;
-    ctx_->result->replan_report = r.report;
+    if (!r.report.empty()) {
+      auto& report = ctx_->result->replan_report;
+      report += (report.empty() ? "" : "\n") + r.report;
+    }
   }
   return true;
 }

@@ -108,6 +108,10 @@ class supervisor {
   int deferred_save_ = -1;       // a save due while the previous one was still being written
   double deferred_at_ = 0;       // when it was due
   bool finish_after_save_ = false;
+  // Plans rebuilt on measured costs (run_context::replan_from .. replan_until): the plan the
+  // stages run (null until the first rebuild: the static one) and the actions measured so far.
+  std::shared_ptr<const plan> running_plan_;
+  std::vector<timeline_event> measured_events_;
 };
 
 }  // namespace actorpipe::detail

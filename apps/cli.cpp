@@ -273,7 +273,7 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--join-timeout", tr.join_timeout_s, "Multi-process jobs: seconds for every process to join")->default_val(60);
   t->add_flag("--no-pipeline", tr.no_pipeline, "Train the same model unpartitioned in one thread: the reference");
   t->add_flag("--unit-cost-plan", tr.unit_cost_plan,
-              "Keep the plan generated on unit costs (by default zb-h1/zbv are rebuilt on the median costs measured in step 1)");
+              "Keep the plan generated on unit costs (by default zb-h1/zbv are rebuilt on the median costs measured in step 1, then in steps 1-2)");
   t->add_flag("--late-input-grad", tr.late_input_grad,
               "Run each full backward B as one block, its input gradient sent after its weight gradients (the "
               "textbook 1F1B); by default B sends it first, so the stage before starts earlier. Same numbers");

@@ -46,7 +46,8 @@ tensor_box fixed_cost_chunk::backward(int microbatch, const tensor_box& grad_out
 
 void fixed_cost_chunk::weight_grad(int microbatch) {
   if (!deferred_.erase(microbatch)) throw std::invalid_argument("nothing deferred for microbatch " + std::to_string(microbatch));
-  spend('W', microbatch, costs_.weight_grad_s);
+  const bool later = costs_.later_after >= 0 && weight_grads_++ >= costs_.later_after;
+  spend('W', microbatch, later ? costs_.later_weight_grad_s : costs_.weight_grad_s);
 }
 
 chunk_factory fixed_cost_factory(const fixed_costs& costs) {

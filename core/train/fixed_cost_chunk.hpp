@@ -24,6 +24,10 @@ struct fixed_costs {
   int fail_virtual_stage = -1;
   // ... or stall this long inside it.
   double stall_s = 0;
+  // Costs that move: after a chunk's first `later_after` weight gradients (e.g. one step's),
+  // its W takes `later_weight_grad_s` (-1: never).
+  int later_after = -1;
+  double later_weight_grad_s = 0;
 };
 
 class fixed_cost_chunk final : public chunk_compute {
@@ -42,6 +46,7 @@ class fixed_cost_chunk final : public chunk_compute {
   chunk_spec spec_;
   fixed_costs costs_;
   std::set<int> stash_, deferred_;
+  int weight_grads_ = 0;  // W actions run so far
   tensor_box last_input_;  // handed back as the "gradient" from the last stage
 };
 

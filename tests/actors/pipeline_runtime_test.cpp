@@ -221,6 +221,41 @@ CATCH_TEST_CASE("zbv is rebuilt on measured costs where W is cheaper than F", "[
   CATCH_CHECK(r.predicted.makespan < unit_on_measured.makespan);
 }
 
+// The plan is rebuilt twice: after step 1 on its costs, after step 2 on both steps' (medians
+// over the pooled actions). Here W costs a tenth of F in step 1 and three times F from step 2
+// on: the pooled median W is about 1.5 F, for which the plan built on step 1 (for a cheap W) is
+// not the best, so the second rebuild replaces it.
+CATCH_TEST_CASE("zbv is rebuilt again after step 2 on the costs of steps 1-2", "[actors][runtime][replan]") {
+  fixed_costs fc = split_costs(0.010, 0.001);
+  fc.later_after = 8;  // one step's W per virtual stage
+  fc.later_weight_grad_s = 0.030;
+  train_options o = tiny("zbv", 2, 2);
+  o.microbatches = 8;
+  o.steps = 4;
+  const train_result r = run_pipeline(o, {}, fixed_cost_factory(fc));
+  CATCH_REQUIRE(r.steps.size() == 4);
+  CATCH_INFO(r.replan_report);
+  CATCH_REQUIRE(r.replanned != nullptr);
+  CATCH_CHECK_THAT(r.replan_report, Contains("plan: zbv rebuilt on the median costs measured in steps 1-2; simulated on them, bubble"));
+  CATCH_CHECK_THAT(r.replan_report, !Contains("steps 1-3"));  // rebuilt after steps 1 and 2 only
+  require_valid(*r.replanned);
+  // Steps 3 and 4 ran the plan rebuilt on steps 1-2: on their own costs (W = 3 F) it beats the
+  // plan built for step 1's (W = F / 10), by the simulator.
+  const cost_model last = mean_costs(r.last_step.events, 4);
+  const plan for_step_1 = make_schedule("zbv", {2, 8, 2, std::make_shared<const cost_model>(cost_model::uniform(0.010, 0.011, 0.010, 0.001))});
+  CATCH_CHECK(r.predicted.makespan < simulate(for_step_1, last).makespan);
+}
+
+CATCH_TEST_CASE("a run of 2 steps rebuilds its plan once, on step 1", "[actors][runtime][replan]") {
+  train_options o = tiny("zbv", 2, 2);
+  o.microbatches = 8;
+  o.steps = 2;
+  const train_result r = run_pipeline(o, {}, fixed_cost_factory(split_costs(0.012, 0.003)));
+  CATCH_INFO(r.replan_report);
+  CATCH_CHECK_THAT(r.replan_report, Contains("measured in step 1"));
+  CATCH_CHECK_THAT(r.replan_report, !Contains("steps 1-2"));
+}
+
 // A full backward B sends its input gradient before its weight part (train_options::
 // early_input_grad): the same products in the same order, so the same bits as B run as one
 // block, and the stage before starts its backward while the W part still runs.
