@@ -320,8 +320,8 @@ struct action_job {
   void backward_sending_early(msg::job_done& d) const {
     tensor_box g = runner->backward(a.microbatch, input, true);
     if (!g.defined()) throw std::logic_error("produced no input gradient to send");
+    d.output_at = ctx->now();  // before the send: the stage before may start before this thread runs again
     ctx->send_tensor(tensor_kind::gradient, step, to, a.microbatch, rank, std::move(g));
-    d.output_at = ctx->now();
     runner->weight_grad(a.microbatch);
   }
 };
