@@ -148,7 +148,11 @@ int bench_main(int argc, char** argv) {
     std::printf("\n");
   }
   for (const char* s : {"zb-h1", "zbv"})
-    if (!last[s].replan_report.empty()) std::printf("  %s (the last round): %s\n", s, last[s].replan_report.c_str());
+    if (!last[s].replan_report.empty()) {
+      std::string report = last[s].replan_report;
+      for (size_t at = report.find('\n'); at != std::string::npos; at = report.find('\n', at + 1)) report.insert(at + 1, "    ");
+      std::printf("  %s (the last round):\n    %s\n", s, report.c_str());
+    }
   return 0;
 }
 
