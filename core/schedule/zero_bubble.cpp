@@ -47,101 +47,141 @@ struct rank_limits {
   bool slot_for_deepest = false;
 };
 
+// The list scheduler: it simulates the ranks as it goes and records, on each rank that is free
+// at a decision time, the action the rules above prefer.
+class split_backward_scheduler {
+ public:
+  split_backward_scheduler(const placement& place, int microbatches, const std::vector<int>& cap,
+                           const std::vector<int>& w_limit, const cost_model& costs, const rank_limits& limits)
+      : place_(place), M_(microbatches), S_(place.num_virtual_stages()), cap_(cap), w_limit_(w_limit),
+        costs_(costs), limits_(limits),
+        f_done_(static_cast<size_t>(S_) * M_, never), i_done_(static_cast<size_t>(S_) * M_, never),
+        next_f_(S_, 0), next_i_(S_, 0), live_(S_, 0), rank_live_(place.ranks, 0), pending_w_(place.ranks),
+        w_head_(place.ranks, 0), stages_of_(place.ranks), free_at_(place.ranks, 0.0) {
+    for (int r = 0; r < place.ranks; ++r) stages_of_[r] = place.virtual_stages_of(r);
+  }
+
+  plan run() {
+    plan p;
+    p.place = place_;
+    p.microbatches = M_;
+    p.ranks.resize(place_.ranks);
+    long remaining = 3L * S_ * M_;
+    std::set<double> times{0.0};  // when something finishes or arrives: the moments to decide
+    while (remaining > 0) {
+      // Nothing will ever finish again, yet actions remain: a bug in the rules above.
+      if (times.empty()) throw std::logic_error("zero-bubble list scheduler stalled with actions left");
+      const double t = *times.begin();
+      times.erase(times.begin());
+      for (int r = 0; r < place_.ranks; ++r) {
+        action chosen{};
+        if (free_at_[r] > t || !choose(r, t, chosen)) continue;
+        record(r, t, chosen, times);
+        p.ranks[r].push_back(chosen);
+        --remaining;
+      }
+    }
+    return p;
+  }
+
+ private:
+  static constexpr double never = std::numeric_limits<double>::infinity();
+
+  size_t idx(int v, int m) const { return static_cast<size_t>(v) * M_ + m; }
+  // When virtual stage `to` has the output of `from` that finished at `done`.
+  double arrival(double done, int from, int to) const {
+    return done + (place_.rank_of[from] != place_.rank_of[to] ? costs_.send_latency : 0.0);
+  }
+  int pending(int r) const { return static_cast<int>(pending_w_[r].size() - w_head_[r]); }
+
+  // Rank r's action at time t, by the rules' preference; false if it has nothing to run now.
+  bool choose(int r, double t, action& chosen) {
+    const bool pending_full = !limits_.pending.empty() && pending(r) >= limits_.pending[r];
+    // An I would put its W over the rank's limit: run a W first.
+    if (!pending_full && pick_input_grad(r, t, chosen)) return true;
+    if ((pending(r) >= w_limit_[r] || pending_full) && pending(r) > 0) return take_weight_grad(r, chosen);
+    const bool live_full = !limits_.live.empty() && rank_live_[r] >= limits_.live[r];
+    if (!live_full && pick_forward(r, t, chosen)) return true;
+    return take_weight_grad(r, chosen);
+  }
+
+  // 1. I: lowest microbatch first, then the deeper virtual stage.
+  bool pick_input_grad(int r, double t, action& chosen) const {
+    bool found = false;
+    for (int v : stages_of_[r]) {
+      const int m = next_i_[v];
+      if (m >= M_ || f_done_[idx(v, m)] > t) continue;
+      if (v + 1 < S_ && arrival(i_done_[idx(v + 1, m)], v + 1, v) > t) continue;
+      if (!found || m < chosen.microbatch || (m == chosen.microbatch && v > chosen.virtual_stage)) {
+        chosen = {op_kind::input_grad, v, m};
+        found = true;
+      }
+    }
+    return found;
+  }
+
+  // 3. F under the cap: the deeper virtual stage first (it leads to a backward sooner).
+  bool pick_forward(int r, double t, action& chosen) const {
+    for (auto it = stages_of_[r].rbegin(); it != stages_of_[r].rend(); ++it) {
+      const int v = *it, m = next_f_[v];
+      if (m >= M_ || live_[v] >= cap_[v]) continue;
+      if (limits_.slot_for_deepest && !limits_.live.empty() && v != stages_of_[r].back() &&
+          rank_live_[r] + 1 >= limits_.live[r])
+        continue;  // the last slot is the deepest stage's
+      if (v > 0 && arrival(f_done_[idx(v - 1, m)], v - 1, v) > t) continue;
+      chosen = {op_kind::forward, v, m};
+      return true;
+    }
+    return false;
+  }
+
+  // 2. and 4. W: the rank's oldest pending one.
+  bool take_weight_grad(int r, action& chosen) {
+    if (pending(r) == 0) return false;
+    chosen = pending_w_[r][w_head_[r]++];
+    return true;
+  }
+
+  // Rank r runs `a` from t: its end, and the arrival of its output, become decision times.
+  void record(int r, double t, const action& a, std::set<double>& times) {
+    const int v = a.virtual_stage, m = a.microbatch;
+    const double end = t + costs_.cost(a);
+    if (a.op == op_kind::forward) {
+      f_done_[idx(v, m)] = end;
+      ++next_f_[v];
+      ++live_[v];
+      ++rank_live_[r];
+      if (v + 1 < S_) times.insert(arrival(end, v, v + 1));
+    } else if (a.op == op_kind::input_grad) {
+      i_done_[idx(v, m)] = end;
+      ++next_i_[v];
+      --live_[v];
+      --rank_live_[r];
+      pending_w_[r].push_back({op_kind::weight_grad, v, m});
+      if (v > 0) times.insert(arrival(end, v, v - 1));
+    }
+    times.insert(end);
+    free_at_[r] = end;
+  }
+
+  const placement& place_;
+  const int M_, S_;
+  const std::vector<int>& cap_;
+  const std::vector<int>& w_limit_;
+  const cost_model& costs_;
+  const rank_limits& limits_;
+  std::vector<double> f_done_, i_done_;  // per (virtual stage, microbatch): when its F / I ended
+  std::vector<int> next_f_, next_i_, live_, rank_live_;
+  std::vector<std::vector<action>> pending_w_;  // FIFO per rank
+  std::vector<size_t> w_head_;
+  std::vector<std::vector<int>> stages_of_;
+  std::vector<double> free_at_;
+};
+
 plan list_schedule_split_backward(const placement& place, int microbatches, const std::vector<int>& cap,
                                   const std::vector<int>& w_limit, const cost_model& costs,
                                   const rank_limits& limits = {}) {
-  const int P = place.ranks, S = place.num_virtual_stages(), M = microbatches;
-  constexpr double never = std::numeric_limits<double>::infinity();
-  std::vector<double> f_done(static_cast<size_t>(S) * M, never), i_done(static_cast<size_t>(S) * M, never);
-  auto idx = [M](int v, int m) { return static_cast<size_t>(v) * M + m; };
-  // When virtual stage `to` has the output of `from` that finished at `done`.
-  auto arrival = [&](double done, int from, int to) {
-    return done + (place.rank_of[from] != place.rank_of[to] ? costs.send_latency : 0.0);
-  };
-  std::vector<int> next_f(S, 0), next_i(S, 0), live(S, 0), rank_live(P, 0);
-  std::vector<std::vector<action>> pending_w(P);  // FIFO per rank
-  std::vector<size_t> w_head(P, 0);
-  std::vector<std::vector<int>> stages_of(P);
-  for (int r = 0; r < P; ++r) stages_of[r] = place.virtual_stages_of(r);
-  std::vector<double> free_at(P, 0.0);
-
-  plan p;
-  p.place = place;
-  p.microbatches = M;
-  p.ranks.resize(P);
-  long remaining = 3L * S * M;
-  std::set<double> times{0.0};  // when something finishes or arrives: the moments to decide
-  while (remaining > 0) {
-    // Nothing will ever finish again, yet actions remain: a bug in the rules above.
-    if (times.empty()) throw std::logic_error("zero-bubble list scheduler stalled with actions left");
-    const double t = *times.begin();
-    times.erase(times.begin());
-    for (int r = 0; r < P; ++r) {
-      if (free_at[r] > t) continue;
-      action chosen{};
-      bool found = false;
-      const int pending = static_cast<int>(pending_w[r].size() - w_head[r]);
-      const bool pending_full = !limits.pending.empty() && pending >= limits.pending[r];
-      // 1. I: lowest microbatch first, then the deeper virtual stage.
-      for (int v : stages_of[r]) {
-        if (pending_full) break;  // its W would go over the rank's limit: run a W first
-        int m = next_i[v];
-        if (m >= M || f_done[idx(v, m)] > t) continue;
-        if (v + 1 < S && arrival(i_done[idx(v + 1, m)], v + 1, v) > t) continue;
-        if (!found || m < chosen.microbatch || (m == chosen.microbatch && v > chosen.virtual_stage)) {
-          chosen = {op_kind::input_grad, v, m};
-          found = true;
-        }
-      }
-      // 2. W first when too many are pending on this rank.
-      if (!found && (pending >= w_limit[r] || pending_full) && pending > 0) {
-        chosen = pending_w[r][w_head[r]++];
-        found = true;
-      }
-      // 3. F under the cap: the deeper virtual stage first (it leads to a backward sooner).
-      const bool live_full = !limits.live.empty() && rank_live[r] >= limits.live[r];
-      if (!found && !live_full) {
-        for (auto it = stages_of[r].rbegin(); it != stages_of[r].rend(); ++it) {
-          int v = *it, m = next_f[v];
-          if (m >= M || live[v] >= cap[v]) continue;
-          if (limits.slot_for_deepest && !limits.live.empty() && v != stages_of[r].back() &&
-              rank_live[r] + 1 >= limits.live[r])
-            continue;  // the last slot is the deepest stage's
-          if (v > 0 && arrival(f_done[idx(v - 1, m)], v - 1, v) > t) continue;
-          chosen = {op_kind::forward, v, m};
-          found = true;
-          break;
-        }
-      }
-      // 4. W: oldest first.
-      if (!found && w_head[r] < pending_w[r].size()) {
-        chosen = pending_w[r][w_head[r]++];
-        found = true;
-      }
-      if (!found) continue;
-      const int v = chosen.virtual_stage, m = chosen.microbatch;
-      const double end = t + costs.cost(chosen);
-      if (chosen.op == op_kind::forward) {
-        f_done[idx(v, m)] = end;
-        ++next_f[v];
-        ++live[v];
-        ++rank_live[r];
-        if (v + 1 < S) times.insert(arrival(end, v, v + 1));
-      } else if (chosen.op == op_kind::input_grad) {
-        i_done[idx(v, m)] = end;
-        ++next_i[v];
-        --live[v];
-        --rank_live[r];
-        pending_w[r].push_back({op_kind::weight_grad, v, m});
-        if (v > 0) times.insert(arrival(end, v, v - 1));
-      }
-      times.insert(end);
-      free_at[r] = end;
-      p.ranks[r].push_back(chosen);
-      --remaining;
-    }
-  }
-  return p;
+  return split_backward_scheduler(place, microbatches, cap, w_limit, costs, limits).run();
 }
 
 // Measured costs carry noise: a stage 0.4% slower than its twin would steer the list
