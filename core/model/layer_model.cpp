@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/median.hpp"
 #include "core/model/bert_task.hpp"
 #include "core/model/gpt_model.hpp"
 #include "core/model/gpt_modules.hpp"
@@ -223,13 +224,9 @@ std::vector<double> profile_layers(const model_definition& model, const built_la
     if (r == 0) continue;  // warm-up: first-touch allocations
     for (std::size_t i = 0; i < L; ++i) runs[i].push_back(t[i]);
   }
-  std::vector<double> median(L);
-  for (std::size_t i = 0; i < L; ++i) {
-    auto v = runs[i];
-    std::sort(v.begin(), v.end());
-    median[i] = v[v.size() / 2];
-  }
-  return median;
+  std::vector<double> per_layer(L);
+  for (std::size_t i = 0; i < L; ++i) per_layer[i] = median(runs[i]);
+  return per_layer;
 }
 
 }  // namespace actorpipe

@@ -256,6 +256,21 @@ CATCH_TEST_CASE("a run of 2 steps rebuilds its plan once, on step 1", "[actors][
   CATCH_CHECK_THAT(r.replan_report, !Contains("steps 1-2"));
 }
 
+// 1f1b and interleaved do not order by cost: both rebuilds (steps 1 and 1-2) give the plan that
+// runs, the stages keep it, and the summary says nothing about plans.
+CATCH_TEST_CASE("schedules that do not order by cost keep their plan and say nothing", "[actors][runtime][replan]") {
+  for (auto [schedule, P, V] : {std::tuple{"1f1b", 2, 1}, std::tuple{"interleaved", 2, 2}}) {
+    CATCH_INFO(schedule);
+    train_options o = tiny(schedule, P, V);
+    const train_result r = run_pipeline(o);
+    CATCH_REQUIRE(r.steps.size() == 5);
+    CATCH_CHECK(r.replan_report.empty());
+    CATCH_CHECK(r.replanned == nullptr);
+    o.plan_on_measured_costs = false;
+    CATCH_CHECK(bit_identical(r, run_pipeline(o)));
+  }
+}
+
 // A full backward B sends its input gradient before its weight part (train_options::
 // early_input_grad): the same products in the same order, so the same bits as B run as one
 // block, and the stage before starts its backward while the W part still runs.
