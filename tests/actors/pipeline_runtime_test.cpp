@@ -47,6 +47,16 @@ fixed_costs split_costs(double f_and_i, double w) {
   return fc;
 }
 
+// zbv on 2 ranks x 2 chunks, 8 microbatches, over stand-in stages with these costs.
+train_result zbv_on_stand_ins(const fixed_costs& fc, int steps) {
+  train_options o = tiny("zbv", 2, 2);
+  o.microbatches = 8;
+  o.steps = steps;
+  train_result r = run_pipeline(o, {}, fixed_cost_factory(fc));
+  CATCH_REQUIRE(r.steps.size() == static_cast<size_t>(steps));
+  return r;
+}
+
 const train_result& reference() {
   static const train_result r = run_reference(tiny("1f1b", 1, 1));
   return r;
@@ -206,12 +216,7 @@ CATCH_TEST_CASE("zbv is rebuilt on measured costs where W is cheaper than F", "[
   // Stand-in stages with F = I = 18 ms and W = 4.5 ms: the unit-cost zbv leaves a bubble that a
   // plan built for these costs closes (actorpipe simulate --cost 6,,6,1.5 shows the same).
   // Long enough that a loaded machine's scheduling delays stay small beside them.
-  const fixed_costs fc = split_costs(0.018, 0.0045);
-  train_options o = tiny("zbv", 2, 2);
-  o.microbatches = 8;
-  o.steps = 4;
-  const train_result r = run_pipeline(o, {}, fixed_cost_factory(fc));
-  CATCH_REQUIRE(r.steps.size() == 4);
+  const train_result r = zbv_on_stand_ins(split_costs(0.018, 0.0045), 4);
   CATCH_INFO(r.replan_report);
   CATCH_REQUIRE(r.replanned != nullptr);
   CATCH_CHECK_THAT(r.replan_report, Contains("plan: zbv rebuilt on the median costs measured in step 1; simulated on them, bubble"));
@@ -229,11 +234,7 @@ CATCH_TEST_CASE("zbv is rebuilt again after step 2 on the costs of steps 1-2", "
   fixed_costs fc = split_costs(0.010, 0.001);
   fc.later_after = 8;  // one step's W per virtual stage
   fc.later_weight_grad_s = 0.030;
-  train_options o = tiny("zbv", 2, 2);
-  o.microbatches = 8;
-  o.steps = 4;
-  const train_result r = run_pipeline(o, {}, fixed_cost_factory(fc));
-  CATCH_REQUIRE(r.steps.size() == 4);
+  const train_result r = zbv_on_stand_ins(fc, 4);
   CATCH_INFO(r.replan_report);
   CATCH_REQUIRE(r.replanned != nullptr);
   CATCH_CHECK_THAT(r.replan_report, Contains("plan: zbv rebuilt on the median costs measured in steps 1-2; simulated on them, bubble"));
@@ -247,10 +248,7 @@ CATCH_TEST_CASE("zbv is rebuilt again after step 2 on the costs of steps 1-2", "
 }
 
 CATCH_TEST_CASE("a run of 2 steps rebuilds its plan once, on step 1", "[actors][runtime][replan]") {
-  train_options o = tiny("zbv", 2, 2);
-  o.microbatches = 8;
-  o.steps = 2;
-  const train_result r = run_pipeline(o, {}, fixed_cost_factory(split_costs(0.012, 0.003)));
+  const train_result r = zbv_on_stand_ins(split_costs(0.012, 0.003), 2);
   CATCH_INFO(r.replan_report);
   CATCH_CHECK_THAT(r.replan_report, Contains("measured in step 1"));
   CATCH_CHECK_THAT(r.replan_report, !Contains("steps 1-2"));
