@@ -109,8 +109,8 @@ rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const co
   auto rebuilt = std::make_shared<const plan>(
       make_schedule(ctx.options.schedule, schedule_request{ctx.ranks, ctx.microbatches, ctx.place.chunks(), costs}));
   const std::string text = format_plan(*rebuilt);
-  const bool first = running == ctx.static_plan;  // nothing rebuilt has run yet
-  if (first && text == format_plan(*ctx.static_plan)) return r;
+  const bool generated_runs = running == ctx.static_plan;  // no rebuilt plan has replaced it yet
+  if (generated_runs && text == format_plan(*ctx.static_plan)) return r;
   const sim_result before = simulate(*running, *costs);
   char line[360];
   if (text == format_plan(*running)) {
@@ -132,7 +132,7 @@ rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const co
   } else {
     std::snprintf(line, sizeof line,
                   "plan: %s as %s is already the best for the median costs measured in %s (simulated bubble %.1f%%)",
-                  ctx.options.schedule.c_str(), first ? "generated" : ("it ran in step " + std::to_string(last)).c_str(),
+                  ctx.options.schedule.c_str(), generated_runs ? "generated" : ("it ran in step " + std::to_string(last)).c_str(),
                   measured.c_str(), 100 * before.bubble_ratio);
   }
   r.report = line;
