@@ -4,13 +4,15 @@
 // against the reference's (both cores busy vs one); then what splitting costs: I + W against B,
 // and the model in 4 half-size chunks against 2 stages (from the measured actions). Target
 // >= 1.85x for 1f1b at M = 16 on 2 cores. Steps after the first are timed (the first pays for
-// allocation warm-up). --repeat N runs N rounds (the reference, then every schedule) and shows
-// each column's median; a ratio is taken against the reference of its own round, so a slow
-// phase of a shared machine hits both sides of it. Each round's line (stderr) shows every ratio
-// as (schedule x actions' speed).
+// allocation warm-up). --repeat N runs N rounds and shows each column's median. The reference
+// runs before and after every round (a round's closing run opens the next), and each ratio is
+// taken against the reference interpolated to the middle of the schedule's run, so a slow phase
+// of a shared machine hits both sides of it. Each round's lines (stderr) show tokens/s as the
+// runs end, then every ratio as (schedule x actions' speed).
 //
 //   bench/gpt_throughput [--layers 8 --hidden 256 --seq-len 128 --microbatch-size 4 --microbatches 16 --steps 3]
 //                        [--repeat 1]
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,7 +58,8 @@ struct run_spec {
   int chunks;
 };
 
-// One schedule's rounds: tokens/s, the ratio to its round's reference, the schedule's part.
+// One schedule's rounds: tokens/s, the ratio to its round's (interpolated) reference, the
+// schedule's part, the actions' speed.
 struct samples {
   std::vector<double> tokens, ratio, schedule, speed;
 };
@@ -79,7 +82,8 @@ int bench_main(int argc, char** argv) {
               describe_allocator().c_str());
   std::printf("GPT %d layers, hidden %d, seq %d; %d microbatches x %d; %d steps (first untimed); %d round%s\n",
               o.model.layers, o.model.hidden, o.model.seq_len, o.microbatches, o.microbatch_size, o.steps, repeat,
-              repeat == 1 ? "" : "s (each: the reference, then every schedule)");
+              repeat == 1 ? " (every schedule between two reference runs)"
+                          : "s (each: every schedule, between two reference runs)");
   const std::vector<run_spec> specs = {{"1f1b", 1}, {"zb-h1", 1}, {"interleaved", 2}, {"zbv", 2}, {"gpipe", 1}};
   std::vector<double> reference;
   std::map<std::string, samples> got;
@@ -88,24 +92,48 @@ int bench_main(int argc, char** argv) {
   // (zbv) / F in 2 stages (1f1b), I + W in 4 half chunks (zbv) / B (1f1b); and the per-microbatch
   // milliseconds they come from.
   std::vector<double> iw_b, f4_f2, iw4_b, ms_b, ms_iw, ms_f2, ms_f4, ms_iw4;
+  // A reference run before and after every round (a round's closing one opens the next): each
+  // schedule's ratio is against the reference interpolated to the middle of its run, so a
+  // machine that drifts during a round (this shared one moves by several % per minute) does
+  // not favour the schedules that run early in it.
+  const auto started = std::chrono::steady_clock::now();
+  auto now_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+  struct timed {
+    double tokens, at;  // tokens/s; the middle of the run, seconds since the bench began
+  };
+  auto reference_run = [&] {
+    const double from = now_s(), t = bench::tokens_per_s(run_reference(o));
+    reference.push_back(t);
+    return timed{t, (from + now_s()) / 2};
+  };
+  timed before = reference_run();
   for (int round = 0; round < repeat; ++round) {
-    const double base = bench::tokens_per_s(run_reference(o));
-    reference.push_back(base);
-    std::fprintf(stderr, "round %d/%d: reference %.0f tokens/s", round + 1, repeat, base);
+    std::fprintf(stderr, "round %d/%d: reference %.0f tokens/s", round + 1, repeat, before.tokens);
+    std::vector<timed> runs;
     for (const run_spec& spec : specs) {
       o.schedule = spec.schedule;
       o.chunks = spec.chunks;
+      const double from = now_s();
       train_result r = run_pipeline(o);
-      const double t = bench::tokens_per_s(r), sched = busy_ranks(r, o.stages);
-      samples& s = got[spec.schedule];
+      runs.push_back({bench::tokens_per_s(r), (from + now_s()) / 2});
+      std::fprintf(stderr, ", %s %.0f", spec.schedule, runs.back().tokens);
+      last[spec.schedule] = std::move(r);
+    }
+    const timed after = reference_run();
+    std::fprintf(stderr, ", reference %.0f\n  against the reference interpolated to each run's middle:", after.tokens);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const double w = (runs[i].at - before.at) / (after.at - before.at);
+      const double base = before.tokens + w * (after.tokens - before.tokens);
+      const double t = runs[i].tokens, sched = busy_ranks(last[specs[i].schedule], o.stages);
+      samples& s = got[specs[i].schedule];
       s.tokens.push_back(t);
       s.ratio.push_back(t / base);
       s.schedule.push_back(sched);
       s.speed.push_back(t / base / sched);
-      std::fprintf(stderr, ", %s %.2fx (%.3f x %.3f)", spec.schedule, t / base, sched, t / base / sched);
-      last[spec.schedule] = std::move(r);
+      std::fprintf(stderr, "%s %s %.2fx (%.3f x %.3f)", i ? "," : "", specs[i].schedule, t / base, sched, t / base / sched);
     }
     std::fprintf(stderr, "\n");
+    before = after;
     // Split backward against full backward on the same 2 stages (1f1b vs zb-h1), and the same
     // model cut into 4 chunks instead of 2 stages (zbv vs 1f1b): 1.00 means no overhead.
     const double b = per_microbatch(last["1f1b"], op_kind::backward);
@@ -130,7 +158,8 @@ int bench_main(int argc, char** argv) {
   }
   std::printf("\n%s; the schedule column is what the pipeline would give if its actions ran as fast as the\n"
               "reference's (2 x (1 - measured bubble)); the last is how fast they ran with both cores busy.\n",
-              repeat == 1 ? "one round" : "each cell: its median over the rounds, ratios against the same round's reference");
+              repeat == 1 ? "one round, ratios against the reference interpolated to each run's middle"
+                          : "each cell: its median over the rounds, ratios against the reference interpolated to each run's middle");
   if (repeat > 1) {
     std::printf("1f1b vs reference per round:");
     for (double x : got["1f1b"].ratio) std::printf(" %.3f", x);
