@@ -81,6 +81,7 @@ endif
 bench: build
 	./$(BUILD_DIR)/bench/pipeline_overhead
 	./$(BUILD_DIR)/bench/gpt_throughput --repeat 3
+	./$(BUILD_DIR)/bench/split_costs
 	./$(BUILD_DIR)/bench/data_parallel_throughput
 	./$(BUILD_DIR)/bench/checkpoint_throughput --dir $(BUILD_DIR)/checkpoint-bench
 	@command -v ucx_perftest >/dev/null || apt-get install -y -qq ucx-utils >/dev/null || true
