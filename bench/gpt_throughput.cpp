@@ -64,9 +64,127 @@ struct samples {
   std::vector<double> tokens, ratio, schedule, speed;
 };
 
-}  // namespace
+const std::vector<run_spec> specs = {{"1f1b", 1}, {"zb-h1", 1}, {"interleaved", 2}, {"zbv", 2}, {"gpipe", 1}};
 
-namespace {
+// The rounds and what they measured. A reference run before and after every round (a round's
+// closing one opens the next): each schedule's ratio is against the reference interpolated to
+// the middle of its run, so a machine that drifts during a round (this shared one moves by
+// several % per minute) does not favour the schedules that run early in it.
+class rounds {
+ public:
+  explicit rounds(train_options o) : o_(std::move(o)) {}
+
+  void run(int repeat) {
+    timed before = reference_run();
+    for (int round = 0; round < repeat; ++round) {
+      std::fprintf(stderr, "round %d/%d: reference %.0f tokens/s", round + 1, repeat, before.tokens);
+      std::vector<timed> runs;
+      for (const run_spec& spec : specs) {
+        o_.schedule = spec.schedule;
+        o_.chunks = spec.chunks;
+        const double from = now_s();
+        train_result r = run_pipeline(o_);
+        runs.push_back({bench::tokens_per_s(r), (from + now_s()) / 2});
+        std::fprintf(stderr, ", %s %.0f", spec.schedule, runs.back().tokens);
+        last_[spec.schedule] = std::move(r);
+      }
+      const timed after = reference_run();
+      std::fprintf(stderr, ", reference %.0f\n  against the reference interpolated to each run's middle:", after.tokens);
+      for (size_t i = 0; i < specs.size(); ++i) record(specs[i].schedule, runs[i], before, after, i == 0);
+      std::fprintf(stderr, "\n");
+      record_split_costs();
+      before = after;
+    }
+  }
+
+  void print(int repeat) {
+    std::printf("\n| run | tokens/s | vs reference | = schedule: stages x busy share | x actions' speed vs reference |\n"
+                "|---|---|---|---|---|\n| reference, 1 thread | %.0f | 1.00x | 1.00 | 1.00 |\n", median(reference_));
+    for (const run_spec& spec : specs) {
+      const samples& s = got_[spec.schedule];
+      std::printf("| %s, 2 stages x %d chunk%s x 1 thread | %.0f | %.2fx | %.3f | %.3f |\n", spec.schedule, spec.chunks,
+                  spec.chunks == 1 ? "" : "s", median(s.tokens), median(s.ratio), median(s.schedule), median(s.speed));
+    }
+    std::printf("\n%s; the schedule column is what the pipeline would give if its actions ran as fast as the\n"
+                "reference's (2 x (1 - measured bubble)); the last is how fast they ran with both cores busy.\n",
+                repeat == 1 ? "one round, ratios against the reference interpolated to each run's middle"
+                            : "each cell: its median over the rounds, ratios against the reference interpolated to each run's middle");
+    if (repeat > 1) print_per_round("1f1b vs reference per round:", got_["1f1b"].ratio);
+    std::printf("\nper microbatch, whole model (each round's last step, measured actions; %s):\n",
+                repeat == 1 ? "one round" : "medians over the rounds, each ratio within its round");
+    std::printf("  B (1f1b) %.1f ms; I + W (zb-h1) %.1f ms = %.3f x B\n", median(ms_b_), median(ms_iw_), median(iw_b_));
+    std::printf("  F in 2 stages (1f1b) %.1f ms; in 4 half-size chunks (zbv) %.1f ms = %.3f x\n", median(ms_f2_),
+                median(ms_f4_), median(f4_f2_));
+    std::printf("  I + W in 4 half-size chunks (zbv) %.1f ms = %.3f x B (1f1b)\n", median(ms_iw4_), median(iw4_b_));
+    if (repeat > 1) print_per_round("  I + W (zb-h1) / B per round:", iw_b_);
+    std::printf("  (bench/split_costs measures these without the drift between runs)\n");
+    for (const char* s : {"zb-h1", "zbv"}) {
+      if (last_[s].replan_report.empty()) continue;
+      std::string report = last_[s].replan_report;
+      for (size_t at = report.find('\n'); at != std::string::npos; at = report.find('\n', at + 1)) report.insert(at + 1, "    ");
+      std::printf("  %s (the last round):\n    %s\n", s, report.c_str());
+    }
+  }
+
+ private:
+  struct timed {
+    double tokens, at;  // tokens/s; the middle of the run, seconds since the bench began
+  };
+
+  double now_s() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count(); }
+
+  timed reference_run() {
+    const double from = now_s(), t = bench::tokens_per_s(run_reference(o_));
+    reference_.push_back(t);
+    return timed{t, (from + now_s()) / 2};
+  }
+
+  // One schedule's run against the reference interpolated between the round's two.
+  void record(const char* schedule, const timed& run, const timed& before, const timed& after, bool first) {
+    const double w = (run.at - before.at) / (after.at - before.at);
+    const double base = before.tokens + w * (after.tokens - before.tokens);
+    const double t = run.tokens, sched = busy_ranks(last_[schedule], o_.stages);
+    samples& s = got_[schedule];
+    s.tokens.push_back(t);
+    s.ratio.push_back(t / base);
+    s.schedule.push_back(sched);
+    s.speed.push_back(t / base / sched);
+    std::fprintf(stderr, "%s %s %.2fx (%.3f x %.3f)", first ? "" : ",", schedule, t / base, sched, t / base / sched);
+  }
+
+  // Split backward against full backward on the same 2 stages (1f1b vs zb-h1), and the same
+  // model cut into 4 chunks instead of 2 stages (zbv vs 1f1b), this round: 1.00 means no overhead.
+  void record_split_costs() {
+    const double b = per_microbatch(last_["1f1b"], op_kind::backward);
+    const double iw = per_microbatch(last_["zb-h1"], op_kind::input_grad) + per_microbatch(last_["zb-h1"], op_kind::weight_grad);
+    const double f2 = per_microbatch(last_["1f1b"], op_kind::forward), f4 = per_microbatch(last_["zbv"], op_kind::forward);
+    const double iw4 = per_microbatch(last_["zbv"], op_kind::input_grad) + per_microbatch(last_["zbv"], op_kind::weight_grad);
+    iw_b_.push_back(iw / b);
+    f4_f2_.push_back(f4 / f2);
+    iw4_b_.push_back(iw4 / b);
+    ms_b_.push_back(1e3 * b);
+    ms_iw_.push_back(1e3 * iw);
+    ms_f2_.push_back(1e3 * f2);
+    ms_f4_.push_back(1e3 * f4);
+    ms_iw4_.push_back(1e3 * iw4);
+  }
+
+  static void print_per_round(const char* what, const std::vector<double>& values) {
+    std::printf("%s", what);
+    for (double x : values) std::printf(" %.3f", x);
+    std::printf("\n");
+  }
+
+  train_options o_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::vector<double> reference_;
+  std::map<std::string, samples> got_;
+  std::map<std::string, train_result> last_;  // the last round's runs
+  // Per round (both sides from the same round): I + W (zb-h1) / B (1f1b), F in 4 half chunks
+  // (zbv) / F in 2 stages (1f1b), I + W in 4 half chunks (zbv) / B (1f1b); and the
+  // per-microbatch milliseconds they come from.
+  std::vector<double> iw_b_, f4_f2_, iw4_b_, ms_b_, ms_iw_, ms_f2_, ms_f4_, ms_iw4_;
+};
 
 int bench_main(int argc, char** argv) {
   ensure_best_blas_kernels(argv);
@@ -84,104 +202,9 @@ int bench_main(int argc, char** argv) {
               o.model.layers, o.model.hidden, o.model.seq_len, o.microbatches, o.microbatch_size, o.steps, repeat,
               repeat == 1 ? " (every schedule between two reference runs)"
                           : "s (each: every schedule, between two reference runs)");
-  const std::vector<run_spec> specs = {{"1f1b", 1}, {"zb-h1", 1}, {"interleaved", 2}, {"zbv", 2}, {"gpipe", 1}};
-  std::vector<double> reference;
-  std::map<std::string, samples> got;
-  std::map<std::string, train_result> last;  // the last round's runs, for the replan reports
-  // Per round (both sides from the same round): I + W (zb-h1) / B (1f1b), F in 4 half chunks
-  // (zbv) / F in 2 stages (1f1b), I + W in 4 half chunks (zbv) / B (1f1b); and the per-microbatch
-  // milliseconds they come from.
-  std::vector<double> iw_b, f4_f2, iw4_b, ms_b, ms_iw, ms_f2, ms_f4, ms_iw4;
-  // A reference run before and after every round (a round's closing one opens the next): each
-  // schedule's ratio is against the reference interpolated to the middle of its run, so a
-  // machine that drifts during a round (this shared one moves by several % per minute) does
-  // not favour the schedules that run early in it.
-  const auto started = std::chrono::steady_clock::now();
-  auto now_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
-  struct timed {
-    double tokens, at;  // tokens/s; the middle of the run, seconds since the bench began
-  };
-  auto reference_run = [&] {
-    const double from = now_s(), t = bench::tokens_per_s(run_reference(o));
-    reference.push_back(t);
-    return timed{t, (from + now_s()) / 2};
-  };
-  timed before = reference_run();
-  for (int round = 0; round < repeat; ++round) {
-    std::fprintf(stderr, "round %d/%d: reference %.0f tokens/s", round + 1, repeat, before.tokens);
-    std::vector<timed> runs;
-    for (const run_spec& spec : specs) {
-      o.schedule = spec.schedule;
-      o.chunks = spec.chunks;
-      const double from = now_s();
-      train_result r = run_pipeline(o);
-      runs.push_back({bench::tokens_per_s(r), (from + now_s()) / 2});
-      std::fprintf(stderr, ", %s %.0f", spec.schedule, runs.back().tokens);
-      last[spec.schedule] = std::move(r);
-    }
-    const timed after = reference_run();
-    std::fprintf(stderr, ", reference %.0f\n  against the reference interpolated to each run's middle:", after.tokens);
-    for (size_t i = 0; i < specs.size(); ++i) {
-      const double w = (runs[i].at - before.at) / (after.at - before.at);
-      const double base = before.tokens + w * (after.tokens - before.tokens);
-      const double t = runs[i].tokens, sched = busy_ranks(last[specs[i].schedule], o.stages);
-      samples& s = got[specs[i].schedule];
-      s.tokens.push_back(t);
-      s.ratio.push_back(t / base);
-      s.schedule.push_back(sched);
-      s.speed.push_back(t / base / sched);
-      std::fprintf(stderr, "%s %s %.2fx (%.3f x %.3f)", i ? "," : "", specs[i].schedule, t / base, sched, t / base / sched);
-    }
-    std::fprintf(stderr, "\n");
-    before = after;
-    // Split backward against full backward on the same 2 stages (1f1b vs zb-h1), and the same
-    // model cut into 4 chunks instead of 2 stages (zbv vs 1f1b): 1.00 means no overhead.
-    const double b = per_microbatch(last["1f1b"], op_kind::backward);
-    const double iw = per_microbatch(last["zb-h1"], op_kind::input_grad) + per_microbatch(last["zb-h1"], op_kind::weight_grad);
-    const double f2 = per_microbatch(last["1f1b"], op_kind::forward), f4 = per_microbatch(last["zbv"], op_kind::forward);
-    const double iw4 = per_microbatch(last["zbv"], op_kind::input_grad) + per_microbatch(last["zbv"], op_kind::weight_grad);
-    iw_b.push_back(iw / b);
-    f4_f2.push_back(f4 / f2);
-    iw4_b.push_back(iw4 / b);
-    ms_b.push_back(1e3 * b);
-    ms_iw.push_back(1e3 * iw);
-    ms_f2.push_back(1e3 * f2);
-    ms_f4.push_back(1e3 * f4);
-    ms_iw4.push_back(1e3 * iw4);
-  }
-  std::printf("\n| run | tokens/s | vs reference | = schedule: stages x busy share | x actions' speed vs reference |\n"
-              "|---|---|---|---|---|\n| reference, 1 thread | %.0f | 1.00x | 1.00 | 1.00 |\n", median(reference));
-  for (const run_spec& spec : specs) {
-    const samples& s = got[spec.schedule];
-    std::printf("| %s, 2 stages x %d chunk%s x 1 thread | %.0f | %.2fx | %.3f | %.3f |\n", spec.schedule, spec.chunks,
-                spec.chunks == 1 ? "" : "s", median(s.tokens), median(s.ratio), median(s.schedule), median(s.speed));
-  }
-  std::printf("\n%s; the schedule column is what the pipeline would give if its actions ran as fast as the\n"
-              "reference's (2 x (1 - measured bubble)); the last is how fast they ran with both cores busy.\n",
-              repeat == 1 ? "one round, ratios against the reference interpolated to each run's middle"
-                          : "each cell: its median over the rounds, ratios against the reference interpolated to each run's middle");
-  if (repeat > 1) {
-    std::printf("1f1b vs reference per round:");
-    for (double x : got["1f1b"].ratio) std::printf(" %.3f", x);
-    std::printf("\n");
-  }
-  std::printf("\nper microbatch, whole model (each round's last step, measured actions; %s):\n",
-              repeat == 1 ? "one round" : "medians over the rounds, each ratio within its round");
-  std::printf("  B (1f1b) %.1f ms; I + W (zb-h1) %.1f ms = %.3f x B\n", median(ms_b), median(ms_iw), median(iw_b));
-  std::printf("  F in 2 stages (1f1b) %.1f ms; in 4 half-size chunks (zbv) %.1f ms = %.3f x\n", median(ms_f2), median(ms_f4),
-              median(f4_f2));
-  std::printf("  I + W in 4 half-size chunks (zbv) %.1f ms = %.3f x B (1f1b)\n", median(ms_iw4), median(iw4_b));
-  if (repeat > 1) {
-    std::printf("  I + W (zb-h1) / B per round:");
-    for (double x : iw_b) std::printf(" %.3f", x);
-    std::printf("\n");
-  }
-  for (const char* s : {"zb-h1", "zbv"})
-    if (!last[s].replan_report.empty()) {
-      std::string report = last[s].replan_report;
-      for (size_t at = report.find('\n'); at != std::string::npos; at = report.find('\n', at + 1)) report.insert(at + 1, "    ");
-      std::printf("  %s (the last round):\n    %s\n", s, report.c_str());
-    }
+  rounds r(o);
+  r.run(repeat);
+  r.print(repeat);
   return 0;
 }
 
