@@ -56,11 +56,14 @@ pass_times one_pass(const std::vector<std::shared_ptr<chunk_compute>>& chunks, c
   return t;
 }
 
-std::vector<std::shared_ptr<chunk_compute>> chunks_of(train_options o, const char* schedule, int chunks) {
+// The model cut as `schedule` with `chunks` per rank cuts it: one pipeline's virtual stages
+// (its runners) and the data.
+run_setup cut_as(train_options o, const char* schedule, int chunks) {
   o.schedule = schedule;
   o.chunks = chunks;
   run_setup s = prepare_run(o);
-  return {s.runners.begin(), s.runners.begin() + s.place.num_virtual_stages()};
+  s.runners.resize(s.place.num_virtual_stages());
+  return s;
 }
 
 int bench_main(int argc, char** argv) {
@@ -75,10 +78,11 @@ int bench_main(int argc, char** argv) {
   std::printf("GPT %d layers, hidden %d, seq %d, microbatch %d; one thread; %d repetitions (after one warm-up), "
               "each running the four ways one after another\n",
               o.model.layers, o.model.hidden, o.model.seq_len, o.microbatch_size, repeat);
-  const auto stages = chunks_of(o, "1f1b", 1);  // virtual stages 0, 1
-  const auto halves = chunks_of(o, "zbv", 2);   // virtual stages 0..3, half the layers each
-  const run_setup data_setup = prepare_run(o);
-  const microbatch_tensors mb = data_setup.data(0, 0);
+  const run_setup two = cut_as(o, "1f1b", 1);  // virtual stages 0, 1
+  const run_setup four = cut_as(o, "zbv", 2);   // virtual stages 0..3, half the layers each
+  const auto& stages = two.runners;
+  const auto& halves = four.runners;
+  const microbatch_tensors mb = two.data(0, 0);
 
   std::vector<double> f2, b2, iw2, f4, b4, iw4;          // seconds per pass
   std::vector<double> iw_b, half_f, half_b, half_iw_b;   // ratios within a repetition
