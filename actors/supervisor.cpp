@@ -96,24 +96,26 @@ sim_result measured_timeline(const run_context& ctx, const std::vector<msg::flus
 // where the simulator, on those costs, finds it faster than the one that ran (`running`), else
 // that one; `report` says which and why ("" where the generator does not order by cost: 1f1b,
 // interleaved, ...). `measured` names the steps the costs come from ("step 1", "steps 1-2"),
-// `last` the step that just ran (1-based).
+// `last` the step that just ran (1-based). `text` is `use`'s text form where it replaces the
+// running plan, else empty.
 struct rebuilt_plan {
   std::shared_ptr<const plan> use;
-  std::string report;
+  std::string report, text;
 };
 
 rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const cost_model>& costs,
                           const std::shared_ptr<const plan>& running, const std::string& measured, int last,
                           double measured_bubble) {
-  rebuilt_plan r{running, ""};
+  rebuilt_plan r{running, "", ""};
   auto rebuilt = std::make_shared<const plan>(
       make_schedule(ctx.options.schedule, schedule_request{ctx.ranks, ctx.microbatches, ctx.place.chunks(), costs}));
-  const std::string text = format_plan(*rebuilt);
+  std::string text = format_plan(*rebuilt);
   const bool generated_runs = running == ctx.static_plan;  // no rebuilt plan has replaced it yet
-  if (generated_runs && text == format_plan(*ctx.static_plan)) return r;
+  const bool same = text == format_plan(*running);
+  if (generated_runs && same) return r;
   const sim_result before = simulate(*running, *costs);
   char line[360];
-  if (text == format_plan(*running)) {
+  if (same) {
     std::snprintf(line, sizeof line,
                   "plan: %s rebuilt on the median costs measured in %s is the plan that ran in step %d (simulated "
                   "bubble %.1f%%)",
@@ -124,6 +126,7 @@ rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const co
   const sim_result after = simulate(*rebuilt, *costs);
   if (after.makespan < before.makespan * (1 - 1e-9)) {
     r.use = rebuilt;
+    r.text = std::move(text);
     std::snprintf(line, sizeof line,
                   "plan: %s rebuilt on the median costs measured in %s; simulated on them, bubble %.1f%% -> %.1f%% "
                   "(pipeline %.4f -> %.4f s); measured bubble %.1f%% in step %d",
@@ -313,7 +316,6 @@ void supervisor::go_on(int done) {
 bool supervisor::replan(int measured, double measured_bubble) {
   for (auto& f : st_.flushes) measured_events_.insert(measured_events_.end(), f.events.begin(), f.events.end());
   auto costs = std::make_shared<const cost_model>(median_costs(measured_events_, ctx_->virtual_stages));
-  if (!running_plan_) running_plan_ = ctx_->static_plan;
   const int from = ctx_->replan_from;  // 1-based: the first measured step
   const std::string steps =
       measured + 1 == from ? "step " + std::to_string(from) : "steps " + std::to_string(from) + "-" + std::to_string(measured + 1);
@@ -327,8 +329,7 @@ bool supervisor::replan(int measured, double measured_bubble) {
   const bool changed = r.use != running_plan_;
   running_plan_ = r.use;
   // Every stage holds the next step's inputs until this arrives, changed or not.
-  const std::string text = changed ? format_plan(*r.use) : std::string();
-  for (auto& s : ctx_->stage) self_->send(s, msg::replan{measured + 1, changed, text});
+  for (auto& s : ctx_->stage) self_->send(s, msg::replan{measured + 1, changed, r.text});
   if (measured + 1 == ctx_->replan_until) measured_events_ = {};  // no further rebuild
   if (ctx_->result) {
     if (r.use != ctx_->static_plan) ctx_->result->replanned = r.use;

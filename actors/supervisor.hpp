@@ -48,7 +48,8 @@ class supervisor {
         ctx_(std::move(ctx)),
         P_(ctx_->world_ranks()),
         M_(ctx_->microbatches * ctx_->replicas),
-        shards_(ctx_->stage_ids()) {}
+        shards_(ctx_->stage_ids()),
+        running_plan_(ctx_->static_plan) {}
 
   void on_start_run(const msg::start_run& s);
   void on_down(const caf::down_msg& dm);
@@ -109,7 +110,7 @@ class supervisor {
   double deferred_at_ = 0;       // when it was due
   bool finish_after_save_ = false;
   // Plans rebuilt on measured costs (run_context::replan_from .. replan_until): the plan the
-  // stages run (null until the first rebuild: the static one) and the actions measured so far.
+  // stages run (the static one until a rebuilt one replaces it) and the actions measured so far.
   std::shared_ptr<const plan> running_plan_;
   std::vector<timeline_event> measured_events_;
 };
