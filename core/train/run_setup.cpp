@@ -3,10 +3,12 @@
 #include "core/number_text.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <stdexcept>
 
+#include "core/log.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/model/layer_chunk.hpp"
 #include "core/model/layer_model.hpp"
@@ -114,7 +116,17 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
         s.partition, s.layer_names, P, V, [&] { return layer_parameter_counts(*model, all()); },
         [&] {
           set_compute_threads(o.threads_per_stage);
-          return profile_layers(*model, all());
+          std::vector<double> costs = profile_layers(*model, all());
+          if (log_enabled(log_level::debug)) {
+            std::string line = "partition profile: forward + backward per layer, one microbatch (ms):";
+            for (std::size_t i = 0; i < costs.size(); ++i) {
+              char ms[32];
+              std::snprintf(ms, sizeof ms, " %.2f", 1e3 * costs[i]);
+              line += (i ? "," : "") + (" " + s.layer_names[i]) + ms;
+            }
+            log_debug(line);
+          }
+          return costs;
         });
   }
   // Tie keys spanning virtual stages.

@@ -306,7 +306,7 @@ CATCH_TEST_CASE("train --log-level and --log-file: a bad level is one error, the
   CATCH_CHECK_THAT(cli({"train", "--help"}).out, Contains("--log-file"));
 
   const std::string file = temp_path(".train.log");
-  auto r = cli(with({"train", "--steps", "2", "--log-level", "debug", "--log-file", file}, tiny));
+  auto r = cli(with({"train", "--steps", "2", "--log-level", "debug", "--log-file", file, "--partition", "profile"}, tiny));
   CATCH_REQUIRE(r.code == 0);
   // The progress and the summary are where they always are.
   CATCH_CHECK_THAT(r.err, Contains("step 2/2 [########################] loss "));
@@ -319,6 +319,9 @@ CATCH_TEST_CASE("train --log-level and --log-file: a bad level is one error, the
   CATCH_CHECK_THAT(logged, Contains(" debug: rank 0: step 1 done, "));
   CATCH_CHECK_THAT(logged, Contains(" debug: rank 1: step 2 done, "));
   CATCH_CHECK_THAT(logged, Contains(" debug: step 2/2 done in "));
+  // --partition profile shows what it measured, layer by layer.
+  CATCH_CHECK_THAT(logged, Contains(" debug: partition profile: forward + backward per layer, one microbatch (ms): embed "));
+  CATCH_CHECK_THAT(logged, Contains(", blocks.3 ") && Contains(", ln_f ") && Contains(", lm_head "));
   CATCH_CHECK(logged.find("[p") == std::string::npos);  // one process: no prefix
   std::remove(file.c_str());
 }
