@@ -33,16 +33,19 @@ double seconds_since(clock_type::time_point t) { return std::chrono::duration<do
 // then W (each chunk's W right after its I). Seconds spent in F, in B (or I + W).
 struct pass_times {
   double forward = 0, backward = 0;
+  std::vector<double> chunk;  // per chunk: its F + B (or F + I + W)
 };
 
 pass_times one_pass(const std::vector<std::shared_ptr<chunk_compute>>& chunks, const microbatch_tensors& mb, bool split,
                     int microbatch) {
   pass_times t;
+  t.chunk.assign(chunks.size(), 0.0);
   tensor_box h = mb.inputs;
   for (size_t c = 0; c < chunks.size(); ++c) {
     const auto t0 = clock_type::now();
     forward_result r = chunks[c]->forward(microbatch, h, c + 1 == chunks.size() ? mb.targets : tensor_box(), 1.0);
     t.forward += seconds_since(t0);
+    t.chunk[c] += seconds_since(t0);
     h = r.output;
   }
   tensor_box g;
@@ -51,6 +54,7 @@ pass_times one_pass(const std::vector<std::shared_ptr<chunk_compute>>& chunks, c
     g = chunks[c]->backward(microbatch, g, split);
     if (split) chunks[c]->weight_grad(microbatch);
     t.backward += seconds_since(t0);
+    t.chunk[c] += seconds_since(t0);
   }
   for (auto& c : chunks) c->zero_grad();
   return t;
@@ -86,6 +90,7 @@ int bench_main(int argc, char** argv) {
 
   std::vector<double> f2, b2, iw2, f4, b4, iw4;          // seconds per pass
   std::vector<double> iw_b, half_f, half_b, half_iw_b;   // ratios within a repetition
+  std::vector<double> stage0, stage1, stage_ratio;        // 2 stages, B whole: each stage's F + B
   for (int k = 0; k <= repeat; ++k) {
     // The four ways in this order on even repetitions and in reverse on odd ones, so none
     // always follows the same one.
@@ -107,6 +112,9 @@ int bench_main(int argc, char** argv) {
     half_f.push_back(h_whole.forward / s_whole.forward);
     half_b.push_back(h_whole.backward / s_whole.backward);
     half_iw_b.push_back(h_split.backward / s_whole.backward);
+    stage0.push_back(s_whole.chunk[0]);
+    stage1.push_back(s_whole.chunk[1]);
+    stage_ratio.push_back(s_whole.chunk[1] / s_whole.chunk[0]);
   }
   std::printf("\nper microbatch through the whole model, ms (median):\n");
   std::printf("| | F | B | I + W |\n|---|---|---|---|\n");
@@ -117,6 +125,9 @@ int bench_main(int argc, char** argv) {
   std::printf("  F in 4 half chunks / F in 2 stages: %.3f\n", median(half_f));
   std::printf("  B in 4 half chunks / B in 2 stages (interleaved vs 1f1b): %.3f\n", median(half_b));
   std::printf("  I + W in 4 half chunks / B in 2 stages (zbv vs 1f1b): %.3f\n", median(half_iw_b));
+  std::printf("  the 2 stages' balance, F + B of the last / the first: %.3f (%.1f / %.1f ms; a pipeline runs at the\n"
+              "  pace of its slowest stage)\n",
+              median(stage_ratio), 1e3 * median(stage1), 1e3 * median(stage0));
   return 0;
 }
 
