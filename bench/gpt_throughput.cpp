@@ -7,8 +7,11 @@
 // allocation warm-up). --repeat N runs N rounds and shows each column's median. The reference
 // runs before and after every round (a round's closing run opens the next), and each ratio is
 // taken against the reference interpolated to the middle of the schedule's run, so a slow phase
-// of a shared machine hits both sides of it. Each round's lines (stderr) show tokens/s as the
-// runs end, then every ratio as (schedule x actions' speed).
+// of a shared machine hits both sides of it. Each round also runs two references at once, one
+// per core, with no runtime between them: their speed against one alone is what the machine's
+// second core costs by itself, the actions' speed a runtime that lost nothing would get. Each
+// round's lines (stderr) show tokens/s as the runs end, then every ratio as (schedule x
+// actions' speed).
 //
 //   bench/gpt_throughput [--layers 8 --hidden 256 --seq-len 128 --microbatch-size 4 --microbatches 16 --steps 3]
 //                        [--repeat 1]
@@ -18,6 +21,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/pipeline_runtime.hpp"
@@ -88,9 +92,13 @@ class rounds {
         std::fprintf(stderr, ", %s %.0f", spec.schedule, runs.back().tokens);
         last_[spec.schedule] = std::move(r);
       }
+      const timed pair = pair_run();
+      std::fprintf(stderr, ", two references at once %.0f each", pair.tokens);
       const timed after = reference_run();
       std::fprintf(stderr, ", reference %.0f\n  against the reference interpolated to each run's middle:", after.tokens);
       for (size_t i = 0; i < specs.size(); ++i) record(specs[i].schedule, runs[i], before, after, i == 0);
+      pair_speed_.push_back(pair.tokens / interpolated(pair, before, after));
+      std::fprintf(stderr, "; two references at once %.3f each", pair_speed_.back());
       std::fprintf(stderr, "\n");
       record_split_costs();
       before = after;
@@ -105,10 +113,17 @@ class rounds {
       std::printf("| %s, 2 stages x %d chunk%s x 1 thread | %.0f | %.2fx | %.3f | %.3f |\n", spec.schedule, spec.chunks,
                   spec.chunks == 1 ? "" : "s", median(s.tokens), median(s.ratio), median(s.schedule), median(s.speed));
     }
+    const double pair = median(pair_speed_);
+    std::printf("| two references at once, 1 thread each | %.0f each | %.2fx each | 1.00 | %.3f |\n",
+                median(pair_tokens_), pair, pair);
     std::printf("\n%s; the schedule column is what the pipeline would give if its actions ran as fast as the\n"
-                "reference's (2 x (1 - measured bubble)); the last is how fast they ran with both cores busy.\n",
+                "reference's (2 x (1 - measured bubble)); the last is how fast they ran with both cores busy.\n"
+                "Two references at once, one per core, with no runtime between them, show what the machine's second\n"
+                "core costs by itself: %.3f of one thread's speed. A runtime that lost nothing would reach the\n"
+                "schedule factor x %.3f; 1f1b's actions ran at %.3f of that, zbv's at %.3f.\n",
                 repeat == 1 ? "one round, ratios against the reference interpolated to each run's middle"
-                            : "each cell: its median over the rounds, ratios against the reference interpolated to each run's middle");
+                            : "each cell: its median over the rounds, ratios against the reference interpolated to each run's middle",
+                pair, pair, median(got_["1f1b"].speed) / pair, median(got_["zbv"].speed) / pair);
     if (repeat > 1) print_per_round("1f1b vs reference per round:", got_["1f1b"].ratio);
     std::printf("\nper microbatch, whole model (each round's last step, measured actions; %s):\n",
                 repeat == 1 ? "one round" : "medians over the rounds, each ratio within its round");
@@ -139,10 +154,27 @@ class rounds {
     return timed{t, (from + now_s()) / 2};
   }
 
+  // Two references on two threads at once (each its own model, the same work): tokens/s of
+  // each, averaged. What the second core costs the first with no runtime involved.
+  timed pair_run() {
+    const double from = now_s();
+    double other = 0;
+    std::thread second([&] { other = bench::tokens_per_s(run_reference(o_)); });
+    const double first = bench::tokens_per_s(run_reference(o_));
+    second.join();
+    pair_tokens_.push_back((first + other) / 2);
+    return timed{pair_tokens_.back(), (from + now_s()) / 2};
+  }
+
+  // The reference's tokens/s at a run's middle, interpolated between the round's two.
+  static double interpolated(const timed& run, const timed& before, const timed& after) {
+    const double w = (run.at - before.at) / (after.at - before.at);
+    return before.tokens + w * (after.tokens - before.tokens);
+  }
+
   // One schedule's run against the reference interpolated between the round's two.
   void record(const char* schedule, const timed& run, const timed& before, const timed& after, bool first) {
-    const double w = (run.at - before.at) / (after.at - before.at);
-    const double base = before.tokens + w * (after.tokens - before.tokens);
+    const double base = interpolated(run, before, after);
     const double t = run.tokens, sched = busy_ranks(last_[schedule], o_.stages);
     samples& s = got_[schedule];
     s.tokens.push_back(t);
@@ -178,6 +210,7 @@ class rounds {
   train_options o_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::vector<double> reference_;
+  std::vector<double> pair_tokens_, pair_speed_;  // two references at once: tokens/s each; / the reference
   std::map<std::string, samples> got_;
   std::map<std::string, train_result> last_;  // the last round's runs
   // Per round (both sides from the same round): I + W (zb-h1) / B (1f1b), F in 4 half chunks
