@@ -55,7 +55,7 @@ int bench_main(int argc, char** argv) {
   ensure_best_blas_kernels(argv);
   train_options o = bench::gpt_bench_options();
   o.plan_on_measured_costs = false;
-  if (!bench::parse_gpt_bench_flags(argc, argv, o, "data_parallel_throughput", true)) return 2;
+  if (!bench::parse_gpt_bench_flags(argc, argv, o, "data_parallel_throughput", {true, true, nullptr})) return 2;
   if (o.steps < 2 || o.microbatches < 2 || o.microbatches % 2) {
     std::fprintf(stderr, "data_parallel_throughput: --steps >= 2 and an even --microbatches >= 2, please\n");
     return 2;

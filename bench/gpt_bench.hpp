@@ -27,53 +27,62 @@ inline train_options gpt_bench_options() {
   return o;
 }
 
-// A flag's value as a positive integer; false (after a message naming `program`, the flag and
-// the value) for anything else.
-inline bool positive_int_flag(const char* program, const std::string& flag, const char* text, int& out) {
+// A flag's value as a positive integer into `out`; else the error text naming the flag and the
+// value.
+inline std::string positive_int_flag(const std::string& flag, const char* text, int& out) {
   char* end = nullptr;
   const long v = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || v < 1 || v > 1000000) {
-    std::fprintf(stderr, "%s: %s needs a positive integer, got '%s'\n", program, flag.c_str(), text);
-    return false;
-  }
+  if (end == text || *end != '\0' || v < 1 || v > 1000000) return flag + " needs a positive integer, got '" + text + "'";
   out = static_cast<int>(v);
-  return true;
+  return {};
 }
 
-// --layers --hidden --seq-len --microbatch-size --microbatches --steps, --bucket-mb where
-// `buckets`, --repeat where `repeat` is given. False (after a message naming `program`) for
-// anything else, a flag without a value, or a value that is not a positive number.
-inline bool parse_gpt_bench_flags(int argc, char** argv, train_options& o, const char* program, bool buckets = false,
-                                  int* repeat = nullptr) {
+// Which flags a benchmark takes beyond the model's size (--layers --hidden --seq-len
+// --microbatch-size).
+struct bench_flags {
+  bool batches = true;    // --microbatches and --steps (false: the bench times single passes)
+  bool buckets = false;   // --bucket-mb
+  int* repeat = nullptr;  // --repeat, where given
+};
+
+// Reads the flags `accepts` names into `o` (and *accepts.repeat). Empty when all were good;
+// else one line naming the flag: another flag (with the list this benchmark takes), a flag
+// without a value, or a value that is not a positive number.
+inline std::string gpt_bench_flag_error(int argc, char** argv, train_options& o, const bench_flags& accepts = {}) {
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s: %s needs a value\n", program, k.c_str());
-      return false;
-    }
+    if (i + 1 >= argc) return k + " needs a value";
     const char* v = argv[i + 1];
-    bool ok = true;
-    if (k == "--layers") ok = positive_int_flag(program, k, v, o.model.layers);
-    else if (k == "--hidden") ok = positive_int_flag(program, k, v, o.model.hidden);
-    else if (k == "--seq-len") ok = positive_int_flag(program, k, v, o.model.seq_len);
-    else if (k == "--microbatch-size") ok = positive_int_flag(program, k, v, o.microbatch_size);
-    else if (k == "--microbatches") ok = positive_int_flag(program, k, v, o.microbatches);
-    else if (k == "--steps") ok = positive_int_flag(program, k, v, o.steps);
-    else if (repeat && k == "--repeat") ok = positive_int_flag(program, k, v, *repeat);
-    else if (buckets && k == "--bucket-mb") {
+    std::string error;
+    if (k == "--layers") error = positive_int_flag(k, v, o.model.layers);
+    else if (k == "--hidden") error = positive_int_flag(k, v, o.model.hidden);
+    else if (k == "--seq-len") error = positive_int_flag(k, v, o.model.seq_len);
+    else if (k == "--microbatch-size") error = positive_int_flag(k, v, o.microbatch_size);
+    else if (accepts.batches && k == "--microbatches") error = positive_int_flag(k, v, o.microbatches);
+    else if (accepts.batches && k == "--steps") error = positive_int_flag(k, v, o.steps);
+    else if (accepts.repeat && k == "--repeat") error = positive_int_flag(k, v, *accepts.repeat);
+    else if (accepts.buckets && k == "--bucket-mb") {
       char* end = nullptr;
       o.bucket_mb = std::strtod(v, &end);
-      if (end == v || *end != '\0' || !(o.bucket_mb > 0)) {
-        std::fprintf(stderr, "%s: --bucket-mb needs a positive number, got '%s'\n", program, v);
-        return false;
-      }
+      if (end == v || *end != '\0' || !(o.bucket_mb > 0)) error = k + " needs a positive number, got '" + v + "'";
     } else {
-      std::fprintf(stderr, "%s: unknown flag %s\n", program, k.c_str());
-      return false;
+      std::string takes = "--layers, --hidden, --seq-len, --microbatch-size";
+      if (accepts.batches) takes += ", --microbatches, --steps";
+      if (accepts.buckets) takes += ", --bucket-mb";
+      if (accepts.repeat) takes += ", --repeat";
+      return "unknown flag " + k + " (it takes " + takes + ")";
     }
-    if (!ok) return false;
+    if (!error.empty()) return error;
   }
-  return true;
+  return {};
+}
+
+// gpt_bench_flag_error, its error printed after `program`'s name: false then.
+inline bool parse_gpt_bench_flags(int argc, char** argv, train_options& o, const char* program,
+                                  const bench_flags& accepts = {}) {
+  const std::string error = gpt_bench_flag_error(argc, argv, o, accepts);
+  if (!error.empty()) std::fprintf(stderr, "%s: %s\n", program, error.c_str());
+  return error.empty();
 }
 
 // Runs a benchmark's body: a bad model size or option is one line naming the benchmark, and

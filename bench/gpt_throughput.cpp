@@ -224,7 +224,7 @@ int bench_main(int argc, char** argv) {
   train_options o = bench::gpt_bench_options();
   o.stages = 2;
   int repeat = 1;
-  if (!bench::parse_gpt_bench_flags(argc, argv, o, "gpt_throughput", false, &repeat)) return 2;
+  if (!bench::parse_gpt_bench_flags(argc, argv, o, "gpt_throughput", {true, false, &repeat})) return 2;
   if (o.steps < 2) {
     std::fprintf(stderr, "gpt_throughput: --steps must be >= 2 (the first step is not timed), got %d\n", o.steps);
     return 2;

@@ -75,7 +75,7 @@ int bench_main(int argc, char** argv) {
   train_options o = bench::gpt_bench_options();
   o.stages = 2;
   int repeat = 15;
-  if (!bench::parse_gpt_bench_flags(argc, argv, o, "split_costs", false, &repeat)) return 2;
+  if (!bench::parse_gpt_bench_flags(argc, argv, o, "split_costs", {false, false, &repeat})) return 2;
   set_compute_threads(1);
   std::printf("%s; %s; allocator: %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str(),
               describe_allocator().c_str());
