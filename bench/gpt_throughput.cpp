@@ -19,9 +19,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "actors/pipeline_runtime.hpp"
@@ -155,13 +155,14 @@ class rounds {
   }
 
   // Two references on two threads at once (each its own model, the same work): tokens/s of
-  // each, averaged. What the second core costs the first with no runtime involved.
+  // each, averaged. What the second core costs the first with no runtime involved. (Their
+  // models' initial values may interleave draws from LibTorch's global generator: only their
+  // speed is read.) The second's error, if any, is rethrown here by get().
   timed pair_run() {
     const double from = now_s();
-    double other = 0;
-    std::thread second([&] { other = bench::tokens_per_s(run_reference(o_)); });
+    std::future<double> second = std::async(std::launch::async, [this] { return bench::tokens_per_s(run_reference(o_)); });
     const double first = bench::tokens_per_s(run_reference(o_));
-    second.join();
+    const double other = second.get();
     pair_tokens_.push_back((first + other) / 2);
     return timed{pair_tokens_.back(), (from + now_s()) / 2};
   }
@@ -227,6 +228,11 @@ int bench_main(int argc, char** argv) {
   if (!bench::parse_gpt_bench_flags(argc, argv, o, "gpt_throughput", {true, false, &repeat})) return 2;
   if (o.steps < 2) {
     std::fprintf(stderr, "gpt_throughput: --steps must be >= 2 (the first step is not timed), got %d\n", o.steps);
+    return 2;
+  }
+  if (o.model.layers < 4) {  // checked before any run, not when interleaved's turn comes
+    std::fprintf(stderr, "gpt_throughput: --layers must be >= 4 (interleaved and zbv cut the model into 2 stages x 2 chunks), got %d\n",
+                 o.model.layers);
     return 2;
   }
   std::printf("%s; %s; allocator: %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str(),

@@ -44,8 +44,9 @@ pass_times one_pass(const std::vector<std::shared_ptr<chunk_compute>>& chunks, c
   for (size_t c = 0; c < chunks.size(); ++c) {
     const auto t0 = clock_type::now();
     forward_result r = chunks[c]->forward(microbatch, h, c + 1 == chunks.size() ? mb.targets : tensor_box(), 1.0);
-    t.forward += seconds_since(t0);
-    t.chunk[c] += seconds_since(t0);
+    const double took = seconds_since(t0);
+    t.forward += took;
+    t.chunk[c] += took;
     h = r.output;
   }
   tensor_box g;
@@ -53,8 +54,9 @@ pass_times one_pass(const std::vector<std::shared_ptr<chunk_compute>>& chunks, c
     const auto t0 = clock_type::now();
     g = chunks[c]->backward(microbatch, g, split);
     if (split) chunks[c]->weight_grad(microbatch);
-    t.backward += seconds_since(t0);
-    t.chunk[c] += seconds_since(t0);
+    const double took = seconds_since(t0);
+    t.backward += took;
+    t.chunk[c] += took;
   }
   for (auto& c : chunks) c->zero_grad();
   return t;
