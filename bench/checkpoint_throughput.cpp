@@ -25,7 +25,6 @@
 #include "actors/pipeline_runtime.hpp"
 #include "bench/gpt_bench.hpp"
 #include "core/blas_kernels.hpp"
-#include "core/model/compute_threads.hpp"
 
 using namespace actorpipe;
 namespace fs = std::filesystem;
@@ -106,8 +105,7 @@ int bench_main(int argc, char** argv) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   o.save_dir = dir;
-  std::printf("%s; %s; allocator: %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str(),
-              describe_allocator().c_str());
+  bench::print_what_it_runs_on();
   std::printf("GPT %d layers, hidden %d, seq %d; 2 stages (1f1b), %d microbatches x %d; %d steps, a checkpoint every "
               "%d and after the last; 1 thread per rank; into %s (%s)\n\n",
               o.model.layers, o.model.hidden, o.model.seq_len, o.microbatches, o.microbatch_size, o.steps,

@@ -21,7 +21,6 @@
 #include "actors/pipeline_runtime.hpp"
 #include "bench/gpt_bench.hpp"
 #include "core/blas_kernels.hpp"
-#include "core/model/compute_threads.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/train/run_setup.hpp"
 
@@ -61,8 +60,7 @@ int bench_main(int argc, char** argv) {
     return 2;
   }
   const int global = o.microbatches;
-  std::printf("%s; %s; allocator: %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str(),
-              describe_allocator().c_str());
+  bench::print_what_it_runs_on();
   std::printf("GPT %d layers, hidden %d, seq %d; global batch %d microbatches x %d; %d steps (first untimed); "
               "1 thread per rank; buckets of %g MiB\n\n", o.model.layers, o.model.hidden, o.model.seq_len, global,
               o.microbatch_size, o.steps, o.bucket_mb);

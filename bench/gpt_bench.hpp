@@ -7,6 +7,8 @@
 #include <exception>
 #include <string>
 
+#include "core/blas_kernels.hpp"
+#include "core/model/compute_threads.hpp"
 #include "core/train/train_options.hpp"
 
 namespace actorpipe::bench {
@@ -83,6 +85,13 @@ inline bool parse_gpt_bench_flags(int argc, char** argv, train_options& o, const
   const std::string error = gpt_bench_flag_error(argc, argv, o, accepts);
   if (!error.empty()) std::fprintf(stderr, "%s: %s\n", program, error.c_str());
   return error.empty();
+}
+
+// What a benchmark ran on, its first line: LibTorch and its kernels, the BLAS and its kernels,
+// the allocator.
+inline void print_what_it_runs_on() {
+  std::printf("%s; %s; allocator: %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str(),
+              describe_allocator().c_str());
 }
 
 // Runs a benchmark's body: a bad model size or option is one line naming the benchmark, and

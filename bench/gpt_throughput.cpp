@@ -28,7 +28,6 @@
 #include "bench/gpt_bench.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/median.hpp"
-#include "core/model/compute_threads.hpp"
 #include "core/train/reference_trainer.hpp"
 
 using namespace actorpipe;
@@ -235,8 +234,7 @@ int bench_main(int argc, char** argv) {
                  o.model.layers);
     return 2;
   }
-  std::printf("%s; %s; allocator: %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str(),
-              describe_allocator().c_str());
+  bench::print_what_it_runs_on();
   std::printf("GPT %d layers, hidden %d, seq %d; %d microbatches x %d; %d steps (first untimed); %d round%s\n",
               o.model.layers, o.model.hidden, o.model.seq_len, o.microbatches, o.microbatch_size, o.steps, repeat,
               repeat == 1 ? " (every schedule between two reference runs)"

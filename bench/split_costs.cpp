@@ -79,8 +79,7 @@ int bench_main(int argc, char** argv) {
   int repeat = 15;
   if (!bench::parse_gpt_bench_flags(argc, argv, o, "split_costs", {false, false, &repeat})) return 2;
   set_compute_threads(1);
-  std::printf("%s; %s; allocator: %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str(),
-              describe_allocator().c_str());
+  bench::print_what_it_runs_on();
   std::printf("GPT %d layers, hidden %d, seq %d, microbatch %d; one thread; %d repetitions (after one warm-up), "
               "each running the four ways one after another\n",
               o.model.layers, o.model.hidden, o.model.seq_len, o.microbatch_size, repeat);
