@@ -40,9 +40,15 @@ struct layer_norm {
 };
 
 // Causal multi-head self-attention over qkv = [B, S, 3H] (q, k, v concatenated on the last
-// dimension), written as matmul + masked softmax (LibTorch 1.13 has no fused SDPA to call).
-// Returns [B, S, H] before the output projection.
+// dimension): LibTorch 2.x's fused scaled_dot_product_attention, or on 1.x (no fused kernel)
+// batched GEMMs with the scale and the mask folded into the scores' one. Returns [B, S, H]
+// before the output projection.
 at::Tensor causal_attention(const at::Tensor& qkv, int heads);
+
+// GELU with the tanh approximation (GPT-2's), differentiable: float32 CPU tensors go through
+// gelu_kernel.hpp's loops (~2.5x faster than at::gelu(x, "tanh"), within a few float ulps of
+// it), anything else through at::gelu.
+at::Tensor gelu_tanh(const at::Tensor& x);
 
 // Token + position embedding: ids [B, S] int64 -> [B, S, hidden].
 class gpt_embedding {
