@@ -68,7 +68,8 @@ inline float derivative(float x) {
 
 }  // namespace
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+// (ACTORPIPE_GELU_NO_CLONES: the plain build only, for tests/core/model/gelu_clones.sh.)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(ACTORPIPE_GELU_NO_CLONES)
 #define ACTORPIPE_SIMD_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
 #else
 #define ACTORPIPE_SIMD_CLONES
