@@ -15,7 +15,8 @@ constexpr float cubic = 0.044715f;
 // there is under 2^-125, near float's smallest normal). Branch-free, so the loops vectorise.
 inline float exp_nonpositive(float v) {
   const bool underflow = v < -87.0f;
-  v = underflow ? -87.0f : v;
+  v = v >= -87.0f ? v : -87.0f;  // NaN too: the int conversion below must see a number (a NaN
+                                 // input still comes out NaN: the callers multiply by x)
   // Round v / ln2 to an integer: adding and removing 1.5 * 2^23 rounds to nearest.
   const float n = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = (v - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 in two parts: r exact enough
