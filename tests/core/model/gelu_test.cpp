@@ -1,6 +1,7 @@
-// Tests for the GELU (tanh approximation) kernel and its autograd wrapper: values and
-// derivatives against LibTorch's GELU computed in double, the vector loops against the
-// per-element function bit for bit, the edge values, and gradients through autograd.
+// Tests for the GELU (tanh approximation) kernel and its autograd wrapper: values against the
+// exact function computed in double, derivatives against LibTorch's GELU backward in double, the
+// vector loops against the per-element function bit for bit, the edge values, and gradients
+// through autograd.
 #include "core/model/gelu_kernel.hpp"
 #include "core/model/gpt_modules.hpp"
 
