@@ -15,6 +15,7 @@
 //
 //   bench/gpt_throughput [--layers 8 --hidden 256 --seq-len 128 --microbatch-size 4 --microbatches 16 --steps 3]
 //                        [--repeat 1]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -124,6 +125,7 @@ class rounds {
                             : "each cell: its median over the rounds, ratios against the reference interpolated to each run's middle",
                 pair, pair, median(got_["1f1b"].speed) / pair, median(got_["zbv"].speed) / pair);
     if (repeat > 1) print_per_round("1f1b vs reference per round:", got_["1f1b"].ratio);
+    print_noise();
     std::printf("\nper microbatch, whole model (each round's last step, measured actions; %s):\n",
                 repeat == 1 ? "one round" : "medians over the rounds, each ratio within its round");
     std::printf("  B (1f1b) %.1f ms; I + W (zb-h1) %.1f ms = %.3f x B\n", median(ms_b_), median(ms_iw_), median(iw_b_));
@@ -148,10 +150,18 @@ class rounds {
   double now_s() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count(); }
 
   timed reference_run() {
-    const double from = now_s(), t = bench::tokens_per_s(run_reference(o_));
+    const double from = now_s();
+    const train_result r = run_reference(o_);
+    const double t = bench::tokens_per_s(r);
+    for (size_t k = 2; k < r.steps.size(); ++k)  // the same work step after step: only the machine moves it
+      step_moved_ = std::max(step_moved_, moved(r.steps[k - 1].seconds, r.steps[k].seconds));
+    if (!reference_.empty()) round_moved_ = std::max(round_moved_, moved(reference_.back(), t));
     reference_.push_back(t);
     return timed{t, (from + now_s()) / 2};
   }
+
+  // How far apart two measurements of the same work are: the larger over the smaller, minus 1.
+  static double moved(double a, double b) { return std::max(a, b) / std::min(a, b) - 1; }
 
   // Two references on two threads at once (each its own model, the same work): tokens/s of
   // each, averaged. What the second core costs the first with no runtime involved. (Their
@@ -201,6 +211,18 @@ class rounds {
     ms_iw4_.push_back(1e3 * iw4);
   }
 
+  // How much the machine moved the reference's own speed: between one timed step and the next,
+  // and between a round's two runs. Ratios here are no more certain than that.
+  void print_noise() const {
+    std::printf("machine: the reference's speed moved by up to %.1f%% between consecutive steps and %.1f%% between\n"
+                "its runs before and after a round: %s\n",
+                100 * step_moved_, 100 * round_moved_,
+                std::max(step_moved_, round_moved_) > noisy_above
+                    ? "a noisy machine. The ratios above are uncertain by about as much;\n"
+                      "a target within a few % needs a quieter machine or more rounds."
+                    : "quiet enough for the ratios above to hold to a few %.");
+  }
+
   static void print_per_round(const char* what, const std::vector<double>& values) {
     std::printf("%s", what);
     for (double x : values) std::printf(" %.3f", x);
@@ -210,6 +232,8 @@ class rounds {
   train_options o_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::vector<double> reference_;
+  double step_moved_ = 0, round_moved_ = 0;  // the largest moves of the reference's speed (see moved)
+  static constexpr double noisy_above = 0.05;
   std::vector<double> pair_tokens_, pair_speed_;  // two references at once: tokens/s each; / the reference
   std::map<std::string, samples> got_;
   std::map<std::string, train_result> last_;  // the last round's runs
