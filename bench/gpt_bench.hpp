@@ -45,6 +45,8 @@ struct bench_flags {
   bool batches = true;    // --microbatches and --steps (false: the bench times single passes)
   bool buckets = false;   // --bucket-mb
   int* repeat = nullptr;  // --repeat, where given
+  std::string* schedule = nullptr;  // --schedule, where given
+  int* chunks = nullptr;            // --chunks, where given
 };
 
 // Reads the flags `accepts` names into `o` (and *accepts.repeat). Empty when all were good;
@@ -63,6 +65,8 @@ inline std::string gpt_bench_flag_error(int argc, char** argv, train_options& o,
     else if (accepts.batches && k == "--microbatches") error = positive_int_flag(k, v, o.microbatches);
     else if (accepts.batches && k == "--steps") error = positive_int_flag(k, v, o.steps);
     else if (accepts.repeat && k == "--repeat") error = positive_int_flag(k, v, *accepts.repeat);
+    else if (accepts.schedule && k == "--schedule") *accepts.schedule = v;
+    else if (accepts.chunks && k == "--chunks") error = positive_int_flag(k, v, *accepts.chunks);
     else if (accepts.buckets && k == "--bucket-mb") {
       char* end = nullptr;
       o.bucket_mb = std::strtod(v, &end);
@@ -72,6 +76,8 @@ inline std::string gpt_bench_flag_error(int argc, char** argv, train_options& o,
       if (accepts.batches) takes += ", --microbatches, --steps";
       if (accepts.buckets) takes += ", --bucket-mb";
       if (accepts.repeat) takes += ", --repeat";
+      if (accepts.schedule) takes += ", --schedule";
+      if (accepts.chunks) takes += ", --chunks";
       return "unknown flag " + k + " (it takes " + takes + ")";
     }
     if (!error.empty()) return error;
