@@ -2,6 +2,7 @@
 // steps (every step after the first, which pays for allocation warm-up).
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -49,7 +50,7 @@ struct bench_flags {
   int* chunks = nullptr;            // --chunks, where given
 };
 
-// Reads the flags `accepts` names into `o` (and *accepts.repeat). Empty when all were good;
+// Reads the flags `accepts` names into `o` (and into what its pointers point at). Empty when all were good;
 // else one line naming the flag: another flag (with the list this benchmark takes), a flag
 // without a value, or a value that is not a positive number.
 inline std::string gpt_bench_flag_error(int argc, char** argv, train_options& o, const bench_flags& accepts = {}) {
@@ -111,6 +112,9 @@ int run_reporting_errors(const char* program, Body&& body) {
     return 1;
   }
 }
+
+// How far apart two measurements of the same work are: the larger over the smaller, minus 1.
+inline double moved(double a, double b) { return std::max(a, b) / std::min(a, b) - 1; }
 
 inline double tokens_per_s(const train_result& r) {
   double tokens = 0, seconds = 0;

@@ -154,14 +154,11 @@ class rounds {
     const train_result r = run_reference(o_);
     const double t = bench::tokens_per_s(r);
     for (size_t k = 2; k < r.steps.size(); ++k)  // the same work step after step: only the machine moves it
-      step_moved_ = std::max(step_moved_, moved(r.steps[k - 1].seconds, r.steps[k].seconds));
-    if (!reference_.empty()) round_moved_ = std::max(round_moved_, moved(reference_.back(), t));
+      step_moved_ = std::max(step_moved_, bench::moved(r.steps[k - 1].seconds, r.steps[k].seconds));
+    if (!reference_.empty()) round_moved_ = std::max(round_moved_, bench::moved(reference_.back(), t));
     reference_.push_back(t);
     return timed{t, (from + now_s()) / 2};
   }
-
-  // How far apart two measurements of the same work are: the larger over the smaller, minus 1.
-  static double moved(double a, double b) { return std::max(a, b) / std::min(a, b) - 1; }
 
   // Two references on two threads at once (each its own model, the same work): tokens/s of
   // each, averaged. What the second core costs the first with no runtime involved. (Their
@@ -232,7 +229,7 @@ class rounds {
   train_options o_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::vector<double> reference_;
-  double step_moved_ = 0, round_moved_ = 0;  // the largest moves of the reference's speed (see moved)
+  double step_moved_ = 0, round_moved_ = 0;  // the largest moves of the reference's speed (bench::moved)
   static constexpr double noisy_above = 0.05;
   std::vector<double> pair_tokens_, pair_speed_;  // two references at once: tokens/s each; / the reference
   std::map<std::string, samples> got_;

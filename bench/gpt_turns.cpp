@@ -126,7 +126,7 @@ int bench_main(int argc, char** argv) {
     ratio.push_back(r);
     schedule.push_back(s);
     speed.push_back(r / s);
-    ref_moved.push_back(std::max(before, after) / std::min(before, after) - 1);
+    ref_moved.push_back(bench::moved(before, after));
     std::printf("| %zu | %.0f | %.0f | %.0f | %.3fx | %.3f | %.3f |\n", k + 1, before, pipe[k].tokens_per_s, after, r, s,
                 r / s);
   }
