@@ -300,13 +300,23 @@ def main():
             med[r][side] = statistics.median(clean or tps)
             med[r][side + "*"] = "" if clean else "*"
             marked |= not clean
-    print("| run | actorpipe tokens/s | peer tokens/s | actorpipe/peer |")
-    print("|---|---|---|---|")
+    # Each repeat runs actorpipe then the peer, seconds apart: the median of those pairs' ratios
+    # is what a machine drifting over minutes moves least.
+    paired = {}
+    for r in a.runs:
+        pairs = [tokens_per_s(x) / tokens_per_s(y) for rep, (x, y) in
+                 enumerate(zip(results[r]["actorpipe"], results[r]["peer"]))
+                 if max(other_of[(r, "actorpipe", rep)] or 0.0, other_of[(r, "peer", rep)] or 0.0) <= CLEAN_CPU_S]
+        paired[r] = statistics.median(pairs) if pairs else None
+    print("| run | actorpipe tokens/s | peer tokens/s | actorpipe/peer | each repeat's pair |")
+    print("|---|---|---|---|---|")
     for r in a.runs:
         x, y = med[r]["actorpipe"], med[r]["peer"]
-        print("| %s | %.0f%s | %.0f%s | %.2f |" % (r, x, med[r]["actorpipe*"], y, med[r]["peer*"], x / y))
+        print("| %s | %.0f%s | %.0f%s | %.2f | %s |" % (r, x, med[r]["actorpipe*"], y, med[r]["peer*"], x / y,
+                                                     "%.2f" % paired[r] if paired[r] else "-"))
     if a.repeat > 1 or marked:
-        print("\n(each cell: the median over repeats during which other processes used <= %g CPU-s%s)" %
+        print("\n(each cell: the median over repeats during which other processes used <= %g CPU-s%s; the last\n"
+              "column: the median of actorpipe/peer within each such repeat, the two runs back to back)" %
               (CLEAN_CPU_S, "; * = no such repeat, median over all" if marked else ""))
     print()
     for side in ("actorpipe", "peer"):
