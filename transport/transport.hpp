@@ -34,7 +34,8 @@ class tensor_transport {
   virtual std::vector<std::uint8_t> address() const = 0;
 
   // addresses[p] is process p's address() (own entry ignored): reach every peer. Call once,
-  // after set_handlers and before the first send to a peer.
+  // after set_handlers and before the first send to a peer. Peers may send to us before it;
+  // a receive handler that answers then has its send held until connect.
   virtual void connect(const std::vector<std::vector<std::uint8_t>>& addresses) = 0;
 
   // Installs the handlers; call before the first send, and before peers may send to us.

@@ -421,6 +421,47 @@ CATCH_TEST_CASE("ucx_transport delivers many sends in flight in send order per s
   }
 }
 
+CATCH_TEST_CASE("ucx_transport holds a receive handler's reply made before connect and sends it once connected",
+                "[transport][ucx_transport]") {
+  // What b's handler touches is declared before b, so it outlives b's progress thread.
+  inbox at_a, at_b;
+  std::mutex mutex;
+  std::string send_error;
+  ucx_transport a(0, 2, test_limits());
+  ucx_transport b(1, 2, test_limits());
+  at_a.install(a);
+  ucx_transport* replier = &b;
+  b.set_handlers(
+      [&](const tensor_meta& m, tensor_box t) {
+        at_b.add(m, t);
+        try {
+          replier->send(0, m, std::move(t));
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> lock(mutex);
+          send_error = e.what();
+        }
+      },
+      [&](int process, const std::string& reason) { at_b.fail(process, reason); });
+  const std::vector<std::vector<std::uint8_t>> addresses = {a.address(), b.address()};
+  a.connect(addresses);
+  const tensor_box sent = patterned(tensor_dtype::f32, {3, 5}, 7);
+  a.send(1, meta_for(4, 2, 1, 0), sent);
+  CATCH_REQUIRE(at_b.wait_received(1, 30s));  // b has not connected: its handler's reply is held
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    CATCH_CHECK(send_error.empty());
+  }
+  CATCH_CHECK(at_a.received().empty());
+  b.connect(addresses);
+  CATCH_REQUIRE(at_a.wait_received(1, 30s));
+  const auto got = at_a.received();
+  CATCH_CHECK(got[0].first.step == 4);
+  CATCH_CHECK(got[0].first.microbatch == 2);
+  CATCH_CHECK(same_bytes(got[0].second, sent));
+  CATCH_CHECK(at_a.failures().empty());
+  CATCH_CHECK(at_b.failures().empty());
+}
+
 CATCH_TEST_CASE("ucx_transport exchanges tensors with a forked process", "[transport][ucx_transport]") {
   const auto cases = tensor_cases();
   int to_child[2], to_parent[2];

@@ -253,8 +253,8 @@ struct ucx_transport::state {
   // Progress-thread-only from here on.
   std::vector<int> peer_of_process;  // worker peer id, -1 for self
   // connect() maps processes to peers in a task on this thread. A send that gets here first
-  // (connected is set before that task is queued: e.g. one made by a receive handler) waits
-  // here, and goes in order once the mapping exists.
+  // (one made by a receive handler before connect, or while connect is under way) waits here,
+  // and goes in order once the mapping exists.
   bool mapped = false;
   struct held_send {
     int dest;
@@ -549,7 +549,10 @@ void ucx_transport::send(int dest, tensor_meta meta, tensor_box tensor) {
     h->on_receive(meta, std::move(tensor));
     return;
   }
-  if (!s.connected) throw std::logic_error("ucx transport: send before connect");
+  // A peer may send to us before we call connect, so a receive handler may answer before it:
+  // on the transport thread such a send is held until connect maps the processes (as one made
+  // while connect is under way). From any other thread it is a misuse.
+  if (!s.connected && !s.worker->on_progress_thread()) throw std::logic_error("ucx transport: send before connect");
   tensor.data();  // throws std::invalid_argument here, not on the progress thread, for a GPU tensor
   s.worker->execute([&s, dest, meta = std::move(meta), tensor = std::move(tensor)]() mutable {
     s.start_send(dest, meta, tensor);

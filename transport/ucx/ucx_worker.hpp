@@ -63,6 +63,9 @@ public:
   /// inline when called on the progress thread (from a completion callback).
   void execute(std::function<void()> work);
 
+  /// Whether the caller is this worker's progress thread (a completion callback or a task).
+  bool on_progress_thread() const;
+
   /// Sends nbytes from data under tag. data must stay valid until done runs; error is empty on
   /// success.
   void send(int peer, std::uint64_t tag, const void* data, std::size_t nbytes, send_callback done);
@@ -100,7 +103,6 @@ private:
   void handle_failures();
   operation* track(std::unique_ptr<operation> op);
   void finish(operation* op, std::string error, std::size_t received, std::uint64_t sender_tag);
-  bool on_progress_thread() const;
 
   void sweep_close_requests();
   void close_endpoint(peer& p, bool force);
