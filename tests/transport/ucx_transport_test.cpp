@@ -196,25 +196,41 @@ constexpr std::size_t mib = std::size_t{1} << 20;
 
 // A forked process 1 of 2 that echoes every tensor it receives back to process 0, with the
 // same meta, until it has echoed `count`; then waits for a byte and exits. Never returns.
-[[noreturn]] void run_echo_child(int from_parent, int to_parent, std::size_t count) {
-  int code = 0;
-  try {
-    inbox in;
-    std::mutex mutex;
-    std::string send_error;
-    ucx_transport t(1, 2, test_limits());
-    ucx_transport* self = &t;
+// Receives into `in` and sends every tensor straight back to process 0 from the receive
+// handler, keeping the error if such a send throws. Declare it before the transport it is
+// installed on: the transport's progress thread uses it until the transport is gone.
+struct echo_to_process_0 {
+  inbox in;
+  std::mutex mutex;
+  std::string send_error;
+
+  void install(ucx_transport& t) {
     t.set_handlers(
-        [&](const tensor_meta& m, tensor_box b) {
+        [this, &t](const tensor_meta& m, tensor_box b) {
           in.add(m, b);
           try {
-            self->send(0, m, std::move(b));
+            t.send(0, m, std::move(b));
           } catch (const std::exception& e) {
             std::lock_guard<std::mutex> lock(mutex);
             send_error = e.what();
           }
         },
-        [&](int process, const std::string& reason) { in.fail(process, reason); });
+        [this](int process, const std::string& reason) { in.fail(process, reason); });
+  }
+
+  std::string error() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return send_error;
+  }
+};
+
+[[noreturn]] void run_echo_child(int from_parent, int to_parent, std::size_t count) {
+  int code = 0;
+  try {
+    echo_to_process_0 echo;
+    inbox& in = echo.in;
+    ucx_transport t(1, 2, test_limits());
+    echo.install(t);
     if (!write_blob(to_parent, t.address())) ::_exit(10);
     auto parent = read_blob(from_parent, 10000);
     if (!parent) ::_exit(11);
@@ -229,10 +245,7 @@ constexpr std::size_t mib = std::size_t{1} << 20;
       code = 13;
       std::fprintf(stderr, "echo child: failure reported for process %d: %s\n", process, reason.c_str());
     }
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!send_error.empty()) code = 14;
-    }
+    if (!echo.error().empty()) code = 14;
     char bye = 0;
     if (!read_exact(from_parent, &bye, 1, 30000) && code == 0) code = 15;
   } catch (...) {
@@ -423,34 +436,19 @@ CATCH_TEST_CASE("ucx_transport delivers many sends in flight in send order per s
 
 CATCH_TEST_CASE("ucx_transport holds a receive handler's reply made before connect and sends it once connected",
                 "[transport][ucx_transport]") {
-  // What b's handler touches is declared before b, so it outlives b's progress thread.
-  inbox at_a, at_b;
-  std::mutex mutex;
-  std::string send_error;
+  inbox at_a;
+  echo_to_process_0 echo;
+  inbox& at_b = echo.in;
   ucx_transport a(0, 2, test_limits());
   ucx_transport b(1, 2, test_limits());
   at_a.install(a);
-  ucx_transport* replier = &b;
-  b.set_handlers(
-      [&](const tensor_meta& m, tensor_box t) {
-        at_b.add(m, t);
-        try {
-          replier->send(0, m, std::move(t));
-        } catch (const std::exception& e) {
-          std::lock_guard<std::mutex> lock(mutex);
-          send_error = e.what();
-        }
-      },
-      [&](int process, const std::string& reason) { at_b.fail(process, reason); });
+  echo.install(b);
   const std::vector<std::vector<std::uint8_t>> addresses = {a.address(), b.address()};
   a.connect(addresses);
   const tensor_box sent = patterned(tensor_dtype::f32, {3, 5}, 7);
   a.send(1, meta_for(4, 2, 1, 0), sent);
   CATCH_REQUIRE(at_b.wait_received(1, 30s));  // b has not connected: its handler's reply is held
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    CATCH_CHECK(send_error.empty());
-  }
+  CATCH_CHECK(echo.error().empty());
   CATCH_CHECK(at_a.received().empty());
   b.connect(addresses);
   CATCH_REQUIRE(at_a.wait_received(1, 30s));
