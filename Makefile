@@ -75,10 +75,9 @@ endif
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # Benchmarks: runtime overhead against the simulator, GPT tokens/s against the reference (whole
-# runs, then the two taking turns a step at a time), the
-# UCX transport's bandwidth against ucx_perftest (from ucx-utils), 2 processes x 1 rank
-# against 1 process x 2 ranks, data parallel against one replica, and checkpoint writes against
-# the disk's sequential write.
+# runs, then the two taking turns a step at a time), the UCX transport's bandwidth against
+# ucx_perftest (from ucx-utils), 2 processes x 1 rank against 1 process x 2 ranks, data parallel
+# against one replica, and checkpoint writes against the disk's sequential write.
 bench: build
 	./$(BUILD_DIR)/bench/pipeline_overhead
 	./$(BUILD_DIR)/bench/gpt_throughput --repeat 3

@@ -291,12 +291,15 @@ def main():
     # Per cell: the median over the repeats that had the machine to themselves, or over all of
     # them (marked *) when none did.
     other_of = {(r, side, rep): other for r, side, rep, other in foreign}
+
+    def clean_run(r, side, rep):  # no other process used more than CLEAN_CPU_S during it
+        return (other_of[(r, side, rep)] or 0.0) <= CLEAN_CPU_S
     med, marked = {}, False
     for r in a.runs:
         med[r] = {}
         for side in ("actorpipe", "peer"):
             tps = [tokens_per_s(m) for m in results[r][side]]
-            clean = [t for rep, t in enumerate(tps) if (other_of[(r, side, rep)] or 0.0) <= CLEAN_CPU_S]
+            clean = [t for rep, t in enumerate(tps) if clean_run(r, side, rep)]
             med[r][side] = statistics.median(clean or tps)
             med[r][side + "*"] = "" if clean else "*"
             marked |= not clean
@@ -306,14 +309,14 @@ def main():
     for r in a.runs:
         pairs = [tokens_per_s(x) / tokens_per_s(y) for rep, (x, y) in
                  enumerate(zip(results[r]["actorpipe"], results[r]["peer"]))
-                 if max(other_of[(r, "actorpipe", rep)] or 0.0, other_of[(r, "peer", rep)] or 0.0) <= CLEAN_CPU_S]
+                 if clean_run(r, "actorpipe", rep) and clean_run(r, "peer", rep)]
         paired[r] = statistics.median(pairs) if pairs else None
     print("| run | actorpipe tokens/s | peer tokens/s | actorpipe/peer | each repeat's pair |")
     print("|---|---|---|---|---|")
     for r in a.runs:
         x, y = med[r]["actorpipe"], med[r]["peer"]
         print("| %s | %.0f%s | %.0f%s | %.2f | %s |" % (r, x, med[r]["actorpipe*"], y, med[r]["peer*"], x / y,
-                                                     "%.2f" % paired[r] if paired[r] else "-"))
+                                                     "%.2f" % paired[r] if paired[r] is not None else "-"))
     if a.repeat > 1 or marked:
         print("\n(each cell: the median over repeats during which other processes used <= %g CPU-s%s; the last\n"
               "column: the median of actorpipe/peer within each such repeat, the two runs back to back)" %
@@ -328,7 +331,7 @@ def main():
             print("- %s's own ratios: %s" % (side, ", ".join(ratios)))
     if a.repeat > 1:
         def one(r, side, rep, m):
-            return "%.0f%s" % (tokens_per_s(m), "!" if (other_of[(r, side, rep)] or 0.0) > CLEAN_CPU_S else "")
+            return "%.0f%s" % (tokens_per_s(m), "" if clean_run(r, side, rep) else "!")
         print("\nevery repeat (actorpipe / peer; ! = other load during it): " + "; ".join(
             "%s %s" % (r, " / ".join(",".join(one(r, side, rep, m) for rep, m in enumerate(results[r][side]))
                                      for side in ("actorpipe", "peer"))) for r in a.runs))
@@ -342,7 +345,7 @@ def main():
     if noisy:
         print("\nnoisy: step times within one run differ by more than 20%: " + "; ".join(noisy))
     busy = ["%s %s #%d: %.0f CPU-s" % (r, side, rep + 1, other) for r, side, rep, other in foreign
-            if other is not None and other > CLEAN_CPU_S]
+            if not clean_run(r, side, rep)]
     if busy:
         print("\n%s: other processes used the CPUs during these runs (machine busy CPU time minus the run's own, "
               "steal included): %s" % ("WARNING" if marked else "note", "; ".join(busy)))

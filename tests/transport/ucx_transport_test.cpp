@@ -194,8 +194,6 @@ struct connected_pair {
 constexpr std::size_t mib = std::size_t{1} << 20;
 
 
-// A forked process 1 of 2 that echoes every tensor it receives back to process 0, with the
-// same meta, until it has echoed `count`; then waits for a byte and exits. Never returns.
 // Receives into `in` and sends every tensor straight back to process 0 from the receive
 // handler, keeping the error if such a send throws. Declare it before the transport it is
 // installed on: the transport's progress thread uses it until the transport is gone.
@@ -224,6 +222,8 @@ struct echo_to_process_0 {
   }
 };
 
+// A forked process 1 of 2 that echoes every tensor it receives back to process 0, with the
+// same meta, until it has echoed `count`; then waits for a byte and exits. Never returns.
 [[noreturn]] void run_echo_child(int from_parent, int to_parent, std::size_t count) {
   int code = 0;
   try {
@@ -234,8 +234,8 @@ struct echo_to_process_0 {
     if (!write_blob(to_parent, t.address())) ::_exit(10);
     auto parent = read_blob(from_parent, 10000);
     if (!parent) ::_exit(11);
-    // The parent's first tensors may arrive while connect() is under way: the handler's echoes
-    // are then sends made before process 0 is mapped (they wait for it, then go in order).
+    // The parent's first tensors may arrive before or while connect() runs: the handler's
+    // echoes are then sends made before process 0 is mapped (held, then sent in order).
     t.connect({*parent, {}});
     if (!in.wait_received(count, 30s)) {
       code = 12;
