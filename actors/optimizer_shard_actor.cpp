@@ -1,7 +1,7 @@
 // Optimizer-shard actor: one per (virtual stage, replica). Once its chunk has run the last
 // backward of the step, it takes the stage's gradients through the step:
-// - one replica (D = 1): their sum of squares to the supervisor; on optimizer_step, scale,
-//   AdamW (shard_optimizer), zero.
+// - one replica (D = 1): their sum of squares to the supervisor; on optimizer_step, AdamW
+//   (shard_optimizer, the clip coefficient applied as it reads the gradients), zero.
 // - D replicas: the gradients leave in buckets, slice j of each to the shard of replica j;
 //   this shard reduces its slice of every bucket over the replicas (in replica order, as the
 //   slices arrive, bucket by bucket, while other stages still compute), reports the norm of
@@ -316,8 +316,7 @@ void optimizer_shard::one_replica_step(const msg::optimizer_step& s) {
   const int id = id_;
   post("the optimizer step", [ctx, id, s] {
     auto& opt = *ctx->optimizers[id];
-    if (s.clip_coefficient < 1.0) opt.scale_grads(s.clip_coefficient);
-    opt.step(s.lr);
+    opt.step(s.lr, s.clip_coefficient < 1.0 ? s.clip_coefficient : 1.0);
     opt.zero_grad();
     caf::anon_send(ctx->supervisor, msg::optimizer_done{s.step, id});
   });

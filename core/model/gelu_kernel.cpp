@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "core/simd_clones.hpp"
+
 namespace actorpipe {
 namespace {
 
@@ -68,13 +70,6 @@ inline float derivative(float x) {
 }
 
 }  // namespace
-
-// (ACTORPIPE_GELU_NO_CLONES: the plain build only, for tests/core/model/gelu_clones.sh.)
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(ACTORPIPE_GELU_NO_CLONES)
-#define ACTORPIPE_SIMD_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
-#else
-#define ACTORPIPE_SIMD_CLONES
-#endif
 
 ACTORPIPE_SIMD_CLONES
 void gelu_tanh_forward(const float* x, float* y, std::int64_t n) {

@@ -185,7 +185,7 @@ double data_parallel_optimizer::grad_sq_sum() const {
   double total = 0;
   for (const auto& seg : s.layout.shard_segments(s.replica)) {
     if (!s.in_norm[seg.parameter]) continue;
-    total += s.reduced.narrow(0, s.base(s.replica) + seg.offset, seg.length).to(torch::kDouble).pow(2).sum().item<double>();
+    total += sq_sum(s.reduced.narrow(0, s.base(s.replica) + seg.offset, seg.length));
   }
   return total;
 }
@@ -200,12 +200,11 @@ void data_parallel_optimizer::step(double clip, double lr) {
   for (int j : s.held) {
     const long long base = s.base(j);
     for (const auto& seg : s.layout.shard_segments(j)) {
-      at::Tensor g = s.reduced.narrow(0, base + seg.offset, seg.length);
-      if (clip < 1.0) g.mul_(clip);
+      const at::Tensor g = s.reduced.narrow(0, base + seg.offset, seg.length);
       at::Tensor p = s.params[seg.parameter].narrow(0, seg.parameter_offset, seg.length);
       at::Tensor m = s.exp_avg.narrow(0, base + seg.offset, seg.length);
       at::Tensor v = s.exp_avg_sq.narrow(0, base + seg.offset, seg.length);
-      adamw_update(p, g, m, v, s.steps, s.decay[seg.parameter], lr, s.options);
+      adamw_update(p, g, m, v, s.steps, s.decay[seg.parameter], lr, s.options, clip < 1.0 ? clip : 1.0);
     }
   }
 }

@@ -48,16 +48,17 @@ class data_parallel_optimizer {
   tensor_box slice(const tensor_box& bucket, int b, int shard) const;
   // This replica's slice of bucket b, reduced: by_replica[0] + by_replica[1] + ... in order.
   void reduce(int b, const std::vector<tensor_box>& by_replica);
-  // This replica's slice of bucket b, once reduced: a copy, as step() scales the original
-  // while the copy may still travel.
+  // This replica's slice of bucket b, once reduced: a copy, which stays as it is while it
+  // travels, whatever this replica writes to its own buffers next.
   tensor_box reduced_slice(int b) const;
   // ZeRO-0: another shard's reduced slice of bucket b.
   void set_reduced_slice(int shard, int b, const tensor_box& slice);
   // Sum of squares of this replica's reduced shard, in double, segment by segment (the
   // parameters in skip_in_norm left out).
   double grad_sq_sum() const;
-  // Scales the reduced gradients by `clip` when it is < 1, then one AdamW update of every
-  // shard this replica holds state for (its own under ZeRO-1, all under ZeRO-0).
+  // One AdamW update of every shard this replica holds state for (its own under ZeRO-1, all
+  // under ZeRO-0), the reduced gradients scaled by `clip` when it is < 1 as the update reads
+  // them (adamw_update's grad_scale; the buffer itself is left as it is).
   void step(double clip, double lr);
   // ZeRO-1: this replica's updated parameters of bucket b's slice, padded (a new tensor), and
   // the writing of another shard's into this replica's parameters.

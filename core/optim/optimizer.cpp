@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/model/tensor_box_torch.hpp"
+#include "core/optim/adamw_kernel.hpp"
 #include "core/optim/adamw_update.hpp"
 #include "core/optim/moment_stitch.hpp"
 
@@ -82,7 +83,7 @@ double shard_optimizer::grad_sq_sum(const std::vector<std::string>& skip) const 
     if (std::find(skip.begin(), skip.end(), s.name) != skip.end()) continue;
     const at::Tensor& g = s.param.grad();
     if (!g.defined()) continue;  // no gradient counts as zero
-    total += g.to(torch::kDouble).pow(2).sum().item<double>();
+    total += sq_sum(g);
   }
   return total;
 }
@@ -100,27 +101,54 @@ void check_learning_rate(double lr) {
   if (!(lr >= 0) || !std::isfinite(lr)) throw std::invalid_argument("step: lr=" + number_text(lr) + " must be a finite number >= 0");
 }
 
+namespace {
+bool float_run(const at::Tensor& t) { return t.scalar_type() == torch::kFloat && t.is_contiguous() && t.device().is_cpu(); }
+}  // namespace
+
+double sq_sum(const at::Tensor& g) {
+  if (float_run(g)) return sum_of_squares(g.data_ptr<float>(), g.numel());
+  return g.to(torch::kDouble).pow(2).sum().item<double>();
+}
+
 void adamw_update(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, long long t, bool decay, double lr,
-                  const adamw_options& o) {
-  if (decay && o.weight_decay != 0) p.mul_(1.0 - lr * o.weight_decay);
-  m.mul_(o.beta1).add_(g, 1.0 - o.beta1);
-  v.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
+                  const adamw_options& o, double grad_scale) {
   const double bias1 = 1.0 - std::pow(o.beta1, static_cast<double>(t));
   const double bias2 = 1.0 - std::pow(o.beta2, static_cast<double>(t));
+  const bool decays = decay && o.weight_decay != 0;
+  if (float_run(p) && float_run(g) && float_run(m) && float_run(v) && g.numel() == p.numel() && m.numel() == p.numel() &&
+      v.numel() == p.numel()) {
+    const adamw_scalars s{decays ? static_cast<float>(1.0 - lr * o.weight_decay) : 1.0f,
+                          static_cast<float>(o.beta1),
+                          static_cast<float>(1.0 - o.beta1),
+                          static_cast<float>(o.beta2),
+                          static_cast<float>(1.0 - o.beta2),
+                          static_cast<float>(bias2),
+                          static_cast<float>(o.eps),
+                          static_cast<float>(-lr / bias1),
+                          static_cast<float>(grad_scale)};
+    adamw_float(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(), p.numel(), s);
+    p.unsafeGetTensorImpl()->bump_version();  // as an in-place op would: autograd sees p changed
+    return;
+  }
+  const at::Tensor gs = grad_scale == 1.0 ? g : g * grad_scale;
+  if (decays) p.mul_(1.0 - lr * o.weight_decay);
+  m.mul_(o.beta1).add_(gs, 1.0 - o.beta1);
+  v.mul_(o.beta2).addcmul_(gs, gs, 1.0 - o.beta2);
   at::Tensor denom = (v / bias2).sqrt_().add_(o.eps);
   p.addcdiv_(m, denom, -lr / bias1);
 }
 
 // Per parameter with a defined gradient (adamw_update; t counts that parameter's updates).
 // Parameters whose gradient is undefined are left alone: no decay, no moment update, t unchanged.
-void shard_optimizer::step(double lr) {
+void shard_optimizer::step(double lr, double grad_scale) {
   check_learning_rate(lr);
+  if (!std::isfinite(grad_scale)) throw std::invalid_argument("step: grad_scale=" + number_text(grad_scale) + " must be finite");
   torch::NoGradGuard no_grad;
   for (auto& s : impl_->slots) {
     const at::Tensor& g = s.param.grad();
     if (!g.defined()) continue;
     ++s.steps;
-    adamw_update(s.param, g, s.exp_avg, s.exp_avg_sq, s.steps, s.decay, lr, impl_->options);
+    adamw_update(s.param, g, s.exp_avg, s.exp_avg_sq, s.steps, s.decay, lr, impl_->options, grad_scale);
   }
 }
 

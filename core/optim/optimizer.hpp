@@ -31,7 +31,10 @@ class shard_optimizer {
   // Parameters named in `skip` (e.g. the tied head copy) are left out.
   double grad_sq_sum(const std::vector<std::string>& skip = {}) const;
   void scale_grads(double factor);
-  void step(double lr);
+  // AdamW on every parameter with a gradient. grad_scale (the clip coefficient) multiplies each
+  // gradient as the update reads it, leaving .grad as it is: the same bits as
+  // scale_grads(grad_scale) then step(lr), one pass fewer.
+  void step(double lr, double grad_scale = 1.0);
   void zero_grad();
   int num_parameters() const;  // tensors
   long long num_elements() const;

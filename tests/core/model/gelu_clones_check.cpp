@@ -1,7 +1,7 @@
 // gelu_kernel's loops against its per-element function, on this process's clone of the loops
 // (AVX-512, AVX2 or plain: whichever the CPU, or valgrind's emulated CPU, offers), bit for bit,
 // over 100003 values across [-20, 20). Prints the clone-independent hash of every output, so
-// that two runs on different clones can be compared (tests/core/model/gelu_clones.sh).
+// that two runs on different clones can be compared (tests/core/kernel_clones.sh).
 // Exit status 1 on any mismatch. No torch, no Catch: it must run under valgrind quickly.
 #include <cstdint>
 #include <cstdio>
@@ -38,7 +38,7 @@ int main() {
     if (bits_of(gx[i]) != bits_of(g[i] * actorpipe::gelu_tanh_derivative(x[i]))) ++mismatches;
   }
   // The clone the resolver picked, from the same CPU test it makes (or the plain build).
-#ifdef ACTORPIPE_GELU_NO_CLONES
+#ifdef ACTORPIPE_NO_SIMD_CLONES
   const char* clone = "plain x86-64 build";
 #else
   const char* clone = __builtin_cpu_supports("avx512f") ? "avx512f" : __builtin_cpu_supports("avx2") ? "haswell" : "default";

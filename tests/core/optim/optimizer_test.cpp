@@ -137,6 +137,50 @@ CATCH_TEST_CASE("grad_sq_sum, scale_grads and zero_grad", "[optim]") {
   CATCH_CHECK_THROWS_WITH(opt.step(-1), Contains("lr=-1"));
 }
 
+// Float parameters run AdamW as one loop (core/optim/adamw_kernel.hpp) with the clip scale
+// folded in; a parameter laid out non-contiguously takes the tensor-op path.
+CATCH_TEST_CASE("AdamW on floats: the clip scale folded into step gives the bits of scale_grads then step", "[optim]") {
+  torch::manual_seed(11);
+  const at::Tensor w0 = torch::randn({37, 19}), b0 = torch::randn({19});
+  const std::vector<at::Tensor> gw = {torch::randn({37, 19}), torch::randn({37, 19})};
+  const std::vector<at::Tensor> gb = {torch::randn({19}), torch::randn({19})};
+  auto param = [](const at::Tensor& t) { return t.clone().requires_grad_(true); };
+  at::Tensor w_scaled = param(w0), b_scaled = param(b0), w_folded = param(w0), b_folded = param(b0);
+  // The same matrix stored transposed (a leaf whose strides are not contiguous).
+  at::Tensor w_strided = torch::empty_strided({37, 19}, {1, 37});
+  w_strided.copy_(w0);
+  w_strided.requires_grad_(true);
+  CATCH_REQUIRE_FALSE(w_strided.is_contiguous());
+  adamw_options o;
+  shard_optimizer scaled({{"w", box(w_scaled)}, {"b", box(b_scaled)}}, o);
+  shard_optimizer folded({{"w", box(w_folded)}, {"b", box(b_folded)}}, o);
+  shard_optimizer strided({{"w", box(w_strided)}}, o);
+  for (int k = 0; k < 2; ++k) {
+    w_scaled.mutable_grad() = gw[k].clone();
+    b_scaled.mutable_grad() = gb[k].clone();
+    w_folded.mutable_grad() = gw[k].clone();
+    b_folded.mutable_grad() = gb[k].clone();
+    w_strided.mutable_grad() = gw[k].clone();
+    scaled.scale_grads(0.3);
+    scaled.step(3e-3);
+    folded.step(3e-3, 0.3);
+    strided.step(3e-3, 0.3);
+    CATCH_CHECK(torch::equal(w_folded.grad(), gw[k]));  // read scaled, left as it was
+  }
+  CATCH_CHECK(torch::equal(w_folded, w_scaled));
+  CATCH_CHECK(torch::equal(b_folded, b_scaled));
+  const auto ms = scaled.export_moments(), mf = folded.export_moments();
+  CATCH_REQUIRE(ms.size() == mf.size());
+  for (size_t i = 0; i < ms.size(); ++i) {
+    CATCH_CHECK(torch::equal(unbox(ms[i].exp_avg), unbox(mf[i].exp_avg)));
+    CATCH_CHECK(torch::equal(unbox(ms[i].exp_avg_sq), unbox(mf[i].exp_avg_sq)));
+  }
+  CATCH_CHECK_FALSE(torch::equal(w_folded, w0));
+  // The tensor-op path: the same update up to float rounding.
+  CATCH_CHECK(torch::allclose(w_strided, w_folded, 1e-6, 1e-7));
+  CATCH_CHECK_THROWS_WITH(folded.step(1e-3, std::nan("")), Contains("grad_scale=nan"));
+}
+
 CATCH_TEST_CASE("shard_optimizer: constructor errors", "[optim]") {
   at::Tensor a = leaf({1.0}, {1});
   CATCH_CHECK_THROWS_WITH(shard_optimizer({{"w", box(a)}, {"x", box(a)}, {"w", box(a)}}, adamw_options{}),
