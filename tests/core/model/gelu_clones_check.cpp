@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/model/gelu_kernel.hpp"
+#include "tests/core/kernel_check.hpp"
 
 namespace {
 std::uint32_t bits_of(float f) {
@@ -29,21 +30,15 @@ int main() {
   }
   actorpipe::gelu_tanh_forward(x.data(), y.data(), n);
   actorpipe::gelu_tanh_backward(g.data(), x.data(), gx.data(), n);
-  std::uint64_t hash = 1469598103934665603ULL;  // FNV-1a over the outputs' bits
+  std::uint64_t hash = actorpipe::kernel_check::hash_start;
   std::int64_t mismatches = 0;
   for (std::int64_t i = 0; i < n; ++i) {
-    hash = (hash ^ bits_of(y[i])) * 1099511628211ULL;
-    hash = (hash ^ bits_of(gx[i])) * 1099511628211ULL;
+    hash = actorpipe::kernel_check::hash_bytes(hash, &y[i], sizeof(float));
+    hash = actorpipe::kernel_check::hash_bytes(hash, &gx[i], sizeof(float));
     if (bits_of(y[i]) != bits_of(actorpipe::gelu_tanh_value(x[i]))) ++mismatches;
     if (bits_of(gx[i]) != bits_of(g[i] * actorpipe::gelu_tanh_derivative(x[i]))) ++mismatches;
   }
-  // The clone the resolver picked, from the same CPU test it makes (or the plain build).
-#ifdef ACTORPIPE_NO_SIMD_CLONES
-  const char* clone = "plain x86-64 build";
-#else
-  const char* clone = __builtin_cpu_supports("avx512f") ? "avx512f" : __builtin_cpu_supports("avx2") ? "haswell" : "default";
-#endif
-  std::printf("clone %s\n", clone);
+  std::printf("clone %s\n", actorpipe::kernel_check::clone_name());
   std::printf("outputs hash %016llx, %lld of %lld differ from the per-element function\n",
               static_cast<unsigned long long>(hash), static_cast<long long>(mismatches), static_cast<long long>(2 * n));
   return mismatches == 0 ? 0 : 1;

@@ -12,14 +12,9 @@
 #include <vector>
 
 #include "core/optim/adamw_kernel.hpp"
+#include "tests/core/kernel_check.hpp"
 
-namespace {
-std::uint64_t hash_bits(std::uint64_t hash, const void* p, std::size_t size) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (std::size_t i = 0; i < size; ++i) hash = (hash ^ b[i]) * 1099511628211ULL;  // FNV-1a
-  return hash;
-}
-}  // namespace
+using actorpipe::kernel_check::hash_bytes;
 
 int main() {
   const std::int64_t n = 100003;  // odd: the loops' vector part and remainder both run
@@ -65,17 +60,12 @@ int main() {
   const double expected = lanes[0] + tail;
   mismatches += std::memcmp(&expected, &sum, sizeof sum) != 0;
 
-  std::uint64_t hash = 1469598103934665603ULL;
-  hash = hash_bits(hash, p1.data(), n * sizeof(float));
-  hash = hash_bits(hash, m1.data(), n * sizeof(float));
-  hash = hash_bits(hash, v1.data(), n * sizeof(float));
-  hash = hash_bits(hash, &sum, sizeof sum);
-#ifdef ACTORPIPE_NO_SIMD_CLONES
-  const char* clone = "plain x86-64 build";
-#else
-  const char* clone = __builtin_cpu_supports("avx512f") ? "avx512f" : __builtin_cpu_supports("avx2") ? "haswell" : "default";
-#endif
-  std::printf("clone %s\n", clone);
+  std::uint64_t hash = actorpipe::kernel_check::hash_start;
+  hash = hash_bytes(hash, p1.data(), n * sizeof(float));
+  hash = hash_bytes(hash, m1.data(), n * sizeof(float));
+  hash = hash_bytes(hash, v1.data(), n * sizeof(float));
+  hash = hash_bytes(hash, &sum, sizeof sum);
+  std::printf("clone %s\n", actorpipe::kernel_check::clone_name());
   std::printf("outputs hash %016llx, %lld of %lld differ from the per-element definition\n",
               static_cast<unsigned long long>(hash), static_cast<long long>(mismatches), static_cast<long long>(3 * n + 1));
   return mismatches == 0 ? 0 : 1;
