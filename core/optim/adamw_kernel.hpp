@@ -1,7 +1,7 @@
 // The optimizer's loops over contiguous float arrays, one pass each: AdamW's update of a run of
 // elements (the gradient's clip scale folded in) and a gradient's sum of squares. LibTorch's
 // tensor ops make nine passes over memory for the update and materialise a double copy for the
-// norm; on a 3.2M-parameter stage these are ~3x and ~5x faster, and the step's tail (norm, then
+// norm; on a 3.2M-parameter stage these are ~3x faster each, and the step's tail (norm, then
 // update) is on the pipeline's critical path between two steps. No torch here:
 // core/optim/optimizer.cpp calls these for float tensors and keeps tensor ops for the others.
 //
