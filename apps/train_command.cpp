@@ -356,7 +356,8 @@ void print_setup(std::ostream& out, const train_cli_options& o, const train_opti
       << describe_blas(current_blas()) << "; allocator: " << describe_allocator() << '\n';
 }
 
-// The last step per rank, measured beside simulated, and the pipeline time and bubble of both.
+// The last step per rank, measured beside simulated, the pipeline time and bubble of both, and
+// the step's time beyond its pipelined span.
 void print_measured_vs_simulated(std::ostream& out, const train_result& r) {
   const sim_result& m = r.last_step;
   const sim_result& p = r.predicted;
@@ -372,6 +373,12 @@ void print_measured_vs_simulated(std::ostream& out, const train_result& r) {
   out << "pipeline time " << fmt("%.4f", m.makespan) << " s measured, " << fmt("%.4f", p.makespan)
       << " s simulated (ratio " << fmt("%.3f", m.makespan / p.makespan) << "); bubble " << fmt("%.1f%%", 100 * m.bubble_ratio)
       << " measured, " << fmt("%.1f%%", 100 * p.bubble_ratio) << " simulated\n";
+  if (!r.steps.empty()) {  // what the step spends beyond its actions' span: start, norm, optimizer
+    const double step = r.steps.back().seconds;
+    out << "step time " << fmt("%.4f", step) << " s: " << fmt("%.1f", 1e3 * (step - m.makespan))
+        << " ms of it outside the pipeline (starting the step; after its last action: any gradient sync left, the "
+           "norm, the optimizer step)\n";
+  }
   if (!r.replan_report.empty()) out << r.replan_report << '\n';
 }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <unistd.h>
 
@@ -42,6 +43,15 @@ CATCH_TEST_CASE("train runs, reports and writes metrics, trace and parameters", 
   CATCH_CHECK_THAT(r.out, Contains("last step, measured vs simulated"));
   CATCH_CHECK_THAT(r.out, Contains("pipeline time"));
   CATCH_CHECK_THAT(r.err, Contains("step 3/3 [########################] loss "));
+  {  // the last step's time, and the part of it beyond the pipeline: non-negative, below the step
+    std::smatch pipe, step;
+    CATCH_REQUIRE(std::regex_search(r.out, pipe, std::regex("pipeline time ([0-9.]+) s measured")));
+    CATCH_REQUIRE(std::regex_search(r.out, step, std::regex("step time ([0-9.]+) s: (-?[0-9.]+) ms of it outside the pipeline")));
+    const double pipeline_s = std::stod(pipe[1]), step_s = std::stod(step[1]), outside_ms = std::stod(step[2]);
+    CATCH_CHECK(step_s > 0);
+    CATCH_CHECK(outside_ms >= 0);
+    CATCH_CHECK(outside_ms == Approx(1e3 * (step_s - pipeline_s)).margin(0.2));
+  }
 
   std::ifstream m(metrics);
   std::string line;
