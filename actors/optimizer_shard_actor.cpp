@@ -316,7 +316,7 @@ void optimizer_shard::one_replica_step(const msg::optimizer_step& s) {
   const int id = id_;
   post("the optimizer step", [ctx, id, s] {
     auto& opt = *ctx->optimizers[id];
-    opt.step(s.lr, s.clip_coefficient < 1.0 ? s.clip_coefficient : 1.0);
+    opt.step(s.lr, s.clip_coefficient);  // <= 1 (clip_coefficient): 1 reads the gradients as they are
     opt.zero_grad();
     caf::anon_send(ctx->supervisor, msg::optimizer_done{s.step, id});
   });

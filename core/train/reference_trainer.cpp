@@ -41,7 +41,7 @@ train_result run_reference(const train_options& options, const std::function<voi
     sm.grad_norm = std::sqrt(opt.grad_sq_sum());
     sm.lr = lr_at(k, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio);
     const double coef = clip_coefficient(sm.grad_norm, o.grad_clip);
-    opt.step(sm.lr, coef < 1.0 ? coef : 1.0);
+    opt.step(sm.lr, coef);  // <= 1: 1 reads the gradients as they are
     opt.zero_grad();
     sm.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sm.tokens_per_s = sm.seconds > 0 ? double(M) * o.microbatch_size * s.tokens_per_sample / sm.seconds : 0;
