@@ -319,6 +319,8 @@ tensor_box layer_chunk::backward(int microbatch, const tensor_box& grad_output, 
     return m.spec.first ? tensor_box() : box(gi);
   }
   {
+    // B whole adds its split_linear products into .grad in place, as the deferred W does.
+    weight_grad_accumulation in_place;
     std::optional<weight_grad_deferral> defer;
     if (split) defer.emplace(m.stores[microbatch]);  // W(microbatch) is valid even if nothing was deferred
     if (m.spec.last) {

@@ -12,28 +12,52 @@ namespace actorpipe {
 namespace {
 
 thread_local weight_grad_store* active_store = nullptr;
+thread_local int in_place_scopes = 0;
 
-// d/dweight = grad_y^T x and d/dbias = sum(grad_y), flattening the leading dimensions.
-std::pair<at::Tensor, at::Tensor> weight_bias_grads(const at::Tensor& x, const at::Tensor& grad_y, bool need_weight,
-                                                    bool need_bias) {
+// d/dweight = grad_y^T x and d/dbias = sum(grad_y), flattening the leading dimensions. With
+// `in_place`, a leaf parameter that has a gradient already gets its product added into it (the
+// weight's by addmm_: the GEMM adds into .grad as it writes, with no temporary and no second
+// pass over it) and the returned tensor is undefined; otherwise the product is returned, to
+// become the gradient (or for autograd to add). The deferred W and, inside a
+// weight_grad_accumulation scope, B whole both accumulate in place, so the accumulation's bits
+// do not depend on the schedule.
+std::pair<at::Tensor, at::Tensor> weight_bias_grads(const at::Tensor& x, const at::Tensor& grad_y, const at::Tensor& weight,
+                                                    const at::Tensor& bias, bool need_weight, bool need_bias,
+                                                    bool in_place) {
+  torch::NoGradGuard no_grad;
   const auto out = grad_y.size(-1);
   const auto in = x.size(-1);
   const at::Tensor g2 = grad_y.reshape({-1, out});
-  at::Tensor grad_weight = need_weight ? g2.t().mm(x.reshape({-1, in})) : at::Tensor();
-  at::Tensor grad_bias = need_bias ? g2.sum(0) : at::Tensor();
+  auto adds_into = [in_place](const at::Tensor& p) { return in_place && p.is_leaf() && p.grad().defined(); };
+  at::Tensor grad_weight, grad_bias;
+  if (need_weight) {
+    const at::Tensor x2 = x.reshape({-1, in});
+    if (adds_into(weight))
+      weight.mutable_grad().addmm_(g2.t(), x2);
+    else
+      grad_weight = g2.t().mm(x2);
+  }
+  if (need_bias) {
+    if (adds_into(bias))
+      bias.mutable_grad().add_(g2.sum(0));
+    else
+      grad_bias = g2.sum(0);
+  }
   return {grad_weight, grad_bias};
 }
 
 std::mutex listeners_mutex;
 std::unordered_map<const c10::TensorImpl*, std::function<void()>> accumulate_listeners;
 
-// Same effect as autograd's AccumulateGrad: the first gradient becomes .grad, later ones add.
-void accumulate_grad(const at::Tensor& param, const at::Tensor& grad) {
-  if (!grad.defined()) return;
-  if (!param.grad().defined()) {
-    param.mutable_grad() = grad;
-  } else {
-    param.mutable_grad().add_(grad);
+// After weight_bias_grads outside autograd (W): a returned product becomes .grad (as
+// autograd's AccumulateGrad would take it; added where weight_bias_grads could not add it
+// itself, e.g. a non-leaf weight), then the parameter's listener hears of it.
+void accumulate_grad(const at::Tensor& param, const at::Tensor& product) {
+  if (product.defined()) {
+    if (param.grad().defined())
+      param.mutable_grad().add_(product);
+    else
+      param.mutable_grad() = product;
   }
   std::function<void()> listener;
   {
@@ -65,14 +89,15 @@ torch::autograd::variable_list split_backward(torch::autograd::AutogradContext* 
     // Keep x and grad_y alive until W; the parameters get the products directly, so autograd
     // sees no gradient for them now.
     store->push([x, grad_y, weight, bias, need_weight, need_bias] {
-      torch::NoGradGuard no_grad;
-      auto grads_wb = weight_bias_grads(x, grad_y, need_weight, need_bias);
-      accumulate_grad(weight, grads_wb.first);
-      accumulate_grad(bias, grads_wb.second);
+      auto grads_wb = weight_bias_grads(x, grad_y, weight, bias, need_weight, need_bias, true);
+      if (need_weight) accumulate_grad(weight, grads_wb.first);
+      if (need_bias) accumulate_grad(bias, grads_wb.second);
     });
     return out;
   }
-  auto grads_wb = weight_bias_grads(x, grad_y, need_weight, need_bias);
+  // An undefined gradient here (added in place already) leaves autograd's AccumulateGrad
+  // nothing to add; its hooks still run, so gradient listeners hear of every product.
+  auto grads_wb = weight_bias_grads(x, grad_y, weight, bias, need_weight, need_bias, in_place_scopes > 0);
   out[1] = grads_wb.first;
   if (has_bias) out[2] = grads_wb.second;
   return out;
@@ -128,6 +153,12 @@ weight_grad_deferral::weight_grad_deferral(weight_grad_store& store) : previous_
 weight_grad_deferral::~weight_grad_deferral() { active_store = previous_; }
 
 weight_grad_store* weight_grad_deferral::active() { return active_store; }
+
+weight_grad_accumulation::weight_grad_accumulation() { ++in_place_scopes; }
+
+weight_grad_accumulation::~weight_grad_accumulation() { --in_place_scopes; }
+
+bool weight_grad_accumulation::active() { return in_place_scopes > 0; }
 
 at::Tensor split_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   if (!x.defined() || !weight.defined()) throw std::invalid_argument("split_linear: x and weight must be defined");

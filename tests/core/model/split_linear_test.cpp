@@ -3,14 +3,19 @@
 #include "core/model/split_linear.hpp"
 
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <thread>
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <catch2/catch.hpp>
 
 namespace {
 
 using actorpipe::split_linear;
+using actorpipe::weight_grad_accumulation;
 using actorpipe::weight_grad_deferral;
 using actorpipe::weight_grad_store;
 
@@ -82,11 +87,14 @@ CATCH_TEST_CASE("split backward defers weight and bias products until the store 
   const at::Tensor w0 = randn({5, 4}, 24);
   const at::Tensor b0 = randn({5}, 25);
 
-  // Reference: two full backwards accumulate into .grad.
+  // Reference: two full backwards accumulate into .grad (as a chunk's B whole does, in place).
   auto wf = w0.clone().requires_grad_(true), bf = b0.clone().requires_grad_(true);
   auto xf = x0.clone().requires_grad_(true);
-  (split_linear(xf, wf, bf) * r1).sum().backward();
-  (split_linear(xf, wf, bf) * r2).sum().backward();
+  {
+    weight_grad_accumulation in_place;
+    (split_linear(xf, wf, bf) * r1).sum().backward();
+    (split_linear(xf, wf, bf) * r2).sum().backward();
+  }
 
   auto ws = w0.clone().requires_grad_(true), bs = b0.clone().requires_grad_(true);
   auto xs = x0.clone().requires_grad_(true);
@@ -109,6 +117,68 @@ CATCH_TEST_CASE("split backward defers weight and bias products until the store 
   CATCH_REQUIRE(ws.grad().defined());
   CATCH_CHECK(torch::equal(ws.grad(), wf.grad()));
   CATCH_CHECK(torch::equal(bs.grad(), bf.grad()));
+}
+
+namespace {
+// Counts the runs of a parameter's AccumulateGrad (as layer_chunk's gradient listeners hear them).
+struct count_hook : torch::autograd::FunctionPostHook {
+  explicit count_hook(std::shared_ptr<int> n) : runs(std::move(n)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    ++*runs;
+    return outputs;
+  }
+  std::shared_ptr<int> runs;
+};
+}  // namespace
+
+CATCH_TEST_CASE("B whole adds its products into .grad in place: I then W's bits, autograd's values, every hook run",
+                "[model][split_linear]") {
+  // A GPT-sized product (512 tokens, 256 -> 1024): the in-place GEMM and autograd's product
+  // then add round differently, so bit equality below means the same arithmetic ran.
+  const int M = 3;
+  const at::Tensor w0 = randn({1024, 256}, 41) * 0.05, b0 = randn({1024}, 42);
+  std::vector<at::Tensor> xs, rs;
+  for (int i = 0; i < M; ++i) {
+    xs.push_back(randn({4, 128, 256}, 50 + i));
+    rs.push_back(randn({4, 128, 1024}, 60 + i));
+  }
+  auto fresh = [&] {
+    return std::make_pair(w0.clone().requires_grad_(true), b0.clone().requires_grad_(true));
+  };
+  auto [wa, ba] = fresh();  // autograd's own accumulation (no scope)
+  auto [wb, bb] = fresh();  // B whole in the scope
+  auto [wd, bd] = fresh();  // I, then W from the store
+  auto runs = std::make_shared<int>(0);
+  auto accumulator = torch::autograd::impl::grad_accumulator(wb);  // held: the tensor keeps it weakly
+  accumulator->add_post_hook(std::make_unique<count_hook>(runs));
+  for (int i = 0; i < M; ++i) {
+    (split_linear(xs[i], wa, ba) * rs[i]).sum().backward();
+    {
+      weight_grad_accumulation in_place;
+      CATCH_CHECK(weight_grad_accumulation::active());
+      (split_linear(xs[i], wb, bb) * rs[i]).sum().backward();
+    }
+    weight_grad_store store;
+    {
+      weight_grad_deferral defer(store);
+      (split_linear(xs[i], wd, bd) * rs[i]).sum().backward();
+    }
+    store.run();
+  }
+  CATCH_CHECK_FALSE(weight_grad_accumulation::active());
+  CATCH_CHECK(*runs == M);  // the hooks ran after every backward, the in-place ones too
+  CATCH_CHECK(torch::equal(wb.grad(), wd.grad()));
+  CATCH_CHECK(torch::equal(bb.grad(), bd.grad()));
+  const double scale = wa.grad().abs().max().item<double>();
+  CATCH_CHECK(max_abs_diff(wb.grad(), wa.grad()) <= 1e-5 * scale);
+  CATCH_CHECK(torch::equal(bb.grad(), ba.grad()));  // the bias adds the same sums either way
+
+  // torch::autograd::grad outside the scope returns the product and leaves .grad alone.
+  const at::Tensor before = wb.grad().clone();
+  auto g = torch::autograd::grad({(split_linear(xs[0], wb, bb) * rs[0]).sum()}, {wb});
+  CATCH_CHECK(torch::equal(wb.grad(), before));
+  CATCH_CHECK(max_abs_diff(g[0], rs[0].reshape({-1, 1024}).t().mm(xs[0].reshape({-1, 256}))) <= 1e-6 * scale);
 }
 
 CATCH_TEST_CASE("weight_grad_deferral is per thread and nests", "[model][split_linear]") {
