@@ -15,12 +15,13 @@ thread_local weight_grad_store* active_store = nullptr;
 thread_local int in_place_scopes = 0;
 
 // d/dweight = grad_y^T x and d/dbias = sum(grad_y), flattening the leading dimensions. With
-// `in_place`, a leaf parameter that has a gradient already gets its product added into it (the
-// weight's by addmm_: the GEMM adds into .grad as it writes, with no temporary and no second
-// pass over it) and the returned tensor is undefined; otherwise the product is returned, to
-// become the gradient (or for autograd to add). The deferred W and, inside a
-// weight_grad_accumulation scope, B whole both accumulate in place, so the accumulation's bits
-// do not depend on the schedule.
+// `in_place`, a leaf parameter's product goes straight into its .grad: added where there is a
+// gradient already (the weight's by addmm_: the GEMM adds into .grad as it writes, with no
+// temporary and no second pass over it), else the product becomes it; the returned tensor is
+// then undefined. Otherwise the product is returned, for autograd (or the caller) to add. The
+// deferred W and, inside a weight_grad_accumulation scope, B whole both go in place, in the
+// order autograd reaches the products, so the accumulation's bits do not depend on the
+// schedule, not even for a weight used twice in one chunk.
 std::pair<at::Tensor, at::Tensor> weight_bias_grads(const at::Tensor& x, const at::Tensor& grad_y, const at::Tensor& weight,
                                                     const at::Tensor& bias, bool need_weight, bool need_bias,
                                                     bool in_place) {
@@ -28,18 +29,21 @@ std::pair<at::Tensor, at::Tensor> weight_bias_grads(const at::Tensor& x, const a
   const auto out = grad_y.size(-1);
   const auto in = x.size(-1);
   const at::Tensor g2 = grad_y.reshape({-1, out});
-  auto adds_into = [in_place](const at::Tensor& p) { return in_place && p.is_leaf() && p.grad().defined(); };
   at::Tensor grad_weight, grad_bias;
   if (need_weight) {
     const at::Tensor x2 = x.reshape({-1, in});
-    if (adds_into(weight))
+    if (in_place && weight.is_leaf() && weight.grad().defined())
       weight.mutable_grad().addmm_(g2.t(), x2);
+    else if (in_place && weight.is_leaf())
+      weight.mutable_grad() = g2.t().mm(x2);
     else
       grad_weight = g2.t().mm(x2);
   }
   if (need_bias) {
-    if (adds_into(bias))
+    if (in_place && bias.is_leaf() && bias.grad().defined())
       bias.mutable_grad().add_(g2.sum(0));
+    else if (in_place && bias.is_leaf())
+      bias.mutable_grad() = g2.sum(0);
     else
       grad_bias = g2.sum(0);
   }
@@ -49,9 +53,8 @@ std::pair<at::Tensor, at::Tensor> weight_bias_grads(const at::Tensor& x, const a
 std::mutex listeners_mutex;
 std::unordered_map<const c10::TensorImpl*, std::function<void()>> accumulate_listeners;
 
-// After weight_bias_grads outside autograd (W): a returned product becomes .grad (as
-// autograd's AccumulateGrad would take it; added where weight_bias_grads could not add it
-// itself, e.g. a non-leaf weight), then the parameter's listener hears of it.
+// After weight_bias_grads outside autograd (W): a product it returned (a non-leaf weight's)
+// becomes or adds to .grad, then the parameter's listener hears of it.
 void accumulate_grad(const at::Tensor& param, const at::Tensor& product) {
   if (product.defined()) {
     if (param.grad().defined())
@@ -95,8 +98,8 @@ torch::autograd::variable_list split_backward(torch::autograd::AutogradContext* 
     });
     return out;
   }
-  // An undefined gradient here (added in place already) leaves autograd's AccumulateGrad
-  // nothing to add; its hooks still run, so gradient listeners hear of every product.
+  // An undefined gradient here (in .grad already) leaves autograd's AccumulateGrad nothing to
+  // add; its hooks still run, so gradient listeners hear of every product.
   auto grads_wb = weight_bias_grads(x, grad_y, weight, bias, need_weight, need_bias, in_place_scopes > 0);
   out[1] = grads_wb.first;
   if (has_bias) out[2] = grads_wb.second;

@@ -47,13 +47,13 @@ class weight_grad_deferral {
   weight_grad_store* previous_;
 };
 
-// While alive, split_linear backward on THIS thread (not deferring) adds its weight/bias
-// products straight into the leaf parameters' existing .grad (addmm_ for the weight: one pass
-// instead of a product then an add) and hands autograd an undefined gradient for them, whose
-// AccumulateGrad then adds nothing but still runs its hooks. Only for a backward that
-// accumulates into .grad (torch::autograd::backward), never around torch::autograd::grad.
-// The deferred W always accumulates this way, so B whole inside this scope and I then W give
-// the same bits. Scopes nest.
+// While alive, split_linear backward on THIS thread (not deferring) puts its weight/bias
+// products straight into the leaf parameters' .grad (added inside the GEMM by addmm_ where
+// there is one already: one pass instead of a product then an add) and hands autograd an
+// undefined gradient for them, whose AccumulateGrad then adds nothing but still runs its
+// hooks. Only for a backward that accumulates into .grad (torch::autograd::backward), never
+// around torch::autograd::grad. The deferred W always accumulates this way, in the same
+// order, so B whole inside this scope and I then W give the same bits. Scopes nest.
 class weight_grad_accumulation {
  public:
   weight_grad_accumulation();
@@ -65,10 +65,10 @@ class weight_grad_accumulation {
 
 // y = x @ weight^T + bias over the last dimension of x (bias may be undefined). Backward
 // always returns d/dx = grad_y @ weight; d/dweight = grad_y^T x and d/dbias = sum(grad_y) are
-// returned to autograd too (added into .grad in place inside a weight_grad_accumulation scope
-// where the parameter has a gradient already), unless a weight_grad_deferral is active, in
-// which case a closure holding x and grad_y is pushed to its store and, when the store runs,
-// sets or adds them into weight.grad() / bias.grad() as that scope would.
+// returned to autograd too (put into .grad directly inside a weight_grad_accumulation scope),
+// unless a weight_grad_deferral is active, in which case a closure holding x and grad_y is
+// pushed to its store and, when the store runs, puts them into weight.grad() / bias.grad()
+// as that scope would.
 at::Tensor split_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // Parameters of one split linear layer: weight [out, in], bias [out] (or undefined).

@@ -181,6 +181,34 @@ CATCH_TEST_CASE("B whole adds its products into .grad in place: I then W's bits,
   CATCH_CHECK(max_abs_diff(g[0], rs[0].reshape({-1, 1024}).t().mm(xs[0].reshape({-1, 256}))) <= 1e-6 * scale);
 }
 
+CATCH_TEST_CASE("a weight used twice in one graph: B whole in the scope gives I then W's bits, the first microbatch too",
+                "[model][split_linear]") {
+  // Both uses' products meet in the same .grad: autograd would sum them in its input buffer
+  // first; in place, each goes into .grad in the order autograd reaches it, as W runs them.
+  const at::Tensor w0 = randn({256, 256}, 71) * 0.05, b0 = randn({256}, 72);
+  auto twice = [](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+    return split_linear(split_linear(x, w, b).tanh(), w, b);
+  };
+  auto wb = w0.clone().requires_grad_(true), bb = b0.clone().requires_grad_(true);
+  auto wd = w0.clone().requires_grad_(true), bd = b0.clone().requires_grad_(true);
+  for (int i = 0; i < 2; ++i) {
+    const at::Tensor x = randn({4, 128, 256}, 80 + i), r = randn({4, 128, 256}, 90 + i);
+    {
+      weight_grad_accumulation in_place;
+      (twice(x, wb, bb) * r).sum().backward();
+    }
+    weight_grad_store store;
+    {
+      weight_grad_deferral defer(store);
+      (twice(x, wd, bd) * r).sum().backward();
+    }
+    CATCH_CHECK(store.size() == 2);
+    store.run();
+    CATCH_CHECK(torch::equal(wb.grad(), wd.grad()));
+    CATCH_CHECK(torch::equal(bb.grad(), bd.grad()));
+  }
+}
+
 CATCH_TEST_CASE("weight_grad_deferral is per thread and nests", "[model][split_linear]") {
   weight_grad_store outer, inner;
   CATCH_CHECK(weight_grad_deferral::active() == nullptr);
