@@ -60,7 +60,7 @@ def parse_args():
     pg.add_job_flags(ap)
     ap.add_argument("--attention", choices=["auto", "explicit", "sdpa"], default="sdpa",
                     help="the peer's attention: sdpa (default: what a PyTorch 2 user writes), explicit (matmul + "
-                         "masked softmax), auto (what actorpipe's LibTorch runs: 1.x explicit, 2.x sdpa)")
+                         "masked softmax), auto (what actorpipe's LibTorch runs where its own loops do not serve: 1.x explicit, 2.x sdpa)")
     ap.add_argument("--data-tokens", type=int, default=1 << 18, help="length of the token file written")
     ap.add_argument("--keep", help="keep the token file, metrics and logs in this folder")
     a = ap.parse_args()
@@ -216,7 +216,8 @@ def main():
 
     pg.write_markov_token_file(tokens, a.vocab, a.data_tokens, a.seed)
     init_log, init_report = check_init(a, work)
-    # actorpipe's attention is matmul + masked softmax on LibTorch 1.x and the fused SDPA on 2.x
+    # actorpipe's attention runs on its own loops where they serve (head size a multiple of 16, a
+    # CPU with FMA), else matmul + masked softmax on LibTorch 1.x and the fused SDPA on 2.x
     # (gpt_modules.cpp); the peer runs the fused one unless told otherwise (the same function).
     libtorch = re.search(r"LibTorch (\d+)\.[0-9.]*[0-9]", init_log)
     if a.attention == "auto":
@@ -252,7 +253,10 @@ def main():
           "; ".join("%s %s" % (r, summaries[r]["threads_per_rank"]) for r in a.runs))
     print("- peer schedules (torch.distributed.pipelining, gloo, one process per rank): " +
           "; ".join("%s: %s" % (r, summaries[r]["schedule_class"]) for r in a.runs))
-    ours = "fused scaled_dot_product_attention" if libtorch and int(libtorch.group(1)) >= 2 else "matmul + masked softmax"
+    if (a.hidden // a.heads) % 16 == 0:  # on CPUs with FMA, which every machine here has
+        ours = "its own causal attention loops (core/model/attention_kernel)"
+    else:
+        ours = "fused scaled_dot_product_attention" if libtorch and int(libtorch.group(1)) >= 2 else "matmul + masked softmax"
     print("- attention: peer %s; actorpipe %s (%s)" %
           ("fused scaled_dot_product_attention" if a.attention == "sdpa" else "matmul + masked softmax", ours,
            libtorch.group(0) if libtorch else "LibTorch version: not said, assumed 1.x"))
