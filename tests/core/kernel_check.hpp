@@ -12,7 +12,7 @@ inline const char* clone_name() {
 #ifdef ACTORPIPE_NO_SIMD_CLONES
   return "plain x86-64 build";
 #else
-  return __builtin_cpu_supports("avx512f") ? "avx512f" : __builtin_cpu_supports("avx2") ? "haswell" : "default";
+  return __builtin_cpu_supports("avx512f") ? "avx512f" : __builtin_cpu_supports("avx2") ? "avx2" : "default";
 #endif
 }
 
