@@ -21,6 +21,14 @@ constexpr std::int64_t lanes = 16;
 
 #define ACTORPIPE_INLINE inline __attribute__((always_inline))
 
+// The AVX-512 and FMA builds (and a plain one that no CPU passing causal_attention_kernel_serves
+// runs); elsewhere (another compiler or architecture) one plain build, never served.
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define ACTORPIPE_FMA_CLONES __attribute__((target_clones("avx512f", "fma", "default")))
+#else
+#define ACTORPIPE_FMA_CLONES
+#endif
+
 ACTORPIPE_INLINE v16 load(const float* p) {
   v16 v;
   std::memcpy(&v, p, sizeof v);
@@ -257,7 +265,7 @@ struct backward_key_tiles {
   }
 };
 
-__attribute__((target_clones("avx512f", "fma", "default")))
+ACTORPIPE_FMA_CLONES
 void forward_pair(const float* qkv, float* out, float* probs, const attention_dims& dims, float scale,
                   std::int64_t pair, float* kt) {
   const pair_view p = view_of(qkv, dims, pair);
@@ -267,7 +275,7 @@ void forward_pair(const float* qkv, float* out, float* probs, const attention_di
   over_row_tiles(p.S, f);
 }
 
-__attribute__((target_clones("avx512f", "fma", "default")))
+ACTORPIPE_FMA_CLONES
 void backward_pair(const float* qkv, const float* probs, const float* grad_out, float* grad_qkv,
                    const attention_dims& dims, float scale, std::int64_t pair, float* vt, float* dS) {
   const pair_view p = view_of(qkv, dims, pair);
