@@ -10,6 +10,9 @@
 #include <limits>
 #include <vector>
 
+#include "core/model/exp_kernel.hpp"
+#include "core/simd_clones.hpp"
+
 namespace actorpipe {
 namespace {
 
@@ -20,14 +23,6 @@ typedef std::int32_t i16 __attribute__((vector_size(64)));
 constexpr std::int64_t lanes = 16;
 
 #define ACTORPIPE_INLINE inline __attribute__((always_inline))
-
-// The AVX-512 and FMA builds (and a plain one that no CPU passing causal_attention_kernel_serves
-// runs); elsewhere (another compiler or architecture) one plain build, never served.
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define ACTORPIPE_FMA_CLONES __attribute__((target_clones("avx512f", "fma", "default")))
-#else
-#define ACTORPIPE_FMA_CLONES
-#endif
 
 ACTORPIPE_INLINE v16 load(const float* p) {
   v16 v;
@@ -57,27 +52,14 @@ ACTORPIPE_INLINE float max_lanes(v16 v) {
   return m;
 }
 
-// e^x for x <= 0 (-inf gives 0): x = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial to
-// r^8 / 8!, times 2^n built in the exponent bits; 0 below -87.
+// e^x for x <= 0 lane-wise (-inf gives 0): exp_kernel.hpp's.
 ACTORPIPE_INLINE v16 exp_nonpositive(v16 x) {
-  const i16 under = x < splat(-87.0f);
-  x = x >= splat(-87.0f) ? x : splat(-87.0f);
-  const v16 n = (x * splat(1.44269504088896341f) + splat(12582912.0f)) - splat(12582912.0f);
-  const v16 r = (x - n * splat(0.693359375f)) + n * splat(2.12194440e-4f);
-  v16 p = splat(1.0f / 40320.0f);
-  p = p * r + splat(1.0f / 5040.0f);
-  p = p * r + splat(1.0f / 720.0f);
-  p = p * r + splat(1.0f / 120.0f);
-  p = p * r + splat(1.0f / 24.0f);
-  p = p * r + splat(1.0f / 6.0f);
-  p = p * r + splat(0.5f);
-  p = p * r + splat(1.0f);
-  p = p * r + splat(1.0f);
-  const i16 bits = (__builtin_convertvector(n, i16) + isplat(127)) << 23;
-  v16 two_n;
-  std::memcpy(&two_n, &bits, sizeof two_n);
-  const v16 e = p * two_n;
-  return under ? splat(0.0f) : e;
+  return actorpipe::exp_nonpositive(x, [](v16 n) __attribute__((always_inline)) {
+    const i16 bits = (__builtin_convertvector(n, i16) + isplat(127)) << 23;
+    v16 f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  });
 }
 
 // C[i0 + r][j] = sum_k A[(i0 + r) * a_stride + k] * Bt[k * ld + j], k < depth in order, for
@@ -163,12 +145,14 @@ std::int64_t round_up(std::int64_t n) { return (n + lanes - 1) / lanes * lanes; 
 struct pair_view {
   const float* q;  // row i at q + i * row; k at q + H, v at q + 2H
   std::int64_t S, Sp, d, H, row;
+  std::int64_t io;  // where this pair's head starts in out and grad_out ([B, S, H])
 };
 
 pair_view view_of(const float* qkv, const attention_dims& dims, std::int64_t pair) {
   const std::int64_t b = pair / dims.heads, head = pair % dims.heads;
   const std::int64_t H = dims.heads * dims.head_dim;
-  return {qkv + b * dims.seq * 3 * H + head * dims.head_dim, dims.seq, round_up(dims.seq), dims.head_dim, H, 3 * H};
+  return {qkv + b * dims.seq * 3 * H + head * dims.head_dim, dims.seq, round_up(dims.seq), dims.head_dim, H, 3 * H,
+          b * dims.seq * H + head * dims.head_dim};
 }
 
 // Bt[c * Sp + j] = rows[j * row + c] for j < S, 0 up to Sp.
@@ -270,8 +254,7 @@ void forward_pair(const float* qkv, float* out, float* probs, const attention_di
                   std::int64_t pair, float* kt) {
   const pair_view p = view_of(qkv, dims, pair);
   transpose_rows(p.q + p.H, p.row, p, kt);
-  const forward_tiles f{p, p.q + 2 * p.H, probs + pair * p.S * p.Sp,
-                        out + (pair / dims.heads) * p.S * p.H + (pair % dims.heads) * p.d, scale, kt};
+  const forward_tiles f{p, p.q + 2 * p.H, probs + pair * p.S * p.Sp, out + p.io, scale, kt};
   over_row_tiles(p.S, f);
 }
 
@@ -281,7 +264,7 @@ void backward_pair(const float* qkv, const float* probs, const float* grad_out, 
   const pair_view p = view_of(qkv, dims, pair);
   const float* P = probs + pair * p.S * p.Sp;
   float* dq = grad_qkv + (p.q - qkv);
-  const float* dO = grad_out + (pair / dims.heads) * p.S * p.H + (pair % dims.heads) * p.d;
+  const float* dO = grad_out + p.io;
   transpose_rows(p.q + 2 * p.H, p.row, p, vt);
   over_row_tiles(p.S, backward_query_tiles{p, p.q + p.H, P, dO, vt, dS, dq, scale});
   over_row_tiles(p.S, backward_key_tiles{p, P, dO, dS, dq + p.H, dq + 2 * p.H});

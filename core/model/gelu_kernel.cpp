@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/model/exp_kernel.hpp"
 #include "core/simd_clones.hpp"
 
 namespace actorpipe {
@@ -12,31 +13,7 @@ namespace {
 constexpr float sqrt_2_over_pi = 0.7978845608028654f;
 constexpr float cubic = 0.044715f;
 
-// e^v for v <= 0: v = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor polynomial to r^8 / 8!
-// (error below 2^-26 on that range), times 2^n built in the exponent bits; 0 below -87 (e^v
-// there is under 2^-125, near float's smallest normal). Branch-free, so the loops vectorise.
-inline float exp_nonpositive(float v) {
-  const bool underflow = v < -87.0f;
-  v = v >= -87.0f ? v : -87.0f;  // NaN too: the int conversion below must see a number (a NaN
-                                 // input still comes out NaN: the callers multiply by x)
-  // Round v / ln2 to an integer: adding and removing 1.5 * 2^23 rounds to nearest.
-  const float n = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = (v - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 in two parts: r exact enough
-  float p = 1.0f / 40320.0f;
-  p = p * r + 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
-  float two_n;
-  std::memcpy(&two_n, &bits, sizeof two_n);
-  const float e = p * two_n;
-  return underflow ? 0.0f : e;
-}
+inline float exp_nonpositive(float v) { return actorpipe::exp_nonpositive(v, [](float n) { return two_to_the(n); }); }
 
 // sigmoid(z) and sigmoid(z) * (1 - sigmoid(z)) from e = e^-|z| (never overflows):
 // z >= 0: s = 1 / (1 + e); z < 0: s = e / (1 + e); in both s (1 - s) = e / (1 + e)^2.
