@@ -1,14 +1,15 @@
-// Benchmark: a pipelined GPT (2 stages, one thread each) against the unpartitioned reference
-// (one thread), the two runs taking turns a step at a time in one process: pipeline step k,
-// then reference step k, then pipeline step k + 1. Each pipeline step is compared with the two
-// reference steps around it, a few seconds apart, so a shared machine's slow spells (seconds to
-// minutes) hit both sides of each ratio; gpt_throughput compares whole runs, minutes apart.
-// Prints every step's ratio, split as in gpt_throughput (schedule: stages x busy share; the
-// actions' speed against the reference's), their medians and spread, and how far the
-// reference's own speed moved between its consecutive steps.
+// Benchmark: pipelined GPTs (2 stages, one thread each) against the unpartitioned reference
+// (one thread), the runs taking turns a step at a time in one process: step k of each schedule
+// named, then reference step k, then step k + 1 of each. Each pipeline step is compared with the
+// two reference steps around it, and with the other schedules' steps of the same round, seconds
+// apart, so a shared machine's slow spells (seconds to minutes) hit both sides of each ratio;
+// gpt_throughput compares whole runs, minutes apart. Prints every step's ratio, split as in
+// gpt_throughput (schedule: stages x busy share; the actions' speed against the reference's),
+// their medians and spread, how far the reference's own speed moved between its consecutive
+// steps and, for two or more schedules, each against the first, round by round.
 //
-//   bench/gpt_turns [--schedule 1f1b --chunks 1 --layers 8 --hidden 256 --seq-len 128
-//                    --microbatch-size 4 --microbatches 16 --steps 12]
+//   bench/gpt_turns [--schedule 1f1b[,zbv,...] --chunks (each schedule's default) --layers 8
+//                    --hidden 256 --seq-len 128 --microbatch-size 4 --microbatches 16 --steps 12]
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
@@ -23,117 +24,183 @@
 #include "bench/gpt_bench.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/median.hpp"
+#include "core/schedule/schedule_registry.hpp"
 #include "core/train/reference_trainer.hpp"
 
 using namespace actorpipe;
 
 namespace {
 
-// Two runs taking turns: after each of its steps a side hands the turn to the other and waits
-// for it back, or for the other side's end.
+// Runs taking turns, sides 0 .. n - 1 in a cycle: a side waits for its first turn before it
+// starts; after each of its steps it hands the turn to the next side still running and waits for
+// it back, or for every other side's end.
 class turns {
  public:
+  explicit turns(int sides) : finished_(sides, false) {}
+
+  void wait_turn(int side) {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return turn_ == side || others_finished(side); });
+  }
+
   void step_done(int side) {
     std::unique_lock<std::mutex> lock(m_);
-    turn_ = 1 - side;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return turn_ == side || finished_[1 - side]; });
+    pass_on(side);
+    cv_.wait(lock, [&] { return turn_ == side || others_finished(side); });
   }
 
   void finish(int side) {
     std::lock_guard<std::mutex> lock(m_);
     finished_[side] = true;
-    turn_ = 1 - side;
-    cv_.notify_all();
+    pass_on(side);
   }
 
  private:
+  void pass_on(int side) {
+    const int n = static_cast<int>(finished_.size());
+    for (int i = 1; i <= n; ++i) {
+      const int next = (side + i) % n;
+      if (!finished_[next]) {
+        turn_ = next;
+        break;
+      }
+    }
+    cv_.notify_all();
+  }
+
+  bool others_finished(int side) const {
+    for (size_t i = 0; i < finished_.size(); ++i)
+      if (static_cast<int>(i) != side && !finished_[i]) return false;
+    return true;
+  }
+
   std::mutex m_;
   std::condition_variable cv_;
   int turn_ = 0;
-  bool finished_[2] = {false, false};
+  std::vector<bool> finished_;
 };
 
-constexpr int pipeline_side = 0, reference_side = 1;
-
-// Runs both, the pipeline on this thread (its steps' reports come from its supervisor), the
-// reference on a thread started after the pipeline's first step (so the two setups do not
-// overlap). Fills each side's step reports; rethrows either side's error.
-void run_taking_turns(const train_options& o, std::vector<step_metrics>& pipeline, std::vector<step_metrics>& reference) {
-  turns t;
-  std::thread reference_thread;
-  std::exception_ptr reference_error;
-  const auto start_reference = [&] {
-    reference_thread = std::thread([&] {
+// Runs the pipelines (sides 0 .. n - 1, one per entry of `pipelines`) and then the reference
+// (side n), each on its own thread, set up when its first turn comes (so no two setups overlap).
+// Fills each side's step reports; rethrows the first side's error.
+void run_taking_turns(const std::vector<train_options>& pipelines, std::vector<std::vector<step_metrics>>& steps) {
+  const int n = static_cast<int>(pipelines.size());
+  turns t(n + 1);
+  steps.assign(n + 1, {});
+  std::vector<std::exception_ptr> errors(n + 1);
+  std::vector<std::thread> threads;
+  for (int side = 0; side <= n; ++side)
+    threads.emplace_back([&, side] {
+      t.wait_turn(side);
+      const auto on_step = [&, side](const step_metrics& m) {
+        steps[side].push_back(m);
+        t.step_done(side);
+      };
       try {
-        run_reference(o, [&](const step_metrics& m) {
-          reference.push_back(m);
-          t.step_done(reference_side);
-        });
+        if (side < n) run_pipeline(pipelines[side], on_step);
+        else run_reference(pipelines[0], on_step);
       } catch (...) {
-        reference_error = std::current_exception();
+        errors[side] = std::current_exception();
       }
-      t.finish(reference_side);
+      t.finish(side);
     });
-  };
-  try {
-    run_pipeline(o, [&](const step_metrics& m) {
-      pipeline.push_back(m);
-      if (m.step == 0) start_reference();
-      t.step_done(pipeline_side);
-    });
-  } catch (...) {
-    t.finish(pipeline_side);
-    if (reference_thread.joinable()) reference_thread.join();
-    throw;
-  }
-  t.finish(pipeline_side);
-  if (reference_thread.joinable()) reference_thread.join();
-  if (reference_error) std::rethrow_exception(reference_error);
+  for (auto& th : threads) th.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 // The largest over the smallest.
 double spread(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()) / *std::min_element(v.begin(), v.end()); }
+
+// "1f1b" or "zbv x 2 chunks".
+std::string describe(const train_options& o) {
+  return o.schedule + (o.chunks == 1 ? "" : " x " + std::to_string(o.chunks) + " chunks");
+}
+
+// The comma-separated schedule names, each with --chunks where it was given, else the
+// schedule's default chunk count.
+std::vector<train_options> pipelines_to_run(const train_options& o, const std::string& schedules, int chunks) {
+  std::vector<train_options> out;
+  size_t from = 0;
+  while (from <= schedules.size()) {
+    const size_t comma = std::min(schedules.find(',', from), schedules.size());
+    train_options p = o;
+    p.schedule = schedules.substr(from, comma - from);
+    if (p.schedule.empty()) throw std::invalid_argument("--schedule needs schedule names separated by commas, got '" + schedules + "'");
+    p.chunks = chunks > 0 ? chunks : default_chunks(p.schedule);
+    out.push_back(p);
+    from = comma + 1;
+  }
+  return out;
+}
 
 int bench_main(int argc, char** argv) {
   ensure_best_blas_kernels(argv);
   train_options o = bench::gpt_bench_options();
   o.stages = 2;
   o.steps = 12;
-  o.schedule = "1f1b";
-  if (!bench::parse_gpt_bench_flags(argc, argv, o, "gpt_turns", {true, false, nullptr, &o.schedule, &o.chunks})) return 2;
+  std::string schedules = "1f1b";
+  int chunks = 0;  // each schedule's default
+  if (!bench::parse_gpt_bench_flags(argc, argv, o, "gpt_turns", {true, false, nullptr, &schedules, &chunks})) return 2;
   if (o.steps < 3) {
     std::fprintf(stderr, "gpt_turns: --steps must be >= 3 (the first is not timed; each ratio needs a reference step either side), got %d\n",
                  o.steps);
     return 2;
   }
+  const std::vector<train_options> pipes = pipelines_to_run(o, schedules, chunks);
+  const int n = static_cast<int>(pipes.size());
   bench::print_what_it_runs_on();
-  std::printf("GPT %d layers, hidden %d, seq %d; %d microbatches x %d; %s on %d stages x %d chunk%s x 1 thread and the\n"
-              "reference on 1 thread take turns, a step each, %d steps each (the first untimed)\n\n",
-              o.model.layers, o.model.hidden, o.model.seq_len, o.microbatches, o.microbatch_size, o.schedule.c_str(), o.stages,
-              o.chunks, o.chunks == 1 ? "" : "s", o.steps);
-  std::vector<step_metrics> pipe, ref;
-  run_taking_turns(o, pipe, ref);
+  std::string names;
+  for (const auto& p : pipes) names += (names.empty() ? "" : ", ") + describe(p);
+  std::printf("GPT %d layers, hidden %d, seq %d; %d microbatches x %d; %s on %d stages x 1 thread and the\n"
+              "reference on 1 thread take turns, a step each, %d steps each (the first untimed)\n",
+              o.model.layers, o.model.hidden, o.model.seq_len, o.microbatches, o.microbatch_size, names.c_str(), o.stages,
+              o.steps);
+  std::vector<std::vector<step_metrics>> steps;
+  run_taking_turns(pipes, steps);
+  const std::vector<step_metrics>& ref = steps[n];
 
   // Pipeline step k ran between reference steps k - 1 and k.
-  std::printf("| step | reference before | %s | reference after | vs reference | = schedule | x actions' speed |\n"
-              "|---|---|---|---|---|---|---|\n",
-              o.schedule.c_str());
-  std::vector<double> ratio, schedule, speed, ref_moved;
-  for (size_t k = 2; k < pipe.size() && k < ref.size(); ++k) {
-    const double before = ref[k - 1].tokens_per_s, after = ref[k].tokens_per_s;
-    const double r = pipe[k].tokens_per_s / ((before + after) / 2), s = o.stages * (1 - pipe[k].bubble_ratio);
-    ratio.push_back(r);
-    schedule.push_back(s);
-    speed.push_back(r / s);
-    ref_moved.push_back(bench::moved(before, after));
-    std::printf("| %zu | %.0f | %.0f | %.0f | %.3fx | %.3f | %.3f |\n", k + 1, before, pipe[k].tokens_per_s, after, r, s,
-                r / s);
+  std::vector<std::vector<double>> ratio(n), schedule(n), speed(n);
+  std::vector<double> ref_moved;
+  for (int i = 0; i < n; ++i) {
+    const auto& pipe = steps[i];
+    std::printf("\n| step | reference before | %s | reference after | vs reference | = schedule | x actions' speed |\n"
+                "|---|---|---|---|---|---|---|\n",
+                describe(pipes[i]).c_str());
+    for (size_t k = 2; k < pipe.size() && k < ref.size(); ++k) {
+      const double before = ref[k - 1].tokens_per_s, after = ref[k].tokens_per_s;
+      const double r = pipe[k].tokens_per_s / ((before + after) / 2), s = o.stages * (1 - pipe[k].bubble_ratio);
+      ratio[i].push_back(r);
+      schedule[i].push_back(s);
+      speed[i].push_back(r / s);
+      if (i == 0) ref_moved.push_back(bench::moved(before, after));
+      std::printf("| %zu | %.0f | %.0f | %.0f | %.3fx | %.3f | %.3f |\n", k + 1, before, pipe[k].tokens_per_s, after, r, s,
+                  r / s);
+    }
+    if (ratio[i].empty()) throw std::runtime_error("no step had a reference step either side");
   }
-  if (ratio.empty()) throw std::runtime_error("no step had a reference step either side");
-  std::printf("\n%s vs reference: median %.3fx = schedule %.3f x actions' speed %.3f (the steps' ratios %.3f-%.3f, %zu of them)\n",
-              o.schedule.c_str(), median(ratio), median(schedule), median(speed),
-              *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()), ratio.size());
+  std::printf("\n");
+  for (int i = 0; i < n; ++i)
+    std::printf("%s vs reference: median %.3fx = schedule %.3f x actions' speed %.3f (the steps' ratios %.3f-%.3f, %zu of them)\n",
+                describe(pipes[i]).c_str(), median(ratio[i]), median(schedule[i]), median(speed[i]),
+                *std::min_element(ratio[i].begin(), ratio[i].end()), *std::max_element(ratio[i].begin(), ratio[i].end()),
+                ratio[i].size());
+  // Each schedule against the first, round by round (steps of one round run seconds apart).
+  for (int i = 1; i < n; ++i) {
+    std::vector<double> r, s, a;
+    for (size_t k = 1; k < steps[0].size() && k < steps[i].size(); ++k) {
+      r.push_back(steps[i][k].tokens_per_s / steps[0][k].tokens_per_s);
+      s.push_back((1 - steps[i][k].bubble_ratio) / (1 - steps[0][k].bubble_ratio));
+      a.push_back(r.back() / s.back());
+    }
+    if (r.empty()) continue;
+    std::printf("%s vs %s, round by round: median %.3fx = schedule %.3f x actions' speed %.3f (rounds %.3f-%.3f, %zu of them; "
+                "%s ahead in %zu)\n",
+                describe(pipes[i]).c_str(), describe(pipes[0]).c_str(), median(r), median(s), median(a),
+                *std::min_element(r.begin(), r.end()), *std::max_element(r.begin(), r.end()), r.size(),
+                pipes[i].schedule.c_str(), static_cast<size_t>(std::count_if(r.begin(), r.end(), [](double x) { return x > 1; })));
+  }
   std::vector<double> ref_timed;
   for (size_t k = 1; k < ref.size(); ++k) ref_timed.push_back(ref[k].tokens_per_s);
   std::printf("machine: the reference's speed moved by %.1f%% between consecutive steps (median; up to %.1f%%),\n"
