@@ -15,6 +15,7 @@
 #include "actors/supervisor.hpp"
 #include "core/log.hpp"
 #include "core/schedule/schedule_registry.hpp"
+#include "core/sim/plan_choice.hpp"
 #include "core/sim/simulator.hpp"
 
 namespace actorpipe {
@@ -92,12 +93,12 @@ sim_result measured_timeline(const run_context& ctx, const std::vector<msg::flus
 }
 
 
-// The plan for the steps after a measured one: `use` is the plan rebuilt on the measured costs
-// where the simulator, on those costs, finds it faster than the one that ran (`running`), else
-// that one; `report` says which and why ("" where the generator does not order by cost: 1f1b,
-// interleaved, ...). `measured` names the steps the costs come from ("step 1", "steps 1-2"),
-// `last` the step that just ran (1-based). `text` is `use`'s text form where it replaces the
-// running plan, else empty.
+// The plan for the steps after a measured one: `use` is what choose_plan (plan_choice.hpp)
+// picks among the plan that ran (`running`) and the plans rebuilt on the measured costs, as
+// measured and with the ranks' speeds made equal; `report` says which and why ("" where the
+// generator does not order by cost: 1f1b, interleaved, ...). `measured` names the steps the
+// costs come from ("step 1", "steps 1-2"), `last` the step that just ran (1-based). `text` is
+// `use`'s text form where it replaces the running plan, else empty.
 struct rebuilt_plan {
   std::shared_ptr<const plan> use;
   std::string report, text;
@@ -107,37 +108,39 @@ rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const co
                           const std::shared_ptr<const plan>& running, const std::string& measured, int last,
                           double measured_bubble) {
   rebuilt_plan r{running, "", ""};
-  auto rebuilt = std::make_shared<const plan>(
-      make_schedule(ctx.options.schedule, schedule_request{ctx.ranks, ctx.microbatches, ctx.place.chunks(), costs}));
-  std::string text = format_plan(*rebuilt);
+  const plan_choice c =
+      choose_plan(ctx.options.schedule, ctx.ranks, ctx.microbatches, ctx.place, *costs, running);
   const bool generated_runs = running == ctx.static_plan;  // no rebuilt plan has replaced it yet
-  const bool same = text == format_plan(*running);
-  if (generated_runs && same) return r;
-  const sim_result before = simulate(*running, *costs);
-  char line[360];
-  if (same) {
-    std::snprintf(line, sizeof line,
-                  "plan: %s rebuilt on the median costs measured in %s is the plan that ran in step %d (simulated "
-                  "bubble %.1f%%)",
-                  ctx.options.schedule.c_str(), measured.c_str(), last, 100 * before.bubble_ratio);
+  const char* name = ctx.options.schedule.c_str();
+  char line[480];
+  if (c.use == running) {
+    if (c.candidates == 1 && generated_runs) return r;  // every rebuilt plan is the generated one
+    if (c.candidates == 1)
+      std::snprintf(line, sizeof line,
+                    "plan: %s rebuilt on the median costs measured in %s is the plan that ran in step %d (simulated "
+                    "bubble %.1f%%)",
+                    name, measured.c_str(), last, 100 * c.on_measured.bubble_ratio);
+    else
+      std::snprintf(line, sizeof line,
+                    "plan: %s as %s is kept for the median costs measured in %s (simulated bubble %.1f%%): of it and "
+                    "the plans rebuilt on them (as measured, and with the ranks' speeds made equal), it loses least "
+                    "to the best on the worse of those two costs",
+                    name, generated_runs ? "generated" : ("it ran in step " + std::to_string(last)).c_str(),
+                    measured.c_str(), 100 * c.on_measured.bubble_ratio);
     r.report = line;
     return r;
   }
-  const sim_result after = simulate(*rebuilt, *costs);
-  if (after.makespan < before.makespan * (1 - 1e-9)) {
-    r.use = rebuilt;
-    r.text = std::move(text);
-    std::snprintf(line, sizeof line,
-                  "plan: %s rebuilt on the median costs measured in %s; simulated on them, bubble %.1f%% -> %.1f%% "
-                  "(pipeline %.4f -> %.4f s); measured bubble %.1f%% in step %d",
-                  ctx.options.schedule.c_str(), measured.c_str(), 100 * before.bubble_ratio, 100 * after.bubble_ratio,
-                  before.makespan, after.makespan, 100 * measured_bubble, last);
-  } else {
-    std::snprintf(line, sizeof line,
-                  "plan: %s as %s is already the best for the median costs measured in %s (simulated bubble %.1f%%)",
-                  ctx.options.schedule.c_str(), generated_runs ? "generated" : ("it ran in step " + std::to_string(last)).c_str(),
-                  measured.c_str(), 100 * before.bubble_ratio);
-  }
+  r.use = c.use;
+  r.text = format_plan(*c.use);
+  char regret[96] = "the best candidate";
+  if (c.worst_regret > 1) std::snprintf(regret, sizeof regret, "within %.1f%% of the best candidate", 100 * (c.worst_regret - 1));
+  std::snprintf(line, sizeof line,
+                "plan: %s rebuilt on the median costs measured in %s%s; simulated on them, bubble %.1f%% -> %.1f%% "
+                "(pipeline %.4f -> %.4f s); %s both on those costs and with the ranks' speeds made equal; measured "
+                "bubble %.1f%% in step %d",
+                name, measured.c_str(), c.built_on == "equal speeds" ? " (the ranks' speeds made equal)" : "",
+                100 * c.running_on_measured.bubble_ratio, 100 * c.on_measured.bubble_ratio,
+                c.running_on_measured.makespan, c.on_measured.makespan, regret, 100 * measured_bubble, last);
   r.report = line;
   return r;
 }
@@ -311,8 +314,9 @@ void supervisor::go_on(int done) {
 // After step `measured`: rebuild the plan on the per-(op, virtual stage) median costs of every
 // step measured so far (run_context::replan_from - 1 .. measured: the second rebuild pools two
 // steps, so one slow phase of the machine in the first weighs less) and send it to every stage,
-// for the steps from `measured + 1` on. A rebuilt plan replaces the one that ran only if the
-// simulator, on those costs, finds it faster. False if the job stopped.
+// for the steps from `measured + 1` on. A rebuilt plan replaces the one that ran only where
+// choose_plan prefers it: on those costs and on them with the ranks' speeds made equal, it loses
+// less to the best candidate. False if the job stopped.
 bool supervisor::replan(int measured, double measured_bubble) {
   for (auto& f : st_.flushes) measured_events_.insert(measured_events_.end(), f.events.begin(), f.events.end());
   auto costs = std::make_shared<const cost_model>(median_costs(measured_events_, ctx_->virtual_stages));
