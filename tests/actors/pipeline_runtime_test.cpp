@@ -219,7 +219,10 @@ CATCH_TEST_CASE("zbv is rebuilt on measured costs where W is cheaper than F", "[
   const train_result r = zbv_on_stand_ins(split_costs(0.018, 0.0045), 4);
   CATCH_INFO(r.replan_report);
   CATCH_REQUIRE(r.replanned != nullptr);
-  CATCH_CHECK_THAT(r.replan_report, Contains("plan: zbv rebuilt on the median costs measured in step 1; simulated on them, bubble"));
+  // As measured, or with the ranks' speeds made equal where the stand-ins' timing made them
+  // differ (the plan chosen to hold up either way, plan_choice.hpp).
+  CATCH_CHECK_THAT(r.replan_report, Contains("plan: zbv rebuilt on the median costs measured in step 1") &&
+                                        Contains("simulated on them, bubble"));
   require_valid(*r.replanned);  // throws if it is not a valid plan
   // The summary's prediction is for the plan that ran in the last step: the rebuilt one.
   const sim_result unit_on_measured = simulate(make_schedule("zbv", {2, 8, 2}), mean_costs(r.last_step.events, 4));
@@ -237,7 +240,10 @@ CATCH_TEST_CASE("zbv is rebuilt again after step 2 on the costs of steps 1-2", "
   const train_result r = zbv_on_stand_ins(fc, 4);
   CATCH_INFO(r.replan_report);
   CATCH_REQUIRE(r.replanned != nullptr);
-  CATCH_CHECK_THAT(r.replan_report, Contains("plan: zbv rebuilt on the median costs measured in steps 1-2; simulated on them, bubble"));
+  // As measured, or with the ranks' speeds made equal where the stand-ins' timing made them
+  // differ (the plan chosen to hold up either way, plan_choice.hpp).
+  CATCH_CHECK_THAT(r.replan_report, Contains("plan: zbv rebuilt on the median costs measured in steps 1-2") &&
+                                        Contains("simulated on them, bubble"));
   CATCH_CHECK_THAT(r.replan_report, !Contains("steps 1-3"));  // rebuilt after steps 1 and 2 only
   require_valid(*r.replanned);
   // Steps 3 and 4 ran the plan rebuilt on steps 1-2: on their own costs (W = 3 F) it beats the
