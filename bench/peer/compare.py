@@ -326,11 +326,20 @@ def main():
               "column: the median of actorpipe/peer within each such repeat, the two runs back to back)" %
               (CLEAN_CPU_S, "; * = no such repeat, median over all" if marked else ""))
     print()
+    # A side's own ratios: of the cells' medians, and (several repeats) the median of the ratios
+    # within each clean repeat, whose two runs are a minute apart rather than spread over the run.
     for side in ("actorpipe", "peer"):
         ratios = []
         for num, den in (("1f1b", "no-pipeline"), ("zbv", "1f1b"), ("interleaved", "1f1b")):
             if num in med and den in med:
-                ratios.append("%s / %s %.2f" % (num, den, med[num][side] / med[den][side]))
+                text = "%s / %s %.2f" % (num, den, med[num][side] / med[den][side])
+                within = [tokens_per_s(x) / tokens_per_s(y) for rep, (x, y) in
+                          enumerate(zip(results[num][side], results[den][side]))
+                          if clean_run(num, side, rep) and clean_run(den, side, rep)]
+                if a.repeat > 1 and within:
+                    text += " (within a repeat: median %.2f, %.2f-%.2f)" % (
+                        statistics.median(within), min(within), max(within))
+                ratios.append(text)
         if ratios:
             print("- %s's own ratios: %s" % (side, ", ".join(ratios)))
     if a.repeat > 1:
