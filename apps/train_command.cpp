@@ -185,7 +185,10 @@ long long count_elements(const std::vector<std::pair<std::string, tensor_box>>& 
 
 // Seconds -> the trace's milliseconds, so measured and simulated traces share a shape.
 sim_result in_milliseconds(sim_result r) {
-  for (auto& e : r.events) e.start *= 1000, e.end *= 1000;
+  for (auto& e : r.events) {
+    e.start *= 1000, e.end *= 1000;
+    if (e.output_at >= 0) e.output_at *= 1000;  // an early B's input gradient
+  }
   r.makespan *= 1000;
   return r;
 }

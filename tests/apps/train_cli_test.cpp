@@ -89,6 +89,29 @@ CATCH_TEST_CASE("train runs, reports and writes metrics, trace and parameters", 
   std::remove(final_params.c_str());
 }
 
+CATCH_TEST_CASE("train's trace marks when each B sent its input gradient, inside that B", "[apps][train]") {
+  const std::string trace = temp_path(".json");
+  auto r = cli(with({"train", "--schedule", "1f1b", "--steps", "2", "--trace", trace}, tiny));
+  CATCH_REQUIRE(r.code == 0);
+  std::ifstream t(trace);
+  auto tj = nlohmann::json::parse(t);
+  int marked = 0, backwards = 0;
+  for (auto& e : tj["traceEvents"]) {
+    if (e["ph"] != "X" || e["cat"] != "backward") continue;
+    ++backwards;
+    const bool first_stage = e["args"]["virtual_stage"] == 0;
+    CATCH_CHECK(e["args"].contains("input_grad_sent_at") == !first_stage);  // stage 0 sends none
+    if (first_stage) continue;
+    // Trace microseconds, as ts and dur: after the B's start, before its end.
+    const double at = e["args"]["input_grad_sent_at"], ts = e["ts"], dur = e["dur"];
+    CATCH_CHECK(at > ts);
+    CATCH_CHECK(at < ts + dur);
+    ++marked;
+  }
+  CATCH_CHECK(backwards == 2 * 4);  // P * M
+  CATCH_CHECK(marked == 4);
+}
+
 CATCH_TEST_CASE("train --no-pipeline is the reference and matches the pipeline", "[apps][train]") {
   const std::string a = temp_path(".safetensors"), b = temp_path(".safetensors");
   auto ref = cli(with({"train", "--no-pipeline", "--steps", "2", "--save-final", a}, tiny));
