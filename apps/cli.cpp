@@ -95,6 +95,7 @@ void add_simulate(CLI::App& app, simulate_cli& c) {
       "  actorpipe simulate --schedule interleaved --stages 4 --microbatches 8 --chunks 2 --svg interleaved.svg\n"
       "  actorpipe simulate --schedule zbv --stages 4 --microbatches 8 --cost 1,2,1,1 --format json\n"
       "  actorpipe simulate --schedule-file my_plan.txt --trace my_plan.json\n"
+      "  actorpipe simulate --schedule zbv --stages 2 --microbatches 16 --costs-from run.json   # run.json: train --trace\n"
       "  actorpipe simulate --config examples/job.json --set num_microbatches=16\n"
       "\nSchedule file format: one line per rank, 'RANK: ACTION ...', ACTION = <op><virtual_stage>.<microbatch>\n"
       "with op F (forward), B (backward), I (input-grad), W (weight-grad); '#' starts a comment.");
@@ -111,12 +112,18 @@ void add_simulate(CLI::App& app, simulate_cli& c) {
   auto* opt_set = s->add_option("--set", sim.overrides, "Override a config key, KEY=VALUE (repeatable)");
   opt_file->excludes(opt_config);
   opt_file->excludes(opt_set);
-  s->add_option("--cost", sim.cost, "Costs per virtual stage 'F,B,I,W' (or 'F,,I,W': B = I+W; or 'F,B')")
-      ->default_val("1,2,1,1");
+  auto* opt_cost = s->add_option("--cost", sim.cost, "Costs per virtual stage 'F,B,I,W' (or 'F,,I,W': B = I+W; or 'F,B')")
+                       ->default_val("1,2,1,1");
+  auto* opt_from = s->add_option(
+      "--costs-from", sim.costs_from,
+      "Costs per op and virtual stage from a Chrome trace of `actorpipe train --trace` (each one's median, ms); "
+      "zb-h1/zbv get the plan train would choose after that step");
   s->add_option("--latency", sim.send_latency, "Send latency added to every message between ranks")->default_val(0);
-  s->add_flag("--early-input-grad", sim.early_input_grad,
-              "Model B as `train` runs it: its input gradient leaves after its I part (cost I), then W runs "
-              "(default: B as one block, the textbook schedules)");
+  auto* opt_early = s->add_flag("--early-input-grad", sim.early_input_grad,
+                                "Model B as `train` runs it: its input gradient leaves after its I part (cost I), then W "
+                                "runs (default: B as one block, the textbook schedules)");
+  opt_from->excludes(opt_cost);
+  opt_from->excludes(opt_early);  // the trace says how its B ran
   s->add_option("--format", sim.format, "Output format: text or json")->default_val("text");
   s->add_option("--trace", sim.trace_path, "Write the timeline as Chrome trace JSON (Perfetto, chrome://tracing)");
   s->add_option("--svg", sim.svg_path, "Write the timeline as an SVG picture");

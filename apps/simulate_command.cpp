@@ -2,9 +2,11 @@
 #include "apps/simulate_command.hpp"
 #include "core/number_text.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <ostream>
 #include <stdexcept>
 
@@ -16,6 +18,7 @@
 #include "core/sim/policy_simulator.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/chrome_trace.hpp"
+#include "core/sim/plan_choice.hpp"
 #include "core/sim/simulator.hpp"
 #include "core/sim/timeline_ascii.hpp"
 #include "core/sim/timeline_svg.hpp"
@@ -85,6 +88,34 @@ plan build_plan(const simulate_options& opt, std::vector<std::string>& summary,
   return make_schedule(name, req);
 }
 
+// --costs-from: the trace's per-(op, virtual stage) medians, and how many virtual stages it has.
+struct traced_costs {
+  cost_model costs;
+  int virtual_stages = 0;
+  size_t actions = 0;
+};
+
+traced_costs read_costs_from(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("--costs-from: cannot read '" + path + "'");
+  std::ostringstream text;
+  text << f.rdbuf();
+  const std::vector<timeline_event> events = read_chrome_trace(text.str(), "--costs-from '" + path + "'");
+  traced_costs t;
+  for (const auto& e : events) t.virtual_stages = std::max(t.virtual_stages, e.act.virtual_stage + 1);
+  t.costs = median_costs(events, t.virtual_stages);
+  t.actions = events.size();
+  return t;
+}
+
+// A plan or policy for `stages` virtual stages on costs traced for `traced` of them: one error.
+void require_traced_stages(const simulate_options& opt, int traced, int stages, int ranks, int chunks) {
+  if (opt.costs_from.empty() || traced == stages) return;
+  throw std::invalid_argument("--costs-from '" + opt.costs_from + "' has costs for " + std::to_string(traced) +
+                              " virtual stages, but the schedule has " + std::to_string(stages) + " (stages " +
+                              std::to_string(ranks) + " x chunks " + std::to_string(chunks) + ")");
+}
+
 // Refuses an output format, send latency or timeline width simulate cannot use.
 void check_output_options(const simulate_options& opt) {
   if (opt.format != "text" && opt.format != "json")
@@ -101,6 +132,7 @@ struct simulation {
   sim_result r;
   std::vector<std::string> summary;  // config lines, shown before the results
   std::string dynamic_note;          // text output only
+  int traced_stages = 0;             // --costs-from: the virtual stages its costs cover
 };
 
 // A dynamic policy has no plan up front: runs it in the policy simulator, and keeps the order
@@ -115,6 +147,7 @@ void simulate_dynamic_policy(const simulate_options& opt, const std::string& nam
   if (P < 1 || M < 1 || V < 1)
     throw std::invalid_argument("stages, microbatches and chunks must be >= 1: got stages=" + std::to_string(P) +
                                 ", microbatches=" + std::to_string(M) + ", chunks=" + std::to_string(V));
+  require_traced_stages(opt, s.traced_stages, P * V, P, V);
   auto policies = make_policies(name, P, M, V);
   auto res = simulate_policies(policy_placement(name, P, V), M, policies, costs, name);
   s.p = std::move(res.executed);
@@ -124,9 +157,35 @@ void simulate_dynamic_policy(const simulate_options& opt, const std::string& nam
 
 // Builds (or loads) the plan and simulates it. Costs other than the unit ones (or a send
 // latency) shape the plans of cost-aware schedules (zb-h1, zbv); the unit-cost plan is then
-// simulated beside it for comparison.
+// simulated beside it for comparison. Costs from a trace get the plan `train` would choose
+// after measuring them (plan_choice.hpp: also rebuilt with the ranks' speeds made equal).
 void simulate_plan(const simulate_options& opt, const cost_model& costs, simulation& s) {
-  const bool given = opt.cost != simulate_options{}.cost || costs.send_latency > 0;
+  const bool traced = !opt.costs_from.empty();
+  const bool given = traced || opt.cost != simulate_options{}.cost || costs.send_latency > 0;
+  if (traced) {
+    auto unit = std::make_shared<const plan>(build_plan(opt, s.summary, nullptr));
+    require_traced_stages(opt, s.traced_stages, unit->num_virtual_stages(), unit->num_ranks(), unit->chunks());
+    if (!opt.schedule_file.empty()) {
+      s.p = *unit;
+      s.r = simulate(s.p, costs);
+      return;
+    }
+    const plan_choice c = choose_plan(unit->name, unit->num_ranks(), unit->microbatches, unit->place, costs, unit);
+    s.p = *c.use;
+    s.r = c.on_measured;
+    if (c.candidates == 1) return;  // a schedule that does not order by cost
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "plan chosen for these costs as train chooses after a measured step: %s; makespan %s, bubble "
+                  "%.2f%% (the unit-cost plan: makespan %s, bubble %.2f%%)",
+                  c.built_on == "running"        ? "the unit-cost plan, kept"
+                  : c.built_on == "equal speeds" ? "built on them with the ranks' speeds made equal"
+                                                 : "built on them",
+                  number_text(s.r.makespan).c_str(), 100.0 * s.r.bubble_ratio,
+                  number_text(c.running_on_measured.makespan).c_str(), 100.0 * c.running_on_measured.bubble_ratio);
+    s.summary.push_back(line);
+    return;
+  }
   s.p = build_plan(opt, s.summary, given ? std::make_shared<const cost_model>(costs) : nullptr);
   s.r = simulate(s.p, costs);
   if (!given || !opt.schedule_file.empty()) return;
@@ -184,9 +243,14 @@ void print_rank_table(std::ostream& out, const simulation& s) {
 // the per-rank table, then the files written.
 void print_text(std::ostream& out, const simulate_options& opt, const cost_model& costs, const simulation& s) {
   const sim_result& r = s.r;
+  const auto each = [](const std::vector<double>& v) {  // "1.5" or, per virtual stage, "16.5/16.4/16.3/17.4"
+    std::string t;
+    for (double x : v) t += (t.empty() ? "" : "/") + number_text(x);
+    return t;
+  };
   out << "schedule " << r.schedule << ": stages=" << r.stages << ", chunks=" << r.chunks
-      << ", microbatches=" << r.microbatches << "; cost F=" << number_text(costs.forward[0]) << " B=" << number_text(costs.backward[0])
-      << " I=" << number_text(costs.input_grad[0]) << " W=" << number_text(costs.weight_grad[0])
+      << ", microbatches=" << r.microbatches << "; cost F=" << each(costs.forward) << " B=" << each(costs.backward)
+      << " I=" << each(costs.input_grad) << " W=" << each(costs.weight_grad)
       << ", send latency " << number_text(costs.send_latency)
       << (costs.early_input_grad ? "; B sends its input gradient after I" : "") << '\n';
   for (const auto& line : s.summary) out << line << '\n';
@@ -216,13 +280,22 @@ void list_schedules_command(std::ostream& out) {
 
 void run_simulate(const simulate_options& opt, std::ostream& out) {
   check_output_options(opt);
-  cost_model costs = parse_cost_spec(opt.cost);
+  simulation s;
+  cost_model costs;
+  if (opt.costs_from.empty()) {
+    costs = parse_cost_spec(opt.cost);
+    costs.early_input_grad = opt.early_input_grad;
+  } else {
+    const traced_costs t = read_costs_from(opt.costs_from);
+    costs = t.costs;  // early_input_grad where the trace's B sent their gradients early
+    s.traced_stages = t.virtual_stages;
+    s.summary.push_back("costs from " + opt.costs_from + ": the median of each op on each virtual stage over " +
+                        std::to_string(t.actions) + " traced actions");
+  }
   costs.send_latency = opt.send_latency;
-  costs.early_input_grad = opt.early_input_grad;
   const bool from_config = !opt.config_path.empty() || !opt.overrides.empty();
   std::string name = opt.schedule.value_or("1f1b");
   if (opt.schedule_file.empty() && from_config) name = resolve_config(opt).schedule;
-  simulation s;
   if (opt.schedule_file.empty() && is_dynamic_policy(name))
     simulate_dynamic_policy(opt, name, costs, from_config, s);
   else

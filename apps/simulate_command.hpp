@@ -18,6 +18,7 @@ struct simulate_options {
   std::optional<int> microbatches;  // default 8 (from the file)
   std::optional<int> chunks;   // default: the schedule's default_chunks (from the file)
   std::string cost = "1,2,1,1";  // F,B,I,W
+  std::string costs_from;  // a Chrome trace (train --trace): per-(op, virtual stage) median costs instead
   double send_latency = 0;
   bool early_input_grad = false;  // B's input gradient leaves after its I part, as `train` runs it
   std::string format = "text";  // text | json

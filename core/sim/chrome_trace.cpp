@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <stdexcept>
+
 namespace actorpipe {
 
 namespace {
@@ -51,6 +53,51 @@ std::string render_chrome_trace(const sim_result& r) {
                 {"makespan", r.makespan},
                 {"bubble_ratio", r.bubble_ratio}}}};
   return doc.dump(1) + "\n";
+}
+
+std::vector<timeline_event> read_chrome_trace(const std::string& json_text, const std::string& what) {
+  using nlohmann::json;
+  json doc;
+  try {
+    doc = json::parse(json_text);
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(what + " is not JSON: " + e.what());
+  }
+  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
+    throw std::invalid_argument(what + " has no traceEvents array (a Chrome trace from actorpipe train or simulate --trace)");
+  std::vector<timeline_event> out;
+  for (const auto& e : doc["traceEvents"]) {
+    if (!e.is_object() || e.value("ph", "") != "X") continue;
+    const std::string name = e.value("name", std::string("?"));
+    const auto bad = [&](const std::string& why) {
+      return std::invalid_argument(what + ": event '" + name + "' " + why);
+    };
+    const std::string cat = e.value("cat", "");
+    timeline_event t;
+    if (cat == "forward") t.act.op = op_kind::forward;
+    else if (cat == "backward") t.act.op = op_kind::backward;
+    else if (cat == "input_grad") t.act.op = op_kind::input_grad;
+    else if (cat == "weight_grad") t.act.op = op_kind::weight_grad;
+    else throw bad("has cat '" + cat + "', not forward, backward, input_grad or weight_grad");
+    for (const char* key : {"tid", "ts", "dur"})
+      if (!e.contains(key) || !e[key].is_number()) throw bad(std::string("has no number ") + key);
+    if (!e.contains("args") || !e["args"].is_object()) throw bad("has no args");
+    const json& args = e["args"];
+    for (const char* key : {"virtual_stage", "microbatch"})
+      if (!args.contains(key) || !args[key].is_number_integer() || args[key].get<int>() < 0)
+        throw bad(std::string("has no args.") + key + " >= 0");
+    t.rank = e["tid"].get<int>();
+    if (t.rank < 0) throw bad("has tid " + std::to_string(t.rank) + ", not a rank");
+    t.act.virtual_stage = args["virtual_stage"].get<int>();
+    t.act.microbatch = args["microbatch"].get<int>();
+    t.start = e["ts"].get<double>() / 1000.0;
+    t.end = t.start + e["dur"].get<double>() / 1000.0;
+    if (args.contains("input_grad_sent_at") && args["input_grad_sent_at"].is_number())
+      t.output_at = args["input_grad_sent_at"].get<double>() / 1000.0;
+    out.push_back(t);
+  }
+  if (out.empty()) throw std::invalid_argument(what + " has no actions (no \"X\" events)");
+  return out;
 }
 
 }  // namespace actorpipe

@@ -12,6 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/schedule/schedule_registry.hpp"
+#include "core/sim/chrome_trace.hpp"
+#include "core/sim/plan_choice.hpp"
+#include "core/sim/simulator.hpp"
 #include "tests/apps/cli_runner.hpp"
 
 using namespace actorpipe;
@@ -102,6 +106,47 @@ CATCH_TEST_CASE("simulate writes a Chrome trace and an SVG", "[apps][simulate]")
   CATCH_CHECK_THAT(r.out, Contains("wrote Chrome trace " + trace));
   std::remove(trace.c_str());
   std::remove(svg.c_str());
+}
+
+CATCH_TEST_CASE("simulate --costs-from takes a trace's per-stage medians and chooses the plan as train does", "[apps][simulate]") {
+  // A trace of zbv on 2 ranks where virtual stages 0 and 3 (rank 0) cost 1.4x: a rank that ran
+  // slow, as a train --trace of a noisy step shows.
+  const std::string slow = temp_path(".json");
+  {
+    cost_model c;
+    c.forward = {1.4, 1, 1, 1.4};
+    c.input_grad = {1.4, 1, 1, 1.4};
+    c.weight_grad = {1.05, 0.75, 0.75, 1.05};
+    c.backward = {2.45, 1.75, 1.75, 2.45};
+    std::ofstream(slow) << render_chrome_trace(simulate(make_schedule("zbv", {2, 8, 2}), c));
+  }
+  auto r = cli({"simulate", "--schedule", "zbv", "--stages", "2", "--microbatches", "8", "--costs-from", slow});
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains("cost F=1.4/1/1/1.4 B=2.45/1.75/1.75/2.45 I=1.4/1/1/1.4 W=1.05/0.75/0.75/1.05"));
+  CATCH_CHECK_THAT(r.out, Contains("costs from " + slow + ": the median of each op on each virtual stage over 96 traced actions"));  // 2 x 2 x 8 x (F, I, W)
+  CATCH_CHECK_THAT(r.out, Contains("plan chosen for these costs as train chooses after a measured step: "));
+  // The plan printed is the one choose_plan picks for these costs against the unit-cost plan.
+  auto j = cli({"simulate", "--schedule", "zbv", "--stages", "2", "--microbatches", "8", "--costs-from", slow,
+                "--format", "json", "--print-plan"});
+  CATCH_REQUIRE(j.code == 0);
+  {
+    cost_model c = median_costs(read_chrome_trace(std::string(std::istreambuf_iterator<char>(std::ifstream(slow).rdbuf()), {})), 4);
+    const auto unit = std::make_shared<const plan>(make_schedule("zbv", {2, 8, 2}));
+    const plan_choice want = choose_plan("zbv", 2, 8, unit->place, c, unit);
+    const auto doc = nlohmann::json::parse(j.out);
+    CATCH_CHECK(doc["plan"] == format_plan(*want.use));
+    CATCH_CHECK(doc["makespan"].get<double>() == Approx(want.on_measured.makespan));
+  }
+  // The trace's 4 virtual stages against a schedule with 2.
+  auto bad = cli({"simulate", "--schedule", "1f1b", "--stages", "2", "--costs-from", slow});
+  CATCH_CHECK(bad.code != 0);
+  CATCH_CHECK_THAT(bad.err, Contains("--costs-from '" + slow + "' has costs for 4 virtual stages, but the schedule has 2 "
+                                     "(stages 2 x chunks 1)"));
+  auto both = cli({"simulate", "--costs-from", slow, "--cost", "1,2"});
+  CATCH_CHECK_THAT(both.err, Contains("--cost excludes --costs-from"));
+  auto missing = cli({"simulate", "--costs-from", slow + ".missing"});
+  CATCH_CHECK_THAT(missing.err, Contains("--costs-from: cannot read '" + slow + ".missing'"));
+  std::remove(slow.c_str());
 }
 
 CATCH_TEST_CASE("simulate reads a schedule file and checks flags against it", "[apps][simulate]") {

@@ -72,6 +72,10 @@ CATCH_TEST_CASE("train runs, reports and writes metrics, trace and parameters", 
   int complete = 0;
   for (auto& e : tj["traceEvents"]) complete += e["ph"] == "X";
   CATCH_CHECK(complete == 2 * 2 * 4 * 3);  // P * V * M * (F, I, W)
+  // The trace's costs feed the simulator.
+  auto sim = cli({"simulate", "--schedule", "zbv", "--stages", "2", "--microbatches", "4", "--costs-from", trace});
+  CATCH_CHECK(sim.code == 0);
+  CATCH_CHECK_THAT(sim.out, Contains("costs from " + trace + ": the median of each op on each virtual stage over 48 traced actions"));
 
   auto params = load_safetensors(final_params);
   CATCH_CHECK(params.size() == 2 + 4 * 12 + 2);  // embeddings, 4 blocks, final LayerNorm

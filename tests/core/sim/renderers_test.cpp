@@ -75,6 +75,42 @@ CATCH_TEST_CASE("Chrome trace has one complete event per action, in microseconds
   CATCH_CHECK_FALSE(args.at("B0.0").contains("input_grad_sent_at"));                 // nothing before stage 0
 }
 
+CATCH_TEST_CASE("a Chrome trace reads back as the timeline it was written from", "[sim][render]") {
+  cost_model c = cost_model::uniform(1.5, 3, 1.25, 1.75);
+  c.early_input_grad = true;
+  const sim_result r = simulate(make_schedule("1f1b", {3, 5, 1}), c);
+  const std::vector<timeline_event> back = read_chrome_trace(render_chrome_trace(r));
+  CATCH_REQUIRE(back.size() == r.events.size());
+  for (size_t i = 0; i < back.size(); ++i) {
+    CATCH_CHECK(back[i].rank == r.events[i].rank);
+    CATCH_CHECK(back[i].act == r.events[i].act);
+    CATCH_CHECK(back[i].start == Approx(r.events[i].start));
+    CATCH_CHECK(back[i].end == Approx(r.events[i].end));
+    CATCH_CHECK(back[i].output_at == Approx(r.events[i].output_at));  // -1 where nothing left early
+  }
+  // So the costs measured from it are the costs simulated (B whole here: I and W its split).
+  const cost_model m = median_costs(back, 3);
+  CATCH_CHECK(m.forward == std::vector<double>(3, 1.5));
+  CATCH_CHECK(m.backward == std::vector<double>(3, 3.0));
+  CATCH_CHECK(m.early_input_grad);
+
+  CATCH_CHECK_THROWS_WITH(read_chrome_trace("{not json", "t.json"), Contains("t.json is not JSON"));
+  CATCH_CHECK_THROWS_WITH(read_chrome_trace("{\"events\": []}", "t.json"), Contains("t.json has no traceEvents array"));
+  CATCH_CHECK_THROWS_WITH(read_chrome_trace("{\"traceEvents\": [{\"ph\": \"M\"}]}", "t.json"),
+                          Contains("t.json has no actions"));
+  CATCH_CHECK_THROWS_WITH(
+      read_chrome_trace(R"({"traceEvents": [{"ph": "X", "name": "F0.0", "cat": "sleep", "tid": 0, "ts": 0, "dur": 1}]})", "t.json"),
+      Contains("t.json: event 'F0.0' has cat 'sleep', not forward, backward, input_grad or weight_grad"));
+  CATCH_CHECK_THROWS_WITH(
+      read_chrome_trace(R"({"traceEvents": [{"ph": "X", "name": "F0.0", "cat": "forward", "tid": 0, "ts": 0, "dur": 1,
+                                            "args": {"microbatch": 0}}]})",
+                        "t.json"),
+      Contains("t.json: event 'F0.0' has no args.virtual_stage >= 0"));
+  CATCH_CHECK_THROWS_WITH(
+      read_chrome_trace(R"({"traceEvents": [{"ph": "X", "name": "F0.0", "cat": "forward", "tid": 0, "ts": 0}]})", "t.json"),
+      Contains("t.json: event 'F0.0' has no number dur"));
+}
+
 CATCH_TEST_CASE("SVG draws a box per action and a lane per rank", "[sim][render]") {
   auto r = simulate(make_schedule("zbv", {4, 8, 2}), cost_model::uniform(1, 2, 1, 1));
   std::string svg = render_svg_timeline(r);
