@@ -89,6 +89,10 @@ struct run {
 };
 
 // Anyone -> a rank's compute actor: work for the rank's own thread.
+// A stage actor to itself: its rank went idle; once the messages already queued are handled,
+// run a W out of turn if the rank still waits (rank_policy::fill).
+struct try_fill {};
+
 struct compute_job {
   std::function<void()> work;
 };
@@ -356,6 +360,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::targets)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::gradient)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::input_ready)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::run)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::try_fill)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::compute_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::job_done)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::tied_sent)

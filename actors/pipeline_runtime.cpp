@@ -43,7 +43,7 @@ std::string job_fingerprint(const train_options& o, const job_place& g) {
     << " steps=" << o.steps << " lr=" << o.lr << " warmup=" << o.warmup_steps << " min_lr_ratio=" << o.min_lr_ratio
     << " grad_clip=" << o.grad_clip << " weight_decay=" << o.weight_decay << " data=" << o.data
     << " data_file=" << o.data_file << " data_seed=" << o.data_seed << " greedy_budget=" << o.greedy_budget
-    << " activation_checkpointing=" << o.activation_checkpointing << " replan=" << o.plan_on_measured_costs << " early_input_grad=" << o.early_input_grad << " vocab=" << o.model.vocab
+    << " activation_checkpointing=" << o.activation_checkpointing << " replan=" << o.plan_on_measured_costs << " early_input_grad=" << o.early_input_grad << " fill_w=" << o.fill_weight_grads << " vocab=" << o.model.vocab
     << " seq_len=" << o.model.seq_len << " hidden=" << o.model.hidden << " heads=" << o.model.heads
     << " layers=" << o.model.layers << " init_std=" << o.model.init_std << " seed=" << o.model.seed
     << " dp=" << o.dp << " zero=" << o.zero_stage << " bucket_mb=" << o.bucket_mb

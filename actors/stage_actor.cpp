@@ -29,11 +29,13 @@ class stage {
   void on_input_ready(const msg::input_ready& r);
   void on_replan(const msg::replan& p);
   void on_action_done(const msg::action_done& d);
+  void on_try_fill();
 
  private:
   void enter(int step);
   bool ready(const action& a) const;
   void dispatch();
+  void run(const action& a);
   void report_waiting(std::string what);
   void accept_input(const msg::input_ready& r);
   void record(const msg::action_done& d);
@@ -53,6 +55,7 @@ class stage {
   std::string last_waiting_;
   int planned_from_ = -1;               // the latest rebuilt plan (run_context::replan_from) that arrived applies from this step
   std::vector<msg::input_ready> held_;  // inputs of steps that must wait for one
+  bool fill_asked_ = false;             // a try_fill is on its way to this actor
 };
 
 // Steps run one after another: the first input of a new step means the old one is over.
@@ -96,14 +99,34 @@ void stage::dispatch() {
   while (running_.size() < 2 && !current_->finished()) {
     auto a = current_->next([this](const action& x) { return ready(x); });
     if (!a) break;
-    running_.emplace_back(*a, ctx_->now());
-    self_->send(ctx_->chunk_actors[ctx_->stage_id(replica_, a->virtual_stage)], msg::run{step_, *a});
+    run(*a);
+  }
+  // Idle and waiting: after the messages already queued (an input among them runs the listed
+  // action), the policy may fill the wait.
+  if (running_.empty() && !current_->finished() && !fill_asked_ && ctx_->options.fill_weight_grads) {
+    fill_asked_ = true;
+    self_->send(self_, msg::try_fill{});
   }
   if (!running_.empty())
     report_waiting(to_string(running_.front().first) + " to finish (handed to the compute thread at " +
                    std::to_string(running_.front().second) + " s)");
   else if (!current_->finished())
     report_waiting(current_->waiting_for());
+}
+
+void stage::run(const action& a) {
+  running_.emplace_back(a, ctx_->now());
+  self_->send(ctx_->chunk_actors[ctx_->stage_id(replica_, a.virtual_stage)], msg::run{step_, a});
+}
+
+void stage::on_try_fill() {
+  fill_asked_ = false;
+  if (!running_.empty() || current_->finished()) return;
+  if (auto a = current_->fill([this](const action& x) { return ready(x); })) {
+    ACTORPIPE_LOG(trace, "rank " + std::to_string(rank_) + ": runs " + to_string(*a) + " while it waits for " +
+                             current_->waiting_for());
+    run(*a);
+  }
 }
 
 void stage::accept_input(const msg::input_ready& r) {
@@ -126,7 +149,7 @@ void stage::on_replan(const msg::replan& p) {
   if (p.changed) {
     try {
       const plan rebuilt = parse_plan(p.plan_text, "plan rebuilt on measured costs");
-      policy_ = make_static_policy(rebuilt, pipeline_rank_);
+      policy_ = make_static_policy(rebuilt, pipeline_rank_, ctx_->options.fill_weight_grads);
     } catch (const std::exception& e) {
       self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ": the rebuilt plan: " + e.what()});
       return;
@@ -182,7 +205,7 @@ void stage::on_action_done(const msg::action_done& d) {
 }  // namespace
 
 std::unique_ptr<rank_policy> run_context::make_policy(int rank) const {
-  if (static_plan) return make_static_policy(*static_plan, rank);
+  if (static_plan) return make_static_policy(*static_plan, rank, options.fill_weight_grads);
   return actorpipe::make_policy(policy, ranks, microbatches, place.chunks(), rank, options.greedy_budget);
 }
 
@@ -192,6 +215,7 @@ caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const ru
       [s](msg::input_ready& r) { s->on_input_ready(r); },
       [s](msg::replan& p) { s->on_replan(p); },
       [s](msg::action_done& d) { s->on_action_done(d); },
+      [s](msg::try_fill&) { s->on_try_fill(); },
   };
 }
 

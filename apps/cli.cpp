@@ -284,6 +284,9 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   t->add_flag("--late-input-grad", tr.late_input_grad,
               "Run each full backward B as one block, its input gradient sent after its weight gradients (the "
               "textbook 1F1B); by default B sends it first, so the stage before starts earlier. Same numbers");
+  t->add_flag("--no-w-fill", tr.no_w_fill,
+              "Run each rank's plan strictly in order; by default a rank whose next action waits for an input runs "
+              "its next weight gradient (W, zb-h1/zbv) early when that W is ready. Same numbers");
 }
 
 void add_train(CLI::App& app, train_cli& c) {

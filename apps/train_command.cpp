@@ -146,6 +146,7 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.no_pipeline = o.no_pipeline;
   t.plan_on_measured_costs = !o.unit_cost_plan;
   t.early_input_grad = !o.late_input_grad;
+  t.fill_weight_grads = !o.no_w_fill;
   t.save_dir = o.save_dir;
   t.save_every = o.save_every;
   t.keep_last = o.keep_last;

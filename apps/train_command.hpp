@@ -40,6 +40,7 @@ struct train_cli_options {
   bool no_pipeline = false;
   bool unit_cost_plan = false;  // keep the generated plan (no rebuild on measured costs)
   bool late_input_grad = false;  // B sends its input gradient after its weight gradients
+  bool no_w_fill = false;        // run each rank's plan strictly in order
   bool interactive_progress = false;  // redraw one progress line (a terminal) or print a line per step
   // Multi-process jobs (WORLD_SIZE > 1 from actorpipe launch, torchrun, srun or mpirun).
   std::string ranks_per_process;  // "1,3": ranks of each process; empty: spread evenly

@@ -8,26 +8,39 @@ namespace {
 
 class static_policy final : public rank_policy {
  public:
-  static_policy(const plan& p, int rank) : actions_(p.ranks.at(rank)) { reset(); }
+  static_policy(const plan& p, int rank, bool fill) : actions_(p.ranks.at(rank)), fill_(fill) { reset(); }
   void reset() override {
     next_ = handed_ = 0;
+    in_flight_ = 0;
     done_.assign(actions_.size(), false);
+    taken_.assign(actions_.size(), false);
   }
   // Hands out the listed actions in order; the next one may go out before the previous one
   // completes (the rank's compute thread runs them one after another).
   std::optional<action> next(const std::function<bool(const action&)>& ready) override {
     if (handed_ >= actions_.size() || !ready(actions_[handed_])) return std::nullopt;
-    return actions_[handed_++];
+    return take(handed_);
+  }
+  // The first W not yet handed out, if it comes after the next listed action and is ready.
+  std::optional<action> fill(const std::function<bool(const action&)>& ready) override {
+    if (!fill_ || in_flight_ > 0) return std::nullopt;
+    for (size_t i = handed_; i < actions_.size(); ++i) {
+      if (taken_[i] || actions_[i].op != op_kind::weight_grad) continue;
+      if (i == handed_ || !ready(actions_[i])) return std::nullopt;  // the next listed one, or not ready
+      return take(i);
+    }
+    return std::nullopt;
   }
   // Completions may be reported out of order (they reach the stage through different chunk
   // actors); any handed-out action may complete.
   void completed(const action& a) override {
     size_t i = next_;
-    while (i < handed_ && (done_[i] || actions_[i] != a)) ++i;
-    if (i >= handed_)
+    while (i < actions_.size() && (!taken_[i] || done_[i] || actions_[i] != a)) ++i;
+    if (i >= actions_.size())
       throw std::logic_error("static policy: completed " + to_string(a) + ", which was not handed out");
     done_[i] = true;
-    while (next_ < handed_ && done_[next_]) ++next_;
+    --in_flight_;
+    while (next_ < actions_.size() && done_[next_]) ++next_;
   }
   bool finished() const override { return next_ >= actions_.size(); }
   std::string waiting_for() const override {
@@ -37,10 +50,19 @@ class static_policy final : public rank_policy {
   std::vector<action> all_actions() const override { return actions_; }
 
  private:
+  action take(size_t i) {
+    taken_[i] = true;
+    ++in_flight_;
+    while (handed_ < actions_.size() && taken_[handed_]) ++handed_;
+    return actions_[i];
+  }
+
   std::vector<action> actions_;
+  bool fill_ = false;
   size_t next_ = 0;    // first action not completed
   size_t handed_ = 0;  // first action not handed out
-  std::vector<bool> done_;
+  int in_flight_ = 0;  // handed out, not completed
+  std::vector<bool> done_, taken_;
 };
 
 class greedy_policy final : public rank_policy {
@@ -133,11 +155,11 @@ class greedy_policy final : public rank_policy {
 
 }  // namespace
 
-std::unique_ptr<rank_policy> make_static_policy(const plan& p, int rank) {
+std::unique_ptr<rank_policy> make_static_policy(const plan& p, int rank, bool fill_weight_grads) {
   if (rank < 0 || rank >= p.num_ranks())
     throw std::invalid_argument("static policy: rank " + std::to_string(rank) + " is not in the plan's 0.." +
                                 std::to_string(p.num_ranks() - 1));
-  return std::make_unique<static_policy>(p, rank);
+  return std::make_unique<static_policy>(p, rank, fill_weight_grads);
 }
 
 std::unique_ptr<rank_policy> make_greedy_policy(const placement& place, int microbatches, int rank, int budget,

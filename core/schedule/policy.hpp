@@ -25,6 +25,13 @@ class rank_policy {
   // flight, so the compute thread never waits for a message round trip); a policy that wants
   // to decide only when the rank is idle returns nullopt until then.
   virtual std::optional<action> next(const std::function<bool(const action&)>& ready) = 0;
+  // Asked when the rank is idle and next() had nothing: an action to run out of turn rather
+  // than wait, or nullopt (the default: wait). The static policy's --fill-w (make_static_policy)
+  // answers with the rank's next weight gradient when it is ready.
+  virtual std::optional<action> fill(const std::function<bool(const action&)>& ready) {
+    (void)ready;
+    return std::nullopt;
+  }
   virtual void completed(const action& a) = 0;
   // Every action of the step is done.
   virtual bool finished() const = 0;
@@ -34,8 +41,12 @@ class rank_policy {
   virtual std::vector<action> all_actions() const = 0;
 };
 
-// Runs rank `rank`'s list of a (validated) plan in order.
-std::unique_ptr<rank_policy> make_static_policy(const plan& p, int rank);
+// Runs rank `rank`'s list of a (validated) plan in order. With `fill_weight_grads`, a rank
+// that would wait for its next action's input runs the first weight gradient (W) still ahead
+// in its list, out of turn, when that W is ready (fill()): the W's keep their listed order
+// among themselves, so each virtual stage still accumulates its weight gradients in
+// microbatch order and the trained bits stay the plan's.
+std::unique_ptr<rank_policy> make_static_policy(const plan& p, int rank, bool fill_weight_grads = false);
 
 // Greedy dynamic policy for placement `place` with `microbatches` microbatches:
 //   1. a ready backward (B, or I when split_backward) first: lowest microbatch, then the

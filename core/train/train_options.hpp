@@ -59,6 +59,11 @@ struct train_options {
   // W earlier (1F1B's bubble shrinks from F + B to F + I). The same numbers; false runs B as
   // one block, the textbook schedule.
   bool early_input_grad = true;
+  // A rank whose next listed action waits for an input runs the next weight gradient (W) of
+  // its plan out of turn, when that W is ready (make_static_policy): zero-bubble's W passes
+  // fill the gaps a noisy machine opens beyond the plan's. The same numbers; false runs every
+  // rank's list strictly in order.
+  bool fill_weight_grads = true;
   bool gather_parameters = true;  // multi-process: every final parameter to process 0 (--save-final)
   // Checkpoints (core/checkpoint): every save_every steps (and after the last) into save_dir,
   // keeping the newest keep_last (0: all); resume from a directory of them or one of them.

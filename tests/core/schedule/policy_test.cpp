@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <set>
 
 #include "core/schedule/plan_validator.hpp"
 #include "core/schedule/policy.hpp"
@@ -103,4 +104,55 @@ CATCH_TEST_CASE("policies report misuse and deadlock clearly", "[schedule][polic
   auto policies = static_policies(p);
   CATCH_CHECK_THROWS_WITH(simulate_policies(p.place, 2, policies, cost_model{}),
                           "policies deadlocked: rank 0 waits for B0.0 (position 1); rank 1 waits for F1.1 (position 0)");
+}
+
+CATCH_TEST_CASE("a static policy with W fill runs the next W while its listed action waits, W order kept", "[schedule][policy]") {
+  const plan p = parse_plan("0: F0.0 F0.1 I0.0 I0.1 W0.0 W0.1\n", "hand");
+  std::set<std::string> arrived;  // the actions whose inputs are here
+  const auto ready = [&](const action& a) { return arrived.count(to_string(a)) > 0; };
+  for (bool fill : {true, false}) {
+    CATCH_INFO("fill " << fill);
+    auto pol = make_static_policy(p, 0, fill);
+    arrived = {"F0.0", "F0.1", "I0.0"};
+    for (const char* listed : {"F0.0", "F0.1", "I0.0"}) {
+      auto a = pol->next(ready);
+      CATCH_REQUIRE(a);
+      CATCH_CHECK(to_string(*a) == listed);
+      pol->completed(*a);
+    }
+    // I0.1 waits for its gradient; W0.0 (its I done) is ready, W0.1 not.
+    arrived.insert("W0.0");
+    CATCH_CHECK_FALSE(pol->next(ready));
+    auto w = pol->fill(ready);
+    if (!fill) {
+      CATCH_CHECK_FALSE(w);
+      continue;
+    }
+    CATCH_REQUIRE(w);
+    CATCH_CHECK(to_string(*w) == "W0.0");
+    CATCH_CHECK_FALSE(pol->fill(ready));  // one at a time: W0.0 is still running
+    pol->completed(*w);
+    CATCH_CHECK_FALSE(pol->fill(ready));  // W0.1 is next among the W and not ready: no later W jumps it
+    CATCH_CHECK(pol->waiting_for() == "I0.1 (position 3)");
+    arrived.insert("I0.1");
+    arrived.insert("W0.1");
+    auto i = pol->next(ready);
+    CATCH_REQUIRE(i);
+    CATCH_CHECK(to_string(*i) == "I0.1");
+    pol->completed(*i);
+    auto last = pol->next(ready);  // W0.0 ran already: the list goes on with W0.1
+    CATCH_REQUIRE(last);
+    CATCH_CHECK(to_string(*last) == "W0.1");
+    CATCH_CHECK_FALSE(pol->finished());
+    pol->completed(*last);
+    CATCH_CHECK(pol->finished());
+    CATCH_CHECK_THROWS_WITH(pol->completed(*last), Contains("completed W0.1, which was not handed out"));
+  }
+  // The next listed action itself a W that waits: nothing to fill with.
+  auto pol = make_static_policy(parse_plan("0: F0.0 I0.0 W0.0\n", "hand"), 0, true);
+  arrived = {"F0.0", "I0.0"};
+  for (int k = 0; k < 2; ++k) pol->completed(*pol->next(ready));
+  arrived.clear();
+  CATCH_CHECK_FALSE(pol->next(ready));
+  CATCH_CHECK_FALSE(pol->fill(ready));
 }
