@@ -55,7 +55,8 @@ class stage {
   std::string last_waiting_;
   int planned_from_ = -1;               // the latest rebuilt plan (run_context::replan_from) that arrived applies from this step
   std::vector<msg::input_ready> held_;  // inputs of steps that must wait for one
-  bool fill_asked_ = false;             // a try_fill is on its way to this actor
+  bool fill_asked_ = false;             // a try_fill is on its way to this actor,
+  int fill_step_ = -1;                  // asked in this step
 };
 
 // Steps run one after another: the first input of a new step means the old one is over.
@@ -105,6 +106,7 @@ void stage::dispatch() {
   // action), the policy may fill the wait.
   if (running_.empty() && !current_->finished() && !fill_asked_ && ctx_->options.fill_weight_grads) {
     fill_asked_ = true;
+    fill_step_ = step_;
     self_->send(self_, msg::try_fill{});
   }
   if (!running_.empty())
@@ -121,7 +123,8 @@ void stage::run(const action& a) {
 
 void stage::on_try_fill() {
   fill_asked_ = false;
-  if (!running_.empty() || current_->finished()) return;
+  // Only in the step that asked: readiness is this step's (enter() clears it for the next).
+  if (fill_step_ != step_ || !running_.empty() || current_->finished()) return;
   if (auto a = current_->fill([this](const action& x) { return ready(x); })) {
     ACTORPIPE_LOG(trace, "rank " + std::to_string(rank_) + ": runs " + to_string(*a) + " while it waits for " +
                              current_->waiting_for());
