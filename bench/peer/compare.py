@@ -307,13 +307,17 @@ def main():
             med[r][side] = statistics.median(clean or tps)
             med[r][side + "*"] = "" if clean else "*"
             marked |= not clean
+    def within_repeats(num, den):
+        """tokens/s of cell num (run, side) over cell den, per repeat in which both were clean."""
+        return [tokens_per_s(x) / tokens_per_s(y) for rep, (x, y) in
+                enumerate(zip(results[num[0]][num[1]], results[den[0]][den[1]]))
+                if clean_run(num[0], num[1], rep) and clean_run(den[0], den[1], rep)]
+
     # Each repeat runs actorpipe then the peer, seconds apart: the median of those pairs' ratios
     # is what a machine drifting over minutes moves least.
     paired = {}
     for r in a.runs:
-        pairs = [tokens_per_s(x) / tokens_per_s(y) for rep, (x, y) in
-                 enumerate(zip(results[r]["actorpipe"], results[r]["peer"]))
-                 if clean_run(r, "actorpipe", rep) and clean_run(r, "peer", rep)]
+        pairs = within_repeats((r, "actorpipe"), (r, "peer"))
         paired[r] = statistics.median(pairs) if pairs else None
     print("| run | actorpipe tokens/s | peer tokens/s | actorpipe/peer | each repeat's pair |")
     print("|---|---|---|---|---|")
@@ -333,9 +337,7 @@ def main():
         for num, den in (("1f1b", "no-pipeline"), ("zbv", "1f1b"), ("interleaved", "1f1b")):
             if num in med and den in med:
                 text = "%s / %s %.2f" % (num, den, med[num][side] / med[den][side])
-                within = [tokens_per_s(x) / tokens_per_s(y) for rep, (x, y) in
-                          enumerate(zip(results[num][side], results[den][side]))
-                          if clean_run(num, side, rep) and clean_run(den, side, rep)]
+                within = within_repeats((num, side), (den, side))
                 if a.repeat > 1 and within:
                     text += " (within a repeat: median %.2f, %.2f-%.2f)" % (
                         statistics.median(within), min(within), max(within))
