@@ -10,6 +10,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
+#include "core/log.hpp"
 #include "core/model/layer_chunk.hpp"
 
 namespace actorpipe {
@@ -273,15 +274,29 @@ struct action_job {
   // before waits for I, not I + W (the same products, the same bits).
   bool early = false;
   int to = -1, rank = 0;  // early: the virtual stage before (in this replica), this rank
+  // An F or I counted in the rank's queued_forward_or_input until it starts.
+  bool counted = false;
+  // A W run out of turn: may pause once, when an F or I waits for the compute thread, and
+  // continue behind it (the F or I touches none of the W's gradients: same bits).
+  bool may_pause = false;
+  std::vector<double> earlier_parts;  // (start, end) of the parts it ran before pausing
 
   void operator()() const {
-    msg::job_done d{step, a, {}, 0, 0, 0, 0, 0, {}, nullptr, -1};
+    msg::job_done d{step, a, {}, 0, 0, 0, 0, 0, {}, nullptr, -1, earlier_parts};
     d.start = ctx->now();
+    if (counted) ctx->queued_forward_or_input[rank].fetch_sub(1);
     try {
-      if (eval)
+      if (eval) {
         evaluate(d);
-      else
+      } else if (may_pause && a.op == op_kind::weight_grad) {
+        auto waits = [this] { return ctx->queued_forward_or_input[rank].load() > 0; };
+        if (!runner->weight_grad_until(a.microbatch, waits)) {
+          continue_later(d.start);
+          return;
+        }
+      } else {
         train(d);
+      }
     } catch (const std::exception& e) {
       d.error = e.what();
     }
@@ -289,6 +304,16 @@ struct action_job {
     d.live_stashes = runner->live_stashes();
     d.pending_weight_grads = runner->pending_weight_grads();
     caf::anon_send(chunk, std::move(d));
+  }
+
+  // The W paused: the rest goes behind the F or I that waits (once; it runs to the end then).
+  void continue_later(double started) const {
+    action_job rest = *this;
+    rest.may_pause = false;
+    rest.earlier_parts.push_back(started);
+    rest.earlier_parts.push_back(ctx->now());
+    ACTORPIPE_LOG(trace, "rank " + std::to_string(rank) + ": " + to_string(a) + " pauses for an F or I");
+    caf::anon_send(ctx->compute[rank], msg::compute_job{std::move(rest)});
   }
 
   // An eval round: forwards only, nothing kept.
@@ -342,6 +367,11 @@ void chunk::on_run(const msg::run& r) {
   job.early = ctx_->options.early_input_grad && job.a.op == op_kind::backward && v_ > 0 && !job.eval;
   job.to = id_ - 1;
   job.rank = rank_;
+  if (ctx_->queued_forward_or_input && !job.eval) {
+    job.may_pause = r.fill && job.a.op == op_kind::weight_grad && ctx_->options.pause_filled_weight_grads;
+    job.counted = job.a.op == op_kind::forward || job.a.op == op_kind::input_grad;
+    if (job.counted) ctx_->queued_forward_or_input[rank_].fetch_add(1);
+  }
   self_->send(ctx_->compute[rank_], msg::compute_job{std::move(job)});
 }
 
@@ -378,8 +408,8 @@ void chunk::on_job_done(msg::job_done& d) {
     return;
   }
   if (!sent) send_outputs(d);
-  self_->send(ctx_->stage[rank_],
-              msg::action_done{d.step, a, d.start, d.end, d.live_stashes, d.pending_weight_grads, d.output_at});
+  self_->send(ctx_->stage[rank_], msg::action_done{d.step, a, d.start, d.end, d.live_stashes, d.pending_weight_grads,
+                                                   d.output_at, std::move(d.earlier_parts)});
   if ((a.op == op_kind::backward || a.op == op_kind::weight_grad) && ++weight_grads_done_ == ctx_->microbatches)
     gradients_final(d.step);
 }

@@ -82,17 +82,19 @@ struct input_ready {
   int microbatch;
 };
 
-// Stage -> chunk: run this action now.
+// Stage -> chunk: run this action now. `fill`: a W run out of turn while the rank waits
+// (rank_policy::fill); it pauses once for an F or I that comes to the compute thread meanwhile.
 struct run {
   int step;
   action act;
+  bool fill = false;
 };
 
-// Anyone -> a rank's compute actor: work for the rank's own thread.
 // A stage actor to itself: its rank went idle; once the messages already queued are handled,
 // run a W out of turn if the rank still waits (rank_policy::fill).
 struct try_fill {};
 
+// Anyone -> a rank's compute actor: work for the rank's own thread.
 struct compute_job {
   std::function<void()> work;
 };
@@ -109,6 +111,9 @@ struct job_done {
   std::string error;  // non-empty: the action threw
   std::shared_ptr<const eval_piece> eval;  // an eval round's last stage: its outputs and targets
   double output_at = -1;  // B that sent its input gradient itself, before its W part: when
+  // A W that paused: (start, end) of each part before the last, in order; start/end above are
+  // the last part's.
+  std::vector<double> earlier_parts;
 };
 
 // Chunk -> stage: an action finished (error empty) or failed.
@@ -119,6 +124,7 @@ struct action_done {
   int live_stashes = 0;  // of that chunk, after the action
   int pending_weight_grads = 0;
   double output_at = -1;  // see job_done
+  std::vector<double> earlier_parts;  // see job_done
 };
 
 // Last chunk -> supervisor.
@@ -351,7 +357,7 @@ typename Inspector::result_type inspect(Inspector& f, action& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, timeline_event& x) {
   msg::double_bits start{&x.start}, end{&x.end}, output_at{&x.output_at};
-  return f(caf::meta::type_name("timeline_event"), x.rank, x.act, x.chunk, start, end, output_at);
+  return f(caf::meta::type_name("timeline_event"), x.rank, x.act, x.chunk, start, end, output_at, x.continues);
 }
 }  // namespace actorpipe
 

@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -68,6 +69,9 @@ struct run_context {
   std::shared_ptr<transport::tensor_transport> data;
 
   std::vector<caf::actor> compute;     // per rank (empty handle for a rank in another process)
+  // Per rank: F and I jobs posted to its compute actor and not started yet. A W run out of turn
+  // pauses for them (chunk actor). Counted by the chunk actors, read on the compute thread.
+  std::shared_ptr<std::atomic<int>[]> queued_forward_or_input;
   std::vector<caf::actor> chunk_actors;  // per virtual stage id
   std::vector<caf::actor> stage;       // per rank
   std::vector<caf::actor> optimizer_shards;  // per virtual stage id

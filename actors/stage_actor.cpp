@@ -35,7 +35,7 @@ class stage {
   void enter(int step);
   bool ready(const action& a) const;
   void dispatch();
-  void run(const action& a);
+  void run(const action& a, bool fill = false);
   void report_waiting(std::string what);
   void accept_input(const msg::input_ready& r);
   void record(const msg::action_done& d);
@@ -116,9 +116,9 @@ void stage::dispatch() {
     report_waiting(current_->waiting_for());
 }
 
-void stage::run(const action& a) {
+void stage::run(const action& a, bool fill) {
   running_.emplace_back(a, ctx_->now());
-  self_->send(ctx_->chunk_actors[ctx_->stage_id(replica_, a.virtual_stage)], msg::run{step_, a});
+  self_->send(ctx_->chunk_actors[ctx_->stage_id(replica_, a.virtual_stage)], msg::run{step_, a, fill});
 }
 
 void stage::on_try_fill() {
@@ -128,7 +128,7 @@ void stage::on_try_fill() {
   if (auto a = current_->fill([this](const action& x) { return ready(x); })) {
     ACTORPIPE_LOG(trace, "rank " + std::to_string(rank_) + ": runs " + to_string(*a) + " while it waits for " +
                              current_->waiting_for());
-    run(*a);
+    run(*a, true);
   }
 }
 
@@ -189,7 +189,10 @@ void stage::record(const msg::action_done& d) {
   for (auto& [v, n] : pending_) pending += n;
   peak_ = std::max(peak_, live);
   peak_pending_ = std::max(peak_pending_, pending);
-  events_.push_back({rank_, a, ctx_->place.chunk_of[a.virtual_stage], d.start, d.end, d.output_at});
+  const int chunk = ctx_->place.chunk_of[a.virtual_stage];
+  for (size_t i = 0; i + 1 < d.earlier_parts.size(); i += 2)  // a W that paused: its parts before the last
+    events_.push_back({rank_, a, chunk, d.earlier_parts[i], d.earlier_parts[i + 1], -1, true});
+  events_.push_back({rank_, a, chunk, d.start, d.end, d.output_at});
 }
 
 void stage::on_action_done(const msg::action_done& d) {
@@ -199,7 +202,7 @@ void stage::on_action_done(const msg::action_done& d) {
     return;
   }
   ACTORPIPE_LOG(debug, "rank " + std::to_string(rank_) + ": step " + std::to_string(step_ + 1) + " done, " +
-                           std::to_string(events_.size()) + " actions, peak " + std::to_string(peak_) +
+                           std::to_string(std::count_if(events_.begin(), events_.end(), [](const timeline_event& e) { return !e.continues; })) + " actions, peak " + std::to_string(peak_) +
                            " live activations");
   self_->send(ctx_->supervisor, msg::flush{step_, rank_, std::move(events_), peak_, peak_pending_});
   events_.clear();

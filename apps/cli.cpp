@@ -286,7 +286,8 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
               "textbook 1F1B); by default B sends it first, so the stage before starts earlier. Same numbers");
   t->add_flag("--no-w-fill", tr.no_w_fill,
               "Run each rank's plan strictly in order; by default a rank whose next action waits for an input runs "
-              "its next weight gradient (W, zb-h1/zbv) early when that W is ready. Same numbers");
+              "its next weight gradient (W, zb-h1/zbv) early when that W is ready, pausing it once for an F or I "
+              "that arrives meanwhile. Same numbers");
 }
 
 void add_train(CLI::App& app, train_cli& c) {

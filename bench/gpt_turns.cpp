@@ -8,7 +8,7 @@
 // their medians and spread, how far the reference's own speed moved between its consecutive
 // steps and, for two or more schedules, each against the first, round by round.
 //
-//   bench/gpt_turns [--schedule 1f1b[,zbv,zbv:strict,...] --chunks (each schedule's default) --layers 8
+//   bench/gpt_turns [--schedule 1f1b[,zbv,zbv:strict,zbv:whole,...] --chunks (each schedule's default) --layers 8
 //                    --hidden 256 --seq-len 128 --microbatch-size 4 --microbatches 16 --steps 12]
 #include <algorithm>
 #include <condition_variable>
@@ -112,15 +112,23 @@ void run_taking_turns(const std::vector<train_options>& pipelines, std::vector<s
 // The largest over the smallest.
 double spread(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()) / *std::min_element(v.begin(), v.end()); }
 
-// "1f1b", "zbv x 2 chunks" or "zbv x 2 chunks, strict order".
+// "1f1b", "zbv x 2 chunks", "zbv x 2 chunks, strict order" or "..., fills run whole".
 std::string describe(const train_options& o) {
   return o.schedule + (o.chunks == 1 ? "" : " x " + std::to_string(o.chunks) + " chunks") +
-         (o.fill_weight_grads ? "" : ", strict order");
+         (!o.fill_weight_grads ? ", strict order" : o.pause_filled_weight_grads ? "" : ", fills run whole");
+}
+
+// Takes `suffix` off the end of `name`; whether it was there.
+bool take_suffix(std::string& name, const std::string& suffix) {
+  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+  name.resize(name.size() - suffix.size());
+  return true;
 }
 
 // The comma-separated schedule names, each with --chunks where it was given, else the
 // schedule's default chunk count; a name ending in ":strict" runs each rank's plan strictly in
-// order (no W out of turn, train --no-w-fill).
+// order (no W out of turn, train --no-w-fill), one ending in ":whole" runs its W out of turn
+// without pausing them (train_options::pause_filled_weight_grads).
 std::vector<train_options> pipelines_to_run(const train_options& o, const std::string& schedules, int chunks) {
   std::vector<train_options> out;
   size_t from = 0;
@@ -128,11 +136,8 @@ std::vector<train_options> pipelines_to_run(const train_options& o, const std::s
     const size_t comma = std::min(schedules.find(',', from), schedules.size());
     train_options p = o;
     p.schedule = schedules.substr(from, comma - from);
-    const std::string strict = ":strict";  // each rank's plan strictly in order (train --no-w-fill)
-    if (p.schedule.size() > strict.size() && p.schedule.compare(p.schedule.size() - strict.size(), strict.size(), strict) == 0) {
-      p.schedule.resize(p.schedule.size() - strict.size());
-      p.fill_weight_grads = false;
-    }
+    if (take_suffix(p.schedule, ":strict")) p.fill_weight_grads = false;
+    if (take_suffix(p.schedule, ":whole")) p.pause_filled_weight_grads = false;
     if (p.schedule.empty()) throw std::invalid_argument("--schedule needs schedule names separated by commas, got '" + schedules + "'");
     p.chunks = chunks > 0 ? chunks : default_chunks(p.schedule);
     out.push_back(p);

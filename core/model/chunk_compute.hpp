@@ -34,6 +34,16 @@ class chunk_compute {
                                  double loss_scale) = 0;
   virtual tensor_box backward(int microbatch, const tensor_box& grad_output, bool split) = 0;
   virtual void weight_grad(int microbatch) = 0;
+  // W in parts: runs the microbatch's weight-gradient work, asking `pause` between two pieces
+  // of it; when pause() says true, stops there. True when the W is done, false when some is
+  // left for the next call (which continues it). The pieces run in the same order as in
+  // weight_grad, and touch only what weight_grad touches. A chunk that cannot stop part-way
+  // runs it whole (the default).
+  virtual bool weight_grad_until(int microbatch, const std::function<bool()>& pause) {
+    (void)pause;
+    weight_grad(microbatch);
+    return true;
+  }
   // Evaluation: the slice's output for `input` with nothing kept for a backward (the last
   // stage returns the model's output, before the loss). Stages that cannot evaluate throw.
   virtual tensor_box evaluate(int microbatch, const tensor_box& input) {

@@ -333,20 +333,27 @@ tensor_box layer_chunk::backward(int microbatch, const tensor_box& grad_output, 
   return box(s.input.grad().defined() ? s.input.grad() : at::zeros_like(s.input));
 }
 
-void layer_chunk::weight_grad(int microbatch) {
+void layer_chunk::weight_grad(int microbatch) { weight_grad_until(microbatch, {}); }
+
+bool layer_chunk::weight_grad_until(int microbatch, const std::function<bool()>& pause) {
   auto& m = *impl_;
   torch::AutoGradMode enable_grad(true);
   if (auto it = m.stores.find(microbatch); it != m.stores.end()) {
-    weight_grad_store store = std::move(it->second);
-    m.stores.erase(it);
-    store.run();
-    return;
+    bool done = false;
+    try {
+      done = it->second.run_until(pause);
+    } catch (...) {
+      m.stores.erase(it);  // spent: a retry finds nothing deferred
+      throw;
+    }
+    if (done) m.stores.erase(it);
+    return done;
   }
   if (auto it = m.kept_graphs.find(microbatch); it != m.kept_graphs.end()) {
     deferred_weight_pass pass = std::move(it->second);
     m.kept_graphs.erase(it);
     pass.run();
-    return;
+    return true;
   }
   throw std::invalid_argument(m.where("weight_grad", microbatch) +
                               ": nothing deferred (run backward with split=true first)");

@@ -41,6 +41,9 @@ class layer_chunk : public chunk_compute {
 
   // W: the weight gradients I left for later, accumulated into .grad.
   void weight_grad(int microbatch) override;
+  // Pauses between two deferred weight/bias products (modules that defer them); a W from a
+  // second autograd pass (generic split) runs whole.
+  bool weight_grad_until(int microbatch, const std::function<bool()>& pause) override;
 
   // Evaluation: the slice on `input` without autograd and without a stash; the last stage
   // returns its last layer's output (the loss is left to whoever has every microbatch).

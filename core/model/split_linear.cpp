@@ -142,11 +142,25 @@ void set_accumulate_listener(const at::Tensor& param, std::function<void()> list
 
 void weight_grad_store::push(std::function<void()> product) { products_.push_back(std::move(product)); }
 
-void weight_grad_store::run() {
-  // Move out first so a throwing product cannot leave half-run closures to run twice.
-  auto products = std::move(products_);
+void weight_grad_store::run() { run_until({}); }
+
+bool weight_grad_store::run_until(const std::function<bool()>& pause) {
+  const std::size_t first = next_;
+  while (next_ < products_.size()) {
+    if (next_ > first && pause && pause()) return false;
+    auto product = std::move(products_[next_++]);
+    try {
+      product();
+    } catch (...) {
+      // Nothing half-run is left to run twice: the store is spent.
+      products_.clear();
+      next_ = 0;
+      throw;
+    }
+  }
   products_.clear();
-  for (auto& product : products) product();
+  next_ = 0;
+  return true;
 }
 
 weight_grad_deferral::weight_grad_deferral(weight_grad_store& store) : previous_(active_store) {

@@ -17,11 +17,16 @@ class weight_grad_store {
   void push(std::function<void()> product);
   // Runs every deferred product in push order, then empties the store.
   void run();
-  std::size_t size() const { return products_.size(); }
-  bool empty() const { return products_.empty(); }
+  // Runs the products in push order, asking `pause` before each one after the first: when it
+  // says true, stops there and keeps the rest for the next call. True once the store is empty.
+  // Every call runs at least one product (if any are left), so repeated calls finish.
+  bool run_until(const std::function<bool()>& pause);
+  std::size_t size() const { return products_.size() - next_; }
+  bool empty() const { return size() == 0; }
 
  private:
   std::vector<std::function<void()>> products_;
+  std::size_t next_ = 0;  // products_[0, next_) have run
 };
 
 // Called after each weight or bias product a deferring split_linear accumulates into a

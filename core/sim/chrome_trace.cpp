@@ -34,6 +34,7 @@ std::string render_chrome_trace(const sim_result& r) {
     json args = {{"virtual_stage", e.act.virtual_stage}, {"microbatch", e.act.microbatch}};
     // A B that sent its input gradient before its weight part: when (trace microseconds).
     if (e.output_at >= 0) args["input_grad_sent_at"] = e.output_at * 1000.0;
+    if (e.continues) args["continues"] = true;  // a W paused here; a later event ends it
     events.push_back({{"name", to_string(e.act)},
                       {"cat", op_name(e.act.op)},
                       {"ph", "X"},
@@ -94,6 +95,7 @@ std::vector<timeline_event> read_chrome_trace(const std::string& json_text, cons
     t.end = t.start + e["dur"].get<double>() / 1000.0;
     if (args.contains("input_grad_sent_at") && args["input_grad_sent_at"].is_number())
       t.output_at = args["input_grad_sent_at"].get<double>() / 1000.0;
+    t.continues = args.contains("continues") && args["continues"].is_boolean() && args["continues"].get<bool>();
     out.push_back(t);
   }
   if (out.empty()) throw std::invalid_argument(what + " has no actions (no \"X\" events)");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <stdexcept>
 #include <utility>
 
@@ -91,8 +92,17 @@ cost_model costs_of(const std::vector<timeline_event>& events, int virtual_stage
   std::map<std::pair<char, int>, std::vector<double>> took;  // (op, v) -> durations
   // Early-sending B's parts, kept apart from I and W actions: v -> (I parts, W parts).
   std::map<int, std::pair<std::vector<double>, std::vector<double>>> parts;
+  // A W that paused: its earlier parts' time, added to the event that ends it.
+  std::map<std::tuple<int, char, int, int>, double> carried;  // (rank, op, v, microbatch)
   for (auto& e : events) {
-    took[{static_cast<char>(e.act.op), e.act.virtual_stage}].push_back(e.end - e.start);
+    const auto key = std::make_tuple(e.rank, static_cast<char>(e.act.op), e.act.virtual_stage, e.act.microbatch);
+    if (e.continues) {
+      carried[key] += e.end - e.start;
+      continue;
+    }
+    double earlier = 0;
+    if (auto it = carried.find(key); it != carried.end()) earlier = it->second, carried.erase(it);
+    took[{static_cast<char>(e.act.op), e.act.virtual_stage}].push_back(earlier + e.end - e.start);
     if (e.act.op == op_kind::backward && e.output_at >= 0) {
       auto& [i, w] = parts[e.act.virtual_stage];
       i.push_back(e.output_at - e.start), w.push_back(e.end - e.output_at);

@@ -21,6 +21,9 @@ struct timeline_event {
   // B only: when its input gradient left, before its weight part ran (see cost_model's
   // early_input_grad); < 0 where the output left at the end.
   double output_at = -1;
+  // A W that paused part-way (a W run out of turn lets an F or I go first): this part
+  // continues in a later event of the same action on the same rank, which ends it.
+  bool continues = false;
 };
 
 struct sim_result {

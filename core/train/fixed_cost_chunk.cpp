@@ -1,6 +1,7 @@
 // Fixed-cost stage: each action ends at a deadline measured from its start.
 #include "core/train/fixed_cost_chunk.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -44,10 +45,26 @@ tensor_box fixed_cost_chunk::backward(int microbatch, const tensor_box& grad_out
   return grad_output.defined() ? grad_output : last_input_;
 }
 
-void fixed_cost_chunk::weight_grad(int microbatch) {
-  if (!deferred_.erase(microbatch)) throw std::invalid_argument("nothing deferred for microbatch " + std::to_string(microbatch));
-  const bool later = costs_.later_after >= 0 && weight_grads_++ >= costs_.later_after;
-  spend('W', microbatch, later ? costs_.later_weight_grad_s : costs_.weight_grad_s);
+void fixed_cost_chunk::weight_grad(int microbatch) { weight_grad_until(microbatch, {}); }
+
+bool fixed_cost_chunk::weight_grad_until(int microbatch, const std::function<bool()>& pause) {
+  if (!deferred_.count(microbatch))
+    throw std::invalid_argument("nothing deferred for microbatch " + std::to_string(microbatch));
+  const int pieces = std::max(1, costs_.weight_grad_pieces);
+  auto it = w_progress_.find(microbatch);
+  if (it == w_progress_.end()) {
+    const bool later = costs_.later_after >= 0 && weight_grads_++ >= costs_.later_after;
+    const double seconds = later ? costs_.later_weight_grad_s : costs_.weight_grad_s;
+    it = w_progress_.emplace(microbatch, std::make_pair(0, seconds / pieces)).first;
+  }
+  for (bool first = true; it->second.first < pieces; first = false) {
+    if (!first && pause && pause()) return false;
+    ++it->second.first;
+    spend('W', microbatch, it->second.second);
+  }
+  w_progress_.erase(it);
+  deferred_.erase(microbatch);
+  return true;
 }
 
 chunk_factory fixed_cost_factory(const fixed_costs& costs) {

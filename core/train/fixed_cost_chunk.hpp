@@ -4,6 +4,8 @@
 // overhead benchmark measures against the simulator. Tests use it to inject failures.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -28,6 +30,8 @@ struct fixed_costs {
   // its W takes `later_weight_grad_s` (-1: never).
   int later_after = -1;
   double later_weight_grad_s = 0;
+  // W in this many equal parts, between which it may pause (weight_grad_until).
+  int weight_grad_pieces = 1;
 };
 
 class fixed_cost_chunk final : public chunk_compute {
@@ -36,6 +40,7 @@ class fixed_cost_chunk final : public chunk_compute {
   forward_result forward(int microbatch, const tensor_box& input, const tensor_box& targets, double loss_scale) override;
   tensor_box backward(int microbatch, const tensor_box& grad_output, bool split) override;
   void weight_grad(int microbatch) override;
+  bool weight_grad_until(int microbatch, const std::function<bool()>& pause) override;
   int live_stashes() const override { return static_cast<int>(stash_.size()); }
   int pending_weight_grads() const override { return static_cast<int>(deferred_.size()); }
   std::vector<std::pair<std::string, tensor_box>> named_parameters() const override { return {}; }
@@ -46,6 +51,7 @@ class fixed_cost_chunk final : public chunk_compute {
   chunk_spec spec_;
   fixed_costs costs_;
   std::set<int> stash_, deferred_;
+  std::map<int, std::pair<int, double>> w_progress_;  // a W begun: pieces run, seconds per piece
   int weight_grads_ = 0;  // W actions run so far
   tensor_box last_input_;  // handed back as the "gradient" from the last stage
 };

@@ -64,6 +64,10 @@ struct train_options {
   // fill the gaps a noisy machine opens beyond the plan's. The same numbers; false runs every
   // rank's list strictly in order.
   bool fill_weight_grads = true;
+  // Such a W pauses between its weight products when an F or I reaches the rank's compute
+  // thread meanwhile, and runs the rest right after it (once): a fill never holds up the
+  // action the rank waited for by more than one product. The same numbers; false runs it whole.
+  bool pause_filled_weight_grads = true;
   bool gather_parameters = true;  // multi-process: every final parameter to process 0 (--save-final)
   // Checkpoints (core/checkpoint): every save_every steps (and after the last) into save_dir,
   // keeping the newest keep_last (0: all); resume from a directory of them or one of them.

@@ -125,7 +125,7 @@ CATCH_TEST_CASE("the stage actor runs its plan only as inputs arrive, two action
   // Rank 0 of 1f1b, P = 2, M = 2: F0.0 F0.1 B0.0 B0.1.
   auto run_of = [&] { return to_string(expect<msg::run>(chunk).act); };
   auto done = [&](const std::string& text, int live) {
-    chunk->send(stage, msg::action_done{0, parse_action(text), 0.0, 0.001, live, 0});
+    chunk->send(stage, msg::action_done{0, parse_action(text), 0.0, 0.001, live, 0, -1, {}});
   };
 
   chunk->send(stage, msg::input_ready{0, false, 0, 1});  // F0.1's input first: F0.0 is next

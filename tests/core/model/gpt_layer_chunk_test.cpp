@@ -266,6 +266,52 @@ CATCH_TEST_CASE("split backward (I then W) gives the full backward's gradients",
   }
 }
 
+// A W run out of turn pauses between its products for an F or I that waits (the chunk actor);
+// what runs in the pause touches none of the W's gradients, so the bits are the full backward's.
+CATCH_TEST_CASE("a W paused part-way, with F and I run in the pause, gives the full backward's gradients",
+                "[model][layer_chunk]") {
+  const gpt_config cfg = tiny();
+  const auto batches = make_batches(3);
+  chunk_runner a0(cfg, spec(0, 0, 1, true, false)), a1(cfg, spec(1, 1, 3, false, true));
+  run_step({&a0, &a1}, batches, false);
+
+  chunk_runner b0(cfg, spec(0, 0, 1, true, false)), b1(cfg, spec(1, 1, 3, false, true));
+  const std::vector<chunk_runner*> chain{&b0, &b1};
+  const auto forward = [&](int mb) {
+    tensor_box act = box(batches[mb].inputs);
+    for (auto* c : chain) act = c->forward(mb, act, box(batches[mb].targets), 1.0 / 3).output;
+  };
+  const auto input_grad = [&](int mb) {
+    tensor_box grad;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) grad = (*it)->backward(mb, grad, true);
+  };
+  const auto always = [] { return true; };
+  forward(0), forward(1);
+  input_grad(0);
+  for (auto* c : chain) CATCH_CHECK_FALSE(c->weight_grad_until(0, always));  // W0: its first product
+  forward(2);  // in the pause
+  input_grad(1);
+  CATCH_CHECK(b0.pending_weight_grads() == 2);
+  int calls = 0;
+  for (auto* c : chain) {  // the rest of W0, a product per call
+    for (bool done = false; !done; ++calls) done = c->weight_grad_until(0, always);
+  }
+  CATCH_CHECK(calls > 6);  // several products per chunk (qkv, proj, fc, proj: weight and bias)
+  input_grad(2);
+  for (int mb = 1; mb < 3; ++mb) {
+    CATCH_CHECK(b1.weight_grad_until(mb, [] { return false; }));  // never asked to pause: whole
+    b0.weight_grad(mb);
+  }
+  CATCH_CHECK(b0.pending_weight_grads() + b1.pending_weight_grads() == 0);
+  for (int c = 0; c < 2; ++c) {
+    const auto ref = by_name(c == 0 ? a0 : a1);
+    for (const auto& [name, t] : chain[c]->named_parameters()) {
+      CATCH_INFO("parameter " << name);
+      CATCH_CHECK(torch::equal(unbox(t).grad(), ref.at(name).grad()));  // bit for bit
+    }
+  }
+}
+
 CATCH_TEST_CASE("activation checkpointing recomputes the same numbers", "[model][layer_chunk]") {
   const gpt_config cfg = tiny();
   const auto batches = make_batches(2);

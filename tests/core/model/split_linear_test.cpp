@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -117,6 +118,37 @@ CATCH_TEST_CASE("split backward defers weight and bias products until the store 
   CATCH_REQUIRE(ws.grad().defined());
   CATCH_CHECK(torch::equal(ws.grad(), wf.grad()));
   CATCH_CHECK(torch::equal(bs.grad(), bf.grad()));
+}
+
+// A W run out of turn pauses between products for an F or I (actors/chunk_actor); the rest
+// runs on the next call, in push order, and a throwing product leaves nothing to run twice.
+CATCH_TEST_CASE("weight_grad_store::run_until pauses between products and resumes in order", "[model][split_linear]") {
+  std::vector<int> ran;
+  weight_grad_store store;
+  for (int i = 0; i < 4; ++i) store.push([&ran, i] { ran.push_back(i); });
+  int asked = 0;
+  const auto always = [&asked] { return ++asked > 0; };
+  CATCH_CHECK_FALSE(store.run_until(always));  // one product per call, even when asked to pause at once
+  CATCH_CHECK(ran == std::vector<int>{0});
+  CATCH_CHECK(asked == 1);
+  CATCH_CHECK(store.size() == 3);
+  CATCH_CHECK_FALSE(store.run_until(always));
+  CATCH_CHECK(ran == std::vector<int>{0, 1});
+  CATCH_CHECK(store.run_until([] { return false; }));  // the rest, no pause
+  CATCH_CHECK(ran == std::vector<int>{0, 1, 2, 3});
+  CATCH_CHECK(store.empty());
+  CATCH_CHECK(store.run_until(always));  // nothing left: done, nothing run
+  CATCH_CHECK(ran.size() == 4);
+
+  weight_grad_store failing;
+  failing.push([&ran] { ran.push_back(10); });
+  failing.push([] { throw std::runtime_error("product failed"); });
+  failing.push([&ran] { ran.push_back(12); });
+  CATCH_CHECK_FALSE(failing.run_until(always));
+  CATCH_CHECK_THROWS_WITH(failing.run_until({}), "product failed");
+  CATCH_CHECK(failing.empty());
+  CATCH_CHECK(failing.run_until({}));
+  CATCH_CHECK(ran == std::vector<int>{0, 1, 2, 3, 10});
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // Renderers: the ASCII timeline, Chrome trace JSON and SVG show what the simulator computed.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -93,6 +94,14 @@ CATCH_TEST_CASE("a Chrome trace reads back as the timeline it was written from",
   CATCH_CHECK(m.forward == std::vector<double>(3, 1.5));
   CATCH_CHECK(m.backward == std::vector<double>(3, 3.0));
   CATCH_CHECK(m.early_input_grad);
+
+  // A paused W's earlier part keeps its mark ("continues"), so its costs still add up.
+  sim_result paused = r;
+  paused.events.insert(paused.events.begin(), timeline_event{0, action{op_kind::weight_grad, 0, 0}, 0, 0.5, 1, -1, true});
+  const std::vector<timeline_event> parts = read_chrome_trace(render_chrome_trace(paused));
+  CATCH_REQUIRE(parts.size() == paused.events.size());
+  CATCH_CHECK(parts[0].continues);
+  CATCH_CHECK(std::count_if(parts.begin(), parts.end(), [](const timeline_event& e) { return e.continues; }) == 1);
 
   CATCH_CHECK_THROWS_WITH(read_chrome_trace("{not json", "t.json"), Contains("t.json is not JSON"));
   CATCH_CHECK_THROWS_WITH(read_chrome_trace("{\"events\": []}", "t.json"), Contains("t.json has no traceEvents array"));

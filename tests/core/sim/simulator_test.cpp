@@ -107,6 +107,23 @@ CATCH_TEST_CASE("median costs are the steady ones: a few slow first actions do n
   CATCH_CHECK(med.backward[0] == 0);
 }
 
+// A W run out of turn that paused for an F is several events; its cost is their sum, and the
+// same W's parts on another rank or in a later step stay apart.
+CATCH_TEST_CASE("a paused W's parts add up to one W in the measured costs", "[sim]") {
+  const action w0{op_kind::weight_grad, 0, 0}, w1{op_kind::weight_grad, 0, 1};
+  std::vector<timeline_event> events = {
+      {0, w0, 0, 0, 1, -1, true},  // W0.0: 1 ...
+      {0, action{op_kind::forward, 0, 2}, 0, 1, 3},
+      {0, w0, 0, 3, 6},             // ... + 3 = 4
+      {0, w1, 0, 6, 10},            // W0.1 whole: 4
+      {0, w0, 0, 20, 21, -1, true},  // a later step's W0.0: 1 + 1 = 2
+      {0, w0, 0, 21, 22},
+  };
+  CATCH_CHECK(mean_costs(events, 1).weight_grad[0] == Approx(10.0 / 3));
+  CATCH_CHECK(median_costs(events, 1).weight_grad[0] == Approx(4));
+  CATCH_CHECK(median_costs(events, 1).forward[0] == Approx(2));
+}
+
 CATCH_TEST_CASE("send latency delays only messages between ranks", "[sim]") {
   plan p = make_schedule("gpipe", {2, 1, 1});
   // F0.0 [0,1], +0.5 on the wire, F1.0 [1.5,2.5], B1.0 [2.5,4.5], +0.5, B0.0 [5,7].
