@@ -184,6 +184,31 @@ CATCH_TEST_CASE("a failing action or a stalled rank stops the job naming it, wit
   CATCH_CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10);
 }
 
+// A stand-in's W in pieces pauses between them like a real chunk's W between its products.
+CATCH_TEST_CASE("a stand-in W in pieces pauses between them and resumes", "[actors][runtime]") {
+  fixed_costs c;
+  c.forward_s = c.input_grad_s = c.weight_grad_s = 0.0003;
+  c.weight_grad_pieces = 3;
+  chunk_spec spec;
+  spec.first = spec.last = true;
+  fixed_cost_chunk pieces(spec, c);
+  pieces.forward(0, tensor_box(), tensor_box(), 1.0);
+  pieces.backward(0, tensor_box(), true);
+  const auto always = [] { return true; };
+  CATCH_CHECK_FALSE(pieces.weight_grad_until(0, always));
+  CATCH_CHECK_FALSE(pieces.weight_grad_until(0, always));
+  CATCH_CHECK(pieces.pending_weight_grads() == 1);
+  CATCH_CHECK(pieces.weight_grad_until(0, always));  // the third and last piece
+  CATCH_CHECK(pieces.pending_weight_grads() == 0);
+  CATCH_CHECK_THROWS_WITH(pieces.weight_grad_until(0, always), Contains("nothing deferred for microbatch 0"));
+
+  c.weight_grad_pieces = 1;  // the default: whole, whatever pause says
+  fixed_cost_chunk whole(spec, c);
+  whole.forward(0, tensor_box(), tensor_box(), 1.0);
+  whole.backward(0, tensor_box(), true);
+  CATCH_CHECK(whole.weight_grad_until(0, always));
+}
+
 CATCH_TEST_CASE("stand-in stages without an embedding train every step (no tied sync to do)", "[actors][runtime]") {
   fixed_costs fc;
   fc.forward_s = fc.backward_s = fc.input_grad_s = fc.weight_grad_s = 0.0005;
