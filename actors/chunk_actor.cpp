@@ -288,7 +288,7 @@ struct action_job {
     try {
       if (eval) {
         evaluate(d);
-      } else if (may_pause && a.op == op_kind::weight_grad) {
+      } else if (may_pause) {  // a W
         auto waits = [this] { return ctx->queued_forward_or_input[rank].load() > 0; };
         if (!runner->weight_grad_until(a.microbatch, waits)) {
           continue_later(d.start);

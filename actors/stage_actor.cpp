@@ -201,9 +201,8 @@ void stage::on_action_done(const msg::action_done& d) {
     dispatch();
     return;
   }
-  const auto actions = std::count_if(events_.begin(), events_.end(), [](const timeline_event& e) { return !e.continues; });
   ACTORPIPE_LOG(debug, "rank " + std::to_string(rank_) + ": step " + std::to_string(step_ + 1) + " done, " +
-                           std::to_string(actions) + " actions, peak " + std::to_string(peak_) + " live activations");
+                           std::to_string(actions_in(events_)) + " actions, peak " + std::to_string(peak_) + " live activations");
   self_->send(ctx_->supervisor, msg::flush{step_, rank_, std::move(events_), peak_, peak_pending_});
   events_.clear();
 }

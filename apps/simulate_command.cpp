@@ -104,7 +104,7 @@ traced_costs read_costs_from(const std::string& path) {
   traced_costs t;
   for (const auto& e : events) t.virtual_stages = std::max(t.virtual_stages, e.act.virtual_stage + 1);
   t.costs = median_costs(events, t.virtual_stages);
-  t.actions = std::count_if(events.begin(), events.end(), [](const timeline_event& e) { return !e.continues; });
+  t.actions = actions_in(events);
   return t;
 }
 

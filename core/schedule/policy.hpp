@@ -26,8 +26,9 @@ class rank_policy {
   // to decide only when the rank is idle returns nullopt until then.
   virtual std::optional<action> next(const std::function<bool(const action&)>& ready) = 0;
   // Asked when the rank is idle and next() had nothing: an action to run out of turn rather
-  // than wait, or nullopt (the default: wait). The static policy's --fill-w (make_static_policy)
-  // answers with the rank's next weight gradient when it is ready.
+  // than wait, or nullopt (the default: wait). The static policy made with fill_weight_grads
+  // (make_static_policy; train's default, off with --no-w-fill) answers with the rank's next
+  // weight gradient when it is ready.
   virtual std::optional<action> fill(const std::function<bool(const action&)>& ready) {
     (void)ready;
     return std::nullopt;

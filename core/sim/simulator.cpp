@@ -130,6 +130,10 @@ cost_model costs_of(const std::vector<timeline_event>& events, int virtual_stage
 
 }  // namespace
 
+std::size_t actions_in(const std::vector<timeline_event>& events) {
+  return std::count_if(events.begin(), events.end(), [](const timeline_event& e) { return !e.continues; });
+}
+
 cost_model mean_costs(const std::vector<timeline_event>& events, int virtual_stages) {
   return costs_of(events, virtual_stages, mean_of);
 }

@@ -4,6 +4,7 @@
 // the yardstick measured runs are compared with.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ cost_model mean_costs(const std::vector<timeline_event>& events, int virtual_sta
 // first forwards of a process's first step pay for first-touch allocations: up to 2x here).
 // The plans rebuilt on measured costs use these.
 cost_model median_costs(const std::vector<timeline_event>& events, int virtual_stages);
+
+// How many actions the events record: a paused W's earlier parts (`continues`) not counted.
+std::size_t actions_in(const std::vector<timeline_event>& events);
 
 // Fills busy, idle, makespan (the last end), ideal_time and bubble_ratio from r.events and
 // r.stages; shared by the simulators and the runtime's measured timeline.
