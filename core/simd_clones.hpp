@@ -12,12 +12,3 @@
 #define ACTORPIPE_SIMD_CLONES
 #endif
 
-// ACTORPIPE_FMA_CLONES: for loops built to fuse every multiply-add
-// (core/model/attention_kernel.cpp): AVX-512 and FMA builds, both fusing, so they round alike,
-// plus a plain one that the kernel's callers never run (they check for FMA first). Elsewhere
-// (another compiler or architecture) one plain build.
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define ACTORPIPE_FMA_CLONES __attribute__((target_clones("avx512f", "fma", "default")))
-#else
-#define ACTORPIPE_FMA_CLONES
-#endif

@@ -8,7 +8,7 @@
 // No torch here: the model wraps it in an autograd Function.
 //
 // Every product is summed in a fixed order with fused multiply-add, one output element per
-// vector lane, so the AVX-512 and AVX2 + FMA builds give the same bits; CPUs without FMA (and
+// vector lane, so the AVX-512 and AVX2 + FMA builds give the same bits; CPUs with neither (and
 // head sizes that are not a multiple of 16) are not served (causal_attention_kernel_serves).
 #pragma once
 
@@ -23,8 +23,12 @@ struct attention_dims {
 // The saved probabilities' row length: seq rounded up to 16 (zeros beyond each row's end).
 std::int64_t attention_padded_seq(std::int64_t seq);
 
-// Whether the loops run here: a CPU with AVX2 and FMA, head_dim a positive multiple of 16.
+// Whether the loops run here: a CPU with AVX-512 or with AVX2 and FMA, head_dim a positive
+// multiple of 16.
 bool causal_attention_kernel_serves(const attention_dims& dims);
+
+// The build of the loops this CPU runs: "AVX-512", "AVX2+FMA", or nullptr (none serves).
+const char* causal_attention_kernel_isa();
 
 // For the (sequence, head) pairs [first, end) of B * heads (pair = b * heads + head):
 // out[b, i, head * d + c] and probs[pair, i, j] (the softmax, j < attention_padded_seq).

@@ -1,9 +1,10 @@
-// attention_kernel's loops on this process's clone (AVX-512 natively here, AVX2 + FMA under
-// valgrind's emulated CPU), forward and backward over two shapes (one with a sequence that is
-// not a multiple of 16), against attention computed in double: every output within 2e-5 of
-// the largest. Prints the hash of every output bit, which must be the same on both clones
-// (tests/core/kernel_clones.sh; the loops do not serve CPUs without FMA, so there is no plain
-// build to compare). Exit status 1 on a wrong value. No torch, no Catch: it runs under valgrind.
+// attention_kernel's loops on the build this CPU runs (AVX-512 natively on an AVX-512 CPU, AVX2
+// + FMA on others and under valgrind's emulated CPU), forward and backward over two shapes (one
+// with a sequence that is not a multiple of 16), against attention computed in double: every
+// output within 2e-5 of the largest. Prints the hash of every output bit, which must be the
+// same on both builds (tests/core/kernel_clones.sh; the loops do not serve CPUs without FMA, so
+// there is no plain build to compare). Exit status 1 on a wrong value. No torch, no Catch: it
+// runs under valgrind.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -109,7 +110,7 @@ int main() {
     hash = actorpipe::kernel_check::hash_bytes(hash, probs.data(), probs.size() * sizeof(float));
     hash = actorpipe::kernel_check::hash_bytes(hash, grad_qkv.data(), grad_qkv.size() * sizeof(float));
   }
-  std::printf("clone %s\n", __builtin_cpu_supports("avx512f") ? "avx512f" : "fma");
+  std::printf("build %s\n", actorpipe::causal_attention_kernel_isa());
   std::printf("outputs hash %016llx\n", static_cast<unsigned long long>(hash));
   return ok ? 0 : 1;
 }
