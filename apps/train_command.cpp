@@ -357,7 +357,8 @@ void print_setup(std::ostream& out, const train_cli_options& o, const train_opti
   }
   out << "compute: " << libtorch_version() << ", " << t.threads_per_stage
       << (t.threads_per_stage == 1 ? " thread" : " threads") << (o.no_pipeline ? "" : " per stage") << "; "
-      << describe_blas(current_blas()) << "; allocator: " << describe_allocator() << '\n';
+      << describe_blas(current_blas()) << "; allocator: " << describe_allocator()
+      << "; own loops: " << describe_own_kernels() << '\n';
 }
 
 // The last step per rank, measured beside simulated, the pipeline time and bubble of both, and

@@ -95,10 +95,10 @@ inline bool parse_gpt_bench_flags(int argc, char** argv, train_options& o, const
 }
 
 // What a benchmark ran on, its first line: LibTorch and its kernels, the BLAS and its kernels,
-// the allocator.
+// the allocator, actorpipe's own loops.
 inline void print_what_it_runs_on() {
-  std::printf("%s; %s; allocator: %s\n", libtorch_version().c_str(), describe_blas(current_blas()).c_str(),
-              describe_allocator().c_str());
+  std::printf("%s; %s; allocator: %s; own loops: %s\n", libtorch_version().c_str(),
+              describe_blas(current_blas()).c_str(), describe_allocator().c_str(), describe_own_kernels().c_str());
 }
 
 // Runs a benchmark's body: a bad model size or option is one line naming the benchmark, and

@@ -17,6 +17,7 @@
 #endif
 
 #include "core/log.hpp"
+#include "core/model/attention_kernel.hpp"
 
 namespace actorpipe {
 namespace {
@@ -136,6 +137,16 @@ std::string describe_blas(const blas_info& info) {
   if (!info.openblas) return "BLAS: not OpenBLAS (LibTorch's own)";
   std::string config = info.config.empty() ? "OpenBLAS" : info.config;
   return "BLAS: " + config + "; kernels " + info.core + " (" + info.origin + ")";
+}
+
+std::string describe_own_kernels() {
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(ACTORPIPE_NO_SIMD_CLONES)
+  const char* clone = __builtin_cpu_supports("avx512f") ? "AVX-512" : __builtin_cpu_supports("avx2") ? "AVX2" : "x86-64";
+#else
+  const char* clone = "plain";
+#endif
+  const char* attention = causal_attention_kernel_isa();
+  return std::string("GELU and AdamW ") + clone + ", attention " + (attention ? attention : "LibTorch's ops");
 }
 
 std::string describe_allocator() {

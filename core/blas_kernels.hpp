@@ -76,6 +76,11 @@ std::string aten_capability_origin(const std::string& capability);
 // with it (CMake's actorpipe_allocator) or it was preloaded, else "glibc malloc".
 std::string describe_allocator();
 
+// actorpipe's own loops and the build of each this CPU runs: "GELU and AdamW AVX2, attention
+// AVX2+FMA" (core/simd_clones.hpp's clones; core/model/attention_kernel.hpp, which serves head
+// sizes that are multiples of 16, or says "LibTorch's ops" where it serves none).
+std::string describe_own_kernels();
+
 // Call first thing in main(), before any tensor operation:
 //  - on an AVX-512 CPU, sets ATEN_CPU_CAPABILITY=avx512 unless the user set it;
 //  - where OpenBLAS runs generic kernels on a CPU that supports better ones, sets

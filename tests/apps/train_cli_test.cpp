@@ -307,6 +307,7 @@ CATCH_TEST_CASE("train runs on the best BLAS kernels for the CPU and names them,
   };
   const std::string chosen = run({"-u", "OPENBLAS_CORETYPE", "-u", blas_marker_variable});
   CATCH_CHECK_THAT(chosen, Contains("compute: LibTorch "));
+  CATCH_CHECK_THAT(chosen, Contains("; own loops: " + actorpipe::describe_own_kernels() + "\n"));
   CATCH_CHECK_THAT(chosen, Contains("BLAS: "));
   if (chosen.find("BLAS: not OpenBLAS") != std::string::npos) return;
   const auto at = chosen.find("; kernels ");

@@ -79,3 +79,21 @@ CATCH_TEST_CASE("the test binaries run on the allocator the build linked", "[cor
   if (std::getenv("LD_PRELOAD") == nullptr) CATCH_CHECK(a == "glibc malloc");
 #endif
 }
+
+CATCH_TEST_CASE("the run summary names the build of actorpipe's own loops this CPU runs", "[core][blas]") {
+  const std::string d = describe_own_kernels();
+  CATCH_INFO(d);
+  const simd_level cpu = cpu_simd_level();
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+  // An AVX2 CPU must get the AVX2 attention build, not a plainer one (on AMD Zen 1 the
+  // attention once ran a 64-byte vector build there, at a tenth of its speed).
+  if (cpu >= simd_level::avx512)
+    CATCH_CHECK(d == "GELU and AdamW AVX-512, attention AVX-512");
+  else if (cpu == simd_level::avx2)
+    CATCH_CHECK(d == "GELU and AdamW AVX2, attention AVX2+FMA");
+  else
+    CATCH_CHECK(d.find("attention LibTorch's ops") != std::string::npos);
+#else
+  CATCH_CHECK(d == "GELU and AdamW plain, attention LibTorch's ops");
+#endif
+}
