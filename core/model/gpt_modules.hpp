@@ -40,10 +40,15 @@ struct layer_norm {
 };
 
 // Causal multi-head self-attention over qkv = [B, S, 3H] (q, k, v concatenated on the last
-// dimension): LibTorch 2.x's fused scaled_dot_product_attention, or on 1.x (no fused kernel)
-// batched GEMMs with the scale and the mask folded into the scores' one. Returns [B, S, H]
-// before the output projection.
+// dimension), differentiable: float32 CPU tensors go through attention_kernel.hpp's loops
+// where they serve, anything else through causal_attention_libtorch. Returns [B, S, H] before
+// the output projection.
 at::Tensor causal_attention(const at::Tensor& qkv, int heads);
+
+// The same on LibTorch's ops alone: 2.x's fused scaled_dot_product_attention, or on 1.x (no
+// fused kernel) batched GEMMs with the scale and the mask folded into the scores' one
+// (bench/own_loops measures the loops against it).
+at::Tensor causal_attention_libtorch(const at::Tensor& qkv, int heads);
 
 // GELU with the tanh approximation (GPT-2's), differentiable: float32 CPU tensors go through
 // gelu_kernel.hpp's loops (~2.5x faster than at::gelu(x, "tanh"), within a few float ulps of

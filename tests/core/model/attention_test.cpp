@@ -46,7 +46,7 @@ CATCH_TEST_CASE("causal attention on actorpipe's loops: outputs and qkv gradient
   for (const shape sh : {shape{2, 37, 3, 16}, shape{4, 128, 4, 64}, shape{1, 1, 2, 32}, shape{3, 16, 1, 48}}) {
     CATCH_CAPTURE(sh.batch, sh.seq, sh.heads, sh.head_dim);
     const attention_dims dims{sh.batch, sh.seq, sh.heads, sh.head_dim};
-    CATCH_REQUIRE(actorpipe::causal_attention_kernel_serves(dims));  // every CPU these tests run on has FMA
+    CATCH_REQUIRE(actorpipe::causal_attention_kernel_serves(dims));  // every CPU these tests run on has AVX2 + FMA
     const int H = sh.heads * sh.head_dim;
     const at::Tensor x = randn({sh.batch, sh.seq, 3 * H}, 11 + sh.seq);
     const at::Tensor g = randn({sh.batch, sh.seq, H}, 12 + sh.seq);
@@ -96,4 +96,18 @@ CATCH_TEST_CASE("causal attention the loops do not serve (head size 8, double) r
     CATCH_CHECK(relative_error(out, ref) < (type == at::kFloat ? 2e-6 : 1e-12));
     CATCH_CHECK(relative_error(qkv.grad(), ref_in.grad()) < (type == at::kFloat ? 2e-6 : 1e-12));
   }
+}
+
+CATCH_TEST_CASE("causal_attention_libtorch (LibTorch's ops alone) gives the same values on a shape the loops serve",
+                "[model][attention]") {
+  const at::Tensor x = randn({4, 128, 3 * 256}, 41);
+  const at::Tensor g = randn({4, 128, 256}, 42);
+  at::Tensor qkv = x.clone().requires_grad_(true);
+  at::Tensor out = actorpipe::causal_attention_libtorch(qkv, 4);
+  out.backward(g);
+  at::Tensor ref_in = x.to(at::kDouble).requires_grad_(true);
+  at::Tensor ref = plain_attention(ref_in, 4);
+  ref.backward(g.to(at::kDouble));
+  CATCH_CHECK(relative_error(out, ref) < 2e-6);
+  CATCH_CHECK(relative_error(qkv.grad(), ref_in.grad()) < 2e-6);
 }
