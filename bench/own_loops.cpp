@@ -3,8 +3,8 @@
 // GELU of its MLP ([B * S, 4H]), forward then backward through autograd, as the model runs
 // them. Each repetition runs both sides back to back (in turn first), each ratio is taken
 // within the repetition, then the median: above 1 means ours is faster. The first line names
-// the build of the loops this CPU runs (an AVX2 CPU once ran a build of the attention loops 10x
-// slower than its AVX-512 one, with the same bits: only a speed check shows that).
+// the build of the loops this CPU runs (AVX2 CPUs once ran a build of the attention loops at a
+// quarter of LibTorch's speed, with the right bits: only a speed check shows that).
 //
 //   bench/own_loops [--hidden 256 --seq-len 128 --microbatch-size 4] [--repeat 21]
 #include <chrono>
