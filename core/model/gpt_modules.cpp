@@ -164,8 +164,9 @@ at::Tensor causal_attention(const at::Tensor& qkv, int heads) {
   const auto h = qkv.size(2) / 3;
   const auto d = h / heads;
   // actorpipe's own loops wherever they serve (float on a CPU with AVX-512 or AVX2 + FMA, head
-  // size a multiple of 16): F + B of one block's attention (4 x 128 tokens, 4 heads of 64) 1.4 ms, against 3.9
-  // ms for LibTorch 1.13's batched GEMMs below and ~3 ms for LibTorch 2's fused kernel.
+  // size a multiple of 16): F + B of one block's attention (4 x 128 tokens, 4 heads of 64) 1.4
+  // ms on AVX-512, against 3.9 ms for LibTorch 1.13's batched GEMMs (causal_attention_libtorch)
+  // and ~3 ms for LibTorch 2's fused kernel; bench/own_loops measures it.
   if (qkv.scalar_type() == at::kFloat && qkv.device().is_cpu() &&
       causal_attention_kernel_serves({b, s, heads, d}))
     return causal_attention_function::apply(qkv, heads);
