@@ -355,6 +355,11 @@ struct build {
   const char* isa;
 };
 
+// A plain build for the target's baseline: never chosen where the loops serve, it keeps a call
+// the callers should not make (they check causal_attention_kernel_serves first) from jumping
+// to nowhere.
+ACTORPIPE_ATTENTION_BUILD(plain, wide16)
+
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 // Each build is compiled for its instruction set (the loops above are inlined into it); the
 // first call picks the one this CPU runs.
@@ -370,10 +375,10 @@ ACTORPIPE_ATTENTION_BUILD(avx2, halves8)
 build this_cpus_build() {
   if (__builtin_cpu_supports("avx512f")) return {avx512_forward, avx512_backward, "AVX-512"};
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {avx2_forward, avx2_backward, "AVX2+FMA"};
-  return {nullptr, nullptr, nullptr};
+  return {plain_forward, plain_backward, nullptr};
 }
 #else
-build this_cpus_build() { return {nullptr, nullptr, nullptr}; }
+build this_cpus_build() { return {plain_forward, plain_backward, nullptr}; }
 #endif
 
 const build& chosen() {
