@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -111,6 +112,12 @@ int run_reporting_errors(const char* program, Body&& body) {
     std::fprintf(stderr, "%s: %s\n", program, e.what());
     return 1;
   }
+}
+
+// Seconds on the steady clock since t.
+using clock_type = std::chrono::steady_clock;
+inline double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
 // How far apart two measurements of the same work are: the larger over the smaller, minus 1.

@@ -21,9 +21,8 @@ using namespace actorpipe;
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+using bench::clock_type;
+using bench::seconds_since;
 
 struct pass_time {
   double forward = 0, backward = 0;

@@ -26,9 +26,8 @@ using namespace actorpipe;
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+using bench::clock_type;
+using bench::seconds_since;
 
 // One microbatch forward through `chunks` in order, then backward in reverse: B whole, or I
 // then W (each chunk's W right after its I). Seconds spent in F, in B (or I + W).

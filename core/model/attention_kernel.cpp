@@ -18,8 +18,8 @@ namespace {
 #define ACTORPIPE_INLINE inline __attribute__((always_inline))
 
 // The loops work on 16 floats at a time, each lane one output element, so the arithmetic per
-// element does not depend on the vector width; only the two cross-lane reductions (sum_lanes,
-// max_lanes) combine lanes, in one fixed order. Two ways to hold 16 floats, one per build:
+// element does not depend on the vector width; only the two cross-lane reductions (sum_of,
+// max_of) combine lanes, in one fixed order. Two ways to hold 16 floats, one per build:
 // wide16, one 64-byte GCC vector (one AVX-512 register); halves8, two 32-byte ones (two AVX2
 // registers). GCC lowers a 64-byte vector on AVX2 through the stack (~1.5 GFLOP/s here), so
 // the AVX2 build spells the halves out, and holds fewer accumulators (16 registers, not 32).
@@ -68,16 +68,7 @@ struct wide16 {
   static ACTORPIPE_INLINE V splat(float x) { return V{} + x; }
   static ACTORPIPE_INLINE V max(V a, V b) { return a > b ? a : b; }
   static ACTORPIPE_INLINE V exp(V x) { return exp_lanes<v16, i16>(x); }
-  static ACTORPIPE_INLINE float sum_lanes(V v) {
-    float a[lanes];
-    std::memcpy(a, &v, sizeof a);
-    return sum_of(a);
-  }
-  static ACTORPIPE_INLINE float max_lanes(V v) {
-    float a[lanes];
-    std::memcpy(a, &v, sizeof a);
-    return max_of(a);
-  }
+  static ACTORPIPE_INLINE void to_lanes(V v, float (&a)[lanes]) { std::memcpy(a, &v, sizeof a); }
 };
 
 // Lanes 0-7 in lo, 8-15 in hi; the operators the loops use, half by half.
@@ -108,19 +99,25 @@ struct halves8 {
   static ACTORPIPE_INLINE V splat(float x) { return {v8{} + x, v8{} + x}; }
   static ACTORPIPE_INLINE V max(V a, V b) { return {a.lo > b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi}; }
   static ACTORPIPE_INLINE V exp(V x) { return {exp_lanes<v8, i8>(x.lo), exp_lanes<v8, i8>(x.hi)}; }
-  static ACTORPIPE_INLINE float sum_lanes(V v) {
-    float a[lanes];
+  static ACTORPIPE_INLINE void to_lanes(V v, float (&a)[lanes]) {
     std::memcpy(a, &v.lo, sizeof v.lo);
     std::memcpy(a + 8, &v.hi, sizeof v.hi);
-    return sum_of(a);
-  }
-  static ACTORPIPE_INLINE float max_lanes(V v) {
-    float a[lanes];
-    std::memcpy(a, &v.lo, sizeof v.lo);
-    std::memcpy(a + 8, &v.hi, sizeof v.hi);
-    return max_of(a);
   }
 };
+
+// The cross-lane reductions, on either way of holding the lanes.
+template <class X>
+ACTORPIPE_INLINE float sum_lanes(typename X::V v) {
+  float a[lanes];
+  X::to_lanes(v, a);
+  return sum_of(a);
+}
+template <class X>
+ACTORPIPE_INLINE float max_lanes(typename X::V v) {
+  float a[lanes];
+  X::to_lanes(v, a);
+  return max_of(a);
+}
 
 // C[i0 + r][j] = sum_k A[(i0 + r) * a_stride + k] * Bt[k * ld + j], k < depth in order, for
 // r < R and j < j_end (a multiple of 16): the scores (q k^T) and dP (dO v^T) row tiles, NJ
@@ -247,14 +244,14 @@ struct forward_tiles {
       for (std::int64_t j = i + 1; j < blocks * lanes; ++j) row[j] = -std::numeric_limits<float>::infinity();
       V mv = X::load(row) * scale;
       for (std::int64_t bk = 1; bk < blocks; ++bk) mv = X::max(X::load(row + bk * lanes) * scale, mv);
-      const float m = X::max_lanes(mv);
+      const float m = max_lanes<X>(mv);
       V sv = X::splat(0.0f);
       for (std::int64_t bk = 0; bk < blocks; ++bk) {
         const V e = X::exp(X::load(row + bk * lanes) * scale - m);
         X::store(row + bk * lanes, e);
         sv = sv + e;
       }
-      const float inv = 1.0f / X::sum_lanes(sv);
+      const float inv = 1.0f / sum_lanes<X>(sv);
       for (std::int64_t bk = 0; bk < blocks; ++bk) X::store(row + bk * lanes, X::load(row + bk * lanes) * inv);
       for (std::int64_t bk = blocks; bk * lanes < p.Sp; ++bk) X::store(row + bk * lanes, X::splat(0.0f));
     }
@@ -286,7 +283,7 @@ struct backward_query_tiles {
       for (std::int64_t j = i + 1; j < blocks * lanes; ++j) row[j] = 0.0f;
       V acc = X::splat(0.0f);
       for (std::int64_t bk = 0; bk < blocks; ++bk) acc = acc + X::load(pr + bk * lanes) * X::load(row + bk * lanes);
-      const float D = X::sum_lanes(acc);
+      const float D = sum_lanes<X>(acc);
       for (std::int64_t bk = 0; bk < blocks; ++bk)
         X::store(row + bk * lanes, (X::load(pr + bk * lanes) * (X::load(row + bk * lanes) - D)) * scale);
       for (std::int64_t bk = blocks; bk * lanes < p.Sp; ++bk) X::store(row + bk * lanes, X::splat(0.0f));
