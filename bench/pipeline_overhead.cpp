@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
         o.plan_on_measured_costs = false;  // the runtime against the generated plan, nothing else
         o.fill_weight_grads = false;
         double simulated = 0;
-        bool splits = false;  // has W actions: the plan's (the dynamic policies here run whole Bs)
+        bool splits = false;  // the plan has W actions (greedy, as made here, runs whole Bs)
         try {
           if (is_dynamic_policy(name)) {
             auto policies = make_policies(name, P, M, V);
