@@ -87,7 +87,7 @@ bool stage::ready(const action& a) const {
       case awaited::forward_done:
         return f_done_.count(key) > 0 ||
                std::any_of(running_.begin(), running_.end(), [&](const std::pair<action, double>& r) {
-                 return r.first.op == op_kind::forward && r.first.virtual_stage == v && r.first.microbatch == m;
+                 return r.first == action{op_kind::forward, v, m};
                });
       case awaited::gradient: return grad_in_.count(key) > 0;
       case awaited::input_grad_done: return i_done_.count(key) > 0;

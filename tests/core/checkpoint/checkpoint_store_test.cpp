@@ -165,11 +165,12 @@ CATCH_TEST_CASE("a writer SIGKILLed at random moments never leaves a checkpoint 
   int resumed = 0;
   long long last_seen = -1;
   for (int trial = 0; trial < 24; ++trial) {
+    const long long first_step = 1000LL * trial + 1;  // this trial's writer's
     const pid_t pid = ::fork();
     CATCH_REQUIRE(pid >= 0);
     if (pid == 0) {  // the writer: checkpoints one after another, pruning as training would
       try {
-        for (long long step = 1000 * trial + 1;; ++step) {
+        for (long long step = first_step;; ++step) {
           write_checkpoint(dir, step, bytes);
           prune_checkpoints(dir, 2);
         }
@@ -185,7 +186,7 @@ CATCH_TEST_CASE("a writer SIGKILLed at random moments never leaves a checkpoint 
       const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
       for (;;) {
         try {
-          if (find_resume_checkpoint(dir).manifest.step > 1000LL * trial) break;
+          if (find_resume_checkpoint(dir).manifest.step >= first_step) break;
         } catch (const std::exception&) {  // nothing complete yet, or a prune racing the scan
         }
         if (std::chrono::steady_clock::now() > give_up) {  // end the writer before failing
@@ -205,7 +206,7 @@ CATCH_TEST_CASE("a writer SIGKILLed at random moments never leaves a checkpoint 
       const auto c = find_resume_checkpoint(dir);
       CATCH_CHECK(holds_step(c.path, c.manifest.step, bytes));  // complete and of one step
       CATCH_CHECK(c.manifest.step >= last_seen);                // never older than one resumed before
-      if (wait_for_own) CATCH_CHECK(c.manifest.step > 1000LL * trial);  // this writer's, not an older one
+      if (wait_for_own) CATCH_CHECK(c.manifest.step >= first_step);  // this writer's, not an older one
       last_seen = c.manifest.step;
       ++resumed;
     } catch (const checkpoint_error& e) {
