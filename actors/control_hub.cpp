@@ -212,8 +212,8 @@ class hub final : public control_role {
       return;
     }
     if (j.fingerprint != o_.fingerprint) {
-      refuse(hdl, "process " + std::to_string(c.process) + " runs a different job: its options are '" + j.fingerprint +
-                      "', process 0's are '" + o_.fingerprint + "'");
+      refuse(hdl, "process " + std::to_string(c.process) + " runs a different job: " +
+                      describe_job_difference(j.fingerprint, o_.fingerprint));
       return;
     }
     addresses_[c.process] = j.address;

@@ -4,9 +4,47 @@
 
 #include <caf/io/all.hpp>
 
+#include <sstream>
+
 #include "actors/control_role.hpp"
 
 namespace actorpipe {
+namespace {
+
+std::vector<std::pair<std::string, std::string>> fingerprint_fields(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) return {};
+    out.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+  }
+  return out;
+}
+
+std::string one_line(const std::string& text) {
+  std::string s = text;
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  for (char& c : s)
+    if (c == '\n') c = ' ';
+  return s;
+}
+
+}  // namespace
+
+std::string describe_job_difference(const std::string& theirs, const std::string& process0s) {
+  const auto a = fingerprint_fields(theirs), b = fingerprint_fields(process0s);
+  bool same_names = !a.empty() && a.size() == b.size();
+  for (size_t i = 0; same_names && i < a.size(); ++i) same_names = a[i].first == b[i].first;
+  if (!same_names) return "its options are '" + one_line(theirs) + "', process 0's are '" + one_line(process0s) + "'";
+  std::string out;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].second == b[i].second) continue;
+    if (!out.empty()) out += "; ";
+    out += a[i].first + "=" + a[i].second + " against process 0's " + b[i].first + "=" + b[i].second;
+  }
+  return out.empty() ? "the same options in another form" : out;
+}
 
 void add_control_plane_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<msg::join>("actorpipe.join");

@@ -31,6 +31,11 @@ struct cluster_options : job_place {
   std::function<double()> clock;          // seconds on the run's clock (process 0's is shared)
 };
 
+// What differs between two job fingerprints (`name=value` lines): "lr=0.01 against
+// process 0's lr=0.003; steps=..." with `theirs` first; the whole texts if they do not
+// share their names.
+std::string describe_job_difference(const std::string& theirs, const std::string& process0s);
+
 namespace msg {
 
 // Control plane -> its owner (the runtime): every process joined (error empty), or the job

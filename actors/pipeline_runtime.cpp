@@ -10,13 +10,14 @@
 #include <caf/io/all.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <set>
-#include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include "actors/control_plane.hpp"
 #include "actors/messages.hpp"
@@ -34,22 +35,62 @@
 namespace actorpipe {
 namespace {
 
-// What every process must agree on (anything that changes the numbers or the plan).
+// What every process must agree on (anything that changes the numbers or the plan), one
+// `name=value` per line so that a mismatch can be told option by option
+// (describe_job_difference). Numbers in their shortest exact form.
 std::string job_fingerprint(const train_options& o, const job_place& g) {
-  std::ostringstream s;
-  s.precision(17);
-  s << "schedule=" << o.schedule << " schedule_file=" << o.schedule_file << " stages=" << o.stages
-    << " chunks=" << o.chunks << " microbatches=" << o.microbatches << " microbatch_size=" << o.microbatch_size
-    << " steps=" << o.steps << " lr=" << o.lr << " warmup=" << o.warmup_steps << " min_lr_ratio=" << o.min_lr_ratio
-    << " grad_clip=" << o.grad_clip << " weight_decay=" << o.weight_decay << " data=" << o.data
-    << " data_file=" << o.data_file << " data_seed=" << o.data_seed << " greedy_budget=" << o.greedy_budget
-    << " activation_checkpointing=" << o.activation_checkpointing << " replan=" << o.plan_on_measured_costs << " early_input_grad=" << o.early_input_grad << " fill_w=" << o.fill_weight_grads << " vocab=" << o.model.vocab
-    << " seq_len=" << o.model.seq_len << " hidden=" << o.model.hidden << " heads=" << o.model.heads
-    << " layers=" << o.model.layers << " init_std=" << o.model.init_std << " seed=" << o.model.seed
-    << " dp=" << o.dp << " zero=" << o.zero_stage << " bucket_mb=" << o.bucket_mb
-    << " world_size=" << g.processes << " ranks_per_process=";
-  for (int c : g.ranks_per_process) s << c << ";";
-  return s.str();
+  std::string s;
+  auto add = [&s](const char* name, const auto& value) {
+    s += name;
+    s += '=';
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, std::string>) {
+      s += value;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      s += value ? "true" : "false";
+    } else {
+      char buf[64];
+      const auto r = std::to_chars(buf, buf + sizeof buf, value);
+      s.append(buf, r.ptr);
+    }
+    s += '\n';
+  };
+  add("schedule", o.schedule);
+  add("schedule_file", o.schedule_file);
+  add("stages", o.stages);
+  add("chunks", o.chunks);
+  add("microbatches", o.microbatches);
+  add("microbatch_size", o.microbatch_size);
+  add("steps", o.steps);
+  add("lr", o.lr);
+  add("warmup", o.warmup_steps);
+  add("min_lr_ratio", o.min_lr_ratio);
+  add("grad_clip", o.grad_clip);
+  add("weight_decay", o.weight_decay);
+  add("data", o.data);
+  add("data_file", o.data_file);
+  add("data_seed", o.data_seed);
+  add("greedy_budget", o.greedy_budget);
+  add("activation_checkpointing", o.activation_checkpointing);
+  add("replan", o.plan_on_measured_costs);
+  add("early_input_grad", o.early_input_grad);
+  add("fill_w", o.fill_weight_grads);
+  add("pause_w", o.pause_filled_weight_grads);
+  add("vocab", o.model.vocab);
+  add("seq_len", o.model.seq_len);
+  add("hidden", o.model.hidden);
+  add("heads", o.model.heads);
+  add("layers", o.model.layers);
+  add("init_std", o.model.init_std);
+  add("seed", o.model.seed);
+  add("dp", o.dp);
+  add("zero", o.zero_stage);
+  add("bucket_mb", o.bucket_mb);
+  add("world_size", g.processes);
+  std::string per;
+  for (int c : g.ranks_per_process) per += (per.empty() ? "" : ",") + std::to_string(c);
+  add("ranks_per_process", per);
+  return s;
 }
 
 // Where arrived tensors go. Holds the context weakly: the transport outlives no run, but a

@@ -1,6 +1,7 @@
 // The control plane's wire codec on its own (no broker, no sockets): frames carry their
 // length, lengths outside the cap are refused with the number, and a hello round-trips or is
-// refused when too short to hold an answer and a process index.
+// refused when too short to hold an answer and a process index. And how a joiner whose job
+// differs from process 0's is told which options differ.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "actors/control_codec.hpp"
+#include "actors/control_plane.hpp"
 
 using namespace actorpipe;
 using namespace actorpipe::control_wire;
@@ -69,4 +71,15 @@ CATCH_TEST_CASE("an envelope round-trips alone, one for a process out of range i
   CATCH_CHECK(to_string(back.content) == to_string(e.content));
   CATCH_CHECK(decode_envelope(sys, body.data(), body.size(), 1, back) == "a control message for process 1 of 1");
   CATCH_CHECK(decode_envelope(sys, body.data(), body.size() - 1, 2, back) != "");
+}
+
+CATCH_TEST_CASE("a job difference names each option that differs, or shows both texts", "[actors][control]") {
+  const std::string ours = "steps=2\nlr=0.003\ndata_file=/a b/c.bin\n";
+  CATCH_CHECK(describe_job_difference("steps=2\nlr=0.01\ndata_file=/a b/d.bin\n", ours) ==
+              "lr=0.01 against process 0's lr=0.003; data_file=/a b/d.bin against process 0's data_file=/a b/c.bin");
+  // Another build's fingerprint (other names, or not name=value): both texts, on one line.
+  CATCH_CHECK(describe_job_difference("steps=2\nlr=0.003\n", ours) ==
+              "its options are 'steps=2 lr=0.003', process 0's are 'steps=2 lr=0.003 data_file=/a b/c.bin'");
+  CATCH_CHECK(describe_job_difference("schedule 1f1b", ours) ==
+              "its options are 'schedule 1f1b', process 0's are 'steps=2 lr=0.003 data_file=/a b/c.bin'");
 }

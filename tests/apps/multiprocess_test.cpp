@@ -493,6 +493,26 @@ CATCH_TEST_CASE("multi-process setup errors are one clear line", "[multiprocess]
   CATCH_CHECK(read_text(log).find("only 1 of 2 processes joined within 1 s (--join-timeout); missing: 1") != std::string::npos);
 }
 
+CATCH_TEST_CASE("a process started with other options is refused, told which ones differ", "[multiprocess]") {
+  const int port = free_port();
+  const std::string log0 = temp_path(".j0.log"), log1 = temp_path(".j1.log");
+  auto args0 = job("1f1b", 1, 2, "");
+  args0.insert(args0.end(), {"--join-timeout", "20", "--lr", "0.003"});
+  auto args1 = job("1f1b", 1, 3, "");
+  args1.insert(args1.end(), {"--lr", "0.01"});
+  const pid_t p0 = start_process(bin, args0, worker_env(0, 2, port), log0);
+  const pid_t p1 = start_process(bin, args1, worker_env(1, 2, port), log1);
+  const int code1 = wait_process(p1, 30);
+  CATCH_INFO("process 1:\n" << read_text(log1));
+  CATCH_CHECK(code1 > 0);
+  CATCH_CHECK(read_text(log1).find("refused this process: process 1 runs a different job: steps=3 against process 0's "
+                                   "steps=2; lr=0.01 against process 0's lr=0.003") != std::string::npos);
+  // Process 0 logs the refusal and goes on waiting for a process 1 that matches.
+  CATCH_CHECK(wait_for_text(log0, "runs a different job: steps=3", 10));
+  kill(p0, SIGTERM);
+  wait_process(p0, 30);
+}
+
 CATCH_TEST_CASE("processes started with srun's or mpirun's variables form the job", "[multiprocess]") {
   const std::string ref_bytes = read_bytes(one_process_reference("1f1b", 1, 2));
   for (const std::string launcher : {"srun", "mpirun"}) {
