@@ -184,16 +184,6 @@ long long count_elements(const std::vector<std::pair<std::string, tensor_box>>& 
   return n;
 }
 
-// Seconds -> the trace's milliseconds, so measured and simulated traces share a shape.
-sim_result in_milliseconds(sim_result r) {
-  for (auto& e : r.events) {
-    e.start *= 1000, e.end *= 1000;
-    if (e.output_at >= 0) e.output_at *= 1000;  // an early B's input gradient
-  }
-  r.makespan *= 1000;
-  return r;
-}
-
 // This process's place in the job, from the launcher's variables and the multi-process flags;
 // in a multi-process job also the process of each rank, and the log prefix of this process.
 job_place place_in_job(const train_cli_options& o, const train_options& t, const launch_env& env,

@@ -8,10 +8,13 @@
 // last column runs the schedules that split B with train's default, W filling waits (each W
 // in 4 pieces, so it can give way to an F or I), against the same simulated makespan.
 //
-//   bench/pipeline_overhead [--quick]      (--quick: P in {2, 4}, M = 8)
+//   bench/pipeline_overhead [--quick] [--only NAME] [--trace-dir DIR]
+//     --quick: P in {2, 4}, M = 8; --only: that schedule alone; --trace-dir: each run's measured
+//     last step as a Chrome trace, DIR/NAME-pP-mM[-fill].json (opens in Perfetto)
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,6 +23,7 @@
 #include "core/blas_kernels.hpp"
 #include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
+#include "core/sim/chrome_trace.hpp"
 #include "core/sim/policy_simulator.hpp"
 #include "core/train/fixed_cost_chunk.hpp"
 
@@ -27,7 +31,28 @@ using namespace actorpipe;
 
 int main(int argc, char** argv) {
   ensure_best_blas_kernels(argv);
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  std::string only, trace_dir;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") {
+      quick = true;
+    } else if ((a == "--only" || a == "--trace-dir") && i + 1 < argc) {
+      (a == "--only" ? only : trace_dir) = argv[++i];
+    } else {
+      std::fprintf(stderr, "pipeline_overhead: unknown argument '%s' (usage: [--quick] [--only NAME] [--trace-dir DIR])\n",
+                   a.c_str());
+      return 2;
+    }
+  }
+  // Each run's measured last step, in milliseconds, for Perfetto.
+  auto write_trace = [&trace_dir](const std::string& name, int P, int M, const char* suffix, const sim_result& r) {
+    if (trace_dir.empty()) return;
+    const std::string path =
+        trace_dir + "/" + name + "-p" + std::to_string(P) + "-m" + std::to_string(M) + suffix + ".json";
+    std::ofstream f(path);
+    if (!(f << render_chrome_trace(in_milliseconds(r)))) std::fprintf(stderr, "pipeline_overhead: cannot write %s\n", path.c_str());
+  };
   fixed_costs fc;
   fc.forward_s = 0.004;
   fc.backward_s = 0.008;
@@ -46,6 +71,7 @@ int main(int argc, char** argv) {
   for (const char* name : {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev", "greedy"})
     for (int P : quick ? std::vector<int>{2, 4} : std::vector<int>{2, 4, 8})
       for (int M : quick ? std::vector<int>{8} : std::vector<int>{8, 32}) {
+        if (!only.empty() && only != name) continue;
         const int V = default_chunks(name);
         train_options o;  // the model fields only feed the (ignored) token tensors
         o.schedule = name;
@@ -78,6 +104,7 @@ int main(int argc, char** argv) {
         }
         train_result r = run_pipeline(o, {}, fixed_cost_factory(fc));
         const double measured = r.last_step.makespan;
+        write_trace(name, P, M, "", r.last_step);
         const double ratio = measured / simulated;
         const double replay = measured / r.predicted.makespan;
         worst = std::max(worst, ratio);
@@ -90,7 +117,9 @@ int main(int argc, char** argv) {
           o.fill_weight_grads = true;
           fixed_costs pieces = fc;
           pieces.weight_grad_pieces = 4;
-          const double filled = run_pipeline(o, {}, fixed_cost_factory(pieces)).last_step.makespan / simulated;
+          const train_result rf = run_pipeline(o, {}, fixed_cost_factory(pieces));
+          write_trace(name, P, M, "-fill", rf.last_step);
+          const double filled = rf.last_step.makespan / simulated;
           worst_fill = std::max(worst_fill, filled);
           log_fill += std::log(filled);
           ++n_fill;

@@ -13,6 +13,9 @@ namespace actorpipe {
 // microbatch and op; otherData carries schedule, makespan and bubble_ratio.
 std::string render_chrome_trace(const sim_result& r);
 
+// A measured timeline (seconds) in milliseconds, so measured and simulated traces share a shape.
+sim_result in_milliseconds(sim_result r);
+
 // The actions of a Chrome trace written by render_chrome_trace (`actorpipe train --trace`,
 // `actorpipe simulate --trace`): one event per "X" event, times in milliseconds (the trace's
 // microseconds / 1000), rank from its thread, a B's input_grad_sent_at as output_at. `what`
