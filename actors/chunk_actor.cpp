@@ -274,6 +274,7 @@ struct action_job {
   // before waits for I, not I + W (the same products, the same bits).
   bool early = false;
   int to = -1, rank = 0;  // early: the virtual stage before (in this replica), this rank
+  int id = -1;            // this virtual stage's id
   // An F or I counted in the rank's queued_forward_or_input until it starts.
   bool counted = false;
   // A W run out of turn: may pause once, when an F or I waits for the compute thread, and
@@ -285,6 +286,12 @@ struct action_job {
     msg::job_done d{step, a, {}, 0, 0, 0, 0, 0, {}, nullptr, -1, earlier_parts};
     d.start = ctx->now();
     if (counted) ctx->queued_forward_or_input[rank].fetch_sub(1);
+    const bool producer = !eval && a.op != op_kind::weight_grad && ctx->started_step;  // of another stage's input
+    const int slot = producer ? ctx->action_slot(id, a.microbatch, a.op != op_kind::forward) : -1;
+    if (producer) {
+      ctx->started_at[slot].store(d.start);
+      ctx->started_step[slot].store(2 * step);
+    }
     try {
       if (eval) {
         evaluate(d);
@@ -301,6 +308,10 @@ struct action_job {
       d.error = e.what();
     }
     d.end = ctx->now();
+    if (producer) {
+      ctx->last_took[slot % 2 + 2 * id].store((d.output_at >= 0 ? d.output_at : d.end) - d.start);
+      ctx->started_step[slot].store(2 * step + 1);  // its output is on its way
+    }
     d.live_stashes = runner->live_stashes();
     d.pending_weight_grads = runner->pending_weight_grads();
     caf::anon_send(chunk, std::move(d));
@@ -366,6 +377,7 @@ void chunk::on_run(const msg::run& r) {
   job.last = last_;
   job.early = ctx_->options.early_input_grad && job.a.op == op_kind::backward && v_ > 0 && !job.eval;
   job.to = id_ - 1;
+  job.id = id_;
   job.rank = rank_;
   if (ctx_->queued_forward_or_input && !job.eval) {
     job.may_pause = r.fill && job.a.op == op_kind::weight_grad && ctx_->options.pause_filled_weight_grads;

@@ -360,6 +360,7 @@ void spawn_actors(caf::actor_system& sys, const caf::actor& control, const std::
   auto proxy = [&](int p, target_kind kind, int index) { return spawn_remote_proxy(sys, control, p, kind, index); };
   ctx->compute.resize(ctx->world_ranks());
   ctx->queued_forward_or_input.reset(new std::atomic<int>[ctx->world_ranks()]());
+  ctx->track_producers();
   for (int r = 0; r < ctx->world_ranks(); ++r) {
     if (!ctx->is_local_rank(r)) continue;
     ctx->compute[r] = sys.spawn<caf::detached>(compute_actor);

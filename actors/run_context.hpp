@@ -72,6 +72,21 @@ struct run_context {
   // Per rank: F and I jobs posted to its compute actor and not started yet. A W run out of turn
   // pauses for them (chunk actor). Counted by the chunk actors, read on the compute thread.
   std::shared_ptr<std::atomic<int>[]> queued_forward_or_input;
+  // Per local (virtual stage id, microbatch, F or B/I): 2 x the step in which it last started
+  // on its compute thread (+ 1 once its output left), and when it started (run clock); per
+  // (virtual stage id, F or B/I): how long the latest one took until its output left. Written
+  // by the compute threads; read by a stage that would fill a wait, to tell how soon the input
+  // it waits for comes (stage_actor.cpp).
+  std::shared_ptr<std::atomic<int>[]> started_step;
+  std::shared_ptr<std::atomic<double>[]> started_at, last_took;
+  int action_slot(int id, int microbatch, bool back) const { return (id * microbatches + microbatch) * 2 + back; }
+  void track_producers() {  // nothing started yet
+    const int slots = stage_ids() * microbatches * 2;
+    started_step.reset(new std::atomic<int>[slots]);
+    for (int i = 0; i < slots; ++i) started_step[i].store(-1);
+    started_at.reset(new std::atomic<double>[slots]());
+    last_took.reset(new std::atomic<double>[stage_ids() * 2]());
+  }
   std::vector<caf::actor> chunk_actors;  // per virtual stage id
   std::vector<caf::actor> stage;       // per rank
   std::vector<caf::actor> optimizer_shards;  // per virtual stage id

@@ -37,6 +37,7 @@ class stage {
   void dispatch();
   void run(const action& a, bool fill = false);
   void report_waiting(std::string what);
+  bool input_far_off() const;
   void accept_input(const msg::input_ready& r);
   void record(const msg::action_done& d);
 
@@ -57,6 +58,7 @@ class stage {
   std::vector<msg::input_ready> held_;  // inputs of steps that must wait for one
   bool fill_asked_ = false;             // a try_fill is on its way to this actor,
   int fill_step_ = -1;                  // asked in this step
+  double last_w_s_ = -1;                // the rank's latest W, all its parts (seconds)
 };
 
 // Steps run one after another: the first input of a new step means the old one is over.
@@ -131,10 +133,43 @@ void stage::run(const action& a, bool fill) {
   self_->send(ctx_->chunk_actors[ctx_->stage_id(replica_, a.virtual_stage)], msg::run{step_, a, fill});
 }
 
+// Whether the input the rank waits for is far enough off for a W piece: a piece started in
+// a wait holds up the action waited for until it ends, and most waits on a busy machine are an
+// input on its way. Where the action producing that input runs in this process, the stage can
+// tell: not started yet (the wait is at least that whole action: fill), its output already
+// left (the input is on its way: wait), or running: fill only if, by how long its virtual
+// stage's latest one took, it is due no sooner than a quarter of this rank's latest W from now.
+// Where the producer runs elsewhere (another process, the data), the stage cannot tell, and
+// fills. (Filling also once a running producer is that much overdue filled the 2-vCPU
+// machine's scheduling delays: pipeline_overhead's zbv rows 1.035-1.039 against 1.021-1.023.)
+bool stage::input_far_off() const {
+  const auto next = current_->next_listed();
+  if (!next || !ctx_->started_step) return true;
+  const int v = next->virtual_stage;
+  int from = 0;
+  bool back = false;
+  if (next->op == op_kind::forward && v > 0) {
+    from = v - 1;
+  } else if (produces_input_grad(next->op) && v + 1 < ctx_->virtual_stages) {
+    from = v + 1, back = true;
+  } else {
+    return true;  // the data, or (a W) this rank's own I
+  }
+  const int id = ctx_->stage_id(replica_, from);
+  if (!ctx_->is_local_rank(ctx_->rank_of_stage(id))) return true;
+  const int slot = ctx_->action_slot(id, next->microbatch, back);
+  const int mark = ctx_->started_step[slot].load();
+  if (mark < 0 || mark / 2 != step_) return true;  // not started in this step
+  if (mark % 2 == 1 || last_w_s_ < 0) return false;  // on its way; or no W measured yet to judge by
+  const double due = ctx_->started_at[slot].load() + ctx_->last_took[2 * id + back].load();
+  return due - ctx_->now() >= 0.25 * last_w_s_;
+}
+
 void stage::on_try_fill() {
   fill_asked_ = false;
   // Only in the step that asked: readiness is this step's (enter() clears it for the next).
   if (fill_step_ != step_ || !running_.empty() || current_->finished()) return;
+  if (!input_far_off()) return;
   if (auto a = current_->fill([this](const action& x) { return ready(x); })) {
     ACTORPIPE_LOG(trace, "rank " + std::to_string(rank_) + ": runs " + to_string(*a) + " while it waits for " +
                              current_->waiting_for());
@@ -203,6 +238,10 @@ void stage::record(const msg::action_done& d) {
   for (size_t i = 0; i + 1 < d.earlier_parts.size(); i += 2)  // a W that paused: its parts before the last
     events_.push_back({rank_, a, chunk, d.earlier_parts[i], d.earlier_parts[i + 1], -1, true});
   events_.push_back({rank_, a, chunk, d.start, d.end, d.output_at});
+  if (a.op == op_kind::weight_grad) {
+    last_w_s_ = d.end - d.start;
+    for (size_t i = 0; i + 1 < d.earlier_parts.size(); i += 2) last_w_s_ += d.earlier_parts[i + 1] - d.earlier_parts[i];
+  }
 }
 
 void stage::on_action_done(const msg::action_done& d) {

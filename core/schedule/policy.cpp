@@ -31,6 +31,10 @@ class static_policy final : public rank_policy {
     }
     return std::nullopt;
   }
+  std::optional<action> next_listed() const override {
+    if (handed_ >= actions_.size()) return std::nullopt;
+    return actions_[handed_];
+  }
   // Completions may be reported out of order (they reach the stage through different chunk
   // actors); any handed-out action may complete.
   void completed(const action& a) override {

@@ -33,6 +33,9 @@ class rank_policy {
     (void)ready;
     return std::nullopt;
   }
+  // The action the rank's list runs next, where it has a list (static plans; nullopt by
+  // default): a rank about to fill a wait asks how soon that action's input comes.
+  virtual std::optional<action> next_listed() const { return std::nullopt; }
   virtual void completed(const action& a) = 0;
   // Every action of the step is done.
   virtual bool finished() const = 0;

@@ -87,16 +87,18 @@ class recording_chunk final : public chunk_compute {
   std::vector<std::string> calls_;
 };
 
-// Two ranks, one chunk each, 1f1b over two microbatches; every actor handle starts as `nobody`.
-std::shared_ptr<run_context> two_rank_context(caf::actor nobody) {
+// Two ranks, one chunk each, 1f1b over two microbatches (or `schedule` over `microbatches`);
+// every actor handle starts as `nobody`.
+std::shared_ptr<run_context> two_rank_context(caf::actor nobody, const std::string& schedule = "1f1b",
+                                              int microbatches = 2) {
   auto ctx = std::make_shared<run_context>();
   ctx->options.stages = 2;
-  ctx->options.microbatches = 2;
-  ctx->static_plan = std::make_shared<const plan>(make_schedule("1f1b", {2, 2, 1}));
+  ctx->options.microbatches = microbatches;
+  ctx->static_plan = std::make_shared<const plan>(make_schedule(schedule, {2, microbatches, 1}));
   ctx->place = ctx->static_plan->place;
   ctx->ranks = ctx->virtual_stages = 2;
   ctx->grid = make_rank_grid(2, 1);
-  ctx->microbatches = 2;
+  ctx->microbatches = microbatches;
   ctx->process_of_rank = {0, 0};
   ctx->compute = ctx->chunk_actors = ctx->stage = ctx->optimizer_shards = {nobody, nobody};
   ctx->supervisor = ctx->feeder = nobody;
@@ -148,6 +150,59 @@ CATCH_TEST_CASE("the stage actor runs its plan only as inputs arrive, two action
   CATCH_CHECK(f.events.size() == 4);
   CATCH_CHECK(f.peak_activations == 2);
   caf::anon_send_exit(stage, caf::exit_reason::user_shutdown);
+}
+
+// zb-h1, rank 0 of 2, M = 4: F0.0 F0.1 I0.0 F0.2 I0.1 W0.0 ... Once F0.2 is done the rank waits
+// for I0.1's gradient with W0.0 ready: whether it fills the wait with W0.0 depends on where the
+// action producing that gradient (I1.1, rank 1, in this process) is.
+CATCH_TEST_CASE("a rank fills a wait with a W only while the input it waits for is not on its way",
+                "[actors][stage]") {
+  enum class producer { not_started, output_sent, running_no_w_measured };
+  for (producer state : {producer::not_started, producer::output_sent, producer::running_no_w_measured}) {
+    CATCH_INFO("producer state " << static_cast<int>(state));
+    caf::actor_system sys{config()};
+    caf::scoped_actor chunk{sys}, sup{sys}, nobody{sys};
+    auto ctx = two_rank_context(caf::actor_cast<caf::actor>(nobody), "zb-h1", 4);
+    ctx->chunk_actors[0] = caf::actor_cast<caf::actor>(chunk);
+    ctx->supervisor = caf::actor_cast<caf::actor>(sup);
+    ctx->track_producers();
+    const int slot = ctx->action_slot(1, 1, true);
+    if (state == producer::output_sent) ctx->started_step[slot].store(1);  // 2 x step 0, + 1
+    if (state == producer::running_no_w_measured) {
+      ctx->started_step[slot].store(0);
+      ctx->started_at[slot].store(ctx->now());
+      ctx->last_took[2 * 1 + 1].store(10.0);  // due in 10 s
+    }
+    auto stage = sys.spawn(stage_actor, std::shared_ptr<const run_context>(ctx), 0);
+    auto run = [&] { return expect<msg::run>(chunk); };
+    auto done = [&](const std::string& text) {
+      chunk->send(stage, msg::action_done{0, parse_action(text), 0.0, 0.001, 0, 0, -1, {}});
+    };
+    chunk->send(stage, msg::input_ready{0, false, 0, 0});
+    chunk->send(stage, msg::input_ready{0, false, 0, 1});
+    CATCH_CHECK(to_string(run().act) == "F0.0");
+    CATCH_CHECK(to_string(run().act) == "F0.1");
+    done("F0.0");
+    done("F0.1");
+    chunk->send(stage, msg::input_ready{0, true, 0, 0});   // I0.0's gradient
+    chunk->send(stage, msg::input_ready{0, false, 0, 2});  // and F0.2's input: no wait between them
+    CATCH_CHECK(to_string(run().act) == "I0.0");
+    CATCH_CHECK(to_string(run().act) == "F0.2");
+    done("I0.0");
+    done("F0.2");
+    if (state == producer::not_started) {
+      const msg::run w = run();
+      CATCH_CHECK(to_string(w.act) == "W0.0");
+      CATCH_CHECK(w.fill);
+    } else {
+      CATCH_CHECK(quiet<msg::run>(chunk));
+      chunk->send(stage, msg::input_ready{0, true, 0, 1});
+      const msg::run i = run();
+      CATCH_CHECK(to_string(i.act) == "I0.1");
+      CATCH_CHECK_FALSE(i.fill);
+    }
+    caf::anon_send_exit(stage, caf::exit_reason::user_shutdown);
+  }
 }
 
 CATCH_TEST_CASE("the chunk actor reports ready inputs, runs on the compute thread, sends on, reports failures",

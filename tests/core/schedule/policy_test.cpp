@@ -134,6 +134,8 @@ CATCH_TEST_CASE("a static policy with W fill runs the next W while its listed ac
     pol->completed(*w);
     CATCH_CHECK_FALSE(pol->fill(ready));  // W0.1 is next among the W and not ready: no later W jumps it
     CATCH_CHECK(pol->waiting_for() == "I0.1 (position 3)");
+    CATCH_REQUIRE(pol->next_listed());
+    CATCH_CHECK(to_string(*pol->next_listed()) == "I0.1");  // what a filling stage asks about
     arrived.insert("I0.1");
     arrived.insert("W0.1");
     auto i = pol->next(ready);
@@ -146,6 +148,7 @@ CATCH_TEST_CASE("a static policy with W fill runs the next W while its listed ac
     CATCH_CHECK_FALSE(pol->finished());
     pol->completed(*last);
     CATCH_CHECK(pol->finished());
+    CATCH_CHECK_FALSE(pol->next_listed());
     CATCH_CHECK_THROWS_WITH(pol->completed(*last), Contains("completed W0.1, which was not handed out"));
   }
   // The next listed action itself a W that waits: nothing to fill with.
