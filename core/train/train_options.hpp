@@ -61,8 +61,9 @@ struct train_options {
   bool early_input_grad = true;
   // A rank whose next listed action waits for an input runs the next weight gradient (W) of
   // its plan out of turn, when that W is ready (make_static_policy): zero-bubble's W passes
-  // fill the gaps a noisy machine opens beyond the plan's. The same numbers; false runs every
-  // rank's list strictly in order.
+  // fill the gaps a noisy machine opens beyond the plan's. Only a wait whose input is not on
+  // its way: where the action producing it runs in this process, not while it is about to
+  // deliver (stage_actor.cpp). The same numbers; false runs every rank's list strictly in order.
   bool fill_weight_grads = true;
   // Such a W pauses between its weight products when an F or I reaches the rank's compute
   // thread meanwhile, and runs the rest right after it (once): a fill never holds up the
