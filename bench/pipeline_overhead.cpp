@@ -11,6 +11,7 @@
 //   bench/pipeline_overhead [--quick] [--only NAME] [--trace-dir DIR]
 //     --quick: P in {2, 4}, M = 8; --only: that schedule alone; --trace-dir: each run's measured
 //     last step as a Chrome trace, DIR/NAME-pP-mM[-fill].json (opens in Perfetto)
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -45,6 +46,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  const std::vector<std::string> schedules = {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev", "greedy"};
+  if (!only.empty() && std::find(schedules.begin(), schedules.end(), only) == schedules.end()) {
+    std::fprintf(stderr, "pipeline_overhead: --only %s: not one of gpipe, 1f1b, interleaved, zb-h1, zbv, dualpipev, greedy\n",
+                 only.c_str());
+    return 2;
+  }
   // Each run's measured last step, in milliseconds, for Perfetto.
   auto write_trace = [&trace_dir](const std::string& name, int P, int M, const char* suffix, const sim_result& r) {
     if (trace_dir.empty()) return;
@@ -68,10 +75,11 @@ int main(int argc, char** argv) {
               "|---|---|---|---|---|---|---|---|---|\n");
   double worst = 0, log_sum = 0, worst_replay = 0, log_replay = 0, worst_fill = 0, log_fill = 0;
   int n = 0, n_fill = 0;
-  for (const char* name : {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev", "greedy"})
+  for (const std::string& schedule : schedules)
     for (int P : quick ? std::vector<int>{2, 4} : std::vector<int>{2, 4, 8})
       for (int M : quick ? std::vector<int>{8} : std::vector<int>{8, 32}) {
-        if (!only.empty() && only != name) continue;
+        const char* name = schedule.c_str();
+        if (!only.empty() && only != schedule) continue;
         const int V = default_chunks(name);
         train_options o;  // the model fields only feed the (ignored) token tensors
         o.schedule = name;
