@@ -287,7 +287,8 @@ struct action_job {
     d.start = ctx->now();
     if (counted) ctx->queued_forward_or_input[rank].fetch_sub(1);
     const bool producer = !eval && a.op != op_kind::weight_grad && ctx->started_step;  // of another stage's input
-    const int slot = producer ? ctx->action_slot(id, a.microbatch, a.op != op_kind::forward) : -1;
+    const bool back = a.op != op_kind::forward;
+    const int slot = producer ? ctx->action_slot(id, a.microbatch, back) : -1;
     if (producer) {
       ctx->started_at[slot].store(d.start);
       ctx->started_step[slot].store(2 * step);
@@ -309,7 +310,7 @@ struct action_job {
     }
     d.end = ctx->now();
     if (producer) {
-      ctx->last_took[slot % 2 + 2 * id].store((d.output_at >= 0 ? d.output_at : d.end) - d.start);
+      ctx->last_took[ctx->took_slot(id, back)].store((d.output_at >= 0 ? d.output_at : d.end) - d.start);
       ctx->started_step[slot].store(2 * step + 1);  // its output is on its way
     }
     d.live_stashes = runner->live_stashes();

@@ -80,6 +80,7 @@ struct run_context {
   std::shared_ptr<std::atomic<int>[]> started_step;
   std::shared_ptr<std::atomic<double>[]> started_at, last_took;
   int action_slot(int id, int microbatch, bool back) const { return (id * microbatches + microbatch) * 2 + back; }
+  int took_slot(int id, bool back) const { return id * 2 + back; }
   void track_producers() {  // nothing started yet
     const int slots = stage_ids() * microbatches * 2;
     started_step.reset(new std::atomic<int>[slots]);

@@ -145,23 +145,19 @@ void stage::run(const action& a, bool fill) {
 bool stage::input_far_off() const {
   const auto next = current_->next_listed();
   if (!next || !ctx_->started_step) return true;
-  const int v = next->virtual_stage;
-  int from = 0;
-  bool back = false;
-  if (next->op == op_kind::forward && v > 0) {
-    from = v - 1;
-  } else if (produces_input_grad(next->op) && v + 1 < ctx_->virtual_stages) {
-    from = v + 1, back = true;
-  } else {
-    return true;  // the data, or (a W) this rank's own I
-  }
-  const int id = ctx_->stage_id(replica_, from);
+  dependency deps[2];
+  const dependency* from = nullptr;  // the one on another virtual stage: its input
+  for (int i = 0, n = dependencies_of(*next, ctx_->virtual_stages, deps); i < n; ++i)
+    if (deps[i].virtual_stage != next->virtual_stage) from = &deps[i];
+  if (!from) return true;  // the data, or this rank's own F or I
+  const bool back = from->what == dependency::kind::input_grad;
+  const int id = ctx_->stage_id(replica_, from->virtual_stage);
   if (!ctx_->is_local_rank(ctx_->rank_of_stage(id))) return true;
   const int slot = ctx_->action_slot(id, next->microbatch, back);
   const int mark = ctx_->started_step[slot].load();
   if (mark < 0 || mark / 2 != step_) return true;  // not started in this step
   if (mark % 2 == 1 || last_w_s_ < 0) return false;  // on its way; or no W measured yet to judge by
-  const double due = ctx_->started_at[slot].load() + ctx_->last_took[2 * id + back].load();
+  const double due = ctx_->started_at[slot].load() + ctx_->last_took[ctx_->took_slot(id, back)].load();
   return due - ctx_->now() >= 0.25 * last_w_s_;
 }
 
@@ -235,13 +231,13 @@ void stage::record(const msg::action_done& d) {
   peak_ = std::max(peak_, live);
   peak_pending_ = std::max(peak_pending_, pending);
   const int chunk = ctx_->place.chunk_of[a.virtual_stage];
-  for (size_t i = 0; i + 1 < d.earlier_parts.size(); i += 2)  // a W that paused: its parts before the last
+  double took = d.end - d.start;
+  for (size_t i = 0; i + 1 < d.earlier_parts.size(); i += 2) {  // a W that paused: its parts before the last
     events_.push_back({rank_, a, chunk, d.earlier_parts[i], d.earlier_parts[i + 1], -1, true});
-  events_.push_back({rank_, a, chunk, d.start, d.end, d.output_at});
-  if (a.op == op_kind::weight_grad) {
-    last_w_s_ = d.end - d.start;
-    for (size_t i = 0; i + 1 < d.earlier_parts.size(); i += 2) last_w_s_ += d.earlier_parts[i + 1] - d.earlier_parts[i];
+    took += d.earlier_parts[i + 1] - d.earlier_parts[i];
   }
+  events_.push_back({rank_, a, chunk, d.start, d.end, d.output_at});
+  if (a.op == op_kind::weight_grad) last_w_s_ = took;
 }
 
 void stage::on_action_done(const msg::action_done& d) {

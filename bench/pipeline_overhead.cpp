@@ -48,8 +48,9 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::string> schedules = {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev", "greedy"};
   if (!only.empty() && std::find(schedules.begin(), schedules.end(), only) == schedules.end()) {
-    std::fprintf(stderr, "pipeline_overhead: --only %s: not one of gpipe, 1f1b, interleaved, zb-h1, zbv, dualpipev, greedy\n",
-                 only.c_str());
+    std::string choices;
+    for (const auto& name : schedules) choices += (choices.empty() ? "" : ", ") + name;
+    std::fprintf(stderr, "pipeline_overhead: --only %s: not one of %s\n", only.c_str(), choices.c_str());
     return 2;
   }
   // Each run's measured last step, in milliseconds, for Perfetto.
