@@ -64,6 +64,7 @@ CATCH_TEST_CASE("causal attention on actorpipe's loops: outputs and qkv gradient
 
 CATCH_TEST_CASE("causal attention on actorpipe's loops gives the same bits on 1 and 2 intra-op threads",
                 "[model][attention]") {
+  CATCH_CHECK(at::get_num_threads() == 1);  // every model test starts on 1 (one_thread_listener.cpp)
   const at::Tensor x = randn({3, 50, 3 * 128}, 21);
   const at::Tensor g = randn({3, 50, 128}, 22);
   auto run = [&](int threads) {
