@@ -1,10 +1,11 @@
 // Every model test starts on 1 intra-op thread, as each rank's compute thread runs by default
 // (--threads-per-stage 1), so the bit-for-bit comparisons here test actorpipe's arithmetic, not
-// the thread pools under it. On more threads the process is no longer a pure function of its
-// inputs: OpenBLAS's threaded GEMM and ATen's parallel loops share the work out at run time. One
-// CI run (2026-12-04, a CPU we could not see) failed such a comparison on the main thread's
-// default thread count; it never failed here, on any OpenBLAS core or thread count, and valgrind
-// found no uninitialised read. A test that wants more threads sets them itself.
+// the thread pools under it: on more threads, OpenBLAS's threaded GEMM (which has had races
+// before) and ATen's parallel loops are the only parts of such a process whose work depends on
+// timing. One CI run (2026-12-04, on a CPU we could not see) failed such a comparison on the
+// main thread's default thread count, which is 1 on the machine where it was written. It never
+// failed there: 338 runs on 2 threads, single runs on eight OpenBLAS cores and 1 to 8 threads,
+// and valgrind found no uninitialised read. A test that wants more threads sets them itself.
 #define CATCH_CONFIG_EXTERNAL_INTERFACES  // Catch::TestEventListenerBase
 #include <catch2/catch.hpp>
 
