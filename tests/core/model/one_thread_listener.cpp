@@ -4,7 +4,7 @@
 // before) and ATen's parallel loops are the only parts of such a process whose work depends on
 // timing. One CI run (2026-12-04, on a CPU we could not see) failed such a comparison on the
 // main thread's default thread count, which is 1 on the machine where it was written. It never
-// failed there: 338 runs on 2 threads, single runs on eight OpenBLAS cores and 1 to 8 threads,
+// failed there: 338 runs on 2 threads, single runs on eight OpenBLAS cores and on 1 to 8 threads,
 // and valgrind found no uninitialised read. A test that wants more threads sets them itself.
 #define CATCH_CONFIG_EXTERNAL_INTERFACES  // Catch::TestEventListenerBase
 #include <catch2/catch.hpp>
