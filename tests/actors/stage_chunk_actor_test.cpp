@@ -171,7 +171,7 @@ CATCH_TEST_CASE("a rank fills a wait with a W only while the input it waits for 
     if (state == producer::running_no_w_measured) {
       ctx->started_step[slot].store(0);
       ctx->started_at[slot].store(ctx->now());
-      ctx->last_took[2 * 1 + 1].store(10.0);  // due in 10 s
+      ctx->last_took[ctx->took_slot(1, true)].store(10.0);  // due in 10 s
     }
     auto stage = sys.spawn(stage_actor, std::shared_ptr<const run_context>(ctx), 0);
     auto run = [&] { return expect<msg::run>(chunk); };
