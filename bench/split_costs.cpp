@@ -8,10 +8,15 @@
 // ratio. The targets (issue 8): I + W within 3% of B; a chunk with half the layers costs half
 // (4 chunks = 2 stages). (train runs a B on every virtual stage but the first as I, its
 // gradient out, then W, unless --late-input-grad: there B costs what I + W costs here.)
+// Last, what 1f1b, zb-h1, interleaved and zbv can reach on these costs: each plan as train runs
+// it, simulated on the per-chunk medians, plus the step's end (gradient norm and AdamW, timed per
+// shard), against the uncut model's step: the yardstick for a measured pipelined run, with the
+// last stage's LM head and loss in it (the textbook 2M / (M + 1) has equal stages).
 //
 //   bench/split_costs [--layers 8 --hidden 256 --seq-len 128 --microbatch-size 4] [--repeat 15]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -20,6 +25,9 @@
 #include "bench/gpt_bench.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/median.hpp"
+#include "core/schedule/schedule_registry.hpp"
+#include "core/sim/plan_choice.hpp"
+#include "core/sim/simulator.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/train/run_setup.hpp"
 
@@ -35,29 +43,36 @@ using bench::seconds_since;
 struct pass_times {
   double forward = 0, backward = 0;
   std::vector<double> chunk;  // per chunk: its F + B (or F + I + W)
+  std::vector<double> f, b, w;  // per chunk: F; B (or I); W (split only)
 };
 
 pass_times one_pass(const std::vector<std::shared_ptr<chunk_compute>>& chunks, const microbatch_tensors& mb, bool split,
                     int microbatch) {
   pass_times t;
   t.chunk.assign(chunks.size(), 0.0);
+  t.f = t.b = t.w = t.chunk;
   tensor_box h = mb.inputs;
   for (size_t c = 0; c < chunks.size(); ++c) {
     const auto t0 = clock_type::now();
     forward_result r = chunks[c]->forward(microbatch, h, c + 1 == chunks.size() ? mb.targets : tensor_box(), 1.0);
-    const double took = seconds_since(t0);
-    t.forward += took;
-    t.chunk[c] += took;
+    t.f[c] = seconds_since(t0);
     h = r.output;
   }
   tensor_box g;
   for (size_t c = chunks.size(); c-- > 0;) {
-    const auto t0 = clock_type::now();
+    auto t0 = clock_type::now();
     g = chunks[c]->backward(microbatch, g, split);
-    if (split) chunks[c]->weight_grad(microbatch);
-    const double took = seconds_since(t0);
-    t.backward += took;
-    t.chunk[c] += took;
+    t.b[c] = seconds_since(t0);
+    if (split) {
+      t0 = clock_type::now();
+      chunks[c]->weight_grad(microbatch);
+      t.w[c] = seconds_since(t0);
+    }
+  }
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    t.forward += t.f[c];
+    t.backward += t.b[c] + t.w[c];
+    t.chunk[c] = t.f[c] + t.b[c] + t.w[c];
   }
   // No zero_grad: the gradients stay, so every pass after the first adds into existing ones,
   // as 15 of a 16-microbatch step's backwards do (the first product of a step is cheaper: it
@@ -74,6 +89,99 @@ run_setup cut_as(train_options o, const char* schedule, int chunks, int stages =
   run_setup s = prepare_run(o);
   s.runners.resize(s.place.num_virtual_stages());
   return s;
+}
+
+// Each chunk's F, B (or I) and W over the repetitions of one way: their medians per chunk.
+struct chunk_samples {
+  std::vector<std::vector<double>> f, b, w;  // [chunk][repetition]
+  void add(const pass_times& t) {
+    f.resize(t.f.size()), b.resize(t.b.size()), w.resize(t.w.size());
+    for (size_t c = 0; c < t.f.size(); ++c) f[c].push_back(t.f[c]), b[c].push_back(t.b[c]), w[c].push_back(t.w[c]);
+  }
+  static std::vector<double> medians(const std::vector<std::vector<double>>& per_chunk) {
+    std::vector<double> m;
+    for (const auto& v : per_chunk) m.push_back(median(v));
+    return m;
+  }
+};
+
+// The costs a cut's virtual stages measured, ms, as train runs them: F; I and W from the split
+// passes; B whole on the first virtual stage and, on every other, I then W (its input gradient
+// sent in between, so the stage before starts early).
+cost_model measured_costs(const chunk_samples& whole, const chunk_samples& split) {
+  cost_model c;
+  auto ms = [](std::vector<double> v) {
+    for (double& x : v) x *= 1e3;
+    return v;
+  };
+  c.forward = ms(chunk_samples::medians(whole.f));
+  c.input_grad = ms(chunk_samples::medians(split.b));
+  c.weight_grad = ms(chunk_samples::medians(split.w));
+  c.backward = ms(chunk_samples::medians(whole.b));
+  for (size_t v = 1; v < c.backward.size(); ++v) c.backward[v] = c.input_grad[v] + c.weight_grad[v];
+  c.early_input_grad = true;
+  return c;
+}
+
+// What a step's end costs a shard, ms (median of 5): its gradient norm and its AdamW update.
+double optimizer_ms(shard_optimizer& opt, const chunk_compute& runner) {
+  std::vector<double> took;
+  for (int k = 0; k < 5; ++k) {
+    const auto t0 = clock_type::now();
+    const double sq = opt.grad_sq_sum(runner.tied_copies());
+    opt.step(1e-9, clip_coefficient(std::sqrt(sq), 1.0));
+    took.push_back(1e3 * seconds_since(t0));
+  }
+  return median(took);
+}
+
+// Per rank, its shards' step-end costs added up; the slowest rank's (every rank waits for the
+// last optimizer shard before the next step starts).
+double slowest_rank_optimizer_ms(const placement& place, const std::vector<double>& per_stage) {
+  std::vector<double> per_rank(place.ranks, 0.0);
+  for (int v = 0; v < place.num_virtual_stages(); ++v) per_rank[place.rank_of[v]] += per_stage[v];
+  return *std::max_element(per_rank.begin(), per_rank.end());
+}
+
+// A cut and what its chunks measured.
+struct measured_cut {
+  const run_setup& setup;
+  const chunk_samples& whole;
+  const chunk_samples& split;
+};
+
+// What each schedule reaches on these costs: its plan, as train runs it (chosen on the
+// measured costs, B sending its gradient early), simulated on the medians above, plus the step's
+// end (norm and AdamW, the slowest rank's shards), against M uncut microbatches plus the whole
+// model's norm and AdamW. No machine in it (one thread measured everything, in turn) and no
+// runtime: the most a pipeline of this model can reach, against which a measured run is judged.
+void print_schedule_ceilings(int M, const measured_cut& two, const measured_cut& four, const run_setup& one,
+                             double uncut_ms) {
+  const double reference = M * uncut_ms + optimizer_ms(*one.optimizers[0], *one.runners[0]);
+  auto shard_costs = [](const run_setup& s) {
+    std::vector<double> per_stage;
+    for (size_t v = 0; v < s.optimizers.size(); ++v) per_stage.push_back(optimizer_ms(*s.optimizers[v], *s.runners[v]));
+    return per_stage;
+  };
+  const std::vector<double> two_opt = shard_costs(two.setup), four_opt = shard_costs(four.setup);
+  const cost_model two_costs = measured_costs(two.whole, two.split), four_costs = measured_costs(four.whole, four.split);
+  std::printf("\nwhat each schedule can reach on these costs (its plan as train runs it, simulated on the medians\n"
+              "above; one thread measured every number, so no machine and no runtime is in them): a step of %d\n"
+              "microbatches plus its end (gradient norm and AdamW: %.1f ms for the uncut model, %.1f / %.1f ms for the\n"
+              "2 stages' shards), against the uncut model's step (%.0f ms)\n",
+              M, reference - M * uncut_ms, two_opt[0], two_opt[1], reference);
+  std::printf("| schedule, 2 stages | simulated step, ms | bubble | x the uncut model |\n|---|---|---|---|\n");
+  for (const auto& [name, chunks] : std::vector<std::pair<std::string, int>>{{"1f1b", 1}, {"zb-h1", 1}, {"interleaved", 2}, {"zbv", 2}}) {
+    const cost_model& costs = chunks == 1 ? two_costs : four_costs;
+    auto unit = std::make_shared<const plan>(make_schedule(name, {2, M, chunks}));
+    const plan_choice chosen = choose_plan(name, 2, M, unit->place, costs, unit);
+    const double end = slowest_rank_optimizer_ms(chosen.use->place, chunks == 1 ? two_opt : four_opt);
+    const double step = chosen.on_measured.makespan + end;
+    std::printf("| %s | %.0f | %.1f%% | %.3f |\n", name.c_str(), step, 100 * chosen.on_measured.bubble_ratio, reference / step);
+  }
+  std::printf("(1F1B's textbook limit, 2M / (M + P - 1) = %.3f here, counts equal stages and no step end; the last stage\n"
+              "also runs the LM head and the loss, and the step's end runs on both ranks at once)\n",
+              2.0 * M / (M + 1));
 }
 
 int bench_main(int argc, char** argv) {
@@ -98,6 +206,7 @@ int bench_main(int argc, char** argv) {
   std::vector<double> iw_b, half_f, half_b, half_iw_b;   // ratios within a repetition
   std::vector<double> stage0, stage1, stage_ratio;        // 2 stages, B whole: each stage's F + B
   std::vector<double> f1, b1, two_one;                    // one chunk, B whole; 2 stages / one chunk
+  chunk_samples two_whole, two_split, four_whole, four_split;  // each chunk's F, B or I, W
   for (int k = 0; k <= repeat; ++k) {
     // The five ways in this order on even repetitions and in reverse on odd ones, so none
     // always follows the same one.
@@ -126,6 +235,7 @@ int bench_main(int argc, char** argv) {
     stage0.push_back(s_whole.chunk[0]);
     stage1.push_back(s_whole.chunk[1]);
     stage_ratio.push_back(s_whole.chunk[1] / s_whole.chunk[0]);
+    two_whole.add(s_whole), two_split.add(s_split), four_whole.add(h_whole), four_split.add(h_split);
   }
   std::printf("\nper microbatch through the whole model, ms (median):\n");
   std::printf("| | F | B | I + W |\n|---|---|---|---|\n");
@@ -141,6 +251,8 @@ int bench_main(int argc, char** argv) {
   std::printf("  the 2 stages' balance, F + B of the last / the first: %.3f (%.1f / %.1f ms; a pipeline runs at the\n"
               "  pace of its slowest stage)\n",
               median(stage_ratio), 1e3 * median(stage1), 1e3 * median(stage0));
+  print_schedule_ceilings(o.microbatches, {two, two_whole, two_split}, {four, four_whole, four_split}, one,
+                          1e3 * (median(f1) + median(b1)));
   return 0;
 }
 
