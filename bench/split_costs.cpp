@@ -123,17 +123,22 @@ cost_model measured_costs(const chunk_samples& whole, const chunk_samples& split
   return c;
 }
 
-// What a step's end costs a shard, ms (median of 5): its gradient norm and its AdamW update.
-double optimizer_ms(shard_optimizer& opt, const chunk_compute& runner) {
-  std::vector<double> took;
-  for (int k = 0; k < 5; ++k) {
-    const auto t0 = clock_type::now();
-    const double sq = opt.grad_sq_sum(runner.tied_copies());
-    opt.step(1e-9, clip_coefficient(std::sqrt(sq), 1.0));
-    took.push_back(1e3 * seconds_since(t0));
+// What a step's end costs each shard of a cut, ms: its gradient norm and its AdamW update, once
+// each repetition, after the repetition's passes, so the moments come from memory as they do
+// after a step's backwards (timed in a loop instead, with everything in cache, they take half).
+struct shard_times {
+  std::vector<std::vector<double>> per_stage;  // [virtual stage][repetition]
+  void time(const run_setup& s) {
+    per_stage.resize(s.optimizers.size());
+    for (size_t v = 0; v < s.optimizers.size(); ++v) {
+      const auto t0 = clock_type::now();
+      const double sq = s.optimizers[v]->grad_sq_sum(s.runners[v]->tied_copies());
+      s.optimizers[v]->step(1e-9, clip_coefficient(std::sqrt(sq), 1.0));  // lr ~0: the passes stay as they were
+      per_stage[v].push_back(1e3 * seconds_since(t0));
+    }
   }
-  return median(took);
-}
+  std::vector<double> medians() const { return chunk_samples::medians(per_stage); }
+};
 
 // Per rank, its shards' step-end costs added up; the slowest rank's (every rank waits for the
 // last optimizer shard before the next step starts).
@@ -143,11 +148,11 @@ double slowest_rank_optimizer_ms(const placement& place, const std::vector<doubl
   return *std::max_element(per_rank.begin(), per_rank.end());
 }
 
-// A cut and what its chunks measured.
+// A cut and what its chunks and its shards measured.
 struct measured_cut {
-  const run_setup& setup;
   const chunk_samples& whole;
   const chunk_samples& split;
+  const shard_times& optimizer;
 };
 
 // What each schedule reaches on these costs: its plan, as train runs it (chosen on the
@@ -155,15 +160,10 @@ struct measured_cut {
 // end (norm and AdamW, the slowest rank's shards), against M uncut microbatches plus the whole
 // model's norm and AdamW. No machine in it (one thread measured everything, in turn) and no
 // runtime: the most a pipeline of this model can reach, against which a measured run is judged.
-void print_schedule_ceilings(int M, const measured_cut& two, const measured_cut& four, const run_setup& one,
+void print_schedule_ceilings(int M, const measured_cut& two, const measured_cut& four, const shard_times& one,
                              double uncut_ms) {
-  const double reference = M * uncut_ms + optimizer_ms(*one.optimizers[0], *one.runners[0]);
-  auto shard_costs = [](const run_setup& s) {
-    std::vector<double> per_stage;
-    for (size_t v = 0; v < s.optimizers.size(); ++v) per_stage.push_back(optimizer_ms(*s.optimizers[v], *s.runners[v]));
-    return per_stage;
-  };
-  const std::vector<double> two_opt = shard_costs(two.setup), four_opt = shard_costs(four.setup);
+  const double reference = M * uncut_ms + one.medians()[0];
+  const std::vector<double> two_opt = two.optimizer.medians(), four_opt = four.optimizer.medians();
   const cost_model two_costs = measured_costs(two.whole, two.split), four_costs = measured_costs(four.whole, four.split);
   std::printf("\nwhat each schedule can reach on these costs (its plan as train runs it, simulated on the medians\n"
               "above; one thread measured every number, so no machine and no runtime is in them): a step of %d\n"
@@ -207,6 +207,7 @@ int bench_main(int argc, char** argv) {
   std::vector<double> stage0, stage1, stage_ratio;        // 2 stages, B whole: each stage's F + B
   std::vector<double> f1, b1, two_one;                    // one chunk, B whole; 2 stages / one chunk
   chunk_samples two_whole, two_split, four_whole, four_split;  // each chunk's F, B or I, W
+  shard_times one_opt, two_opt, four_opt;                      // each shard's norm and AdamW
   for (int k = 0; k <= repeat; ++k) {
     // The five ways in this order on even repetitions and in reverse on odd ones, so none
     // always follows the same one.
@@ -236,6 +237,7 @@ int bench_main(int argc, char** argv) {
     stage1.push_back(s_whole.chunk[1]);
     stage_ratio.push_back(s_whole.chunk[1] / s_whole.chunk[0]);
     two_whole.add(s_whole), two_split.add(s_split), four_whole.add(h_whole), four_split.add(h_split);
+    one_opt.time(one), two_opt.time(two), four_opt.time(four);
   }
   std::printf("\nper microbatch through the whole model, ms (median):\n");
   std::printf("| | F | B | I + W |\n|---|---|---|---|\n");
@@ -251,7 +253,7 @@ int bench_main(int argc, char** argv) {
   std::printf("  the 2 stages' balance, F + B of the last / the first: %.3f (%.1f / %.1f ms; a pipeline runs at the\n"
               "  pace of its slowest stage)\n",
               median(stage_ratio), 1e3 * median(stage1), 1e3 * median(stage0));
-  print_schedule_ceilings(o.microbatches, {two, two_whole, two_split}, {four, four_whole, four_split}, one,
+  print_schedule_ceilings(o.microbatches, {two_whole, two_split, two_opt}, {four_whole, four_split, four_opt}, one_opt,
                           1e3 * (median(f1) + median(b1)));
   return 0;
 }
