@@ -125,7 +125,7 @@ cost_model measured_costs(const chunk_samples& whole, const chunk_samples& split
 
 // What a step's end costs each shard of a cut, ms: its gradient norm and its AdamW update, once
 // each repetition, after the repetition's passes, so the moments come from memory as they do
-// after a step's backwards (timed in a loop instead, with everything in cache, they take half).
+// after a step's backwards (timed in a loop instead, with everything in cache: about two thirds).
 struct shard_times {
   std::vector<std::vector<double>> per_stage;  // [virtual stage][repetition]
   void time(const run_setup& s) {
