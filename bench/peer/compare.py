@@ -15,6 +15,10 @@ Before timing, it proves the two sides hold the same model: actorpipe trains one
 lr 1e-30 and saves its parameters, which must equal peer_gpt's name-seeded init; and every
 run's first-step loss must agree to 1e-5 relative (exit status 1 if not).
 
+Before the runs, bench/split_costs (from the same build) measures what each schedule can reach
+on this model at all: each plan simulated on costs one thread measured, with no second core and
+no runtime in them (its last table); the report sets actorpipe's own ratios against it.
+
 The machine may be shared: during every run it counts the CPU time other processes used
 (/proc/stat minus the run's own), marks those runs, and takes each cell's median over the
 clean repeats when there are any. Progress (each command) goes to stderr, the report to stdout.
@@ -114,6 +118,32 @@ def run(cmd, log_path):
     if before and after:
         other = max(0.0, (after[0] - before[0]) - (after[2] - before[2]))  # steal counts as busy here
     return p.stdout, other
+
+
+SPLIT_COSTS_MODEL = {"heads": 4, "vocab": 256, "microbatches": 16}  # what bench/split_costs builds
+CEILING_ROW = re.compile(r"^\| (1f1b|zb-h1|interleaved|zbv) \| [0-9.]+ \| [0-9.]+% \| ([0-9.]+) \|$", re.M)
+
+
+def measure_ceilings(a):
+    """What each schedule can reach on this model: bench/split_costs (next to the actorpipe binary's
+    build) simulates each plan on costs one thread measured, with no second core and no runtime in
+    them. Returns ({schedule: x the unpipelined run}, None), or (None, why not)."""
+    exe = os.path.join(os.path.dirname(os.path.dirname(a.actorpipe)), "bench", "split_costs")
+    if not os.access(exe, os.X_OK):
+        return None, "no %s (make build)" % exe
+    other = {k: v for k, v in SPLIT_COSTS_MODEL.items() if getattr(a, k) != v}
+    if other:
+        return None, "split_costs builds %s; this comparison runs %s" % (
+            ", ".join("%s %d" % kv for kv in SPLIT_COSTS_MODEL.items()),
+            ", ".join("%s %d" % (k, getattr(a, k)) for k in other))
+    cmd = [exe, "--layers", str(a.layers), "--hidden", str(a.hidden), "--seq-len", str(a.seq_len),
+           "--microbatch-size", str(a.microbatch_size), "--repeat", "9"]
+    print("$ " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr, flush=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rows = {name: float(x) for name, x in CEILING_ROW.findall(p.stdout)}
+    if p.returncode != 0 or not rows:
+        return None, "split_costs failed (exit %d): %s" % (p.returncode, (p.stderr.strip() or p.stdout[-300:]).splitlines()[-1])
+    return rows, None
 
 
 def read_metrics(path):
@@ -222,6 +252,8 @@ def main():
     libtorch = re.search(r"LibTorch (\d+)\.[0-9.]*[0-9]", init_log)
     if a.attention == "auto":
         a.attention = "sdpa" if libtorch and int(libtorch.group(1)) >= 2 else "explicit"
+
+    ceilings, no_ceilings = measure_ceilings(a)
 
     results = {r: {"actorpipe": [], "peer": []} for r in a.runs}
     summaries = {}
@@ -344,6 +376,14 @@ def main():
                 ratios.append(text)
         if ratios:
             print("- %s's own ratios: %s" % (side, ", ".join(ratios)))
+    if ceilings and "no-pipeline" in med:
+        of = ["%s %.2f of %.3f" % (r, med[r]["actorpipe"] / med["no-pipeline"]["actorpipe"] / ceilings[r], ceilings[r])
+              for r in a.runs if r in ceilings]
+        print("- actorpipe against what each schedule can reach on this model (x / no-pipeline over the schedule's\n"
+              "  ceiling: bench/split_costs, each plan simulated on costs one thread measured before the runs, with\n"
+              "  no second core and no runtime in them): " + ", ".join(of))
+    elif not ceilings:
+        print("- the schedules' ceilings on this model: not measured (%s)" % no_ceilings)
     if a.repeat > 1:
         def one(r, side, rep, m):
             return "%.0f%s" % (tokens_per_s(m), "" if clean_run(r, side, rep) else "!")
