@@ -142,7 +142,8 @@ def measure_ceilings(a):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rows = {name: float(x) for name, x in CEILING_ROW.findall(p.stdout)}
     if p.returncode != 0 or not rows:
-        return None, "split_costs failed (exit %d): %s" % (p.returncode, (p.stderr.strip() or p.stdout[-300:]).splitlines()[-1])
+        said = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()[-1]
+        return None, "split_costs failed (exit %d): %s" % (p.returncode, said)
     return rows, None
 
 
