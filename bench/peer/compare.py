@@ -121,13 +121,16 @@ def run(cmd, log_path):
 
 
 SPLIT_COSTS_MODEL = {"heads": 4, "vocab": 256, "microbatches": 16}  # what bench/split_costs builds
-CEILING_ROW = re.compile(r"^\| (1f1b|zb-h1|interleaved|zbv) \| [0-9.]+ \| [0-9.]+% \| ([0-9.]+) \|$", re.M)
+CEILING_SCHEDULES = ("1f1b", "zb-h1", "interleaved", "zbv")  # the rows of split_costs' last table
+CEILING_ROW = re.compile(r"^\| (%s) \| [0-9.]+ \| [0-9.]+%% \| ([0-9.]+) \|$" % "|".join(CEILING_SCHEDULES), re.M)
 
 
 def measure_ceilings(a):
     """What each schedule can reach on this model: bench/split_costs (next to the actorpipe binary's
     build) simulates each plan on costs one thread measured, with no second core and no runtime in
     them. Returns ({schedule: x the unpipelined run}, None), or (None, why not)."""
+    if "no-pipeline" not in a.runs or not any(r in CEILING_SCHEDULES for r in a.runs):
+        return None, "they are set against the no-pipeline run and a pipelined one; --runs has not both"
     exe = os.path.join(os.path.dirname(os.path.dirname(a.actorpipe)), "bench", "split_costs")
     if not os.access(exe, os.X_OK):
         return None, "no %s (make build)" % exe
@@ -377,13 +380,13 @@ def main():
                 ratios.append(text)
         if ratios:
             print("- %s's own ratios: %s" % (side, ", ".join(ratios)))
-    if ceilings and "no-pipeline" in med:
+    if ceilings:
         of = ["%s %.2f of %.3f" % (r, med[r]["actorpipe"] / med["no-pipeline"]["actorpipe"] / ceilings[r], ceilings[r])
               for r in a.runs if r in ceilings]
         print("- actorpipe against what each schedule can reach on this model (x / no-pipeline over the schedule's\n"
               "  ceiling: bench/split_costs, each plan simulated on costs one thread measured before the runs, with\n"
               "  no second core and no runtime in them): " + ", ".join(of))
-    elif not ceilings:
+    else:
         print("- the schedules' ceilings on this model: not measured (%s)" % no_ceilings)
     if a.repeat > 1:
         def one(r, side, rep, m):
