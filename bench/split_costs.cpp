@@ -1,7 +1,8 @@
 // Benchmark: what splitting costs on the real GPT, on one thread, with the machine's drift taken
-// out. Each repetition runs one microbatch through the model five ways, one after another:
+// out. Each repetition runs one microbatch through the model seven ways, one after another:
 //   2 stages, B whole  (1f1b's textbook B)    2 stages, B as I then W  (zb-h1's)
 //   4 chunks, B whole  (interleaved's)        4 chunks, B as I then W  (zbv's)
+//   both cuts again with every W after every I (as zb-h1's and zbv's plans defer their W's)
 //   1 uncut chunk, B whole  (the cut's own cost: 2 stages against it)
 // (in reverse order every other time), and each ratio is taken within the repetition, then the
 // median over the repetitions, so a slow phase of a shared machine hits both sides of every
@@ -39,15 +40,21 @@ using bench::clock_type;
 using bench::seconds_since;
 
 // One microbatch forward through `chunks` in order, then backward in reverse: B whole, or I
-// then W (each chunk's W right after its I). Seconds spent in F, in B (or I + W).
+// then W (each chunk's W right after its I; or deferred: every I, then an untimed forward through
+// the whole cut with nothing kept, then every W in the same order, so a W finds its inputs as
+// zb-h1's and zbv's plans leave most of theirs, behind an F and I's of other work). Seconds spent
+// in F, in B (or I + W).
 struct pass_times {
   double forward = 0, backward = 0;
   std::vector<double> chunk;  // per chunk: its F + B (or F + I + W)
   std::vector<double> f, b, w;  // per chunk: F; B (or I); W (split only)
 };
 
-pass_times one_pass(const std::vector<std::shared_ptr<chunk_compute>>& chunks, const microbatch_tensors& mb, bool split,
-                    int microbatch) {
+enum class backward_way { whole, split, deferred_w };
+
+pass_times one_pass(const std::vector<std::shared_ptr<chunk_compute>>& chunks, const microbatch_tensors& mb,
+                    backward_way way, int microbatch) {
+  const bool split = way != backward_way::whole;
   pass_times t;
   t.chunk.assign(chunks.size(), 0.0);
   t.f = t.b = t.w = t.chunk;
@@ -63,8 +70,17 @@ pass_times one_pass(const std::vector<std::shared_ptr<chunk_compute>>& chunks, c
     auto t0 = clock_type::now();
     g = chunks[c]->backward(microbatch, g, split);
     t.b[c] = seconds_since(t0);
-    if (split) {
+    if (way == backward_way::split) {
       t0 = clock_type::now();
+      chunks[c]->weight_grad(microbatch);
+      t.w[c] = seconds_since(t0);
+    }
+  }
+  if (way == backward_way::deferred_w) {
+    tensor_box x = mb.inputs;
+    for (const auto& chunk : chunks) x = chunk->evaluate(microbatch, x);
+    for (size_t c = chunks.size(); c-- > 0;) {
+      const auto t0 = clock_type::now();
       chunks[c]->weight_grad(microbatch);
       t.w[c] = seconds_since(t0);
     }
@@ -105,10 +121,11 @@ struct chunk_samples {
   }
 };
 
-// The costs a cut's virtual stages measured, ms, as train runs them: F; I and W from the split
-// passes; B whole on the first virtual stage and, on every other, I then W (its input gradient
-// sent in between, so the stage before starts early).
-cost_model measured_costs(const chunk_samples& whole, const chunk_samples& split) {
+// The costs a cut's virtual stages measured, ms, as train runs them: F; I from the split passes
+// and W from `w_from` (right after its I, as B runs it, or deferred, as zb-h1's and zbv's plans
+// run most of theirs); B whole on the first virtual stage and, on every other, I then W (its
+// input gradient sent in between, so the stage before starts early).
+cost_model measured_costs(const chunk_samples& whole, const chunk_samples& split, const chunk_samples& w_from) {
   cost_model c;
   auto ms = [](std::vector<double> v) {
     for (double& x : v) x *= 1e3;
@@ -116,7 +133,7 @@ cost_model measured_costs(const chunk_samples& whole, const chunk_samples& split
   };
   c.forward = ms(chunk_samples::medians(whole.f));
   c.input_grad = ms(chunk_samples::medians(split.b));
-  c.weight_grad = ms(chunk_samples::medians(split.w));
+  c.weight_grad = ms(chunk_samples::medians(w_from.w));
   c.backward = ms(chunk_samples::medians(whole.b));
   for (size_t v = 1; v < c.backward.size(); ++v) c.backward[v] = c.input_grad[v] + c.weight_grad[v];
   c.early_input_grad = true;
@@ -151,12 +168,14 @@ double slowest_rank_optimizer_ms(const placement& place, const std::vector<doubl
 // A cut and what its chunks and its shards measured.
 struct measured_cut {
   const chunk_samples& whole;
-  const chunk_samples& split;
+  const chunk_samples& split;     // each W right after its I
+  const chunk_samples& deferred;  // every I, then every W
   const shard_times& optimizer;
 };
 
 // What each schedule reaches on these costs: its plan, as train runs it (chosen on the
-// measured costs, B sending its gradient early), simulated on the medians above, plus the step's
+// measured costs, B sending its gradient early; W right after its I for 1f1b and interleaved, as
+// their B runs it, deferred for zb-h1 and zbv), simulated on the medians above, plus the step's
 // end (norm and AdamW, the slowest rank's shards), against M uncut microbatches plus the whole
 // model's norm and AdamW. No machine in it (one thread measured everything, in turn) and no
 // runtime: the most a pipeline of this model can reach, against which a measured run is judged.
@@ -164,7 +183,10 @@ void print_schedule_ceilings(int M, const measured_cut& two, const measured_cut&
                              double uncut_ms) {
   const double reference = M * uncut_ms + one.medians()[0];
   const std::vector<double> two_opt = two.optimizer.medians(), four_opt = four.optimizer.medians();
-  const cost_model two_costs = measured_costs(two.whole, two.split), four_costs = measured_costs(four.whole, four.split);
+  const cost_model two_costs = measured_costs(two.whole, two.split, two.split),
+                   four_costs = measured_costs(four.whole, four.split, four.split),
+                   two_deferred = measured_costs(two.whole, two.split, two.deferred),
+                   four_deferred = measured_costs(four.whole, four.split, four.deferred);
   std::printf("\nwhat each schedule can reach on these costs (its plan as train runs it, simulated on the medians\n"
               "above; one thread measured every number, so no machine and no runtime is in them): a step of %d\n"
               "microbatches plus its end (gradient norm and AdamW: %.1f ms for the uncut model, %.1f / %.1f ms for the\n"
@@ -172,7 +194,8 @@ void print_schedule_ceilings(int M, const measured_cut& two, const measured_cut&
               M, reference - M * uncut_ms, two_opt[0], two_opt[1], reference);
   std::printf("| schedule, 2 stages | simulated step, ms | bubble | x the uncut model |\n|---|---|---|---|\n");
   for (const auto& [name, chunks] : std::vector<std::pair<std::string, int>>{{"1f1b", 1}, {"zb-h1", 1}, {"interleaved", 2}, {"zbv", 2}}) {
-    const cost_model& costs = chunks == 1 ? two_costs : four_costs;
+    const bool defers_w = name == "zb-h1" || name == "zbv";
+    const cost_model& costs = chunks == 1 ? (defers_w ? two_deferred : two_costs) : (defers_w ? four_deferred : four_costs);
     auto unit = std::make_shared<const plan>(make_schedule(name, {2, M, chunks}));
     const plan_choice chosen = choose_plan(name, 2, M, unit->place, costs, unit);
     const double end = slowest_rank_optimizer_ms(chosen.use->place, chunks == 1 ? two_opt : four_opt);
@@ -193,7 +216,7 @@ int bench_main(int argc, char** argv) {
   set_compute_threads(1);
   bench::print_what_it_runs_on();
   std::printf("GPT %d layers, hidden %d, seq %d, microbatch %d; one thread; %d repetitions (after one warm-up), "
-              "each running the five ways one after another\n",
+              "each running the seven ways one after another\n",
               o.model.layers, o.model.hidden, o.model.seq_len, o.microbatch_size, repeat);
   const run_setup two = cut_as(o, "1f1b", 1);  // virtual stages 0, 1
   const run_setup four = cut_as(o, "zbv", 2);   // virtual stages 0..3, half the layers each
@@ -207,16 +230,21 @@ int bench_main(int argc, char** argv) {
   std::vector<double> stage0, stage1, stage_ratio;        // 2 stages, B whole: each stage's F + B
   std::vector<double> f1, b1, two_one;                    // one chunk, B whole; 2 stages / one chunk
   chunk_samples two_whole, two_split, four_whole, four_split;  // each chunk's F, B or I, W
+  chunk_samples two_deferred, four_deferred;                    // the same, every W after every I
+  std::vector<double> w_late2, w_late4;  // W deferred / W right after its I, within a repetition
   shard_times one_opt, two_opt, four_opt;                      // each shard's norm and AdamW
   for (int k = 0; k <= repeat; ++k) {
-    // The five ways in this order on even repetitions and in reverse on odd ones, so none
+    // The seven ways in this order on even repetitions and in reverse on odd ones, so none
     // always follows the same one.
-    pass_times s_whole, s_split, h_whole, h_split, o_whole;
-    std::vector<std::function<void()>> ways = {[&] { s_whole = one_pass(stages, mb, false, k); },
-                                               [&] { s_split = one_pass(stages, mb, true, k); },
-                                               [&] { h_whole = one_pass(halves, mb, false, k); },
-                                               [&] { h_split = one_pass(halves, mb, true, k); },
-                                               [&] { o_whole = one_pass(one.runners, mb, false, k); }};
+    using bw = backward_way;
+    pass_times s_whole, s_split, s_late, h_whole, h_split, h_late, o_whole;
+    std::vector<std::function<void()>> ways = {[&] { s_whole = one_pass(stages, mb, bw::whole, k); },
+                                               [&] { s_split = one_pass(stages, mb, bw::split, k); },
+                                               [&] { s_late = one_pass(stages, mb, bw::deferred_w, k); },
+                                               [&] { h_whole = one_pass(halves, mb, bw::whole, k); },
+                                               [&] { h_split = one_pass(halves, mb, bw::split, k); },
+                                               [&] { h_late = one_pass(halves, mb, bw::deferred_w, k); },
+                                               [&] { o_whole = one_pass(one.runners, mb, bw::whole, k); }};
     if (k % 2) std::reverse(ways.begin(), ways.end());
     for (auto& way : ways) way();
     if (k == 0) continue;  // first-touch allocations
@@ -237,6 +265,14 @@ int bench_main(int argc, char** argv) {
     stage1.push_back(s_whole.chunk[1]);
     stage_ratio.push_back(s_whole.chunk[1] / s_whole.chunk[0]);
     two_whole.add(s_whole), two_split.add(s_split), four_whole.add(h_whole), four_split.add(h_split);
+    two_deferred.add(s_late), four_deferred.add(h_late);
+    auto w_sum = [](const pass_times& t) {
+      double s = 0;
+      for (double w : t.w) s += w;
+      return s;
+    };
+    w_late2.push_back(w_sum(s_late) / w_sum(s_split));
+    w_late4.push_back(w_sum(h_late) / w_sum(h_split));
     one_opt.time(one), two_opt.time(two), four_opt.time(four);
   }
   std::printf("\nper microbatch through the whole model, ms (median):\n");
@@ -250,10 +286,14 @@ int bench_main(int argc, char** argv) {
   std::printf("  F in 4 half chunks / F in 2 stages: %.3f\n", median(half_f));
   std::printf("  B in 4 half chunks / B in 2 stages (interleaved vs 1f1b): %.3f\n", median(half_b));
   std::printf("  I + W in 4 half chunks / B in 2 stages (zbv vs 1f1b): %.3f\n", median(half_iw_b));
+  std::printf("  W behind other work (every I, then a forward) / W right after its I (zb-h1 and zbv defer most\n"
+              "  W's): 2 stages %.3f, 4 half chunks %.3f\n",
+              median(w_late2), median(w_late4));
   std::printf("  the 2 stages' balance, F + B of the last / the first: %.3f (%.1f / %.1f ms; a pipeline runs at the\n"
               "  pace of its slowest stage)\n",
               median(stage_ratio), 1e3 * median(stage1), 1e3 * median(stage0));
-  print_schedule_ceilings(o.microbatches, {two_whole, two_split, two_opt}, {four_whole, four_split, four_opt}, one_opt,
+  print_schedule_ceilings(o.microbatches, {two_whole, two_split, two_deferred, two_opt},
+                          {four_whole, four_split, four_deferred, four_opt}, one_opt,
                           1e3 * (median(f1) + median(b1)));
   return 0;
 }
