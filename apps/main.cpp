@@ -8,7 +8,7 @@
 #include "core/log.hpp"
 
 int main(int argc, char** argv) {
-  actorpipe::ensure_best_blas_kernels(argv);  // may restart the program once, before anything else
+  actorpipe::ensure_best_blas_kernels(argv);  // the best BLAS kernels, before anything else (may restart once)
   const int code = actorpipe::cli_main(argc, argv, std::cout, std::cerr);
   // Everything the run wrote is flushed here, then the process ends without running static
   // destructors: an actor system left behind by a bounded shutdown (actors/pipeline_runtime.cpp)

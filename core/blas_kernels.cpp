@@ -1,5 +1,5 @@
-// OpenBLAS kernel choice: CPUID against the core OpenBLAS detected, and a one-time re-exec with
-// OPENBLAS_CORETYPE where it fell back to generic kernels.
+// OpenBLAS kernel choice: CPUID against the core OpenBLAS detected and, where it fell back to
+// generic kernels, OPENBLAS_CORETYPE and a switch in place (or a one-time re-exec).
 #include "core/blas_kernels.hpp"
 
 #include <dlfcn.h>
@@ -99,7 +99,7 @@ blas_choice choose_blas_kernels(const std::string& detected_core, simd_level cpu
   if (set_and_nonempty(user_coretype) || set_and_nonempty(marker)) return choice;
   if (openblas_core_level(detected_core) >= cpu) return choice;
   choice.coretype = best_openblas_core(cpu);
-  choice.restart = !choice.coretype.empty();
+  choice.change = !choice.coretype.empty();
   return choice;
 }
 
@@ -178,6 +178,21 @@ std::string aten_capability_origin(const std::string& capability) {
   return origin;
 }
 
+bool switch_openblas_kernels(const std::string& coretype) {
+  auto quit = find_symbol<void (*)()>("gotoblas_dynamic_quit");
+  auto init = find_symbol<void (*)()>("gotoblas_dynamic_init");
+  std::string core = coretype;  // its kernel table: gotoblas_SKYLAKEX
+  std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  const std::string table = "gotoblas_" + core;
+  // An unknown name would make gotoblas_dynamic_init fall back to generic kernels or exit.
+  if (quit == nullptr || init == nullptr || coretype.empty() || ::dlsym(RTLD_DEFAULT, table.c_str()) == nullptr)
+    return false;
+  ::setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
+  quit();
+  init();
+  return true;
+}
+
 void ensure_best_blas_kernels(char** argv) {
   const std::string aten = choose_aten_capability(cpu_simd_level(), std::getenv(aten_capability_variable));
   if (!aten.empty()) {
@@ -185,20 +200,24 @@ void ensure_best_blas_kernels(char** argv) {
     ::setenv(aten_marker_variable, "1", 1);
   }
   auto get_core = find_symbol<char* (*)()>("openblas_get_corename");
-  if (get_core == nullptr || argv == nullptr || argv[0] == nullptr) return;
-  // Test hook: pretend OpenBLAS detected this core, to exercise the restart on any machine.
+  if (get_core == nullptr) return;
+  // Test hook: pretend OpenBLAS detected this core, to exercise the change on any machine.
   const char* pretend = std::getenv(blas_pretend_variable);
   const char* detected_c = set_and_nonempty(pretend) ? pretend : get_core();
   const std::string detected = detected_c ? detected_c : "";
   const blas_choice choice = choose_blas_kernels(detected, cpu_simd_level(), std::getenv("OPENBLAS_CORETYPE"),
                                                  std::getenv(blas_marker_variable));
-  if (!choice.restart) return;
-  ::setenv("OPENBLAS_CORETYPE", choice.coretype.c_str(), 1);
+  if (!choice.change) return;
   ::setenv(blas_marker_variable, detected.c_str(), 1);
   ::unsetenv(blas_pretend_variable);
-  std::fflush(nullptr);
-  ::execv("/proc/self/exe", argv);
-  const int err = errno;
+  if (switch_openblas_kernels(choice.coretype)) return;  // nothing has called BLAS yet
+  int err = EINVAL;  // no argv to restart with
+  if (argv != nullptr && argv[0] != nullptr) {
+    ::setenv("OPENBLAS_CORETYPE", choice.coretype.c_str(), 1);
+    std::fflush(nullptr);
+    ::execv("/proc/self/exe", argv);
+    err = errno;
+  }
   ::unsetenv("OPENBLAS_CORETYPE");
   ::unsetenv(blas_marker_variable);
   // The first thing main does: nothing is set up yet, so this goes out on the default log.

@@ -25,22 +25,22 @@ simd_level openblas_core_level(const std::string& core);
 // for a CPU of this level; empty for sse (nothing better to choose).
 std::string best_openblas_core(simd_level cpu);
 
-// What to do at start-up, decided from values only (testable without exec):
+// What to do at start-up, decided from values only (testable without OpenBLAS):
 //  - the user set OPENBLAS_CORETYPE (and actorpipe did not): keep it;
 //  - actorpipe already chose (the marker is set): keep it;
-//  - OpenBLAS detected a core below what the CPU supports: restart with the best one.
+//  - OpenBLAS detected a core below what the CPU supports: change to the best one.
 struct blas_choice {
-  bool restart = false;
-  std::string coretype;  // for OPENBLAS_CORETYPE when restart
+  bool change = false;
+  std::string coretype;  // for OPENBLAS_CORETYPE when change
 };
 blas_choice choose_blas_kernels(const std::string& detected_core, simd_level cpu, const char* user_coretype,
                                 const char* marker);
 
 // The environment variable actorpipe sets, beside OPENBLAS_CORETYPE, to the core OpenBLAS had
-// detected by itself; it tells the restarted process (and its children) who chose.
+// detected by itself; it tells the summary (and the process's children) who chose.
 inline constexpr const char* blas_marker_variable = "ACTORPIPE_BLAS_DETECTED";
 // Tests only: ensure_best_blas_kernels takes this core as OpenBLAS's own detection, so the
-// restart can be exercised on a machine where OpenBLAS detects the CPU correctly.
+// change can be exercised on a machine where OpenBLAS detects the CPU correctly.
 inline constexpr const char* blas_pretend_variable = "ACTORPIPE_BLAS_PRETEND_DETECTED";
 
 struct blas_info {
@@ -81,13 +81,24 @@ std::string describe_allocator();
 // sizes that are multiples of 16, or says "LibTorch's ops" where it serves none).
 std::string describe_own_kernels();
 
+// Makes this process's OpenBLAS compute on `coretype`'s kernels from now on, as if
+// OPENBLAS_CORETYPE had been set when it loaded (it sets that variable too, so child processes
+// load on them). An OpenBLAS built for several cores (DYNAMIC_ARCH, as Debian's) picks its
+// kernel table in gotoblas_dynamic_init, reading the variable, and exports it and
+// gotoblas_dynamic_quit, which drops the table; buffers and block sizes are taken from the
+// table at each call, so the change holds from the next call. Call it with no BLAS call under
+// way in any thread. Returns false, changing nothing, where it cannot: not OpenBLAS, built
+// for one core, or built without `coretype` (its gotoblas_<CORE> table is missing).
+bool switch_openblas_kernels(const std::string& coretype);
+
 // Call first thing in main(), before any tensor operation:
 //  - on an AVX-512 CPU, sets ATEN_CPU_CAPABILITY=avx512 unless the user set it;
 //  - where OpenBLAS runs generic kernels on a CPU that supports better ones, sets
-//    OPENBLAS_CORETYPE (read only when the library loads) and re-executes the program once
-//    with the same arguments.
-// Never overrides a value the user set. Returns when nothing needs changing (or the restart
-// failed: then a warning goes to stderr).
+//    OPENBLAS_CORETYPE and switches OpenBLAS to that core in place (switch_openblas_kernels);
+//    where this OpenBLAS cannot switch, re-executes the program once with the same arguments
+//    (OpenBLAS reads the variable when it loads).
+// Never overrides a value the user set. Returns when nothing needs changing, after a switch,
+// or when the restart failed (then a warning goes to stderr).
 void ensure_best_blas_kernels(char** argv);
 
 }  // namespace actorpipe

@@ -15,7 +15,7 @@
 #include "examples/waves_policy.hpp"
 
 int main(int argc, char** argv) {
-  actorpipe::ensure_best_blas_kernels(argv);  // as the actorpipe binary: may restart the program once
+  actorpipe::ensure_best_blas_kernels(argv);  // as the actorpipe binary: the best BLAS kernels (may restart once)
   waves::register_waves_policy();
   return actorpipe::cli_main(argc, argv, std::cout, std::cerr);
 }

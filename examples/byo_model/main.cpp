@@ -113,7 +113,7 @@ class backward_first final : public actorpipe::rank_policy {
 }  // namespace
 
 int main(int argc, char** argv) {
-  actorpipe::ensure_best_blas_kernels(argv);  // may restart the program once, before anything else
+  actorpipe::ensure_best_blas_kernels(argv);  // the best BLAS kernels, before anything else (may restart once)
   actorpipe::register_model("convnet", convnet, "a small convolutional net on synthetic images");
   actorpipe::register_policy(
       "backward-first",
