@@ -29,6 +29,8 @@ std::string lower(std::string s) {
 
 bool set_and_nonempty(const char* v) { return v != nullptr && *v != '\0'; }
 
+bool restarted_for_kernels = false;  // this process is the restart of ensure_best_blas_kernels
+
 template <typename Fn>
 Fn find_symbol(const char* name) {
   return reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, name));
@@ -122,6 +124,7 @@ blas_info current_blas() {
     info.origin = "chosen by actorpipe for this CPU's " + simd_level_name(cpu) + "; OpenBLAS alone picked " + marker;
     if (lower(coretype) != lower(info.core))
       info.origin += "; actorpipe asked for " + std::string(coretype) + " but OpenBLAS runs " + info.core;
+    if (restarted_for_kernels) info.origin += "; the program restarted once to load them";
   } else if (set_and_nonempty(coretype)) {
     info.origin = "OPENBLAS_CORETYPE=" + std::string(coretype) + " set by the user";
   } else {
@@ -194,6 +197,8 @@ bool switch_openblas_kernels(const std::string& coretype) {
 }
 
 void ensure_best_blas_kernels(char** argv) {
+  if (set_and_nonempty(std::getenv(blas_restarted_variable))) restarted_for_kernels = true;
+  ::unsetenv(blas_restarted_variable);
   const std::string aten = choose_aten_capability(cpu_simd_level(), std::getenv(aten_capability_variable));
   if (!aten.empty()) {
     ::setenv(aten_capability_variable, aten.c_str(), 1);
@@ -210,13 +215,17 @@ void ensure_best_blas_kernels(char** argv) {
   if (!choice.change) return;
   ::setenv(blas_marker_variable, detected.c_str(), 1);
   ::unsetenv(blas_pretend_variable);
-  if (switch_openblas_kernels(choice.coretype)) return;  // nothing has called BLAS yet
+  const bool restart_anyway = set_and_nonempty(std::getenv(blas_restart_variable));
+  ::unsetenv(blas_restart_variable);
+  if (!restart_anyway && switch_openblas_kernels(choice.coretype)) return;  // nothing has called BLAS yet
   int err = EINVAL;  // no argv to restart with
   if (argv != nullptr && argv[0] != nullptr) {
     ::setenv("OPENBLAS_CORETYPE", choice.coretype.c_str(), 1);
+    ::setenv(blas_restarted_variable, "1", 1);
     std::fflush(nullptr);
     ::execv("/proc/self/exe", argv);
     err = errno;
+    ::unsetenv(blas_restarted_variable);
   }
   ::unsetenv("OPENBLAS_CORETYPE");
   ::unsetenv(blas_marker_variable);

@@ -42,6 +42,12 @@ inline constexpr const char* blas_marker_variable = "ACTORPIPE_BLAS_DETECTED";
 // Tests only: ensure_best_blas_kernels takes this core as OpenBLAS's own detection, so the
 // change can be exercised on a machine where OpenBLAS detects the CPU correctly.
 inline constexpr const char* blas_pretend_variable = "ACTORPIPE_BLAS_PRETEND_DETECTED";
+// Tests only: set (to anything), ensure_best_blas_kernels restarts the program even where
+// OpenBLAS could switch in place, so the restart that other OpenBLAS builds need stays tested.
+inline constexpr const char* blas_restart_variable = "ACTORPIPE_BLAS_RESTART";
+// Set for the restarted process only (it removes it at once, so its children do not inherit
+// it); the summary then says the program restarted to load the kernels.
+inline constexpr const char* blas_restarted_variable = "ACTORPIPE_BLAS_RESTARTED";
 
 struct blas_info {
   bool openblas = false;
