@@ -188,7 +188,7 @@ bool switch_openblas_kernels(const std::string& coretype) {
   std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   const std::string table = "gotoblas_" + core;
   // An unknown name would make gotoblas_dynamic_init fall back to generic kernels or exit.
-  if (quit == nullptr || init == nullptr || coretype.empty() || ::dlsym(RTLD_DEFAULT, table.c_str()) == nullptr)
+  if (quit == nullptr || init == nullptr || coretype.empty() || find_symbol<const void*>(table.c_str()) == nullptr)
     return false;
   ::setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
   quit();
