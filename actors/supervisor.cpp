@@ -52,7 +52,11 @@ step_metrics step_report(const run_context& ctx, const supervisor_state& st) {
   const step_span s = span_of(st.flushes);
   m.bubble_ratio = s.end > s.first ? 1.0 - s.busy / (P * (s.end - s.first)) : 0;
   m.peak_activations.assign(P, 0);
-  for (auto& f : st.flushes) m.peak_activations[f.rank] = f.peak_activations;
+  m.busy_seconds.assign(P, 0.0);
+  for (auto& f : st.flushes) {
+    m.peak_activations[f.rank] = f.peak_activations;
+    for (auto& e : f.events) m.busy_seconds[f.rank] += e.end - e.start;
+  }
   m.optimizer_state_bytes = st.state_bytes;
   if (st.sync_end > st.sync_start) {
     m.sync_seconds = st.sync_end - st.sync_start;

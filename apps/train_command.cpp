@@ -293,6 +293,7 @@ struct step_reporter {
                           {"grad_norm", m.grad_norm}, {"seconds", m.seconds},   {"tokens_per_s", m.tokens_per_s},
                           {"bubble_ratio", m.bubble_ratio}, {"peak_activations", m.peak_activations}};
       if (!m.optimizer_state_bytes.empty()) j["optimizer_state_bytes"] = m.optimizer_state_bytes;
+      if (!m.busy_seconds.empty()) j["busy_seconds"] = m.busy_seconds;
       if (dp > 1) {
         j["sync_seconds"] = m.sync_seconds;
         j["exposed_sync_seconds"] = m.exposed_sync_seconds;

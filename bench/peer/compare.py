@@ -123,12 +123,14 @@ def run(cmd, log_path):
 SPLIT_COSTS_MODEL = {"heads": 4, "vocab": 256, "microbatches": 16}  # what bench/split_costs builds
 CEILING_SCHEDULES = ("1f1b", "zb-h1", "interleaved", "zbv")  # the rows of split_costs' last table
 CEILING_ROW = re.compile(r"^\| (%s) \| [0-9.]+ \| [0-9.]+%% \| ([0-9.]+) \|$" % "|".join(CEILING_SCHEDULES), re.M)
+BALANCE_LINE = re.compile(r"the 2 stages' balance, F \+ B of the last / the first: ([0-9.]+)")
 
 
 def measure_ceilings(a):
     """What each schedule can reach on this model: bench/split_costs (next to the actorpipe binary's
     build) simulates each plan on costs one thread measured, with no second core and no runtime in
-    them. Returns ({schedule: x the unpipelined run}, None), or (None, why not)."""
+    them. Returns ({schedule: x the unpipelined run, "balance": the 2 stages' F + B, last / first},
+    None), or (None, why not)."""
     if "no-pipeline" not in a.runs or not any(r in CEILING_SCHEDULES for r in a.runs):
         return None, "they are set against the no-pipeline run and a pipelined one; --runs has not both"
     exe = os.path.join(os.path.dirname(os.path.dirname(a.actorpipe)), "bench", "split_costs")
@@ -147,6 +149,9 @@ def measure_ceilings(a):
     if p.returncode != 0 or not rows:
         said = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()[-1]
         return None, "split_costs failed (exit %d): %s" % (p.returncode, said)
+    balance = BALANCE_LINE.search(p.stdout)
+    if balance:
+        rows["balance"] = float(balance.group(1))
     return rows, None
 
 
@@ -382,12 +387,28 @@ def main():
             print("- %s's own ratios: %s" % (side, ", ".join(ratios)))
     if ceilings:
         of = ["%s %.2f of %.3f" % (r, med[r]["actorpipe"] / med["no-pipeline"]["actorpipe"] / ceilings[r], ceilings[r])
-              for r in a.runs if r in ceilings]
+              for r in a.runs if r in ceilings and r in CEILING_SCHEDULES]
         print("- actorpipe against what each schedule can reach on this model (x / no-pipeline over the schedule's\n"
               "  ceiling: bench/split_costs, each plan simulated on costs one thread measured before the runs, with\n"
               "  no second core and no runtime in them): " + ", ".join(of))
     else:
         print("- the schedules' ceilings on this model: not measured (%s)" % no_ceilings)
+    # A pipeline keeps its slowest rank's pace. 1f1b's two ranks run the same F's and B's, so
+    # where their busy times differ beyond what their layers do (split_costs' balance, one thread
+    # after the other), one vCPU ran slower than the other during the run.
+    balance = []
+    for r in a.runs:
+        per = []
+        for m in results[r]["actorpipe"]:
+            busy = [s.get("busy_seconds") or [] for s in m[1:]]
+            if busy and all(len(b) == 2 for b in busy):
+                per.append(sum(b[1] for b in busy) / sum(b[0] for b in busy))
+        if per:
+            balance.append("%s %s" % (r, ", ".join("%.3f" % x for x in per)))
+    if balance:
+        work = (" (1f1b's layers alone, one thread: %.3f)" % ceilings["balance"]) if ceilings and "balance" in ceilings else ""
+        print("- actorpipe's rank 1 busy over rank 0 busy, steps 2..%d, each repeat%s: %s" %
+              (a.steps, work, "; ".join(balance)))
     if a.repeat > 1:
         def one(r, side, rep, m):
             return "%.0f%s" % (tokens_per_s(m), "" if clean_run(r, side, rep) else "!")

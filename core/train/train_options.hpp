@@ -118,6 +118,10 @@ struct step_metrics {
   std::vector<double> stage_sync_seconds;
   std::vector<long long> optimizer_state_bytes;  // per rank: the AdamW moments it holds
   std::vector<int> peak_activations;  // per rank, measured in the chunk runners' stashes
+  // Per rank: seconds its actions ran in the step (their measured spans, summed). Ranks doing
+  // the same work that differ here ran on cores of different speed: a pipeline keeps the pace
+  // of its slowest rank.
+  std::vector<double> busy_seconds;
 };
 
 // One checkpoint this run wrote.

@@ -57,12 +57,23 @@ CATCH_TEST_CASE("train runs, reports and writes metrics, trace and parameters", 
   std::ifstream m(metrics);
   std::string line;
   int lines = 0;
+  std::vector<double> last_busy;
   while (std::getline(m, line)) {
     auto j = nlohmann::json::parse(line);
     CATCH_CHECK(j["step"] == lines);
-    for (const char* key : {"loss", "lr", "tokens_per_s", "bubble_ratio", "peak_activations", "grad_norm"})
+    for (const char* key : {"loss", "lr", "tokens_per_s", "bubble_ratio", "peak_activations", "grad_norm", "busy_seconds"})
       CATCH_CHECK(j.contains(key));
     CATCH_CHECK(j["peak_activations"].size() == 2);
+    // Each rank's busy time: within the step; together, the busy share the bubble leaves (the
+    // pipeline's span is at most the step).
+    last_busy = j.value("busy_seconds", std::vector<double>{});
+    CATCH_REQUIRE(last_busy.size() == 2);
+    const double step_s = j["seconds"], bubble = j["bubble_ratio"];
+    for (double b : last_busy) {
+      CATCH_CHECK(b > 0);
+      CATCH_CHECK(b < step_s);
+    }
+    CATCH_CHECK(last_busy[0] + last_busy[1] <= 2 * step_s * (1 - bubble) + 1e-9);
     ++lines;
   }
   CATCH_CHECK(lines == 3);
@@ -70,14 +81,18 @@ CATCH_TEST_CASE("train runs, reports and writes metrics, trace and parameters", 
   std::ifstream t(trace);
   auto tj = nlohmann::json::parse(t);
   int complete = 0;
+  std::vector<double> traced_busy(2, 0.0);  // microseconds per rank
   for (auto& e : tj["traceEvents"]) {
     if (e["ph"] != "X") continue;
+    traced_busy.at(e["tid"].get<int>()) += e["dur"].get<double>();
     // A W run out of turn that paused for an F or I: its earlier piece, marked; the W's end follows.
     const bool piece = e["args"].value("continues", false);
     if (piece) CATCH_CHECK(e["cat"] == "weight_grad");
     complete += !piece;
   }
   CATCH_CHECK(complete == 2 * 2 * 4 * 3);  // P * V * M * (F, I, W)
+  // The last step's busy_seconds are its traced actions' spans, rank by rank.
+  for (int r = 0; r < 2; ++r) CATCH_CHECK(last_busy[r] == Approx(traced_busy[r] / 1e6).epsilon(1e-6));
   // The trace's costs feed the simulator.
   auto sim = cli({"simulate", "--schedule", "zbv", "--stages", "2", "--microbatches", "4", "--costs-from", trace});
   CATCH_CHECK(sim.code == 0);
