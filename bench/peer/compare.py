@@ -406,9 +406,9 @@ def main():
         if per:
             balance.append("%s %s" % (r, ", ".join("%.3f" % x for x in per)))
     if balance:
-        work = (" (1f1b's layers alone, one thread: %.3f)" % ceilings["balance"]) if ceilings and "balance" in ceilings else ""
+        alone = (" (1f1b's layers alone, one thread: %.3f)" % ceilings["balance"]) if ceilings and "balance" in ceilings else ""
         print("- actorpipe's rank 1 busy over rank 0 busy, steps 2..%d, each repeat%s: %s" %
-              (a.steps, work, "; ".join(balance)))
+              (a.steps, alone, "; ".join(balance)))
     if a.repeat > 1:
         def one(r, side, rep, m):
             return "%.0f%s" % (tokens_per_s(m), "" if clean_run(r, side, rep) else "!")
