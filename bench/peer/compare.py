@@ -396,19 +396,24 @@ def main():
     # A pipeline keeps its slowest rank's pace. 1f1b's two ranks run the same F's and B's, so
     # where their busy times differ beyond what their layers do (split_costs' balance, one thread
     # after the other), one vCPU ran slower than the other during the run.
-    balance = []
+    # And a step lasts its slower rank's busy time plus what that rank waited: the schedule's
+    # bubble, and whatever the runtime adds.
+    balance, beyond = [], []
     for r in a.runs:
-        per = []
+        per, waits = [], []
         for m in results[r]["actorpipe"]:
             busy = [s.get("busy_seconds") or [] for s in m[1:]]
             if busy and all(len(b) == 2 for b in busy):
                 per.append(sum(b[1] for b in busy) / sum(b[0] for b in busy))
+                waits += [1e3 * (s["seconds"] - max(b)) for s, b in zip(m[1:], busy)]
         if per:
             balance.append("%s %s" % (r, ", ".join("%.3f" % x for x in per)))
+            beyond.append("%s %.0f ms (%.0f-%.0f)" % (r, statistics.median(waits), min(waits), max(waits)))
     if balance:
         alone = (" (1f1b's layers alone, one thread: %.3f)" % ceilings["balance"]) if ceilings and "balance" in ceilings else ""
         print("- actorpipe's rank 1 busy over rank 0 busy, steps 2..%d, each repeat%s: %s" %
               (a.steps, alone, "; ".join(balance)))
+        print("- actorpipe's step beyond its slower rank's busy time, median over steps: " + "; ".join(beyond))
     if a.repeat > 1:
         def one(r, side, rep, m):
             return "%.0f%s" % (tokens_per_s(m), "" if clean_run(r, side, rep) else "!")
