@@ -20,6 +20,7 @@
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
 #include "core/log.hpp"
+#include "core/median.hpp"
 #include "core/process_layout.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/model/safetensors.hpp"
@@ -378,6 +379,39 @@ void print_measured_vs_simulated(std::ostream& out, const train_result& r) {
   if (!r.replan_report.empty()) out << r.replan_report << '\n';
 }
 
+// Each rank's busy time per step (the first step aside when there are others): a pipeline keeps
+// the pace of its slowest rank, and ranks with the same work that differ here ran on cores of
+// different speed. Up to 8 ranks by name, else the slowest and the fastest.
+void print_busy(std::ostream& out, const train_result& r) {
+  const size_t first = r.steps.size() > 1 ? 1 : 0;
+  if (r.steps.empty() || r.steps.back().busy_seconds.empty()) return;
+  const size_t P = r.steps.back().busy_seconds.size();
+  std::vector<double> mid(P);
+  std::vector<std::pair<double, double>> range(P);
+  for (size_t rank = 0; rank < P; ++rank) {
+    std::vector<double> v;
+    for (size_t k = first; k < r.steps.size(); ++k)
+      if (rank < r.steps[k].busy_seconds.size()) v.push_back(r.steps[k].busy_seconds[rank]);
+    if (v.empty()) return;
+    mid[rank] = median(v);
+    range[rank] = {*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+  }
+  auto one = [&](size_t rank) {
+    return "rank " + std::to_string(rank) + " " + fmt("%.3f", mid[rank]) + " s (" + fmt("%.3f", range[rank].first) + "-" +
+           fmt("%.3f", range[rank].second) + ")";
+  };
+  std::string ranks;
+  if (P <= 8) {
+    for (size_t rank = 0; rank < P; ++rank) ranks += (rank ? ", " : "") + one(rank);
+  } else {
+    const size_t slow = std::max_element(mid.begin(), mid.end()) - mid.begin();
+    const size_t fast = std::min_element(mid.begin(), mid.end()) - mid.begin();
+    ranks = "slowest " + one(slow) + ", fastest " + one(fast);
+  }
+  const std::string steps = first ? "steps 2.." + std::to_string(r.steps.size()) : "step 1";
+  out << "busy per step, " << steps << " (median, range): " << ranks << '\n';
+}
+
 // Data parallel: how much of the gradient sync the pipeline hid, over the steps after the first.
 void print_sync(std::ostream& out, const train_result& r) {
   double total = 0, exposed = 0;
@@ -449,7 +483,10 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   for (const auto& why : r.refused) out << "not resumed from a damaged checkpoint: " << why << '\n';
   if (!r.resumed_from.empty())
     out << "resumed from " << r.resumed_from << " (steps " << r.steps.front().step + 1 << ".." << t.steps << " ran here)\n";
-  if (!o.no_pipeline) print_measured_vs_simulated(out, r);
+  if (!o.no_pipeline) {
+    print_measured_vs_simulated(out, r);
+    print_busy(out, r);
+  }
   const auto& last = r.steps.back();
   out << "final loss " << fmt("%.4f", last.loss) << " (first step " << fmt("%.4f", r.steps.front().loss) << ")\n";
   if (t.dp > 1) print_sync(out, r);

@@ -43,6 +43,18 @@ CATCH_TEST_CASE("train runs, reports and writes metrics, trace and parameters", 
   CATCH_CHECK_THAT(r.out, Contains("last step, measured vs simulated"));
   CATCH_CHECK_THAT(r.out, Contains("pipeline time"));
   CATCH_CHECK_THAT(r.err, Contains("step 3/3 [########################] loss "));
+  {  // each rank's busy time over steps 2..3: the median within its range
+    std::smatch b;
+    const std::string num = "([0-9.]+) s \\(([0-9.]+)-([0-9.]+)\\)";
+    CATCH_REQUIRE(std::regex_search(r.out, b, std::regex("busy per step, steps 2..3 \\(median, range\\): rank 0 " + num +
+                                                             ", rank 1 " + num + "\n")));
+    for (int k : {1, 4}) {
+      const double mid = std::stod(b[k]), lo = std::stod(b[k + 1]), hi = std::stod(b[k + 2]);
+      CATCH_CHECK(lo > 0);
+      CATCH_CHECK(lo <= mid);
+      CATCH_CHECK(mid <= hi);
+    }
+  }
   {  // the last step's time, and the part of it beyond the pipeline: non-negative, below the step
     std::smatch pipe, step;
     CATCH_REQUIRE(std::regex_search(r.out, pipe, std::regex("pipeline time ([0-9.]+) s measured")));
