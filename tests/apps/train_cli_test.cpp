@@ -104,7 +104,7 @@ CATCH_TEST_CASE("train runs, reports and writes metrics, trace and parameters", 
   }
   CATCH_CHECK(complete == 2 * 2 * 4 * 3);  // P * V * M * (F, I, W)
   // The last step's busy_seconds are its traced actions' spans, rank by rank.
-  for (int r = 0; r < 2; ++r) CATCH_CHECK(last_busy[r] == Approx(traced_busy[r] / 1e6).epsilon(1e-6));
+  for (int rank = 0; rank < 2; ++rank) CATCH_CHECK(last_busy[rank] == Approx(traced_busy[rank] / 1e6).epsilon(1e-6));
   // The trace's costs feed the simulator.
   auto sim = cli({"simulate", "--schedule", "zbv", "--stages", "2", "--microbatches", "4", "--costs-from", trace});
   CATCH_CHECK(sim.code == 0);
