@@ -23,7 +23,7 @@ namespace detail {
 
 // The pipelined part of a step: from the first action's start to the last one's end.
 struct step_span {
-  double first = 1e300, end = 0, busy = 0;
+  double first = 1e300, end = 0;
 };
 
 step_span span_of(const std::vector<msg::flush>& flushes) {
@@ -32,7 +32,6 @@ step_span span_of(const std::vector<msg::flush>& flushes) {
     for (auto& e : f.events) {
       s.first = std::min(s.first, e.start);
       s.end = std::max(s.end, e.end);
-      s.busy += e.end - e.start;
     }
   return s;
 }
@@ -49,14 +48,16 @@ step_metrics step_report(const run_context& ctx, const supervisor_state& st) {
   m.grad_norm = st.grad_norm;
   m.seconds = ctx.now() - st.started;
   m.tokens_per_s = m.seconds > 0 ? double(M) * ctx.options.microbatch_size * ctx.tokens_per_sample / m.seconds : 0;
-  const step_span s = span_of(st.flushes);
-  m.bubble_ratio = s.end > s.first ? 1.0 - s.busy / (P * (s.end - s.first)) : 0;
   m.peak_activations.assign(P, 0);
   m.busy_seconds.assign(P, 0.0);
   for (auto& f : st.flushes) {
     m.peak_activations[f.rank] = f.peak_activations;
     for (auto& e : f.events) m.busy_seconds[f.rank] += e.end - e.start;
   }
+  const step_span s = span_of(st.flushes);
+  double busy = 0;
+  for (double b : m.busy_seconds) busy += b;
+  m.bubble_ratio = s.end > s.first ? 1.0 - busy / (P * (s.end - s.first)) : 0;
   m.optimizer_state_bytes = st.state_bytes;
   if (st.sync_end > st.sync_start) {
     m.sync_seconds = st.sync_end - st.sync_start;
