@@ -94,7 +94,7 @@ bench: build
 # The same GPT, data and AdamW trained by actorpipe and by PyTorch's torch.distributed.pipelining
 # (bench/peer/): tokens/s side by side. Needs torch from PyPI, in .venv-torch (made on first use).
 bench-peer: build venv
-	$(VENV)/bin/python bench/peer/compare.py --actorpipe ./$(BUILD_DIR)/apps/actorpipe
+	$(VENV)/bin/python bench/peer/compare.py --actorpipe ./$(BUILD_DIR)/apps/actorpipe --repeat 3
 
 # The README's schedule pictures.
 pictures: build
