@@ -75,15 +75,17 @@ endif
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # Benchmarks: runtime overhead against the simulator, GPT tokens/s against the reference (whole
-# runs, then the two taking turns a step at a time), what splitting a backward costs, our own
-# attention and GELU loops against LibTorch's ops, the UCX transport's bandwidth against
-# ucx_perftest (from ucx-utils), 2 processes x 1 rank against 1 process x 2 ranks, data parallel
-# against one replica, and checkpoint writes against the disk's sequential write.
+# runs, then the two taking turns a step at a time), what splitting a backward costs, what each
+# rank's order of actions costs on one thread, our own attention and GELU loops against
+# LibTorch's ops, the UCX transport's bandwidth against ucx_perftest (from ucx-utils), 2
+# processes x 1 rank against 1 process x 2 ranks, data parallel against one replica, and
+# checkpoint writes against the disk's sequential write.
 bench: build
 	./$(BUILD_DIR)/bench/pipeline_overhead
 	./$(BUILD_DIR)/bench/gpt_throughput --repeat 3
 	./$(BUILD_DIR)/bench/gpt_turns
 	./$(BUILD_DIR)/bench/split_costs
+	./$(BUILD_DIR)/bench/rank_replay
 	./$(BUILD_DIR)/bench/own_loops
 	./$(BUILD_DIR)/bench/data_parallel_throughput
 	./$(BUILD_DIR)/bench/checkpoint_throughput --dir $(BUILD_DIR)/checkpoint-bench

@@ -49,6 +49,7 @@ struct bench_flags {
   int* repeat = nullptr;  // --repeat, where given
   std::string* schedule = nullptr;  // --schedule, where given
   int* chunks = nullptr;            // --chunks, where given
+  bool steps = true;  // with batches: --steps too (false: a benchmark that replays one step)
 };
 
 // Reads the flags `accepts` names into `o` (and into what its pointers point at). Empty when all were good;
@@ -65,7 +66,7 @@ inline std::string gpt_bench_flag_error(int argc, char** argv, train_options& o,
     else if (k == "--seq-len") error = positive_int_flag(k, v, o.model.seq_len);
     else if (k == "--microbatch-size") error = positive_int_flag(k, v, o.microbatch_size);
     else if (accepts.batches && k == "--microbatches") error = positive_int_flag(k, v, o.microbatches);
-    else if (accepts.batches && k == "--steps") error = positive_int_flag(k, v, o.steps);
+    else if (accepts.batches && accepts.steps && k == "--steps") error = positive_int_flag(k, v, o.steps);
     else if (accepts.repeat && k == "--repeat") error = positive_int_flag(k, v, *accepts.repeat);
     else if (accepts.schedule && k == "--schedule") *accepts.schedule = v;
     else if (accepts.chunks && k == "--chunks") error = positive_int_flag(k, v, *accepts.chunks);
@@ -75,7 +76,7 @@ inline std::string gpt_bench_flag_error(int argc, char** argv, train_options& o,
       if (end == v || *end != '\0' || !(o.bucket_mb > 0)) error = k + " needs a positive number, got '" + v + "'";
     } else {
       std::string takes = "--layers, --hidden, --seq-len, --microbatch-size";
-      if (accepts.batches) takes += ", --microbatches, --steps";
+      if (accepts.batches) takes += accepts.steps ? ", --microbatches, --steps" : ", --microbatches";
       if (accepts.buckets) takes += ", --bucket-mb";
       if (accepts.repeat) takes += ", --repeat";
       if (accepts.schedule) takes += ", --schedule";

@@ -40,6 +40,17 @@ CATCH_TEST_CASE("bench flags: each benchmark takes its own, the rest is one erro
   CATCH_CHECK(parse({"--steps", "2"}, o, single_pass).rfind("unknown flag --steps (", 0) == 0);
   CATCH_CHECK(o.microbatches == 16);
 
+  // rank_replay replays one step: --microbatches, but no --steps.
+  std::string schedule;
+  const bench::bench_flags one_step{true, false, &repeat, &schedule, nullptr, false};
+  o = bench::gpt_bench_options();
+  CATCH_CHECK(parse({"--microbatches", "8", "--schedule", "1f1b,zbv"}, o, one_step).empty());
+  CATCH_CHECK(o.microbatches == 8);
+  CATCH_CHECK(schedule == "1f1b,zbv");
+  CATCH_CHECK(parse({"--steps", "2"}, o, one_step) ==
+              "unknown flag --steps (it takes --layers, --hidden, --seq-len, --microbatch-size, --microbatches, "
+              "--repeat, --schedule)");
+
   CATCH_CHECK(parse({"--repeat", "2"}, o, data_parallel) ==
               "unknown flag --repeat (it takes --layers, --hidden, --seq-len, --microbatch-size, --microbatches, "
               "--steps, --bucket-mb)");
