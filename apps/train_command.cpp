@@ -10,6 +10,7 @@
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -81,6 +82,13 @@ job_config resolve_job(const train_cli_options& o) {
                               return kv.rfind("chunks=", 0) == 0;
                             });
   if (o.config_path.empty() && !chunks_given) c.chunks = default_chunks(c.schedule);
+  // In a config, 0 means "derive it from the batch rules"; a flag given 0 would silently mean
+  // the default instead, so the flags take counts from 1.
+  for (const auto& [flag, value] : {std::pair<const char*, const std::optional<int>&>{"--microbatches", o.microbatches},
+                                    {"--microbatch-size", o.microbatch_size},
+                                    {"--batch-size", o.batch_size}})
+    if (value && *value < 1)
+      throw std::invalid_argument(std::string(flag) + " must be >= 1: got " + std::to_string(*value));
   set("num_microbatches", o.microbatches);
   set("microbatch_size", o.microbatch_size);
   set("batch_size", o.batch_size);

@@ -281,6 +281,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
     std::vector<std::string> args;
     std::string message;
   };
+  const std::vector<std::string> tiny_model(tiny.begin(), tiny.begin() + 10);  // without the batch flags
   std::vector<bad_case> cases = {
       {with({"train", "--schedule-file", deadlock, "--microbatches", "2"}, {}), "deadlock: no rank can proceed"},
       {with({"train", "--schedule", "nope"}, tiny), "unknown schedule 'nope'"},
@@ -300,6 +301,10 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--set", "precision=bf16"}, tiny), "precision=bf16 is not supported yet"},
       {with({"train", "--stages", "4", "--layers", "2"}, {"--hidden", "32", "--heads", "2"}), "layers=2 cannot be split"},
       {with({"train", "--threads-per-stage", "0"}, tiny), "--threads-per-stage must be >= 1: got 0"},
+      // A config's 0 means "derive it"; given as a flag it is refused, not read as the default.
+      {with({"train", "--microbatches", "0"}, tiny_model), "--microbatches must be >= 1: got 0"},
+      {with({"train", "-B", "0"}, tiny_model), "--microbatch-size must be >= 1: got 0"},
+      {with({"train", "--batch-size", "-4"}, tiny_model), "--batch-size must be >= 1: got -4"},
       {with({"train", "--no-pipeline", "--trace", "x.json"}, tiny), "--trace needs the pipeline"},
       {with({"train", "--metrics", "/nonexistent/dir/m.jsonl"}, tiny), "cannot write --metrics file"},
       {with({"train", "--data", "imagenet"}, tiny), "--data"},
