@@ -13,6 +13,7 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "actors/pipeline_runtime.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
@@ -454,6 +455,33 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
   }
 }
 
+// A file the run writes at its end (--trace, --save-final): its folder must exist and take
+// writes before training starts, so that a typo in a path does not cost the run. Nothing is
+// created here.
+void check_output_file(const char* flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string named = std::string(flag) + " '" + path + "'";
+  if (fs::is_directory(path, ec)) throw std::invalid_argument(named + " is a directory: give a file name");
+  const fs::path parent = fs::path(path).parent_path();
+  const fs::path dir = parent.empty() ? fs::path(".") : parent;
+  if (!fs::is_directory(dir, ec)) throw std::invalid_argument(named + ": the folder '" + dir.string() + "' does not exist");
+  if (::access(dir.c_str(), W_OK) != 0) throw std::invalid_argument(named + ": cannot write in the folder '" + dir.string() + "'");
+  if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0)
+    throw std::invalid_argument(named + ": the file exists and cannot be written");
+}
+
+// --save-dir: made (with its parents) before training starts, where the first checkpoint
+// would otherwise find it cannot be, after --save-every steps of work.
+void prepare_save_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::invalid_argument("--save-dir '" + dir + "': cannot create it: " + ec.message());
+  if (!fs::is_directory(dir, ec)) throw std::invalid_argument("--save-dir '" + dir + "' is not a directory");
+  if (::access(dir.c_str(), W_OK) != 0) throw std::invalid_argument("--save-dir '" + dir + "': cannot write in it");
+}
+
 }  // namespace
 
 void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {
@@ -473,6 +501,11 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   std::ostream& out = place.process == 0 ? out_stream : quiet;
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;
   // Open output files first: a typo in a path should not cost a training run.
+  if (place.process == 0) {  // process 0 writes them
+    if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path);
+    if (!o.save_final_path.empty()) check_output_file("--save-final", o.save_final_path);
+  }
+  if (!t.save_dir.empty()) prepare_save_dir(t.save_dir);
   std::ofstream metrics;
   if (!o.metrics_path.empty()) {
     // A restart adds to the lines of the attempts before it (steps after the checkpoint it

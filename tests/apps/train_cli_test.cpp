@@ -282,6 +282,9 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
     std::string message;
   };
   const std::vector<std::string> tiny_model(tiny.begin(), tiny.begin() + 10);  // without the batch flags
+  const std::string folder = std::filesystem::path(temp_path(".x")).parent_path().string();  // exists
+  const std::string blocked = temp_path(".file");  // a file, where --save-dir would need a folder
+  std::ofstream(blocked) << "x";
   std::vector<bad_case> cases = {
       {with({"train", "--schedule-file", deadlock, "--microbatches", "2"}, {}), "deadlock: no rank can proceed"},
       {with({"train", "--schedule", "nope"}, tiny), "unknown schedule 'nope'"},
@@ -308,6 +311,13 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--no-pipeline", "--trace", "x.json"}, tiny), "--trace needs the pipeline"},
       {with({"train", "--metrics", "/nonexistent/dir/m.jsonl"}, tiny), "cannot write --metrics file"},
       {with({"train", "--data", "imagenet"}, tiny), "--data"},
+      // Files written at the end are checked before the job starts (below: it printed nothing).
+      {with({"train", "--trace", "/nonexistent/dir/t.json"}, tiny),
+       "--trace '/nonexistent/dir/t.json': the folder '/nonexistent/dir' does not exist"},
+      {with({"train", "--save-final", "/nonexistent/dir/w.safetensors"}, tiny),
+       "--save-final '/nonexistent/dir/w.safetensors': the folder '/nonexistent/dir' does not exist"},
+      {with({"train", "--save-final", folder}, tiny), "--save-final '" + folder + "' is a directory: give a file name"},
+      {with({"train", "--save-dir", blocked + "/ckpt"}, tiny), "--save-dir '" + blocked + "/ckpt': cannot create it"},
   };
   for (auto& c : cases) {
     auto r = cli(c.args);
@@ -316,7 +326,11 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
     CATCH_CHECK_THAT(r.err, Contains(c.message));
     CATCH_CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CATCH_CHECK(r.err.rfind("actorpipe train: error: ", 0) == 0);
+    if (c.message.rfind("--trace", 0) == 0 || c.message.rfind("--save-", 0) == 0)
+      CATCH_CHECK(r.out.find("actorpipe train: 1f1b") == std::string::npos);  // refused before the job started
   }
+  CATCH_CHECK(std::filesystem::is_regular_file(blocked));
+  std::remove(blocked.c_str());
   std::remove(deadlock.c_str());
   std::remove(short_bin.c_str());
   std::remove(text.c_str());
