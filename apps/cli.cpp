@@ -228,7 +228,12 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
   };
   for (const auto& f : int_flags) t->add_option(f.name, tr.*f.field, f.help);
   t->add_option("--bucket-mb", tr.bucket_mb, "With --dp: MiB of gradients per sync bucket [default: 4]");
-  t->add_option("--seed", tr.seed, "Seed of parameters and data [default: 1234]");
+  t->add_option("--seed", tr.seed, "Seed of parameters and data [default: 1234]")
+      ->check(CLI::Validator(
+          [](std::string& text) {  // a minus would wrap around to a huge seed
+            return text.find('-') == std::string::npos ? std::string() : "must be 0 or more, got '" + text + "'";
+          },
+          ""));
   t->add_option("--lr", tr.lr, "Peak learning rate [default: 3e-3]");
   t->add_option("--grad-clip", tr.grad_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
   t->add_option("--weight-decay", tr.weight_decay, "AdamW weight decay on matrices [default: 0.1]");

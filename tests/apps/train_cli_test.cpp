@@ -308,6 +308,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--microbatches", "0"}, tiny_model), "--microbatches must be >= 1: got 0"},
       {with({"train", "-B", "0"}, tiny_model), "--microbatch-size must be >= 1: got 0"},
       {with({"train", "--batch-size", "-4"}, tiny_model), "--batch-size must be >= 1: got -4"},
+      {with({"train", "--seed", "-1"}, tiny), "--seed: must be 0 or more, got '-1'"},  // not 2^64 - 1
       {with({"train", "--no-pipeline", "--trace", "x.json"}, tiny), "--trace needs the pipeline"},
       {with({"train", "--metrics", "/nonexistent/dir/m.jsonl"}, tiny), "cannot write --metrics file"},
       {with({"train", "--data", "imagenet"}, tiny), "--data"},
