@@ -471,15 +471,21 @@ void check_output_file(const char* flag, const std::string& path) {
     throw std::invalid_argument(named + ": the file exists and cannot be written");
 }
 
-// --save-dir: made (with its parents) before training starts, where the first checkpoint
-// would otherwise find it cannot be, after --save-every steps of work.
-void prepare_save_dir(const std::string& dir) {
+// --save-dir: checked before training starts, where the first checkpoint would otherwise find
+// it cannot be made, after --save-every steps of work: an existing folder that takes writes, or
+// one that can be made in the nearest folder above it that exists. Nothing is created here.
+void check_save_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::invalid_argument("--save-dir '" + dir + "': cannot create it: " + ec.message());
-  if (!fs::is_directory(dir, ec)) throw std::invalid_argument("--save-dir '" + dir + "' is not a directory");
-  if (::access(dir.c_str(), W_OK) != 0) throw std::invalid_argument("--save-dir '" + dir + "': cannot write in it");
+  const std::string named = "--save-dir '" + dir + "'";
+  const fs::path full = fs::absolute(dir, ec);
+  if (ec) throw std::invalid_argument(named + ": " + ec.message());
+  fs::path p = full;
+  while (!fs::exists(p, ec) && p.has_parent_path() && p.parent_path() != p) p = p.parent_path();
+  if (!fs::is_directory(p, ec))
+    throw std::invalid_argument(p == full ? named + " is not a folder"
+                                          : named + ": cannot be made: '" + p.string() + "' is not a folder");
+  if (::access(p.c_str(), W_OK) != 0) throw std::invalid_argument(named + ": cannot write in '" + p.string() + "'");
 }
 
 }  // namespace
@@ -505,7 +511,7 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
     if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path);
     if (!o.save_final_path.empty()) check_output_file("--save-final", o.save_final_path);
   }
-  if (!t.save_dir.empty()) prepare_save_dir(t.save_dir);
+  if (!t.save_dir.empty()) check_save_dir(t.save_dir);
   std::ofstream metrics;
   if (!o.metrics_path.empty()) {
     // A restart adds to the lines of the attempts before it (steps after the checkpoint it

@@ -318,7 +318,9 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--save-final", "/nonexistent/dir/w.safetensors"}, tiny),
        "--save-final '/nonexistent/dir/w.safetensors': the folder '/nonexistent/dir' does not exist"},
       {with({"train", "--save-final", folder}, tiny), "--save-final '" + folder + "' is a directory: give a file name"},
-      {with({"train", "--save-dir", blocked + "/ckpt"}, tiny), "--save-dir '" + blocked + "/ckpt': cannot create it"},
+      {with({"train", "--save-dir", blocked + "/ckpt"}, tiny),
+       "--save-dir '" + blocked + "/ckpt': cannot be made: '" + blocked + "' is not a folder"},
+      {with({"train", "--save-dir", blocked}, tiny), "--save-dir '" + blocked + "' is not a folder"},
   };
   for (auto& c : cases) {
     auto r = cli(c.args);
