@@ -6,6 +6,7 @@
 // message naming the culprit. Checkpoints: supervisor_checkpoint.cpp; evaluation passes:
 // supervisor_eval.cpp.
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <cmath>
 #include <map>
@@ -274,13 +275,22 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
   const int k = st_.step;
   const auto& o = ctx_->options;
   const step_metrics m = step_report(*ctx_, st_);
+  const int signal = o.stop_signal ? o.stop_signal->load() : 0;
+  if (signal != 0 && k + 1 < o.steps && !stopping_) {
+    stopping_ = true;
+    if (ctx_->result) ctx_->result->stopped_by_signal = signal;
+    log_info(std::string(signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a stop signal") + ": step " +
+             std::to_string(k + 1) + " of " + std::to_string(o.steps) + " is this run's last" +
+             (o.save_dir.empty() ? "" : "; its checkpoint follows"));
+  }
   if (ctx_->result) {
     if (k == 0) ctx_->result->optimizer_state_bytes = m.optimizer_state_bytes;
     ctx_->result->steps.push_back(m);
-    if (k + 1 == o.steps) ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes);
+    if (k + 1 == o.steps || stopping_) ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes);
   }
   if (ctx_->on_step) ctx_->on_step(m);
-  if (ctx_->replan_from >= 0 && k + 1 >= ctx_->replan_from && k + 1 <= ctx_->replan_until && !replan(k, m.bubble_ratio))
+  if (!stopping_ && ctx_->replan_from >= 0 && k + 1 >= ctx_->replan_from && k + 1 <= ctx_->replan_until &&
+      !replan(k, m.bubble_ratio))
     return;
   after_step(k + 1);
 }
@@ -290,11 +300,12 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
 // or the end.
 void supervisor::after_step(int done) {
   const auto& o = ctx_->options;
-  if (ctx_->eval_microbatches > 0 && eval_due(o, done) && evaluated_after_ != done) {
+  if (!stopping_ && ctx_->eval_microbatches > 0 && eval_due(o, done) && evaluated_after_ != done) {
     start_eval(done);  // comes back here when the pass is over
     return;
   }
-  const bool due = !o.save_dir.empty() && ((o.save_every > 0 && done % o.save_every == 0) || done == o.steps);
+  const bool due =
+      !o.save_dir.empty() && ((o.save_every > 0 && done % o.save_every == 0) || done == o.steps || stopping_);
   if (!due) {
     go_on(done);
     return;
@@ -308,7 +319,7 @@ void supervisor::after_step(int done) {
 }
 
 void supervisor::go_on(int done) {
-  if (done < ctx_->options.steps)
+  if (done < ctx_->options.steps && !stopping_)
     begin_step(done);
   else
     finish();

@@ -109,6 +109,7 @@ class supervisor {
   int deferred_save_ = -1;       // a save due while the previous one was still being written
   double deferred_at_ = 0;       // when it was due
   bool finish_after_save_ = false;
+  bool stopping_ = false;  // a stop signal came: this step is the last (checkpointed with save_dir)
   // Plans rebuilt on measured costs (run_context::replan_from .. replan_until): the plan the
   // stages run (the static one until a rebuilt one replaces it) and the actions measured so far.
   std::shared_ptr<const plan> running_plan_;

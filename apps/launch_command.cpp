@@ -61,7 +61,7 @@ void validate(const launch_options& o) {
   if (!std::isfinite(o.grace_s) || o.grace_s < 0)
     bad_value("--grace", number_text(o.grace_s), "must be a finite number of seconds >= 0");
   if (!std::isfinite(o.kill_after_s) || o.kill_after_s < 0)
-    bad_value("kill_after_s", number_text(o.kill_after_s), "must be a finite number of seconds >= 0");
+    bad_value("--stop-timeout", number_text(o.kill_after_s), "must be a finite number of seconds >= 0");
   if (o.max_restarts < 0) bad_value("--max-restarts", std::to_string(o.max_restarts), "must be >= 0");
   if (o.command.empty())
     throw std::invalid_argument(

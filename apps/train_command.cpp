@@ -2,6 +2,9 @@
 #include "apps/train_command.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -9,7 +12,9 @@
 #include <fstream>
 #include <ostream>
 #include <sstream>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +28,7 @@
 #include "core/launch_env.hpp"
 #include "core/log.hpp"
 #include "core/median.hpp"
+#include "core/number_text.hpp"
 #include "core/process_layout.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/model/safetensors.hpp"
@@ -488,9 +494,94 @@ void check_save_dir(const std::string& dir) {
   if (::access(p.c_str(), W_OK) != 0) throw std::invalid_argument(named + ": cannot write in '" + p.string() + "'");
 }
 
+// SIGINT and SIGTERM while train runs. The first asks the run to stop after the step in flight
+// (train_options::stop_signal); SA_RESETHAND puts the default action back, so a second one ends
+// the process at once. A signal the process was started ignoring (nohup, a background job of
+// a script) stays ignored. Restored when the run is over (cli_main may run again in a process).
+std::atomic<int> stop_signal_received{0};
+// What the handler writes to stderr at once (write(2) is async-signal-safe), per signal.
+std::string stop_notice[2];
+
+void note_stop_signal(int sig) {
+  stop_signal_received.store(sig);
+  const std::string& notice = stop_notice[sig == SIGINT ? 0 : 1];
+  [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, notice.data(), notice.size());
+}
+
+class stop_signal_scope {
+ public:
+  // follower: a process other than the job's first, which stops with the job.
+  explicit stop_signal_scope(bool follower, bool checkpoint) {
+    stop_signal_received.store(0);
+    for (int i = 0; i < 2; ++i)
+      stop_notice[i] = std::string("actorpipe: ") + (i == 0 ? "SIGINT" : "SIGTERM") +
+                       (follower ? ": this process stops when the job does (its first process ends it after the "
+                                   "step in flight)\n"
+                                 : std::string(": stopping after the step in flight") +
+                                       (checkpoint ? ", with a checkpoint of it" : "") + "; again to stop at once\n");
+    for (int i = 0; i < 2; ++i) {
+      struct sigaction now {};
+      sigaction(signals_[i], nullptr, &now);
+      if (now.sa_handler == SIG_IGN) continue;
+      struct sigaction on_stop {};
+      on_stop.sa_handler = note_stop_signal;
+      sigemptyset(&on_stop.sa_mask);
+      on_stop.sa_flags = SA_RESETHAND;
+      installed_[i] = sigaction(signals_[i], &on_stop, &before_[i]) == 0;
+    }
+  }
+  ~stop_signal_scope() {
+    for (int i = 0; i < 2; ++i)
+      if (installed_[i]) sigaction(signals_[i], &before_[i], nullptr);
+  }
+  stop_signal_scope(const stop_signal_scope&) = delete;
+  stop_signal_scope& operator=(const stop_signal_scope&) = delete;
+
+ private:
+  const int signals_[2] = {SIGINT, SIGTERM};
+  bool installed_[2] = {false, false};
+  struct sigaction before_[2] {};
+};
+
+// A process other than a job's first has no say in when the job stops: its first process stops
+// the job after the step in flight, and this one ends with it. Should that not come (the signal
+// reached this process alone), it ends as the signal would have, kFollowerStopWait after it.
+constexpr double kFollowerStopWait = 30;
+
+class follower_stop_watch {
+ public:
+  follower_stop_watch() : thread_([this] { watch(); }) {}
+  ~follower_stop_watch() {
+    done_.store(true);
+    thread_.join();
+  }
+  follower_stop_watch(const follower_stop_watch&) = delete;
+  follower_stop_watch& operator=(const follower_stop_watch&) = delete;
+
+ private:
+  void watch() {
+    using clock = std::chrono::steady_clock;
+    std::optional<clock::time_point> since;
+    while (!done_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int sig = stop_signal_received.load();
+      if (sig == 0) continue;
+      if (!since) since = clock::now();
+      if (std::chrono::duration<double>(clock::now() - *since).count() >= kFollowerStopWait) {
+        log_warn(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + " " + number_text(kFollowerStopWait) +
+                 " s ago, and the job has not stopped: ending this process");
+        std::signal(sig, SIG_DFL);
+        std::raise(sig);
+      }
+    }
+  }
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 }  // namespace
 
-void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {
+int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {
   if (!o.schedule_file.empty() && o.schedule) throw std::invalid_argument("give --schedule or --schedule-file, not both");
   if (!o.trace_path.empty() && o.no_pipeline) throw std::invalid_argument("--trace needs the pipeline (not --no-pipeline)");
   job_config c = resolve_job(o);
@@ -523,8 +614,12 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   print_job(out, o, t, c, place, layout);
   const step_reporter show{o, t.steps, t.dp, progress, metrics};
   const eval_reporter show_eval{o.interactive_progress, t.steps, progress, metrics};
+  const stop_signal_scope signals(place.process != 0, !t.save_dir.empty());
+  t.stop_signal = &stop_signal_received;
+  std::optional<follower_stop_watch> follower;
+  if (place.process != 0) follower.emplace();
   train_result r = o.no_pipeline ? run_reference(t, show, show_eval) : run_pipeline(t, show, {}, place, show_eval);
-  if (place.process != 0) return;  // process 0 reports and writes the files
+  if (place.process != 0) return 0;  // process 0 reports and writes the files
 
   print_setup(out, o, t, r);
   for (const auto& why : r.refused) out << "not resumed from a damaged checkpoint: " << why << '\n';
@@ -538,7 +633,13 @@ void run_train(const train_cli_options& o, std::ostream& out_stream, std::ostrea
   out << "final loss " << fmt("%.4f", last.loss) << " (first step " << fmt("%.4f", r.steps.front().loss) << ")\n";
   if (t.dp > 1) print_sync(out, r);
   if (!r.evals.empty()) out << "final " << eval_line(r.evals.back()) << '\n';
+  if (r.stopped_by_signal != 0) {
+    const int done = r.steps.back().step + 1;
+    out << "stopped by " << (r.stopped_by_signal == SIGINT ? "SIGINT" : "SIGTERM") << " after step " << done << " of "
+        << t.steps << (t.save_dir.empty() ? "" : ": --resume " + t.save_dir + " goes on from there") << '\n';
+  }
   write_outputs(out, o, r, metrics.is_open());
+  return r.stopped_by_signal != 0 ? 128 + r.stopped_by_signal : 0;
 }
 
 }  // namespace actorpipe

@@ -48,7 +48,10 @@ struct train_cli_options {
 };
 
 // Throws std::invalid_argument / std::runtime_error with a one-line message on bad input or
-// a failed run.
-void run_train(const train_cli_options& options, std::ostream& out, std::ostream& progress);
+// a failed run. SIGINT or SIGTERM during the run stops it after the step in flight (a
+// checkpoint of that step first, with --save-dir; the summary and the files as after a full
+// run); a second one ends the process at once. Returns the exit code: 0, or 128 + the signal
+// for a run a signal stopped early.
+int run_train(const train_cli_options& options, std::ostream& out, std::ostream& progress);
 
 }  // namespace actorpipe

@@ -60,6 +60,11 @@ train_result run_reference(const train_options& options, const std::function<voi
       if (on_eval) on_eval(e);
       result.evals.push_back(std::move(e));
     }
+    const int signal = o.stop_signal ? o.stop_signal->load() : 0;
+    if (signal != 0 && k + 1 < o.steps) {  // the step in flight is done: stop here
+      result.stopped_by_signal = signal;
+      break;
+    }
   }
   result.parameters = collect_parameters(s.runners);
   return result;

@@ -2,6 +2,7 @@
 // single-thread reference trainer and the CLI. No torch, no CAF.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,6 +51,9 @@ struct train_options {
   int threads_per_stage = 1;
   bool activation_checkpointing = false;
   double step_timeout_s = 600;  // a step that takes longer stops the job naming the stuck ranks
+  // Set to a signal's number (train's SIGINT / SIGTERM handler): the run stops after the step in
+  // flight, a checkpoint of it first where save_dir is set. Null or 0: no such request.
+  const std::atomic<int>* stop_signal = nullptr;
   bool no_pipeline = false;     // the reference: unpartitioned, one thread, same microbatches
   // Rebuild a generated plan on the per-(op, virtual stage) costs measured in an early step
   // (zb-h1 and zbv order their W passes by cost; the others come out the same).
@@ -150,6 +154,7 @@ struct train_result {
   std::string resumed_from;              // the checkpoint it resumed from, if any
   std::vector<std::string> refused;      // newer checkpoints it could not resume from, and why
   std::vector<eval_record> evals;        // in order
+  int stopped_by_signal = 0;  // the signal that ended the run after steps.size() steps (0: it ran them all)
 };
 
 }  // namespace actorpipe

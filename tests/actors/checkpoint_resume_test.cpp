@@ -2,14 +2,18 @@
 // bit where a straight run does, with the same per-step losses (every schedule, and dp=2 with
 // ZeRO-1);
 // a checkpoint of 4 stages resumes on 2 stages x 2 chunks and on 1 stage; a damaged newest checkpoint is
-// refused and the resume falls back to the one before.
+// refused and the resume falls back to the one before; a stop signal ends a run after the step in
+// flight, with a checkpoint a resume goes on from.
 #include <torch/torch.h>
 
+#include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <tuple>
 
 #include "actors/pipeline_runtime.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
+#include "core/train/reference_trainer.hpp"
 #include "tests/support/train_results.hpp"
 
 #include <catch2/catch.hpp>
@@ -135,4 +139,49 @@ CATCH_TEST_CASE("a damaged newest checkpoint is refused and the resume falls bac
   CATCH_CHECK(bit_identical(resumed, straight));
   check_same_steps(straight, resumed, 9);
   fs::remove_all(dir);
+}
+
+// What train's SIGINT / SIGTERM handler does, without a signal: a stop asked for during step 3
+// of 10 (from its report) ends the run after the step then in flight, with a checkpoint of it,
+// and a resume from that checkpoint ends where 10 straight steps do; the reference stops the
+// same way, without checkpoints.
+CATCH_TEST_CASE("a stop signal ends the run after the step in flight, checkpointed, and the resume ends as a straight run",
+                "[actors][checkpoint][signal]") {
+  for (const char* schedule : {"1f1b", "zbv"}) {
+    CATCH_INFO(schedule);
+    const train_options o = tiny_gpt(schedule, 2, std::string(schedule) == "zbv" ? 2 : 1, 10);
+    const std::string dir = fresh_dir("stop");
+    std::atomic<int> stop{0};
+    train_options stopping = o;
+    stopping.save_dir = dir;
+    stopping.save_every = 4;
+    stopping.stop_signal = &stop;
+    const train_result stopped = run_pipeline(stopping, [&](const step_metrics& m) {
+      if (m.step == 5) stop.store(SIGTERM);  // reported after step 6's end was checked: the stop comes after step 7
+    });
+    CATCH_CHECK(stopped.stopped_by_signal == SIGTERM);
+    CATCH_REQUIRE(stopped.steps.size() == 7);
+    CATCH_CHECK(stopped.last_step.events.size() > 0);  // the last step's timeline, as after a full run
+    std::vector<int> saved;
+    for (const auto& c : stopped.checkpoints) saved.push_back(c.step);
+    CATCH_CHECK(saved == std::vector<int>{4, 7});
+    const train_result straight = run_pipeline(o);
+    CATCH_CHECK(straight.stopped_by_signal == 0);
+    train_options rest = o;
+    rest.resume = dir;  // its newest: step 7
+    const train_result resumed = run_pipeline(rest);
+    CATCH_CHECK(resumed.resumed_from == dir + "/step-00000007");
+    CATCH_CHECK(bit_identical(resumed, straight));
+    check_same_steps(straight, resumed, 7);
+    fs::remove_all(dir);
+  }
+  train_options ref = tiny_gpt("1f1b", 2, 1, 10);
+  ref.no_pipeline = true;
+  std::atomic<int> stop{0};
+  ref.stop_signal = &stop;
+  const train_result r = run_reference(ref, [&](const step_metrics& m) {
+    if (m.step == 2) stop.store(SIGINT);  // the reference checks after each step's report: it stops after step 3
+  });
+  CATCH_CHECK(r.stopped_by_signal == SIGINT);
+  CATCH_CHECK(r.steps.size() == 3);
 }

@@ -129,6 +129,7 @@ CATCH_TEST_CASE("launch: each bad request is one error line naming the flag, exi
       {with({"--nproc-per-node", "2", "--master-port", "0"}), "--master-port=0 must be in 1..65535"},
       {with({"--nproc-per-node", "2", "--master-port", "65536"}), "--master-port=65536 must be in 1..65535"},
       {with({"--nproc-per-node", "2", "--grace", "-1"}), "--grace=-1 must be a finite number of seconds >= 0"},
+      {with({"--nproc-per-node", "2", "--stop-timeout", "nan"}), "--stop-timeout=nan must be a finite number of seconds >= 0"},
       {{"launch", "--nproc-per-node", "2"},
        "missing the command to run: put it after --, e.g. actorpipe launch --nproc-per-node 2 -- train --stages 2"},
       {{"launch", "--nproc-per-node", "2", "--"},

@@ -1,8 +1,8 @@
 // Multi-process jobs end to end, through the actorpipe binary on loopback: bit-identity with
 // the one-process run (1f1b, interleaved, zbv; 2 and 4 processes; UCX over tcp and over shared
 // memory), checkpoints written by several processes and resumed in other process counts,
-// launch --max-restarts recovering a killed process, a process killed mid-step, and strangers
-// that connect without the job token.
+// launch --max-restarts recovering a killed process, a process killed mid-step, strangers
+// that connect without the job token, and SIGTERM / Ctrl-C stopping a run after its step.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +29,7 @@
 #include "tests/support/sentiment_task.hpp"
 
 using namespace actorpipe::testing;
+using Catch::Contains;
 
 namespace {
 
@@ -581,4 +585,109 @@ CATCH_TEST_CASE("every line of a launched job says its process, log lines its ra
   CATCH_CHECK(logged.find(" info: actorpipe launch: starting 2 processes") != std::string::npos);
   CATCH_CHECK(logged.find(" info: [p1 r2-3] actorpipe: debug: rank 2: step 1 done") != std::string::npos);
   std::remove(file.c_str());
+}
+
+namespace {
+
+// Lines in a file (0 while it does not exist).
+int lines_in(const std::string& path) {
+  std::ifstream f(path);
+  int n = 0;
+  for (std::string line; std::getline(f, line);) ++n;
+  return n;
+}
+
+// Waits until `done()` or `seconds` pass; whether it came.
+template <class Done>
+bool wait_for(Done&& done, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// The step a "stopped by SIG... after step N of M" line names, or -1.
+int stopped_after(const std::string& text, const std::string& signal, int of) {
+  const std::string head = "stopped by " + signal + " after step ";
+  const auto at = text.find(head);
+  if (at == std::string::npos) return -1;
+  const int n = std::atoi(text.c_str() + at + head.size());
+  return text.compare(at + head.size() + std::to_string(n).size(), 4 + std::to_string(of).size(),
+                      " of " + std::to_string(of)) == 0 ? n : -1;
+}
+
+// 2 stages of a GPT whose steps take a few hundred ms, so that a signal lands inside one.
+std::vector<std::string> slow_job(const std::string& metrics) {
+  return {"train", "--stages", "2", "--layers", "4", "--hidden", "256", "--heads", "4", "--seq-len", "128",
+          "--microbatches", "8", "--steps", "500", "--step-timeout", "60", "--metrics", metrics};
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("SIGTERM stops train after the step in flight with a checkpoint of it; a second Ctrl-C stops it at once",
+                "[multiprocess][signal]") {
+  {
+    const std::string metrics = temp_path(".stop.jsonl"), log = temp_path(".stop.log"), dir = temp_path(".stop.ckpt");
+    auto args = slow_job(metrics);
+    args.insert(args.end(), {"--save-dir", dir});
+    const pid_t pid = start_process(bin, args, {}, log);
+    CATCH_REQUIRE(wait_for([&] { return lines_in(metrics) >= 2; }, 120));
+    kill(pid, SIGTERM);
+    const int code = wait_process(pid, 120);
+    const std::string text = read_text(log);
+    CATCH_INFO(text);
+    CATCH_CHECK(code == 128 + SIGTERM);
+    CATCH_CHECK_THAT(text, Contains("actorpipe: SIGTERM: stopping after the step in flight, with a checkpoint of it; "
+                                    "again to stop at once"));
+    const int n = stopped_after(text, "SIGTERM", 500);
+    CATCH_CHECK(n >= 2);
+    CATCH_CHECK(n < 500);
+    CATCH_CHECK_THAT(text, Contains("--resume " + dir + " goes on from there"));
+    CATCH_CHECK_THAT(text, Contains("final loss"));
+    CATCH_CHECK(lines_in(metrics) == n);  // every step it ran, reported
+    const actorpipe::resume_choice newest = actorpipe::find_resume_checkpoint(dir);
+    char name[32];
+    std::snprintf(name, sizeof name, "/step-%08d", n);
+    CATCH_CHECK(newest.path == dir + name);  // the step it stopped after
+  }
+  {
+    const std::string metrics = temp_path(".stop2.jsonl"), log = temp_path(".stop2.log");
+    const pid_t pid = start_process(bin, slow_job(metrics), {}, log);
+    CATCH_REQUIRE(wait_for([&] { return lines_in(metrics) >= 1; }, 120));
+    kill(pid, SIGINT);
+    // The first was taken (the handler says so at once), so the second finds the default action.
+    CATCH_REQUIRE(wait_for([&] { return read_text(log).find("SIGINT: stopping after the step in flight") != std::string::npos; }, 30));
+    kill(pid, SIGINT);
+    const int code = wait_process(pid, 60);
+    const std::string text = read_text(log);
+    CATCH_INFO(text);
+    CATCH_CHECK(code == 128 + SIGINT);
+    CATCH_CHECK(text.find("final loss") == std::string::npos);  // ended at once, not after its step
+    CATCH_CHECK(text.find("stopped by") == std::string::npos);
+  }
+}
+
+CATCH_TEST_CASE("Ctrl-C to launch stops a 2-process job after a step, with a checkpoint, and launch exits 130",
+                "[multiprocess][signal]") {
+  const std::string metrics = temp_path(".lstop.jsonl"), log = temp_path(".lstop.log"), dir = temp_path(".lstop.ckpt");
+  auto train = slow_job(metrics);
+  train.insert(train.end(), {"--save-dir", dir});
+  const pid_t pid = start_process(bin, launched(2, train), {{"UCX_TLS", "tcp,self"}}, log);
+  CATCH_REQUIRE(wait_for([&] { return lines_in(metrics) >= 2; }, 120));
+  kill(pid, SIGINT);
+  const int code = wait_process(pid, 120);
+  const std::string text = read_text(log);
+  CATCH_INFO(text);
+  CATCH_CHECK(code == 128 + SIGINT);
+  CATCH_CHECK_THAT(text, Contains("actorpipe launch: got SIGINT, passing it on to process 0 (local 0), process 1 (local 1)"));
+  CATCH_CHECK_THAT(text, Contains("[p1] actorpipe: SIGINT: this process stops when the job does"));
+  const int n = stopped_after(text, "SIGINT", 500);
+  CATCH_CHECK(n >= 2);
+  CATCH_CHECK(n < 500);
+  CATCH_CHECK(text.find("was killed") == std::string::npos);  // both ended on their own, before any SIGKILL
+  char name[32];
+  std::snprintf(name, sizeof name, "/step-%08d", n);
+  CATCH_CHECK(actorpipe::find_resume_checkpoint(dir).path == dir + name);
 }
