@@ -179,6 +179,8 @@ std::string train_footer() {
          "\nSeveral processes: when WORLD_SIZE > 1 (set by actorpipe launch, torchrun, srun or mpirun) this process\n"
          "is one of the job's; process 0 hosts the supervisor at MASTER_ADDR:MASTER_PORT and prints the progress.\n"
          "Every process needs the same ACTORPIPE_JOB_TOKEN (actorpipe launch makes one). See README.\n"
+         "\nStopping: Ctrl-C or SIGTERM stops the run after the step in flight, with a checkpoint of it when\n"
+         "--save-dir is given (--resume goes on from there); exit code 128 + the signal. A second one stops at once.\n"
          "\nModels (--model):" + models + "\n" +
          "\nSchedules: " + plans + " (plans; see simulate --list).\nDynamic policies: " + policies +
          " (they pick each rank's next action as inputs arrive;\ngreedy: backward first, forwards of new microbatches "

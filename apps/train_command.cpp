@@ -545,12 +545,11 @@ class stop_signal_scope {
 
 // A process other than a job's first has no say in when the job stops: its first process stops
 // the job after the step in flight, and this one ends with it. Should that not come (the signal
-// reached this process alone), it ends as the signal would have, kFollowerStopWait after it.
-constexpr double kFollowerStopWait = 30;
-
+// reached this process alone), it ends as the signal would have, --step-timeout seconds after it
+// (no step of the job may take longer).
 class follower_stop_watch {
  public:
-  follower_stop_watch() : thread_([this] { watch(); }) {}
+  explicit follower_stop_watch(double wait_s) : wait_s_(wait_s), thread_([this] { watch(); }) {}
   ~follower_stop_watch() {
     done_.store(true);
     thread_.join();
@@ -567,14 +566,15 @@ class follower_stop_watch {
       const int sig = stop_signal_received.load();
       if (sig == 0) continue;
       if (!since) since = clock::now();
-      if (std::chrono::duration<double>(clock::now() - *since).count() >= kFollowerStopWait) {
-        log_warn(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + " " + number_text(kFollowerStopWait) +
+      if (std::chrono::duration<double>(clock::now() - *since).count() >= wait_s_) {
+        log_warn(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + " " + number_text(wait_s_) +
                  " s ago, and the job has not stopped: ending this process");
         std::signal(sig, SIG_DFL);
         std::raise(sig);
       }
     }
   }
+  const double wait_s_;
   std::atomic<bool> done_{false};
   std::thread thread_;
 };
@@ -617,7 +617,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   const stop_signal_scope signals(place.process != 0, !t.save_dir.empty());
   t.stop_signal = &stop_signal_received;
   std::optional<follower_stop_watch> follower;
-  if (place.process != 0) follower.emplace();
+  if (place.process != 0) follower.emplace(t.step_timeout_s);
   train_result r = o.no_pipeline ? run_reference(t, show, show_eval) : run_pipeline(t, show, {}, place, show_eval);
   if (place.process != 0) return 0;  // process 0 reports and writes the files
 
