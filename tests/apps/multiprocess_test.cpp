@@ -626,7 +626,7 @@ std::vector<std::string> slow_job(const std::string& metrics) {
 
 }  // namespace
 
-CATCH_TEST_CASE("SIGTERM stops train after the step in flight with a checkpoint of it; a second Ctrl-C stops it at once",
+CATCH_TEST_CASE("SIGTERM stops train after the step in flight with a checkpoint of it, a second Ctrl-C stops it at once",
                 "[multiprocess][signal]") {
   {
     const std::string metrics = temp_path(".stop.jsonl"), log = temp_path(".stop.log"), dir = temp_path(".stop.ckpt");
