@@ -352,8 +352,8 @@ void add_launch(CLI::App& app, launch_cli& c) {
       "LOCAL_RANK (0 .. nproc-per-node-1), LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and ACTORPIPE_JOB_TOKEN\n"
       "(from the environment, or a new one when there is a single node; it is never printed).\n"
       "The processes write to this terminal. launch exits 0 when all exit 0. When one fails, the others get\n"
-      "--grace seconds to exit, then SIGTERM, then SIGKILL --stop-timeout seconds later, and launch exits with the\n"
-      "first failure's code (128 + N for a process killed by signal N). Ctrl-C (SIGINT) and SIGTERM are passed on to\n"
+      "--grace seconds to exit, then SIGTERM, then SIGKILL 5 s later, and launch exits with the first failure's\n"
+      "code (128 + N for a process killed by signal N). Ctrl-C (SIGINT) and SIGTERM are passed on to\n"
       "the processes (train stops after its step in flight, with a checkpoint when it has --save-dir), SIGKILL\n"
       "following --stop-timeout seconds later; a second Ctrl-C sends SIGKILL at once.\n"
       "\nRecovery: with --max-restarts N, a failure stops the other processes and starts all of them again\n"
@@ -378,9 +378,9 @@ void add_launch(CLI::App& app, launch_cli& c) {
   l->add_option("--master-port", la.master_port,
                 "Port of rank 0's supervisor [default: " + std::to_string(default_master_port) + "]");
   l->add_option("--grace", la.grace_s, "Seconds the other processes get to exit after one fails [default: 15]");
-  l->add_option("--stop-timeout", la.kill_after_s,
-                "Seconds the processes get after a SIGTERM from launch, or a Ctrl-C or SIGTERM passed on, before "
-                "SIGKILL: train finishes its step in flight and saves a checkpoint meanwhile [default: 30]");
+  l->add_option("--stop-timeout", la.stop_timeout_s,
+                "Seconds the processes get after a Ctrl-C or SIGTERM passed on, before SIGKILL: train finishes its "
+                "step in flight and saves a checkpoint meanwhile [default: 30]");
   l->add_option("--max-restarts", la.max_restarts,
                 "When a process fails, stop the rest and start the job again, up to N times; train resumes from the "
                 "newest valid checkpoint in its --save-dir [default: 0]");

@@ -61,7 +61,9 @@ void validate(const launch_options& o) {
   if (!std::isfinite(o.grace_s) || o.grace_s < 0)
     bad_value("--grace", number_text(o.grace_s), "must be a finite number of seconds >= 0");
   if (!std::isfinite(o.kill_after_s) || o.kill_after_s < 0)
-    bad_value("--stop-timeout", number_text(o.kill_after_s), "must be a finite number of seconds >= 0");
+    bad_value("kill_after_s", number_text(o.kill_after_s), "must be a finite number of seconds >= 0");
+  if (!std::isfinite(o.stop_timeout_s) || o.stop_timeout_s < 0)
+    bad_value("--stop-timeout", number_text(o.stop_timeout_s), "must be a finite number of seconds >= 0");
   if (o.max_restarts < 0) bad_value("--max-restarts", std::to_string(o.max_restarts), "must be >= 0");
   if (o.command.empty())
     throw std::invalid_argument(
@@ -395,9 +397,9 @@ void pass_on_signal(watch_state& w, int sig) {
   if (w.result == 0) w.result = 128 + sig;
   if (w.signals_received == 1) {
     say(w.output, log_level::warn, "got " + signal_name(sig) + ", passing it on to " + signal_running(w, sig) +
-                                       "; SIGKILL follows in " + number_text(w.opt.kill_after_s) + " s");
+                                       "; SIGKILL follows in " + number_text(w.opt.stop_timeout_s) + " s");
     w.term_at.reset();
-    const auto k = steady::now() + seconds(w.opt.kill_after_s);
+    const auto k = steady::now() + seconds(w.opt.stop_timeout_s);
     w.kill_at = w.kill_at ? std::min(*w.kill_at, k) : k;
   } else {
     say(w.output, log_level::warn,

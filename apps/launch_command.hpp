@@ -17,9 +17,10 @@ struct launch_options {
   std::string master_addr = default_master_addr;  // where rank 0's supervisor listens
   int master_port = default_master_port;
   double grace_s = 15;      // after a failure, how long the others may take to exit on their own
-  // After SIGTERM (sent after a failure's grace, or a SIGINT / SIGTERM passed on), how long
-  // before SIGKILL: train stops after its step in flight and saves a checkpoint meanwhile.
-  double kill_after_s = 30;
+  double kill_after_s = 5;  // after launch's SIGTERM (a failure's grace over), how long before SIGKILL
+  // After a SIGINT / SIGTERM passed on, how long before SIGKILL: train stops after its step in
+  // flight and saves a checkpoint meanwhile.
+  double stop_timeout_s = 30;
   // When a process fails, start this node's processes again, up to this many times (each
   // restart's processes see ACTORPIPE_RESTART_COUNT = 1, 2, ...; train then resumes from the
   // newest valid checkpoint in its --save-dir). A stop launch was told (SIGINT/SIGTERM) is

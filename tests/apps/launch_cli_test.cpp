@@ -381,7 +381,7 @@ CATCH_TEST_CASE("launch with max restarts: a job that fails once and then succee
     // Process 1 sends launch SIGTERM: the job stops, and is not started again.
     auto o = shell_job(2, "if [ \"$LOCAL_RANK\" = 1 ]; then sleep 0.3; kill -TERM $PPID; fi; exec /bin/sleep 30");
     o.max_restarts = 3;
-    o.kill_after_s = 1;
+    o.stop_timeout_s = 1;
     std::ostringstream log;
     CATCH_CHECK(run_launch(o, log) == 128 + 15);
     CATCH_CAPTURE(log.str());
