@@ -54,6 +54,9 @@ int op_index(op_kind k) {
   return 0;
 }
 
+// Tensors by (virtual stage that made them, microbatch).
+using tensor_map = std::map<std::pair<int, int>, tensor_box>;
+
 // One cut of the model and what flows between its virtual stages: every F's output and every
 // B's or I's input gradient of one step, recorded once, so a rank replayed alone gets from the
 // other rank what that rank would have sent.
@@ -62,7 +65,7 @@ struct replayed_cut {
   run_setup setup;
   std::shared_ptr<const plan> order;  // the plan each rank replays
   std::string plan_note;
-  std::map<std::pair<int, int>, tensor_box> activations, gradients;  // (virtual stage, microbatch)
+  tensor_map activations, gradients;
 };
 
 // Times in seconds per rank of one replay: each op kind's sum, and the rank's whole list.
@@ -73,14 +76,13 @@ struct rank_times {
 
 // Runs one action of `cut` on this thread; its output goes into the recorded maps when
 // `record`, else into `fresh` (a rank's own hand-offs, as its thread keeps them). Returns the
-// seconds the action took; `i_part` gets a B's input-gradient part where B runs as I then W.
-double run_action(replayed_cut& cut, const action& a, bool record, std::map<std::pair<int, int>, tensor_box>& fresh_act,
-                  std::map<std::pair<int, int>, tensor_box>& fresh_grad, const microbatch_tensors* data) {
+// seconds the action took.
+double run_action(replayed_cut& cut, const action& a, bool record, tensor_map& fresh_act, tensor_map& fresh_grad,
+                  const microbatch_tensors* data) {
   const int last = cut.setup.place.num_virtual_stages() - 1;
   const int v = a.virtual_stage;
   chunk_compute& runner = *cut.setup.runners[v];
-  auto take = [&](std::map<std::pair<int, int>, tensor_box>& fresh, std::map<std::pair<int, int>, tensor_box>& recorded,
-                  int from) {
+  auto take = [&](tensor_map& fresh, tensor_map& recorded, int from) {
     const auto key = std::make_pair(from, a.microbatch);
     const auto f = fresh.find(key);
     if (f != fresh.end()) return f->second;
@@ -88,8 +90,9 @@ double run_action(replayed_cut& cut, const action& a, bool record, std::map<std:
     if (r == recorded.end()) throw std::logic_error("rank_replay: no recorded input for " + to_string(a));
     return r->second;
   };
-  auto put = [&](std::map<std::pair<int, int>, tensor_box>& fresh, std::map<std::pair<int, int>, tensor_box>& recorded,
-                 const tensor_box& t) { (record ? recorded : fresh)[std::make_pair(v, a.microbatch)] = t; };
+  auto put = [&](tensor_map& fresh, tensor_map& recorded, const tensor_box& t) {
+    (record ? recorded : fresh)[std::make_pair(v, a.microbatch)] = t;
+  };
   const double loss_scale = 1.0 / cut.order->microbatches;  // as a step scales each microbatch's loss
   const microbatch_tensors& mb = data[a.microbatch];
   const auto t0 = clock_type::now();
@@ -127,7 +130,7 @@ std::vector<timeline_event> record(replayed_cut& cut, const plan& p, const micro
     return std::tie(a.start, a.rank) < std::tie(b.start, b.rank);
   });
   for (auto& runner : cut.setup.runners) runner->zero_grad();
-  std::map<std::pair<int, int>, tensor_box> unused_act, unused_grad;
+  tensor_map unused_act, unused_grad;
   std::vector<timeline_event> measured;
   double now = 0;
   for (const timeline_event& e : order) {
@@ -173,7 +176,7 @@ std::vector<rank_times> replay(replayed_cut& cut, const microbatch_tensors* data
   for (auto& runner : cut.setup.runners) runner->zero_grad();
   std::vector<rank_times> out;
   for (const auto& actions : cut.order->ranks) {
-    std::map<std::pair<int, int>, tensor_box> fresh_act, fresh_grad;
+    tensor_map fresh_act, fresh_grad;
     rank_times t;
     for (const action& a : actions) {
       const double s = run_action(cut, a, false, fresh_act, fresh_grad, data);
