@@ -618,6 +618,29 @@ int stopped_after(const std::string& text, const std::string& signal, int of) {
                       " of " + std::to_string(of)) == 0 ? n : -1;
 }
 
+// `args` started (with `env`), sent `sig` once its --metrics file has `after` lines, waited for:
+// its exit code and its output.
+struct signalled_run {
+  int code;
+  std::string text;
+};
+signalled_run run_and_signal(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+                             const std::string& metrics, int after, int sig) {
+  const std::string log = temp_path(".signal.log");
+  const pid_t pid = start_process(bin, args, env, log);
+  CATCH_REQUIRE(wait_for([&] { return lines_in(metrics) >= after; }, 120));
+  kill(pid, sig);
+  const int code = wait_process(pid, 120);
+  return {code, read_text(log)};
+}
+
+// The checkpoint directory of step n in `dir`.
+std::string step_dir(const std::string& dir, int n) {
+  char name[32];
+  std::snprintf(name, sizeof name, "/step-%08d", n);
+  return dir + name;
+}
+
 // 2 stages of a GPT whose steps take a few hundred ms, so that a signal lands inside one.
 std::vector<std::string> slow_job(const std::string& metrics) {
   return {"train", "--stages", "2", "--layers", "4", "--hidden", "256", "--heads", "4", "--seq-len", "128",
@@ -629,14 +652,10 @@ std::vector<std::string> slow_job(const std::string& metrics) {
 CATCH_TEST_CASE("SIGTERM stops train after the step in flight with a checkpoint of it, a second Ctrl-C stops it at once",
                 "[multiprocess][signal]") {
   {
-    const std::string metrics = temp_path(".stop.jsonl"), log = temp_path(".stop.log"), dir = temp_path(".stop.ckpt");
+    const std::string metrics = temp_path(".stop.jsonl"), dir = temp_path(".stop.ckpt");
     auto args = slow_job(metrics);
     args.insert(args.end(), {"--save-dir", dir});
-    const pid_t pid = start_process(bin, args, {}, log);
-    CATCH_REQUIRE(wait_for([&] { return lines_in(metrics) >= 2; }, 120));
-    kill(pid, SIGTERM);
-    const int code = wait_process(pid, 120);
-    const std::string text = read_text(log);
+    const auto [code, text] = run_and_signal(args, {}, metrics, 2, SIGTERM);
     CATCH_INFO(text);
     CATCH_CHECK(code == 128 + SIGTERM);
     CATCH_CHECK_THAT(text, Contains("actorpipe: SIGTERM: stopping after the step in flight, with a checkpoint of it; "
@@ -647,10 +666,7 @@ CATCH_TEST_CASE("SIGTERM stops train after the step in flight with a checkpoint 
     CATCH_CHECK_THAT(text, Contains("--resume " + dir + " goes on from there"));
     CATCH_CHECK_THAT(text, Contains("final loss"));
     CATCH_CHECK(lines_in(metrics) == n);  // every step it ran, reported
-    const actorpipe::resume_choice newest = actorpipe::find_resume_checkpoint(dir);
-    char name[32];
-    std::snprintf(name, sizeof name, "/step-%08d", n);
-    CATCH_CHECK(newest.path == dir + name);  // the step it stopped after
+    CATCH_CHECK(actorpipe::find_resume_checkpoint(dir).path == step_dir(dir, n));  // the step it stopped after
   }
   {
     const std::string metrics = temp_path(".stop2.jsonl"), log = temp_path(".stop2.log");
@@ -671,14 +687,10 @@ CATCH_TEST_CASE("SIGTERM stops train after the step in flight with a checkpoint 
 
 CATCH_TEST_CASE("Ctrl-C to launch stops a 2-process job after a step, with a checkpoint, and launch exits 130",
                 "[multiprocess][signal]") {
-  const std::string metrics = temp_path(".lstop.jsonl"), log = temp_path(".lstop.log"), dir = temp_path(".lstop.ckpt");
+  const std::string metrics = temp_path(".lstop.jsonl"), dir = temp_path(".lstop.ckpt");
   auto train = slow_job(metrics);
   train.insert(train.end(), {"--save-dir", dir});
-  const pid_t pid = start_process(bin, launched(2, train), {{"UCX_TLS", "tcp,self"}}, log);
-  CATCH_REQUIRE(wait_for([&] { return lines_in(metrics) >= 2; }, 120));
-  kill(pid, SIGINT);
-  const int code = wait_process(pid, 120);
-  const std::string text = read_text(log);
+  const auto [code, text] = run_and_signal(launched(2, train), {{"UCX_TLS", "tcp,self"}}, metrics, 2, SIGINT);
   CATCH_INFO(text);
   CATCH_CHECK(code == 128 + SIGINT);
   CATCH_CHECK_THAT(text, Contains("actorpipe launch: got SIGINT, passing it on to process 0 (local 0), process 1 (local 1)"));
@@ -687,7 +699,5 @@ CATCH_TEST_CASE("Ctrl-C to launch stops a 2-process job after a step, with a che
   CATCH_CHECK(n >= 2);
   CATCH_CHECK(n < 500);
   CATCH_CHECK(text.find("was killed") == std::string::npos);  // both ended on their own, before any SIGKILL
-  char name[32];
-  std::snprintf(name, sizeof name, "/step-%08d", n);
-  CATCH_CHECK(actorpipe::find_resume_checkpoint(dir).path == dir + name);
+  CATCH_CHECK(actorpipe::find_resume_checkpoint(dir).path == step_dir(dir, n));
 }
