@@ -510,11 +510,12 @@ void note_stop_signal(int sig) {
 
 class stop_signal_scope {
  public:
-  // follower: a process other than the job's first, which stops with the job.
-  explicit stop_signal_scope(bool follower, bool checkpoint) {
+  // follower: a process other than the job's first, which stops with the job. mid_line: the
+  // progress line is being redrawn on a terminal, so the notice starts a line of its own.
+  stop_signal_scope(bool follower, bool checkpoint, bool mid_line) {
     stop_signal_received.store(0);
     for (int i = 0; i < 2; ++i)
-      stop_notice[i] = std::string("actorpipe: ") + (i == 0 ? "SIGINT" : "SIGTERM") +
+      stop_notice[i] = std::string(mid_line ? "\n" : "") + "actorpipe: " + (i == 0 ? "SIGINT" : "SIGTERM") +
                        (follower ? ": this process stops when the job does (its first process ends it after the "
                                    "step in flight)\n"
                                  : std::string(": stopping after the step in flight") +
@@ -614,7 +615,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   print_job(out, o, t, c, place, layout);
   const step_reporter show{o, t.steps, t.dp, progress, metrics};
   const eval_reporter show_eval{o.interactive_progress, t.steps, progress, metrics};
-  const stop_signal_scope signals(place.process != 0, !t.save_dir.empty());
+  const stop_signal_scope signals(place.process != 0, !t.save_dir.empty(), o.interactive_progress);
   t.stop_signal = &stop_signal_received;
   std::optional<follower_stop_watch> follower;
   if (place.process != 0) follower.emplace(t.step_timeout_s);
