@@ -281,13 +281,41 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
   out.flush();
 }
 
+// The --metrics file, opened at its first line: a run refused before its first step leaves a
+// file that was there as it was, and makes none. (Whether the path takes writes is checked
+// before the job starts.) A restart of a launched job appends.
+class metrics_file {
+ public:
+  metrics_file(std::string path, bool append) : path_(std::move(path)), append_(append) {}
+  explicit operator bool() const { return !path_.empty() && !failed_; }
+  bool written() const { return out_.is_open(); }
+  void line(const std::string& text) {
+    if (!*this) return;
+    if (!out_.is_open()) {
+      out_.open(path_, append_ ? std::ios::app : std::ios::out);
+      if (!out_) {
+        failed_ = true;
+        log_error("cannot write --metrics file '" + path_ + "': training goes on without it");
+        return;
+      }
+    }
+    out_ << text << '\n' << std::flush;
+  }
+
+ private:
+  std::string path_;
+  bool append_;
+  bool failed_ = false;
+  std::ofstream out_;
+};
+
 // What each finished step shows: a progress line (redrawn on a terminal), a debug log line,
 // and a JSON line in the --metrics file when there is one.
 struct step_reporter {
   const train_cli_options& o;
   int steps, dp;
   std::ostream& progress;
-  std::ofstream& metrics;
+  metrics_file& metrics;
 
   void operator()(const step_metrics& m) const {
     const int width = 24;
@@ -314,7 +342,7 @@ struct step_reporter {
         j["sync_seconds"] = m.sync_seconds;
         j["exposed_sync_seconds"] = m.exposed_sync_seconds;
       }
-      metrics << j.dump() << '\n' << std::flush;
+      metrics.line(j.dump());
     }
   }
 };
@@ -332,13 +360,13 @@ struct eval_reporter {
   bool interactive;  // the step line is redrawn in place: end it first (the last step ends its own)
   int steps;
   std::ostream& progress;
-  std::ofstream& metrics;
+  metrics_file& metrics;
   void operator()(const eval_record& e) const {
     progress << (interactive && e.step != steps ? "\n" : "") << eval_line(e) << '\n' << std::flush;
     if (metrics) {
       nlohmann::json j = {{"eval_after_step", e.step}, {"eval_loss", e.loss}, {"eval_seconds", e.seconds}};
       for (const auto& [name, value] : e.metrics) j[name] = value;
-      metrics << j.dump() << '\n' << std::flush;
+      metrics.line(j.dump());
     }
   }
 };
@@ -598,19 +626,16 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   std::ostringstream quiet;
   std::ostream& out = place.process == 0 ? out_stream : quiet;
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;
-  // Open output files first: a typo in a path should not cost a training run.
-  if (place.process == 0) {  // process 0 writes them
+  // Output paths first: a typo in one should not cost a training run.
+  if (place.process == 0) {  // process 0 writes these
+    if (!o.metrics_path.empty()) check_output_file("--metrics", o.metrics_path);
     if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path);
     if (!o.save_final_path.empty()) check_output_file("--save-final", o.save_final_path);
   }
   if (!t.save_dir.empty()) check_save_dir(t.save_dir);
-  std::ofstream metrics;
-  if (!o.metrics_path.empty()) {
-    // A restart adds to the lines of the attempts before it (steps after the checkpoint it
-    // resumes from appear again: they ran again).
-    metrics.open(o.metrics_path, restart > 0 ? std::ios::app : std::ios::out);
-    if (!metrics) throw std::runtime_error("cannot write --metrics file '" + o.metrics_path + "'");
-  }
+  // A restart adds to the lines of the attempts before it (steps after the checkpoint it
+  // resumes from appear again: they ran again).
+  metrics_file metrics(place.process == 0 ? o.metrics_path : std::string(), restart > 0);
 
   print_job(out, o, t, c, place, layout);
   const step_reporter show{o, t.steps, t.dp, progress, metrics};
@@ -639,7 +664,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     out << "stopped by " << (r.stopped_by_signal == SIGINT ? "SIGINT" : "SIGTERM") << " after step " << done << " of "
         << t.steps << (t.save_dir.empty() ? "" : ": --resume " + t.save_dir + " goes on from there") << '\n';
   }
-  write_outputs(out, o, r, metrics.is_open());
+  write_outputs(out, o, r, metrics.written());
   return r.stopped_by_signal != 0 ? 128 + r.stopped_by_signal : 0;
 }
 

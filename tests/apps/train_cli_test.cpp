@@ -310,7 +310,8 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--batch-size", "-4"}, tiny_model), "--batch-size must be >= 1: got -4"},
       {with({"train", "--seed", "-1"}, tiny), "--seed: must be 0 or more, got '-1'"},  // not 2^64 - 1
       {with({"train", "--no-pipeline", "--trace", "x.json"}, tiny), "--trace needs the pipeline"},
-      {with({"train", "--metrics", "/nonexistent/dir/m.jsonl"}, tiny), "cannot write --metrics file"},
+      {with({"train", "--metrics", "/nonexistent/dir/m.jsonl"}, tiny),
+       "--metrics '/nonexistent/dir/m.jsonl': the folder '/nonexistent/dir' does not exist"},
       {with({"train", "--data", "imagenet"}, tiny), "--data"},
       // Files written at the end are checked before the job starts (below: it printed nothing).
       {with({"train", "--trace", "/nonexistent/dir/t.json"}, tiny),
@@ -329,11 +330,19 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
     CATCH_CHECK_THAT(r.err, Contains(c.message));
     CATCH_CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CATCH_CHECK(r.err.rfind("actorpipe train: error: ", 0) == 0);
-    if (c.message.rfind("--trace", 0) == 0 || c.message.rfind("--save-", 0) == 0)
+    if (c.message.rfind("--trace", 0) == 0 || c.message.rfind("--save-", 0) == 0 || c.message.rfind("--metrics", 0) == 0)
       CATCH_CHECK(r.out.find("actorpipe train: 1f1b") == std::string::npos);  // refused before the job started
   }
   CATCH_CHECK(std::filesystem::is_regular_file(blocked));
   std::remove(blocked.c_str());
+  // A run refused when the model is built leaves an earlier --metrics file as it was.
+  const std::string kept = temp_path(".kept.jsonl");
+  std::ofstream(kept) << "{\"step\":0}\n";
+  const auto refused = cli(with({"train", "--no-pipeline", "--save-dir", temp_path(".ckpt"), "--metrics", kept}, tiny));
+  CATCH_CHECK(refused.code == 2);
+  CATCH_CHECK_THAT(refused.err, Contains("--no-pipeline trains the reference without checkpoints"));
+  CATCH_CHECK(read_text(kept) == "{\"step\":0}\n");
+  std::remove(kept.c_str());
   std::remove(deadlock.c_str());
   std::remove(short_bin.c_str());
   std::remove(text.c_str());
