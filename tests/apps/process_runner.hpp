@@ -17,23 +17,32 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <cstdint>
+#include <random>
 #include <thread>
 #include <vector>
 
 namespace actorpipe::testing {
 
-// A port nothing listens on right now (the kernel picks it).
+// A port nothing listens on right now, below the kernel's ephemeral range (32768-60999 by
+// default): a port the kernel hands out could be taken again before the job binds it, by any
+// socket of the tests running beside this one (UCX's and CAF's connections take them all the
+// time). Random in 20000-32767, checked by binding it.
 inline int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) throw std::runtime_error("free_port: bind failed");
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  static std::mt19937 pick(static_cast<unsigned>(std::random_device{}()) ^ static_cast<unsigned>(getpid()));
+  std::uniform_int_distribution<int> range(20000, 32767);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = range(pick);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    if (ok) return port;
+  }
+  throw std::runtime_error("free_port: no port in 20000-32767 could be bound");
 }
 
 // Starts `program args...` with `env` added to (and overriding) this process's environment;
