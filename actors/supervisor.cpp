@@ -6,7 +6,6 @@
 // message naming the culprit. Checkpoints: supervisor_checkpoint.cpp; evaluation passes:
 // supervisor_eval.cpp.
 #include <algorithm>
-#include <csignal>
 #include <cstring>
 #include <cmath>
 #include <map>
@@ -15,6 +14,7 @@
 
 #include "actors/supervisor.hpp"
 #include "core/log.hpp"
+#include "core/signal_name.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/plan_choice.hpp"
 #include "core/sim/simulator.hpp"
@@ -279,7 +279,7 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
   if (signal != 0 && k + 1 < o.steps && !stopping_) {
     stopping_ = true;
     if (ctx_->result) ctx_->result->stopped_by_signal = signal;
-    log_info(std::string(signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a stop signal") + ": step " +
+    log_info(signal_name(signal) + ": step " +
              std::to_string(k + 1) + " of " + std::to_string(o.steps) + " is this run's last" +
              (o.save_dir.empty() ? "" : "; its checkpoint follows"));
   }

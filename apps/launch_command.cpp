@@ -30,6 +30,7 @@
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
 #include "core/number_text.hpp"
+#include "core/signal_name.hpp"
 
 extern char** environ;
 
@@ -100,15 +101,6 @@ std::string shell_quoted(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
-}
-
-std::string signal_name(int sig) {
-  switch (sig) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGKILL: return "SIGKILL";
-    default: return "signal " + std::to_string(sig);
-  }
 }
 
 std::string plural(int n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); }

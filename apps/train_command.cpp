@@ -30,6 +30,7 @@
 #include "core/median.hpp"
 #include "core/number_text.hpp"
 #include "core/process_layout.hpp"
+#include "core/signal_name.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/partition.hpp"
@@ -489,7 +490,7 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
   }
 }
 
-// A file the run writes at its end (--trace, --save-final): its folder must exist and take
+// A file the run writes (--metrics, --trace, --save-final): its folder must exist and take
 // writes before training starts, so that a typo in a path does not cost the run. Nothing is
 // created here.
 void check_output_file(const char* flag, const std::string& path) {
@@ -543,7 +544,7 @@ class stop_signal_scope {
   stop_signal_scope(bool follower, bool checkpoint, bool mid_line) {
     stop_signal_received.store(0);
     for (int i = 0; i < 2; ++i)
-      stop_notice[i] = std::string(mid_line ? "\n" : "") + "actorpipe: " + (i == 0 ? "SIGINT" : "SIGTERM") +
+      stop_notice[i] = std::string(mid_line ? "\n" : "") + "actorpipe: " + signal_name(signals_[i]) +
                        (follower ? ": this process stops when the job does (its first process ends it after the "
                                    "step in flight)\n"
                                  : std::string(": stopping after the step in flight") +
@@ -596,7 +597,7 @@ class follower_stop_watch {
       if (sig == 0) continue;
       if (!since) since = clock::now();
       if (std::chrono::duration<double>(clock::now() - *since).count() >= wait_s_) {
-        log_warn(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + " " + number_text(wait_s_) +
+        log_warn(signal_name(sig) + " " + number_text(wait_s_) +
                  " s ago, and the job has not stopped: ending this process");
         std::signal(sig, SIG_DFL);
         std::raise(sig);
@@ -661,7 +662,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   if (!r.evals.empty()) out << "final " << eval_line(r.evals.back()) << '\n';
   if (r.stopped_by_signal != 0) {
     const int done = r.steps.back().step + 1;
-    out << "stopped by " << (r.stopped_by_signal == SIGINT ? "SIGINT" : "SIGTERM") << " after step " << done << " of "
+    out << "stopped by " << signal_name(r.stopped_by_signal) << " after step " << done << " of "
         << t.steps << (t.save_dir.empty() ? "" : ": --resume " + t.save_dir + " goes on from there") << '\n';
   }
   write_outputs(out, o, r, metrics.written());

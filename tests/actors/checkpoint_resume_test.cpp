@@ -141,8 +141,8 @@ CATCH_TEST_CASE("a damaged newest checkpoint is refused and the resume falls bac
   fs::remove_all(dir);
 }
 
-// What train's SIGINT / SIGTERM handler does, without a signal: a stop asked for during step 3
-// of 10 (from its report) ends the run after the step then in flight, with a checkpoint of it,
+// What train's SIGINT / SIGTERM handler does, without a signal: a stop asked for as step 6 of 10
+// is reported ends the run after the step then in flight (7), with a checkpoint of it,
 // and a resume from that checkpoint ends where 10 straight steps do; the reference stops the
 // same way, without checkpoints.
 CATCH_TEST_CASE("a stop signal ends the run after the step in flight, checkpointed, and the resume ends as a straight run",

@@ -11,14 +11,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <random>
 #include <stdexcept>
 #include <string>
-#include <cstdint>
-#include <random>
 #include <thread>
 #include <vector>
 
