@@ -351,6 +351,10 @@ void resolve_and_validate(job_config& c) {
   }
 
   resolve_batching(c);
+  const long long forwards = virtual_stages * c.num_microbatches;
+  if (forwards > max_plan_forwards)
+    fail("pp*chunks*num_microbatches = " + str(c.pp) + "*" + str(c.chunks) + "*" + str(c.num_microbatches) + " = " +
+         str(forwards) + " forward passes in one step, more than a plan may hold (" + str(max_plan_forwards) + ")");
 
   try {
     // A dynamic policy has no plan to generate: making it for every rank is its check.

@@ -89,7 +89,8 @@ void apply_override(job_config& config, const std::string& assignment);
 //      m); without B, pp == 1 takes M = 1, B = m, and pp > 1 is an error naming batch_size.
 //   4. Neither: pp > 1 is an error ("pp=4 needs num_microbatches or microbatch_size"); pp == 1
 //      takes M = 1, m = B, and needs B (no default batch size: a silent one hides a typo).
-//   Then G = m * M * dp (an error when G was given and differs).
+//   Then G = m * M * dp (an error when G was given and differs), and pp * chunks * M must not
+//   exceed max_plan_forwards (core/schedule/plan.hpp).
 // - schedule: make_schedule(schedule, {pp, num_microbatches, chunks}) must succeed (for a dynamic
 //   policy such as "greedy": make_policies, which has no plan to check); its message comes through
 //   prefixed "schedule: ".

@@ -16,6 +16,15 @@ bool plan::uses_split_backward() const {
   return false;
 }
 
+void check_plan_size(const std::string& who, int stages, int chunks, int microbatches) {
+  const long long forwards = static_cast<long long>(stages) * chunks * microbatches;
+  if (forwards <= max_plan_forwards) return;
+  throw std::invalid_argument(who + ": stages x chunks x microbatches = " + std::to_string(stages) + " x " +
+                              std::to_string(chunks) + " x " + std::to_string(microbatches) + " = " +
+                              std::to_string(forwards) + " forward passes in one step, more than a plan may hold (" +
+                              std::to_string(max_plan_forwards) + ")");
+}
+
 int dependencies_of(const action& a, int num_virtual_stages, dependency out[2]) {
   using k = dependency::kind;
   const int v = a.virtual_stage, m = a.microbatch;

@@ -23,6 +23,15 @@ struct plan {
   bool uses_split_backward() const;
 };
 
+// The most forward passes (virtual stages x microbatches) one step's plan may hold: about a
+// million, ~0.3 GB of plan and simulation. Past it a typo (-M 100000000) would eat the
+// machine's memory for minutes before failing.
+constexpr long long max_plan_forwards = 1LL << 20;
+
+// Throws std::invalid_argument naming stages, chunks and microbatches when stages x chunks x
+// microbatches exceeds max_plan_forwards. `who` starts the message ("schedule '1f1b'").
+void check_plan_size(const std::string& who, int stages, int chunks, int microbatches);
+
 // What must have completed before an action may start. Sends and receives are implied:
 // a dependency on another rank's action is a message from that rank.
 struct dependency {

@@ -182,6 +182,7 @@ std::unique_ptr<rank_policy> make_policy(const std::string& name, int stages, in
   if (budget < 0) throw std::invalid_argument("policy '" + name + "': budget=" + std::to_string(budget) + " must be >= 0");
   policy_request r;
   r.place = policy_placement(name, stages, chunks);
+  check_plan_size("policy '" + name + "'", stages, chunks, microbatches);
   if (rank < 0 || rank >= stages)
     throw std::invalid_argument("policy '" + name + "': rank " + std::to_string(rank) + " is not in 0.." +
                                 std::to_string(stages - 1));

@@ -140,6 +140,7 @@ plan make_schedule(const std::string& name, const schedule_request& request) {
   if (request.microbatches < 1)
     throw std::invalid_argument("microbatches must be >= 1: got microbatches=" + std::to_string(request.microbatches));
   if (request.chunks < 1) throw std::invalid_argument("chunks must be >= 1: got chunks=" + std::to_string(request.chunks));
+  check_plan_size("schedule '" + name + "'", request.stages, request.chunks, request.microbatches);
   plan p = gen(request);
   p.name = name;
   if (p.num_ranks() != request.stages || p.chunks() != request.chunks || p.microbatches != request.microbatches)

@@ -309,6 +309,12 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "-B", "0"}, tiny_model), "--microbatch-size must be >= 1: got 0"},
       {with({"train", "--batch-size", "-4"}, tiny_model), "--batch-size must be >= 1: got -4"},
       {with({"train", "--seed", "-1"}, tiny), "--seed: must be 0 or more, got '-1'"},  // not 2^64 - 1
+      // Refused at once, not after minutes of building a plan or a data set that size.
+      {with({"train", "--microbatches", "100000000", "-B", "1"}, tiny_model),
+       "pp*chunks*num_microbatches = 2*1*100000000 = 200000000 forward passes in one step, more than a plan may hold "
+       "(1048576)"},
+      {with({"train", "--no-pipeline", "--microbatches", "2000000", "-B", "1"}, tiny_model),
+       "pp*chunks*num_microbatches = 1*1*2000000"},
       {with({"train", "--no-pipeline", "--trace", "x.json"}, tiny), "--trace needs the pipeline"},
       {with({"train", "--metrics", "/nonexistent/dir/m.jsonl"}, tiny),
        "--metrics '/nonexistent/dir/m.jsonl': the folder '/nonexistent/dir' does not exist"},

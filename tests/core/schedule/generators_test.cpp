@@ -37,6 +37,14 @@ CATCH_TEST_CASE("schedules reject requests they cannot serve, naming the values"
   CATCH_CHECK_THROWS_WITH(make_schedule("gpipe", {0, 8, 1}), "stages must be >= 1: got stages=0");
   CATCH_CHECK_THROWS_WITH(make_schedule("gpipe", {2, 0, 1}), "microbatches must be >= 1: got microbatches=0");
   CATCH_CHECK_THROWS_WITH(make_schedule("gpipe", {2, 2, 0}), "chunks must be >= 1: got chunks=0");
+  // A plan past 2^20 forward passes is refused before it is built (a typo would eat the
+  // machine's memory); the count is taken in 64 bits, so no int overflow lets one through.
+  CATCH_CHECK_THROWS_WITH(make_schedule("zbv", {1024, 1024, 2}),
+                          "schedule 'zbv': stages x chunks x microbatches = 1024 x 2 x 1024 = 2097152 forward passes in "
+                          "one step, more than a plan may hold (1048576)");
+  CATCH_CHECK_THROWS_WITH(make_schedule("gpipe", {65536, 65536, 1}), Contains("= 4294967296 forward passes"));
+  CATCH_CHECK_THROWS_WITH(make_schedule("gpipe", {1, 1048577, 1}), Contains("more than a plan may hold (1048576)"));
+  CATCH_CHECK(make_schedule("gpipe", {1, 1048576, 1}).ranks[0].size() == 2 * 1048576);  // the limit itself is fine
 }
 
 CATCH_TEST_CASE("1f1b has the textbook shape", "[schedule][generators]") {

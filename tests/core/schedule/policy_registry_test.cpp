@@ -151,6 +151,9 @@ CATCH_TEST_CASE("policy registration errors are clear", "[schedule][policy][regi
   CATCH_CHECK_THROWS_WITH(make_policy("greedy", 2, 4, 1, 2), "policy 'greedy': rank 2 is not in 0..1");
   CATCH_CHECK_THROWS_WITH(make_policy("greedy", 2, 0, 1, 0), "policy 'greedy' needs microbatches >= 1: got microbatches=0");
   CATCH_CHECK_THROWS_WITH(make_policy("greedy", 2, 4, 1, 0, -1), "policy 'greedy': budget=-1 must be >= 0");
+  CATCH_CHECK_THROWS_WITH(make_policy("greedy", 100000, 100000, 1, 0),
+                          "policy 'greedy': stages x chunks x microbatches = 100000 x 1 x 100000 = 10000000000 forward "
+                          "passes in one step, more than a plan may hold (1048576)");
 }
 
 CATCH_TEST_CASE("what a factory returns is checked before and while it runs", "[schedule][policy][registry]") {
