@@ -11,6 +11,7 @@
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
 #include "core/log.hpp"
+#include "core/model/error_text.hpp"
 #include "core/model/layer_chunk.hpp"
 
 namespace actorpipe {
@@ -26,7 +27,7 @@ void on_compute_thread(caf::event_based_actor* self, const run_context& ctx, int
                try {
                  job();
                } catch (const std::exception& e) {
-                 caf::anon_send(sup, msg::failure{where + ": " + what + " failed: " + e.what()});
+                 caf::anon_send(sup, msg::failure{where + ": " + what + " failed: " + error_text(e)});
                }
              }});
 }
@@ -306,7 +307,7 @@ struct action_job {
         train(d);
       }
     } catch (const std::exception& e) {
-      d.error = e.what();
+      d.error = error_text(e);
     }
     d.end = ctx->now();
     if (producer) {

@@ -9,6 +9,7 @@
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
 #include "core/data/microbatch.hpp"
+#include "core/model/error_text.hpp"
 
 namespace actorpipe {
 
@@ -27,7 +28,7 @@ void feed(caf::event_based_actor* self, const run_context& ctx, int step,
       try {
         mt = data(d * M + m);
       } catch (const std::exception& e) {
-        self->send(ctx.supervisor, msg::failure{std::string("feeder: ") + e.what()});
+        self->send(ctx.supervisor, msg::failure{std::string("feeder: ") + error_text(e)});
         return;
       }
       if (feeds_last) self->send(ctx.chunk_actors[last_id], msg::targets{step, m, std::move(mt.targets)});

@@ -19,6 +19,7 @@
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
+#include "core/model/error_text.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/train/run_state.hpp"
 
@@ -133,7 +134,7 @@ void optimizer_shard::post(const std::string& what, std::function<void()> job) {
                 try {
                   job();
                 } catch (const std::exception& e) {
-                  caf::anon_send(sup, msg::failure{where + ": " + what + " failed: " + e.what()});
+                  caf::anon_send(sup, msg::failure{where + ": " + what + " failed: " + error_text(e)});
                 }
               }});
 }
@@ -304,7 +305,7 @@ void optimizer_shard::on_save_state(const msg::save_state& s) {
         });
         w.sha256 = hash.hex();
       } catch (const std::exception& e) {
-        w.error = e.what();
+        w.error = error_text(e);
       }
       caf::anon_send(sup, std::move(w));
     }).detach();

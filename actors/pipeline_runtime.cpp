@@ -24,6 +24,7 @@
 #include "actors/run_context.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/log.hpp"
+#include "core/model/error_text.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/train/run_state.hpp"
 #include "core/model/compute_threads.hpp"
@@ -268,7 +269,7 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
     load_parameter_tensors(view, params);
     load_optimizer_tensors(view, moments);
   } catch (const std::exception& e) {
-    throw std::invalid_argument("--resume " + c.path + ": " + e.what());
+    throw std::invalid_argument("--resume " + c.path + ": " + error_text(e));
   }
   ctx.first_step = static_cast<int>(c.manifest.step);
   // A plan rebuilt on measured costs is measured on the first step this run takes.
@@ -286,7 +287,7 @@ void init_from_weights(const run_setup& setup, const std::string& path) {
     const run_state_view view = state_view(setup);
     load_parameter_tensors(view, load_safetensors(path, wanted_by(view)));
   } catch (const std::exception& e) {
-    throw std::invalid_argument("--init-from " + path + ": " + e.what());
+    throw std::invalid_argument("--init-from " + path + ": " + error_text(e));
   }
   log_info("initialised the parameters from " + path);
 }

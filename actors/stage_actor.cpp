@@ -7,6 +7,7 @@
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
 #include "core/log.hpp"
+#include "core/model/error_text.hpp"
 #include "core/schedule/plan.hpp"
 
 namespace actorpipe {
@@ -195,7 +196,7 @@ void stage::on_replan(const msg::replan& p) {
       const plan rebuilt = parse_plan(p.plan_text, "plan rebuilt on measured costs");
       policy_ = make_static_policy(rebuilt, pipeline_rank_, ctx_->options.fill_weight_grads);
     } catch (const std::exception& e) {
-      self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ": the rebuilt plan: " + e.what()});
+      self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ": the rebuilt plan: " + error_text(e)});
       return;
     }
     // The next input enters its step with the new policy reset. An eval round under way keeps

@@ -14,6 +14,7 @@
 
 #include "actors/supervisor.hpp"
 #include "core/log.hpp"
+#include "core/model/error_text.hpp"
 #include "core/signal_name.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/plan_choice.hpp"
@@ -343,7 +344,7 @@ bool supervisor::replan(int measured, double measured_bubble) {
   try {
     r = rebuild_plan(*ctx_, costs, running_plan_, steps, measured + 1, measured_bubble);
   } catch (const std::exception& e) {
-    stop(std::string("rebuilding the plan on the measured costs failed: ") + e.what());
+    stop(std::string("rebuilding the plan on the measured costs failed: ") + error_text(e));
     return false;
   }
   const bool changed = r.use != running_plan_;

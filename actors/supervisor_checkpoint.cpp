@@ -7,6 +7,7 @@
 
 #include "actors/supervisor.hpp"
 #include "core/log.hpp"
+#include "core/model/error_text.hpp"
 
 namespace actorpipe::detail {
 namespace {
@@ -51,7 +52,7 @@ void supervisor::start_save(int done, double due_at) {
   try {
     checkpoint_writer make_dir(ctx_->options.save_dir, done, save_->partial);  // creates the partial directory
   } catch (const std::exception& e) {
-    stop(std::string("checkpoint at step ") + std::to_string(done) + ": " + e.what());
+    stop(std::string("checkpoint at step ") + std::to_string(done) + ": " + error_text(e));
     return;
   }
   const std::string path = ctx_->options.save_dir + "/" + save_->partial;
@@ -90,7 +91,7 @@ void supervisor::on_state_written(const msg::state_written& w) {
       ctx_->result->checkpoints.push_back(r);
     }
   } catch (const std::exception& e) {
-    stop("checkpoint at step " + std::to_string(save_->step) + ": " + e.what());
+    stop("checkpoint at step " + std::to_string(save_->step) + ": " + error_text(e));
     return;
   }
   save_.reset();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "actors/supervisor.hpp"
+#include "core/model/error_text.hpp"
 
 namespace actorpipe::detail {
 
@@ -64,7 +65,7 @@ void supervisor::finish_eval() {
   try {
     r = summarize_eval(*ctx_->model, done, eval_->pieces);
   } catch (const std::exception& e) {
-    stop("the evaluation after step " + std::to_string(done) + ": " + e.what());
+    stop("the evaluation after step " + std::to_string(done) + ": " + error_text(e));
     return;
   }
   r.seconds = ctx_->now() - eval_->started;

@@ -20,6 +20,7 @@
 #include "core/schedule/schedule_registry.hpp"
 #ifdef ACTORPIPE_WITH_TORCH
 #include "apps/train_command.hpp"
+#include "core/model/error_text.hpp"
 #endif
 
 namespace actorpipe {
@@ -467,7 +468,11 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
     if (launch.command->parsed()) return run_launch_cli(app, launch, argv[0], err, logging);
     if (simulate.command->parsed()) return run_simulate_cli(simulate, out);
   } catch (const std::exception& e) {
+#ifdef ACTORPIPE_WITH_TORCH
+    std::string what = error_text(e);  // a LibTorch error without its C++ backtrace
+#else
     std::string what = e.what();
+#endif
     std::replace(what.begin(), what.end(), '\n', ' ');  // one line, whatever the source
     const char* command = simulate.command->parsed() ? "simulate" : launch.command->parsed() ? "launch" : "train";
     const std::string line = std::string("actorpipe ") + command + ": error: " + what;

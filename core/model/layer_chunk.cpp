@@ -16,6 +16,7 @@
 
 #include <torch/csrc/autograd/function_hook.h>
 
+#include "core/model/error_text.hpp"
 #include "core/model/layer_model.hpp"
 #include "core/model/split_backward.hpp"
 #include "core/model/split_linear.hpp"
@@ -29,11 +30,6 @@ std::string describe(const at::Tensor& t) {
   std::ostringstream os;
   os << c10::toString(t.scalar_type()) << " " << t.sizes();
   return os.str();
-}
-
-std::string error_text(const std::exception& e) {
-  if (auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
-  return e.what();
 }
 
 // Building modules seeds torch's global generator first: one build at a time.

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "actors/pipeline_runtime.hpp"
+#include "core/model/error_text.hpp"
 #include "core/model/layer_chunk.hpp"
 #include "core/model/layer_model.hpp"
 #include "core/model/tensor_box_torch.hpp"
@@ -121,5 +122,45 @@ CATCH_TEST_CASE("the GPT through the model API trains bit-identically to its pre
       CATCH_CHECK(torch::equal(a.at(name), t));
     }
     if (chunks == 1) CATCH_CHECK(now.split == "0: embed .. blocks.1 (3 layers) | 1: blocks.2 .. lm_head (4 layers)");
+  }
+}
+
+// LibTorch's errors carry ~40 frames of C++ backtrace in what(); a failing job reports the
+// message alone, as one line (the feeder's data, a layer's forward).
+CATCH_TEST_CASE("a LibTorch error from the user's code stops the job with its message, not its backtrace",
+                "[actors][runtime][model_api][errors]") {
+  static const bool registered = [] {
+    register_model(
+        "test-mlp-bad-data",
+        [](const train_options& o) {
+          model_definition m = testing::mlp_model(o);
+          m.data = [good = m.data](std::uint64_t step, int index) {
+            TORCH_CHECK(index < 2, "the data source ran dry at microbatch ", index);
+            return good(step, index);
+          };
+          return m;
+        },
+        "the tests' MLP, its data failing at microbatch 2");
+    return true;
+  }();
+  (void)registered;
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-bad-data";
+  std::string message;
+  try {
+    run_pipeline(o);
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  CATCH_CHECK_THAT(message, Contains("feeder: the data source ran dry at microbatch 2"));
+  CATCH_CHECK_THAT(message, !Contains("frame #") && !Contains("Exception raised from"));
+
+  // The same error as LibTorch throws it has the backtrace that error_text leaves out.
+  try {
+    TORCH_CHECK(false, "the data source ran dry");
+  } catch (const std::exception& e) {
+    CATCH_CHECK_THAT(std::string(e.what()), Contains("Exception raised from"));
+    CATCH_CHECK(error_text(e) == "the data source ran dry");
+    CATCH_CHECK(error_text(std::runtime_error("plain")) == "plain");
   }
 }
