@@ -23,6 +23,7 @@
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
+#include "core/checkpoint/run_meta.hpp"
 #include "core/log.hpp"
 #include "core/model/error_text.hpp"
 #include "core/model/safetensors.hpp"
@@ -278,6 +279,16 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
   result.resumed_from = c.path;
   result.refused = c.refused;
   log_info("resuming from " + c.path + " after step " + std::to_string(c.manifest.step));
+  // Process 0 says once what this run changes of the checkpoint's: a changed seed or batch
+  // is easily a slip, and then the steps from here are not those of the run it continues.
+  const std::vector<std::string> changes = resume_changes(c.manifest.meta, o);
+  if (ctx.result && !changes.empty()) {
+    std::string list;
+    for (const auto& change : changes) list += (list.empty() ? "" : ", ") + change;
+    log_warn("--resume " + c.path + " continues a run with other settings: " + list + "; steps " +
+             std::to_string(c.manifest.step + 1) + ".." + std::to_string(o.steps) +
+             " train as this run's settings say, not as the interrupted run would have");
+  }
 }
 
 // --init-from: weights by global name into every local runner (fine-tuning); the optimizer

@@ -6,41 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/supervisor.hpp"
+#include "core/checkpoint/run_meta.hpp"
 #include "core/log.hpp"
 #include "core/model/error_text.hpp"
 
 namespace actorpipe::detail {
-namespace {
-
-// What a checkpoint says of the job beside the tensors: the step (the learning rate's
-// position and the data's, both functions of it), the job's shape and optimizer settings.
-// Nothing random runs after initialisation, so there is no RNG state to keep.
-nlohmann::json checkpoint_meta(const run_context& ctx, int step) {
-  const auto& o = ctx.options;
-  return {{"step", step},
-          {"steps", o.steps},
-          {"model", o.model_name},
-          {"gpt", {{"vocab", o.model.vocab}, {"seq_len", o.model.seq_len}, {"hidden", o.model.hidden},
-                   {"heads", o.model.heads}, {"layers", o.model.layers}, {"seed", o.model.seed}}},
-          {"schedule", o.schedule},
-          {"stages", o.stages},
-          {"chunks", o.chunks},
-          {"dp", o.dp},
-          {"zero_stage", o.zero_stage},
-          {"microbatches", o.microbatches},
-          {"microbatch_size", o.microbatch_size},
-          {"lr", o.lr},
-          {"warmup_steps", o.warmup_steps},
-          {"min_lr_ratio", o.min_lr_ratio},
-          {"grad_clip", o.grad_clip},
-          {"weight_decay", o.weight_decay},
-          {"data", o.data},
-          {"data_file", o.data_file},
-          {"data_seed", o.data_seed},
-          {"rng", "none: the data and the initial parameters are functions of the seeds and the step"}};
-}
-
-}  // namespace
 
 void supervisor::start_save(int done, double due_at) {
   save_.emplace();
@@ -78,7 +48,7 @@ void supervisor::on_state_written(const msg::state_written& w) {
   try {
     checkpoint_writer writer(o.save_dir, save_->step, save_->partial);
     for (const auto& f : save_->files) writer.add_file(f);
-    const std::string path = writer.commit(checkpoint_meta(*ctx_, save_->step));
+    const std::string path = writer.commit(checkpoint_meta(ctx_->options, save_->step));
     prune_checkpoints(o.save_dir, o.keep_last);
     log_info("saved checkpoint " + path);
     if (ctx_->result) {

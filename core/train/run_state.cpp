@@ -131,6 +131,9 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   }
   std::sort(missing.begin(), missing.end());
   missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  // A tied parameter is held by its owner and its copies: listed once.
+  std::sort(mismatched.begin(), mismatched.end());
+  mismatched.erase(std::unique(mismatched.begin(), mismatched.end()), mismatched.end());
   if (missing.empty() && mismatched.empty()) return;
   std::string why;
   if (!missing.empty()) why += std::to_string(missing.size()) + " missing: " + list(missing);

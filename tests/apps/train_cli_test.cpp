@@ -2,6 +2,7 @@
 // Python's safetensors where it is installed), the reference mode and the error contract.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -237,9 +238,38 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   } else {
     CATCH_WARN("python3 with safetensors not found: skipped reading the checkpoint from Python");
   }
-  auto again = cli(with({"train", "--steps", "6", "--resume", dir, "--save-final", resumed}, tiny));
+  // What a resumed run changes of the saved run's settings is one warning in the log.
+  const std::string log = temp_path(".resume.log");
+  auto warnings = [&log] {
+    std::ifstream f(log);
+    std::vector<std::string> found;
+    for (std::string line; std::getline(f, line);)
+      if (line.find(" warning: ") != std::string::npos) found.push_back(line.substr(line.find(" warning: ") + 10));
+    std::remove(log.c_str());
+    return found;
+  };
+  auto again = cli(with({"train", "--steps", "6", "--resume", dir, "--save-final", resumed, "--log-file", log}, tiny));
   CATCH_REQUIRE(again.code == 0);
   CATCH_CHECK_THAT(again.out, Contains("resumed from " + dir + "/step-00000004 (steps 5..6 ran here)"));
+  // Going on past the saved run's last step changes its learning rate's schedule.
+  CATCH_CHECK(warnings() == std::vector<std::string>{"--resume " + dir + "/step-00000004 continues a run with other "
+                                                     "settings: steps 4 -> 6; steps 5..6 train as this run's settings "
+                                                     "say, not as the interrupted run would have"});
+  // Another seed (so other data) and a smaller batch are named; the same batch split otherwise
+  // trains the same numbers and is not.
+  const std::vector<std::string> tiny_model(tiny.begin(), tiny.begin() + 10);  // without the batch flags
+  auto other = cli(with({"train", "--steps", "5", "--resume", dir, "--seed", "7", "-M", "2", "-B", "3", "--log-file", log},
+                        tiny_model));
+  CATCH_REQUIRE(other.code == 0);
+  auto said = warnings();
+  CATCH_REQUIRE(said.size() == 1);
+  CATCH_CHECK_THAT(said[0], Contains("continues a run with other settings: data_seed 1234 -> 7, global batch 8 -> 6 "
+                                     "sequences (microbatches x microbatch_size x dp), steps 4 -> 5; steps 5..5"));
+  auto split = cli(with({"train", "--steps", "5", "--resume", dir, "-M", "2", "-B", "4", "--log-file", log}, tiny_model));
+  CATCH_REQUIRE(split.code == 0);
+  said = warnings();
+  CATCH_REQUIRE(said.size() == 1);
+  CATCH_CHECK_THAT(said[0], Contains("other settings: steps 4 -> 5;"));
   std::filesystem::remove_all(dir);
   std::remove(straight.c_str());
   std::remove(resumed.c_str());
@@ -261,6 +291,12 @@ CATCH_TEST_CASE("train --init-from starts from saved weights, and a model they d
   CATCH_CHECK(wrong.code != 0);
   CATCH_CHECK_THAT(wrong.err, Contains("--init-from " + weights + ": the parameters do not fit the model:"));
   CATCH_CHECK_THAT(wrong.err, Contains("of another shape: "));
+  // Another vocabulary: the tied embedding, held by the first stage and copied on the last, is
+  // named once.
+  auto vocab = cli({"train", "--steps", "1", "--init-from", weights, "--layers", "4", "--hidden", "32", "--heads", "2",
+                    "--seq-len", "16", "--vocab", "128", "--microbatches", "4", "--microbatch-size", "2"});
+  CATCH_CHECK(vocab.err == "actorpipe train: error: --init-from " + weights + ": the parameters do not fit the model: " +
+                               "1 of another shape: tok_emb.weight (has [128, 32], given [64, 32])\n");
   auto both = cli(with({"train", "--steps", "1", "--init-from", weights, "--resume", "/tmp"}, tiny));
   CATCH_CHECK_THAT(both.err, Contains("give --init-from (weights only) or --resume (the whole state), not both"));
   std::remove(weights.c_str());

@@ -1,0 +1,75 @@
+// Checkpoint metadata: written with every checkpoint, compared on --resume.
+#include "core/checkpoint/run_meta.hpp"
+
+#include <cstdint>
+
+#include "core/number_text.hpp"
+
+namespace actorpipe {
+namespace {
+
+std::string shown(const nlohmann::json& v) {
+  if (v.is_string()) return "'" + v.get<std::string>() + "'";
+  if (v.is_number_float()) return number_text(v.get<double>());
+  return v.dump();
+}
+
+}  // namespace
+
+nlohmann::json checkpoint_meta(const train_options& o, int step) {
+  return {{"step", step},
+          {"steps", o.steps},
+          {"model", o.model_name},
+          {"gpt", {{"vocab", o.model.vocab}, {"seq_len", o.model.seq_len}, {"hidden", o.model.hidden},
+                   {"heads", o.model.heads}, {"layers", o.model.layers}, {"seed", o.model.seed}}},
+          {"schedule", o.schedule},
+          {"stages", o.stages},
+          {"chunks", o.chunks},
+          {"dp", o.dp},
+          {"zero_stage", o.zero_stage},
+          {"microbatches", o.microbatches},
+          {"microbatch_size", o.microbatch_size},
+          {"lr", o.lr},
+          {"warmup_steps", o.warmup_steps},
+          {"min_lr_ratio", o.min_lr_ratio},
+          {"grad_clip", o.grad_clip},
+          {"weight_decay", o.weight_decay},
+          {"data", o.data},
+          {"data_file", o.data_file},
+          {"data_seed", o.data_seed},
+          {"rng", "none: the data and the initial parameters are functions of the seeds and the step"}};
+}
+
+std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_options& o) {
+  std::vector<std::string> out;
+  if (!meta.is_object()) return out;
+  auto compare = [&](const char* key, const nlohmann::json& now) {
+    auto it = meta.find(key);
+    if (it == meta.end() || *it == now) return;
+    // Numbers compare by value whatever JSON type they were written as (1 against 1.0).
+    if (it->is_number() && now.is_number() && it->get<double>() == now.get<double>()) return;
+    out.push_back(std::string(key) + " " + shown(*it) + " -> " + shown(now));
+  };
+  compare("data", o.data);
+  if (o.data == "file" || meta.value("data", std::string()) == "file") compare("data_file", o.data_file);
+  compare("data_seed", o.data_seed);
+  // The global batch: microbatches of microbatch_size on each of dp replicas.
+  const auto mb = meta.find("microbatches"), size = meta.find("microbatch_size"), dp = meta.find("dp");
+  if (mb != meta.end() && size != meta.end() && dp != meta.end() && mb->is_number_integer() &&
+      size->is_number_integer() && dp->is_number_integer()) {
+    const std::int64_t before = mb->get<std::int64_t>() * size->get<std::int64_t>() * dp->get<std::int64_t>();
+    const std::int64_t now = static_cast<std::int64_t>(o.microbatches) * o.microbatch_size * o.dp;
+    if (before != now)
+      out.push_back("global batch " + std::to_string(before) + " -> " + std::to_string(now) +
+                    " sequences (microbatches x microbatch_size x dp)");
+  }
+  compare("lr", o.lr);
+  compare("warmup_steps", o.warmup_steps);
+  compare("min_lr_ratio", o.min_lr_ratio);
+  compare("steps", o.steps);
+  compare("grad_clip", o.grad_clip);
+  compare("weight_decay", o.weight_decay);
+  return out;
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,28 @@
+// What a checkpoint records of the run beside its tensors (manifest.json's "meta"), and what a
+// resumed run changes of it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/train/train_options.hpp"
+
+namespace actorpipe {
+
+// The step (the learning rate's position and the data's, both functions of it), the job's
+// shape, the optimizer's settings and the data's. Nothing random runs after initialisation, so
+// there is no RNG state to keep.
+nlohmann::json checkpoint_meta(const train_options& options, int step);
+
+// The settings of `options` that make a run resumed from a checkpoint with `meta` train other
+// steps than the uninterrupted run would have: the data (data, data_file, data_seed), the
+// global batch (microbatches x microbatch_size x dp), the learning rate's schedule (lr,
+// warmup_steps, min_lr_ratio, steps) and the update (grad_clip, weight_decay). One entry per
+// change, "data_seed 1234 -> 5"; a key the checkpoint lacks is skipped. The layout (schedule,
+// stages, chunks, the split of the batch into microbatches) trains the same numbers and is
+// not listed; the model's shape is checked by the tensors themselves.
+std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_options& options);
+
+}  // namespace actorpipe

@@ -1,0 +1,60 @@
+// A checkpoint's metadata and what a resumed run changes of it.
+#include "core/checkpoint/run_meta.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace actorpipe;
+
+CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps differ", "[checkpoint][resume]") {
+  train_options saved;
+  saved.steps = 10;
+  saved.microbatches = 4;
+  saved.microbatch_size = 2;
+  const nlohmann::json meta = checkpoint_meta(saved, 6);
+  CATCH_CHECK(meta["step"] == 6);
+  CATCH_CHECK(meta["data_seed"] == saved.data_seed);
+
+  // The same settings, and another layout of them (schedule, stages, chunks, the batch split
+  // into microbatches otherwise, dp with the batch kept): nothing.
+  train_options o = saved;
+  CATCH_CHECK(resume_changes(meta, o).empty());
+  o.schedule = "zbv";
+  o.stages = 4;
+  o.chunks = 2;
+  o.microbatches = 2;
+  o.microbatch_size = 4;
+  CATCH_CHECK(resume_changes(meta, o).empty());
+  o.dp = 2;
+  o.microbatches = 1;
+  CATCH_CHECK(resume_changes(meta, o).empty());
+
+  o = saved;
+  o.data_seed = 7;
+  o.microbatch_size = 3;
+  o.lr = 1e-2;
+  o.steps = 20;
+  o.weight_decay = 0;
+  CATCH_CHECK(resume_changes(meta, o) ==
+              std::vector<std::string>{"data_seed 1234 -> 7",
+                                       "global batch 8 -> 12 sequences (microbatches x microbatch_size x dp)",
+                                       "lr 0.0003 -> 0.01", "steps 10 -> 20", "weight_decay 0.1 -> 0"});
+  o = saved;
+  o.data = "file";
+  o.data_file = "tokens.bin";
+  o.warmup_steps = 3;
+  o.min_lr_ratio = 0.5;
+  o.grad_clip = 0;
+  CATCH_CHECK(resume_changes(meta, o) ==
+              std::vector<std::string>{"data 'synthetic' -> 'file'", "data_file '' -> 'tokens.bin'", "warmup_steps 0 -> 3",
+                                       "min_lr_ratio 0.1 -> 0.5", "grad_clip 1 -> 0"});
+
+  // A checkpoint written before a key existed: that key is not compared.
+  nlohmann::json older = meta;
+  older.erase("data_seed");
+  older.erase("dp");
+  o = saved;
+  o.data_seed = 7;
+  o.microbatch_size = 3;
+  CATCH_CHECK(resume_changes(older, o).empty());
+  CATCH_CHECK(resume_changes(nlohmann::json(), o).empty());
+}
