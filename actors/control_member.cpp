@@ -37,6 +37,8 @@ class member final : public control_role {
   void start() {
     deadline_ = std::chrono::steady_clock::now() +
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(o_.join_timeout_s));
+    log_debug("joining the job of process 0 at " + master() + " (retrying for up to " + join_timeout_text() +
+              " s, --join-timeout)");
     try_connect();
     self_->delayed_send(self_, seconds_span(o_.join_timeout_s), msg::member_join_deadline{});
   }

@@ -31,6 +31,7 @@
 #include "core/model/compute_threads.hpp"
 #include "core/process_layout.hpp"
 #include "core/schedule/schedule_registry.hpp"
+#include "core/signal_name.hpp"
 #include "core/train/run_setup.hpp"
 #include "transport/transport_factory.hpp"
 
@@ -349,8 +350,22 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
   caf::actor control = spawn_control_plane(sys, c, ctx->data->address(), self);
   msg::cluster_ready ready;
   self->monitor(control);
-  self->receive([&](msg::cluster_ready& r) { ready = std::move(r); },
-                [&](const caf::down_msg& d) { ready.error = "the control plane stopped: " + sys.render(d.reason); });
+  // Until the job forms (up to --join-timeout), a stop signal ends the wait: no step is in
+  // flight, so there is nothing to finish or save.
+  const std::atomic<int>* stop = ctx->options.stop_signal;
+  for (bool done = false; !done;) {
+    self->receive([&](msg::cluster_ready& r) { ready = std::move(r), done = true; },
+                  [&](const caf::down_msg& d) {
+                    ready.error = "the control plane stopped: " + sys.render(d.reason);
+                    done = true;
+                  },
+                  caf::after(std::chrono::milliseconds(100)) >> [&] {
+                    if (const int sig = stop ? stop->load() : 0; sig != 0) {
+                      ready.error = signal_name(sig) + " before every process had joined the job: nothing was trained";
+                      done = true;
+                    }
+                  });
+  }
   if (!ready.error.empty()) {
     caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
     throw std::runtime_error(ready.error);

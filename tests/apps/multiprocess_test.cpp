@@ -701,3 +701,27 @@ CATCH_TEST_CASE("Ctrl-C to launch stops a 2-process job after a step, with a che
   CATCH_CHECK(text.find("was killed") == std::string::npos);  // both ended on their own, before any SIGKILL
   CATCH_CHECK(actorpipe::find_resume_checkpoint(dir).path == step_dir(dir, n));
 }
+
+CATCH_TEST_CASE("a signal while the job forms ends a process at once, the hub and a member alike",
+                "[multiprocess][signal]") {
+  // Neither finds its peer (each is alone, with a 60 s --join-timeout); a stop ends the wait.
+  for (int process : {0, 1}) {
+    CATCH_INFO("process " << process);
+    const std::string log = temp_path(".join-stop.log");
+    auto args = job("1f1b", 1, 2, "");
+    args.insert(args.end(), {"--log-level", "debug"});
+    const pid_t pid = start_process(bin, args, worker_env(process, 2, free_port()), log);
+    const std::string waiting = process == 0 ? "listening on 127.0.0.1:" : "joining the job of process 0 at 127.0.0.1:";
+    CATCH_REQUIRE(wait_for([&] { return read_text(log).find(waiting) != std::string::npos; }, 60));
+    const auto t0 = std::chrono::steady_clock::now();
+    kill(pid, SIGTERM);
+    const int code = wait_process(pid, 30);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string text = read_text(log);
+    CATCH_INFO(text);
+    CATCH_CHECK(code == 2);
+    CATCH_CHECK_THAT(text, Contains("error: SIGTERM before every process had joined the job: nothing was trained"));
+    CATCH_CHECK(took < 10);  // not the 60 s --join-timeout
+  }
+}
+
