@@ -157,7 +157,7 @@ class member final : public control_role {
     ready_ = true;
     log_info("joined the job of process 0 at " + master() + " as process " + std::to_string(o_.process) + " (" +
              ranks_label(o_.process) + ")");
-    self_->send(owner_, msg::cluster_ready{std::move(w.addresses), w.clock, ""});
+    self_->send(owner_, msg::cluster_ready{std::move(w.addresses), w.clock, "", w.epoch_ns, std::move(w.boot_id)});
   }
 
   // The hub sent something malformed: hang up and end this process's run.

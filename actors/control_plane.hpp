@@ -28,6 +28,10 @@ namespace actorpipe {
 struct cluster_options : job_place {
   std::string fingerprint;                // the job's options as text: must match process 0's
   std::vector<int> process_of_rank;       // per pipeline rank (ranks_per_process resolved)
+  // Process 0: its run clock's zero as steady_clock nanoseconds, and its host's boot id (""
+  // where unreadable), so a process on the same host aligns its clock exactly.
+  std::int64_t epoch_ns = 0;
+  std::string boot_id;
   std::function<double()> clock;          // seconds on the run's clock (process 0's is shared)
 };
 
@@ -44,6 +48,8 @@ struct cluster_ready {
   std::vector<std::vector<std::uint8_t>> addresses;
   double clock = 0;  // process 0's run clock when it sent the welcome (seconds)
   std::string error;
+  std::int64_t epoch_ns = 0;  // process 0's run clock's zero, steady_clock nanoseconds on its host
+  std::string boot_id;        // process 0's host's boot id
 };
 // Runtime -> control plane: where envelopes for this process go (held until this arrives).
 struct set_targets {
@@ -73,6 +79,8 @@ struct join {
 struct welcome {
   std::vector<std::vector<std::uint8_t>> addresses;
   double clock = 0;
+  std::int64_t epoch_ns = 0;
+  std::string boot_id;
 };
 
 template <class Inspector>
@@ -82,7 +90,7 @@ typename Inspector::result_type inspect(Inspector& f, join& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, welcome& x) {
   double_bits clock{&x.clock};
-  return f(caf::meta::type_name("welcome"), x.addresses, clock);
+  return f(caf::meta::type_name("welcome"), x.addresses, clock, x.epoch_ns, x.boot_id);
 }
 
 }  // namespace msg

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -337,6 +338,30 @@ void configure_actor_system(caf::actor_system_config& cfg, bool multi) {
   if (multi) cfg.load<caf::io::middleman>();
 }
 
+// The host's boot id: steady_clock (CLOCK_MONOTONIC) is one clock for every process that
+// shares it. "" where unreadable.
+std::string host_boot_id() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(f, id);
+  return id;
+}
+
+// A process's run clock: process 0's. On process 0's host, its zero itself (steady_clock is
+// shared there). Elsewhere, process 0's clock as its welcome said, taken when the welcome
+// came: behind by the welcome's trip (0.1-1 ms between two processes of one host), so the
+// actions of a step would seem to start before it. The exact zero is kept only while it
+// agrees with the welcome's within a second (a container's own time namespace shifts
+// CLOCK_MONOTONIC under the same boot id).
+std::chrono::steady_clock::time_point aligned_epoch(const msg::cluster_ready& ready, const std::string& own_boot_id) {
+  using clock = std::chrono::steady_clock;
+  const clock::time_point estimate =
+      clock::now() - std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(ready.clock));
+  if (own_boot_id.empty() || ready.boot_id != own_boot_id) return estimate;
+  const clock::time_point exact{std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(ready.epoch_ns))};
+  return std::chrono::abs(exact - estimate) < std::chrono::seconds(1) ? exact : estimate;
+}
+
 // A multi-process job forms first: process 0 admits every other process, the transport
 // addresses are exchanged, and the run's clock is aligned with process 0's. Returns the
 // control plane; throws std::runtime_error when the job cannot form.
@@ -347,6 +372,8 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
   c.fingerprint = job_fingerprint(ctx->options, place);
   c.process_of_rank = ctx->process_of_rank;
   c.clock = [ctx] { return ctx->now(); };
+  c.epoch_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ctx->epoch.time_since_epoch()).count();
+  c.boot_id = host_boot_id();
   caf::actor control = spawn_control_plane(sys, c, ctx->data->address(), self);
   msg::cluster_ready ready;
   self->monitor(control);
@@ -370,12 +397,10 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
     caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
     throw std::runtime_error(ready.error);
   }
+  if (place.process != 0) ctx->epoch = aligned_epoch(ready, c.boot_id);
   ctx->data->connect(ready.addresses);
   log_debug("data plane (" + ctx->data->name() + ") connected to the other " + std::to_string(place.processes - 1) +
             (place.processes == 2 ? " process" : " processes"));
-  if (place.process != 0)
-    ctx->epoch = std::chrono::steady_clock::now() -
-                std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(ready.clock));
   return control;
 }
 

@@ -559,6 +559,38 @@ CATCH_TEST_CASE("a diverging multi-process run stops with the reason instead of 
   CATCH_CHECK(read_text(log).find("training diverged (try a lower --lr or --grad-clip)") != std::string::npos);
 }
 
+// The ranks of every process time their actions on process 0's clock: in the merged trace no
+// action starts before the input it waits for left the other process. (A member's clock once
+// ran 0.1-3 ms behind, so that F2.0 seemed to start before F1.0 had ended.)
+CATCH_TEST_CASE("a 2-process trace keeps cause before effect across the processes", "[multiprocess][trace]") {
+  const std::string trace = temp_path(".mp.trace.json"), log = temp_path(".mp.trace.log");
+  auto train = job("1f1b", 1, 3, "");  // 4 ranks: 0-1 in process 0, 2-3 in process 1
+  train.insert(train.end(), {"--trace", trace});
+  const int code = wait_process(start_process(bin, launched(2, train), {{"UCX_TLS", "tcp,self"}}, log), 120);
+  CATCH_INFO(read_text(log));
+  CATCH_REQUIRE(code == 0);
+  std::ifstream t(trace);
+  const auto tj = nlohmann::json::parse(t);
+  std::map<std::string, nlohmann::json> by_name;  // "F1.3" -> its event (the last step's)
+  for (const auto& e : tj["traceEvents"])
+    if (e["ph"] == "X") by_name[e["name"].get<std::string>()] = e;
+  int checked = 0;
+  for (int m = 0; m < 8; ++m) {
+    CATCH_CAPTURE(m);
+    const std::string mb = std::to_string(m);
+    CATCH_REQUIRE((by_name.count("F1." + mb) && by_name.count("F2." + mb) && by_name.count("B1." + mb) &&
+                   by_name.count("B2." + mb)));
+    const auto &f1 = by_name["F1." + mb], &f2 = by_name["F2." + mb], &b1 = by_name["B1." + mb], &b2 = by_name["B2." + mb];
+    // Forward: rank 2 (process 1) starts after rank 1 (process 0) ended its F.
+    CATCH_CHECK(f2["ts"].get<double>() >= f1["ts"].get<double>() + f1["dur"].get<double>());
+    // Backward: rank 1 (process 0) starts after rank 2 (process 1) sent its input gradient.
+    CATCH_CHECK(b1["ts"].get<double>() >= b2["args"]["input_grad_sent_at"].get<double>());
+    ++checked;
+  }
+  CATCH_CHECK(checked == 8);
+  std::remove(trace.c_str());
+}
+
 CATCH_TEST_CASE("every line of a launched job says its process, log lines its ranks too", "[multiprocess][log]") {
   const std::string log = temp_path(".prefix.log"), file = temp_path(".prefix.file.log");
   std::vector<std::string> args = {"launch", "--nproc-per-node", "2", "--master-port", std::to_string(free_port()),
