@@ -6,6 +6,7 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -56,6 +57,15 @@ void validate(const launch_options& o) {
   if (static_cast<long long>(o.nnodes) * o.nproc_per_node > INT_MAX)
     throw std::invalid_argument("--nnodes=" + std::to_string(o.nnodes) + " x --nproc-per-node=" +
                                 std::to_string(o.nproc_per_node) + " is more processes than a job can have");
+  // Each process's stdout and stderr come through a pipe: 4 descriptors while the processes
+  // start, 2 after. Past the limit the pipes would fail at process ~limit/4, after a start.
+  struct rlimit files {};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY &&
+      4ULL * static_cast<unsigned long long>(o.nproc_per_node) + 32 > files.rlim_cur)
+    bad_value("--nproc-per-node", std::to_string(o.nproc_per_node),
+              "needs " + std::to_string(4ULL * o.nproc_per_node + 32) +
+                  " open files for the processes' output, more than this process may open (" +
+                  std::to_string(files.rlim_cur) + ", ulimit -n)");
   if (o.master_addr.empty()) throw std::invalid_argument("--master-addr must not be empty");
   if (o.master_port < 1 || o.master_port > 65535)
     bad_value("--master-port", std::to_string(o.master_port), "must be in 1..65535");

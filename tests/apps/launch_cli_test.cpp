@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -152,6 +153,20 @@ CATCH_TEST_CASE("launch: each bad request is one error line naming the flag, exi
     CATCH_CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   }
   CATCH_CHECK(cli(with({"--nproc-per-node", "0"})).err == "actorpipe launch: error: --nproc-per-node=0 must be >= 1\n");
+
+  // More processes than pipes for their output: refused before anything starts (under a soft
+  // limit of 256 open files, set here for this test alone).
+  struct rlimit before {};
+  CATCH_REQUIRE(getrlimit(RLIMIT_NOFILE, &before) == 0);
+  struct rlimit low = before;
+  low.rlim_cur = std::min<rlim_t>(256, before.rlim_max);
+  CATCH_REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  auto r = cli(with({"--nproc-per-node", "100"}));
+  CATCH_REQUIRE(setrlimit(RLIMIT_NOFILE, &before) == 0);
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK(r.out.empty());
+  CATCH_CHECK(r.err == "actorpipe launch: error: --nproc-per-node=100 needs 432 open files for the processes' output, more "
+                       "than this process may open (" + std::to_string(low.rlim_cur) + ", ulimit -n)\n");
 }
 
 CATCH_TEST_CASE("launch: several nodes need a job token from the environment, and a strong one",
