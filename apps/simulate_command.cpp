@@ -105,6 +105,12 @@ traced_costs read_costs_from(const std::string& path) {
   for (const auto& e : events) t.virtual_stages = std::max(t.virtual_stages, e.act.virtual_stage + 1);
   t.costs = median_costs(events, t.virtual_stages);
   t.actions = actions_in(events);
+  // Every virtual stage needs its F and its backward (B, or I and W) in the trace.
+  for (int v = 0; v < t.virtual_stages; ++v)
+    if (!(t.costs.forward[v] > 0) || !(t.costs.backward[v] > 0))
+      throw std::invalid_argument("--costs-from '" + path + "': virtual stage " + std::to_string(v) + " has " +
+                                  (t.costs.forward[v] > 0 ? "no backward time" : "no forward time") +
+                                  " (a trace of a whole step times every op on every virtual stage)");
   return t;
 }
 
@@ -120,8 +126,9 @@ void require_traced_stages(const simulate_options& opt, int traced, int stages, 
 void check_output_options(const simulate_options& opt) {
   if (opt.format != "text" && opt.format != "json")
     throw std::invalid_argument("--format must be text or json, got '" + opt.format + "'");
-  if (!std::isfinite(opt.send_latency) || opt.send_latency < 0)
-    throw std::invalid_argument("--latency must be a finite number >= 0, got " + number_text(opt.send_latency));
+  if (!std::isfinite(opt.send_latency) || opt.send_latency < 0 || opt.send_latency > max_cost)
+    throw std::invalid_argument("--latency must be a number in [0, " + number_text(max_cost) + "], got " +
+                                number_text(opt.send_latency));
   if (opt.width < 40) throw std::invalid_argument("--width must be >= 40, got " + std::to_string(opt.width));
 }
 
@@ -300,6 +307,9 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
     simulate_dynamic_policy(opt, name, costs, from_config, s);
   else
     simulate_plan(opt, costs, s);
+  if (!std::isfinite(s.r.makespan))
+    throw std::invalid_argument("the costs overflow: the simulated makespan is " + number_text(s.r.makespan) +
+                                " (give --cost and --latency small enough that a step's sum of them stays finite)");
 
   if (!opt.trace_path.empty()) write_file(opt.trace_path, "the Chrome trace", render_chrome_trace(s.r));
   if (!opt.svg_path.empty()) write_file(opt.svg_path, "the SVG timeline", render_svg_timeline(s.r));

@@ -2,6 +2,8 @@
 #include "core/schedule/plan.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -96,6 +98,22 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
+// `s` for a message: bytes outside printable ASCII as \xNN, cut after `limit` characters.
+std::string printable(const std::string& s, std::size_t limit = 80) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (out.size() >= limit) return out + "...";
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 plan parse_plan(const std::string& text, const std::string& name) {
@@ -115,12 +133,12 @@ plan parse_plan(const std::string& text, const std::string& name) {
     if (line.empty()) continue;
     auto colon = line.find(':');
     if (colon == std::string::npos)
-      throw fail("expected 'RANK: ACTION ...', got '" + line + "'");
+      throw fail("expected 'RANK: ACTION ...', got '" + printable(line) + "'");
     std::string rank_text = trim(line.substr(0, colon));
     int rank = -1;
     bool digits = !rank_text.empty() && rank_text.size() <= 6 &&
                   std::all_of(rank_text.begin(), rank_text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits) throw fail("rank '" + rank_text + "' is not a non-negative integer");
+    if (!digits) throw fail("rank '" + printable(rank_text) + "' is not a non-negative integer");
     rank = std::stoi(rank_text);
     if (line_of_rank.count(rank))
       throw fail("rank " + std::to_string(rank) + " is listed twice (first on line " +
@@ -134,7 +152,7 @@ plan parse_plan(const std::string& text, const std::string& name) {
       try {
         a = parse_action(tok);
       } catch (const std::invalid_argument& e) {
-        throw fail(e.what());
+        throw fail(printable(e.what(), std::string::npos));
       }
       auto it = owner.find(a.virtual_stage);
       if (it != owner.end() && it->second.first != rank)
@@ -171,11 +189,14 @@ plan parse_plan(const std::string& text, const std::string& name) {
   for (auto& [r, actions] : by_rank)
     for (auto& a : actions) max_mb = std::max(max_mb, a.microbatch);
   p.microbatches = max_mb + 1;
+  check_plan_size(name, ranks, p.place.chunks(), p.microbatches);
   for (auto& [r, actions] : by_rank) p.ranks.push_back(std::move(actions));
   return p;
 }
 
 plan load_plan_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw std::invalid_argument("schedule file '" + path + "' is a directory");
   std::ifstream f(path);
   if (!f) throw std::invalid_argument("cannot read schedule file '" + path + "'");
   std::ostringstream ss;

@@ -3,7 +3,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 #include <stdexcept>
+
+#include "core/schedule/plan.hpp"
 
 namespace actorpipe {
 
@@ -96,12 +100,22 @@ std::vector<timeline_event> read_chrome_trace(const std::string& json_text, cons
     for (const char* key : {"virtual_stage", "microbatch"})
       if (!args.contains(key) || !args[key].is_number_integer() || args[key].get<int>() < 0)
         throw bad(std::string("has no args.") + key + " >= 0");
+    // Within what a plan may hold (plan.hpp), so that nothing sized by them is absurd.
+    for (const char* key : {"virtual_stage", "microbatch"})
+      if (args[key].get<long long>() >= max_plan_forwards)
+        throw bad(std::string("has args.") + key + " " + args[key].dump() + ", past any plan (< " +
+                  std::to_string(max_plan_forwards) + ")");
+    if (!e["tid"].is_number_integer() || e["tid"].get<long long>() < 0 || e["tid"].get<long long>() >= max_plan_forwards)
+      throw bad("has tid " + e["tid"].dump() + ", not a rank");
+    const double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
+    if (!std::isfinite(ts) || std::abs(ts) > 1e100) throw bad("has ts " + e["ts"].dump() + ", not a time");
+    if (!std::isfinite(dur) || dur < 0 || dur > 1e100)
+      throw bad("has dur " + e["dur"].dump() + ", not a duration >= 0");
     t.rank = e["tid"].get<int>();
-    if (t.rank < 0) throw bad("has tid " + std::to_string(t.rank) + ", not a rank");
     t.act.virtual_stage = args["virtual_stage"].get<int>();
     t.act.microbatch = args["microbatch"].get<int>();
-    t.start = e["ts"].get<double>() / 1000.0;
-    t.end = t.start + e["dur"].get<double>() / 1000.0;
+    t.start = ts / 1000.0;
+    t.end = t.start + dur / 1000.0;
     if (args.contains("input_grad_sent_at") && args["input_grad_sent_at"].is_number())
       t.output_at = args["input_grad_sent_at"].get<double>() / 1000.0;
     t.continues = args.contains("continues") && args["continues"].is_boolean() && args["continues"].get<bool>();

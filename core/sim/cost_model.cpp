@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "core/number_text.hpp"
+
 namespace actorpipe {
 
 namespace {
@@ -65,8 +67,8 @@ cost_model parse_cost_spec(const std::string& spec) {
     if (parts[k].empty()) continue;
     char* end = nullptr;
     double x = std::strtod(parts[k].c_str(), &end);
-    if (end != parts[k].c_str() + parts[k].size() || !std::isfinite(x) || x < 0)
-      throw bad(std::string(names[k]) + " must be a finite number >= 0, got '" + parts[k] + "'");
+    if (end != parts[k].c_str() + parts[k].size() || !std::isfinite(x) || x < 0 || x > max_cost)
+      throw bad(std::string(names[k]) + " must be a number in [0, " + number_text(max_cost) + "], got '" + parts[k] + "'");
     v[k] = x;
     given[k] = true;
   }

@@ -30,8 +30,12 @@ struct cost_model {
   static cost_model uniform(double f, double b, double i, double w, double send_latency = 0.0);
 };
 
+// The largest cost (and send latency) a simulation takes: a step's sum of up to millions of
+// them stays finite (1e308 each made the makespan inf).
+constexpr double max_cost = 1e100;
+
 // Parses the --cost flag: "F,B,I,W" (e.g. "1,2,1,1"), "F,,I,W" (B defaults to I+W) or "F,B"
-// (no split backward given: I = W = B/2). Each value a finite number >= 0, F and B > 0.
+// (no split backward given: I = W = B/2). Each value a number in [0, max_cost], F and B > 0.
 // Throws std::invalid_argument naming the flag, the field and the text.
 cost_model parse_cost_spec(const std::string& spec);
 

@@ -146,6 +146,21 @@ CATCH_TEST_CASE("simulate --costs-from takes a trace's per-stage medians and cho
   CATCH_CHECK_THAT(both.err, Contains("--cost excludes --costs-from"));
   auto missing = cli({"simulate", "--costs-from", slow + ".missing"});
   CATCH_CHECK_THAT(missing.err, Contains("--costs-from: cannot read '" + slow + ".missing'"));
+  // A trace without virtual stage 1's backward (a partial or edited trace): one error naming it.
+  {
+    const plan p = make_schedule("1f1b", {2, 2, 1});
+    sim_result partial = simulate(p, cost_model::uniform(1, 2, 1, 1));
+    partial.events.erase(std::remove_if(partial.events.begin(), partial.events.end(),
+                                        [](const timeline_event& e) {
+                                          return e.act.virtual_stage == 1 && e.act.op == op_kind::backward;
+                                        }),
+                         partial.events.end());
+    std::ofstream(slow) << render_chrome_trace(partial);
+  }
+  auto holes = cli({"simulate", "--stages", "2", "--microbatches", "2", "--costs-from", slow});
+  CATCH_CHECK(holes.code == 2);
+  CATCH_CHECK_THAT(holes.err, Contains("--costs-from '" + slow + "': virtual stage 1 has no backward time (a trace of a "
+                                       "whole step times every op on every virtual stage)"));
   std::remove(slow.c_str());
 }
 
@@ -237,7 +252,9 @@ CATCH_TEST_CASE("bad requests exit non-zero with one clear line on stderr", "[ap
        "policy 'greedy': stages x chunks x microbatches = 4096 x 1 x 4096"},
       {{"simulate", "--cost", "1,2,3"}, "--cost '1,2,3': needs 2 or 4"},
       {{"simulate", "--format", "xml"}, "--format must be text or json, got 'xml'"},
-      {{"simulate", "--latency", "-1"}, "--latency must be a finite number >= 0"},
+      {{"simulate", "--latency", "-1"}, "--latency must be a number in [0, 1e+100], got -1"},
+      {{"simulate", "--latency", "1e200"}, "--latency must be a number in [0, 1e+100], got 1e+200"},
+      {{"simulate", "--cost", "1e308,1e308"}, "--cost '1e308,1e308': F must be a number in [0, 1e+100], got '1e308'"},
       {{"simulate", "--schedule-file", "/nonexistent.txt"}, "cannot read schedule file '/nonexistent.txt'"},
       {{"simulate", "--stages", "four"}, "--stages"},
       {{"simulate", "--schedule", "1f1b", "--schedule-file", "x"}, "excludes"},

@@ -77,4 +77,14 @@ CATCH_TEST_CASE("malformed plan text is rejected with the line and the reason", 
   CATCH_CHECK_THROWS_WITH(parse_plan("# nothing\n\n", "p.txt"), Contains("p.txt: no ranks listed"));
   CATCH_CHECK_THROWS_WITH(load_plan_file("/nonexistent/plan.txt"),
                           Contains("cannot read schedule file '/nonexistent/plan.txt'"));
+  CATCH_CHECK_THROWS_WITH(load_plan_file("/tmp"), "schedule file '/tmp' is a directory");
+  // A binary file's bytes are shown escaped, a long line cut.
+  CATCH_CHECK_THROWS_WITH(parse_plan(std::string("\x00\x01garbage\xff\n", 11), "p.bin"),
+                          "p.bin:1: expected 'RANK: ACTION ...', got '\\x00\\x01garbage\\xff'");
+  CATCH_CHECK_THROWS_WITH(parse_plan(std::string(200, 'a') + "\n", "p.txt"),
+                          "p.txt:1: expected 'RANK: ACTION ...', got '" + std::string(80, 'a') + "...'");
+  // A microbatch index no step could hold is refused before anything is sized by it.
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.99999999 B0.99999999\n", "p.txt"),
+                          "p.txt: stages x chunks x microbatches = 1 x 1 x 100000000 = 100000000 forward passes in one "
+                          "step, more than a plan may hold (1048576)");
 }
