@@ -32,6 +32,7 @@
 #include "core/launch_env.hpp"
 #include "core/number_text.hpp"
 #include "core/signal_name.hpp"
+#include "core/time_limits.hpp"
 
 extern char** environ;
 
@@ -69,12 +70,12 @@ void validate(const launch_options& o) {
   if (o.master_addr.empty()) throw std::invalid_argument("--master-addr must not be empty");
   if (o.master_port < 1 || o.master_port > 65535)
     bad_value("--master-port", std::to_string(o.master_port), "must be in 1..65535");
-  if (!std::isfinite(o.grace_s) || o.grace_s < 0)
-    bad_value("--grace", number_text(o.grace_s), "must be a finite number of seconds >= 0");
-  if (!std::isfinite(o.kill_after_s) || o.kill_after_s < 0)
-    bad_value("kill_after_s", number_text(o.kill_after_s), "must be a finite number of seconds >= 0");
-  if (!std::isfinite(o.stop_timeout_s) || o.stop_timeout_s < 0)
-    bad_value("--stop-timeout", number_text(o.stop_timeout_s), "must be a finite number of seconds >= 0");
+  if (!std::isfinite(o.grace_s) || o.grace_s < 0 || o.grace_s > max_timeout_s)
+    bad_value("--grace", number_text(o.grace_s), "must be a number of seconds in [0, " + number_text(max_timeout_s) + "]");
+  if (!std::isfinite(o.kill_after_s) || o.kill_after_s < 0 || o.kill_after_s > max_timeout_s)
+    bad_value("kill_after_s", number_text(o.kill_after_s), "must be a number of seconds in [0, " + number_text(max_timeout_s) + "]");
+  if (!std::isfinite(o.stop_timeout_s) || o.stop_timeout_s < 0 || o.stop_timeout_s > max_timeout_s)
+    bad_value("--stop-timeout", number_text(o.stop_timeout_s), "must be a number of seconds in [0, " + number_text(max_timeout_s) + "]");
   if (o.max_restarts < 0) bad_value("--max-restarts", std::to_string(o.max_restarts), "must be >= 0");
   if (o.command.empty())
     throw std::invalid_argument(

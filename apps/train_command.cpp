@@ -36,6 +36,7 @@
 #include "core/partition.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/chrome_trace.hpp"
+#include "core/time_limits.hpp"
 #include "core/train/evaluation.hpp"
 #include "core/train/reference_trainer.hpp"
 
@@ -207,7 +208,9 @@ job_place place_in_job(const train_cli_options& o, const train_options& t, const
                        std::vector<int>& layout) {
   job_place place = env;
   place.join_timeout_s = o.join_timeout_s;
-  if (!(o.join_timeout_s > 0)) throw std::invalid_argument("--join-timeout=" + fmt("%g", o.join_timeout_s) + " must be > 0");
+  if (!(o.join_timeout_s > 0 && o.join_timeout_s <= max_timeout_s))
+    throw std::invalid_argument("--join-timeout=" + fmt("%g", o.join_timeout_s) + " must be > 0 and at most " +
+                                fmt("%g", max_timeout_s) + " seconds");
   if (!o.ranks_per_process.empty()) place.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
   if (place.processes > 1) {
     set_log_prefix(process_prefix(place.process));  // its ranks follow once they are assigned
@@ -279,6 +282,15 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
       << (t.model_name == "gpt" ? " sequences of " + std::to_string(t.model.seq_len) + " tokens; " : " samples; ")
       << t.steps << " steps\n";
   for (auto& n : c.notes) out << "note: " << n << '\n';
+  // Intra-op threads past the CPUs take turns: each step gets slower, not faster.
+  const long long ranks_here = o.no_pipeline ? 1
+                               : place.processes > 1 ? std::count(layout.begin(), layout.end(), place.process)
+                                                     : static_cast<long long>(t.stages) * t.dp;
+  const unsigned cpus = std::thread::hardware_concurrency();
+  if (t.threads_per_stage > 1 && cpus > 0 && ranks_here * t.threads_per_stage > cpus)
+    out << "note: --threads-per-stage " << t.threads_per_stage << " x " << ranks_here
+        << (ranks_here == 1 ? " rank" : " ranks") << " in this process = " << ranks_here * t.threads_per_stage
+        << " compute threads on " << cpus << " CPUs: they take turns, so steps run slower, not faster\n";
   out.flush();
 }
 

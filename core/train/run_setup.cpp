@@ -19,6 +19,7 @@
 #include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/policy_simulator.hpp"
+#include "core/time_limits.hpp"
 
 namespace actorpipe {
 namespace {
@@ -39,7 +40,9 @@ void check_options(const train_options& o) {
   need(o.warmup_steps >= 0, "--warmup-steps must be >= 0: got " + std::to_string(o.warmup_steps));
   need(o.grad_clip >= 0, "--grad-clip must be >= 0 (0 = off): got " + number_text(o.grad_clip));
   need(o.weight_decay >= 0, "--weight-decay must be >= 0: got " + number_text(o.weight_decay));
-  need(o.step_timeout_s > 0, "--step-timeout must be > 0 seconds: got " + number_text(o.step_timeout_s));
+  need(o.step_timeout_s > 0 && o.step_timeout_s <= max_timeout_s,
+       "--step-timeout must be > 0 and at most " + number_text(max_timeout_s) + " seconds: got " +
+           number_text(o.step_timeout_s));
   need(o.greedy_budget >= 0, "--budget must be >= 0 (0 = stages - rank): got " + std::to_string(o.greedy_budget));
   need(o.data == "synthetic" || o.data == "file", "--data must be synthetic or a file: got '" + o.data + "'");
   need(o.dp >= 1, "--dp must be >= 1: got " + std::to_string(o.dp));

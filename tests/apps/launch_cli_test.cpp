@@ -129,8 +129,10 @@ CATCH_TEST_CASE("launch: each bad request is one error line naming the flag, exi
       {with({"--nproc-per-node", "2", "--node-rank", "-1"}), "--node-rank=-1 must be in [0, 1) for --nnodes=1"},
       {with({"--nproc-per-node", "2", "--master-port", "0"}), "--master-port=0 must be in 1..65535"},
       {with({"--nproc-per-node", "2", "--master-port", "65536"}), "--master-port=65536 must be in 1..65535"},
-      {with({"--nproc-per-node", "2", "--grace", "-1"}), "--grace=-1 must be a finite number of seconds >= 0"},
-      {with({"--nproc-per-node", "2", "--stop-timeout", "nan"}), "--stop-timeout=nan must be a finite number of seconds >= 0"},
+      {with({"--nproc-per-node", "2", "--grace", "-1"}), "--grace=-1 must be a number of seconds in [0, 1e+09]"},
+      {with({"--nproc-per-node", "2", "--stop-timeout", "nan"}), "--stop-timeout=nan must be a number of seconds in [0, 1e+09]"},
+      // A wait past ~292 years overflows the clock: no longer an instant timeout.
+      {with({"--nproc-per-node", "2", "--grace", "1e308"}), "--grace=1e+308 must be a number of seconds in [0, 1e+09]"},
       {{"launch", "--nproc-per-node", "2"},
        "missing the command to run: put it after --, e.g. actorpipe launch --nproc-per-node 2 -- train --stages 2"},
       {{"launch", "--nproc-per-node", "2", "--"},

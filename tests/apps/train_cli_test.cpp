@@ -9,6 +9,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -166,6 +167,21 @@ CATCH_TEST_CASE("train --no-pipeline is the reference and matches the pipeline",
   for (size_t i = 0; i < pa.size(); ++i) CATCH_CHECK(pa[i].first == pb[i].first);
   std::remove(a.c_str());
   std::remove(b.c_str());
+}
+
+CATCH_TEST_CASE("train notes intra-op threads past the CPUs, not one thread per rank", "[apps][train]") {
+  const unsigned cpus = std::thread::hardware_concurrency();
+  CATCH_REQUIRE(cpus > 0);
+  const std::string over = std::to_string(cpus + 1);
+  auto r = cli(with({"train", "--no-pipeline", "--steps", "1", "--threads-per-stage", over}, tiny));
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains("note: --threads-per-stage " + over + " x 1 rank in this process = " + over +
+                                   " compute threads on " + std::to_string(cpus) +
+                                   " CPUs: they take turns, so steps run slower, not faster"));
+  // One thread per rank is the default layout, whatever the rank count: no note.
+  auto one = cli(with({"train", "--stages", "4", "--steps", "1"}, tiny));
+  CATCH_REQUIRE(one.code == 0);
+  CATCH_CHECK(one.out.find("compute threads on") == std::string::npos);
 }
 
 CATCH_TEST_CASE("train reads a text file as bytes and a .bin file as uint16 tokens", "[apps][train]") {
@@ -340,6 +356,9 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--set", "precision=bf16"}, tiny), "precision=bf16 is not supported yet"},
       {with({"train", "--stages", "4", "--layers", "2"}, {"--hidden", "32", "--heads", "2"}), "layers=2 cannot be split"},
       {with({"train", "--threads-per-stage", "0"}, tiny), "--threads-per-stage must be >= 1: got 0"},
+      // 1e308 s overflowed the clock, and step 0 "did not finish within 1e+308 s" at once.
+      {with({"train", "--step-timeout", "1e308"}, tiny), "--step-timeout must be > 0 and at most 1e+09 seconds: got 1e+308"},
+      {with({"train", "--join-timeout", "1e308"}, tiny), "--join-timeout=1e+308 must be > 0 and at most 1e+09 seconds"},
       // A config's 0 means "derive it"; given as a flag it is refused, not read as the default.
       {with({"train", "--microbatches", "0"}, tiny_model), "--microbatches must be >= 1: got 0"},
       {with({"train", "-B", "0"}, tiny_model), "--microbatch-size must be >= 1: got 0"},
