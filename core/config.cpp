@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -270,6 +271,8 @@ job_config config_from_json(const nlohmann::json& j) {
 }
 
 job_config load_config_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail("config file '" + path + "' is a directory, not a JSON file");
   errno = 0;
   std::ifstream in(path);
   if (!in) {

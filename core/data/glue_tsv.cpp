@@ -3,6 +3,7 @@
 #include "core/data/glue_tsv.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -21,6 +22,8 @@ namespace {
 }
 
 std::ifstream open(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a TSV file");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path, "cannot be opened (missing or unreadable)");
   return f;

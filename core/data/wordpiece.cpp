@@ -4,6 +4,7 @@
 #include "core/data/wordpiece.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -240,6 +241,9 @@ wordpiece_tokenizer::wordpiece_tokenizer(std::vector<std::string> tokens, const 
 }
 
 wordpiece_tokenizer wordpiece_tokenizer::from_vocab_file(const std::string& path, const wordpiece_options& options) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::invalid_argument("vocab file '" + path + "' is a directory, not a vocab.txt");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw std::invalid_argument("vocab file '" + path + "' cannot be opened (missing or unreadable)");
   std::vector<std::string> tokens;

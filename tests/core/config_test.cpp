@@ -176,6 +176,7 @@ CATCH_TEST_CASE("load_config_file reads a file and names the path on errors", "[
   std::string missing = temp_path("does_not_exist.json");
   CATCH_CHECK_THROWS_WITH(load_config_file(missing),
                           Catch::Contains("cannot open config file '" + missing + "'"));
+  CATCH_CHECK_THROWS_WITH(load_config_file("/tmp"), "config file '/tmp' is a directory, not a JSON file");
 
   std::string bad = temp_path("bad.json");
   write_file(bad, "{\n  \"pp\": 2,,\n}\n");

@@ -256,6 +256,7 @@ CATCH_TEST_CASE("every malformed row is an error naming the file and the line", 
 
   CATCH_CHECK_THROWS_WITH(read_glue_tsv("/tmp/actorpipe_glue_no_such_file.tsv", c),
                           Contains("'/tmp/actorpipe_glue_no_such_file.tsv' cannot be opened"));
+  CATCH_CHECK_THROWS_WITH(read_glue_tsv("/tmp", c), "glue file '/tmp' is a directory, not a TSV file");
   glue_columns same = c;
   same.label = 0;
   CATCH_CHECK_THAT(error_of("same.tsv", sst2, same), Contains("three different columns") && Contains("label=0"));

@@ -163,6 +163,7 @@ CATCH_TEST_CASE("a vocab.txt without the BERT special tokens is an error naming 
   CATCH_CHECK_THROWS_WITH(wordpiece_tokenizer::from_vocab_file(f.path), Contains(f.path) && Contains("is empty"));
   CATCH_CHECK_THROWS_WITH(wordpiece_tokenizer::from_vocab_file(f.path + ".missing"),
                           Contains(f.path + ".missing") && Contains("cannot be opened"));
+  CATCH_CHECK_THROWS_WITH(wordpiece_tokenizer::from_vocab_file("/tmp"), "vocab file '/tmp' is a directory, not a vocab.txt");
   CATCH_CHECK_THROWS_WITH(wordpiece_tokenizer::from_tokens({"[PAD]", "[UNK]", "[CLS]"}, "my tokens"),
                           Contains("my tokens lacks [SEP]"));
 }
