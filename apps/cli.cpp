@@ -12,6 +12,7 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "apps/exit_codes.hpp"
 #include "apps/launch_command.hpp"
 #include "apps/simulate_command.hpp"
 #include "core/job_place.hpp"
@@ -360,8 +361,10 @@ void add_launch(CLI::App& app, launch_cli& c) {
       "\nRecovery: with --max-restarts N, a failure stops the other processes and starts all of them again\n"
       "(ACTORPIPE_RESTART_COUNT=1, 2, ...); train then resumes from the newest valid checkpoint in its --save-dir,\n"
       "so the work lost is at most --save-every steps. Each restart is logged with its cause; after N restarts\n"
-      "launch exits with the last failure's code and the history of every attempt. With several nodes, each\n"
-      "node's launch restarts its own processes (a failure anywhere fails every process of the job).\n"
+      "launch exits with the last failure's code and the history of every attempt. A process that exits 2 was\n"
+      "refused (bad flags, config, input files or checkpoint; failures while running exit 1): that is not\n"
+      "restarted, as it would be refused again. With several nodes, each node's launch restarts its own\n"
+      "processes (a failure anywhere fails every process of the job).\n"
       "  actorpipe launch --nproc-per-node 4 --max-restarts 3 -- train --stages 4 --save-dir ckpt --save-every 50\n"
       "\nOutput: the processes' lines pass through launch, each prefixed with its process index, '[p1] ...' (their\n"
       "own log lines already say '[p1 r2-3] actorpipe: ...': process 1, pipeline ranks 2-3, and keep just that). On a\n"
@@ -384,7 +387,7 @@ void add_launch(CLI::App& app, launch_cli& c) {
                 "step in flight and saves a checkpoint meanwhile [default: 30]");
   l->add_option("--max-restarts", la.max_restarts,
                 "When a process fails, stop the rest and start the job again, up to N times; train resumes from the "
-                "newest valid checkpoint in its --save-dir [default: 0]");
+                "newest valid checkpoint in its --save-dir; a refused command (exit 2) is not restarted [default: 0]");
   add_log_options(l, l_log, "Also append launch's lines and every process's lines to this file, timestamped");
   l->add_option("command", la.command, "The actorpipe command each process runs, with its flags, after --");
 }
@@ -420,7 +423,7 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
     }
     if (!known) {
       err << "actorpipe: error: unknown command '" << argv[1] << "' (commands: " << names << "; see --help)\n";
-      return 2;
+      return exit_refused;
     }
   }
   try {
@@ -438,7 +441,7 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
     if (argc > 1 && std::string(argv[1]) == "launch" && dynamic_cast<const CLI::ExtrasError*>(&e))
       what += " (the command to run and its flags go after --)";
     err << "actorpipe" << (in_command ? std::string(" ") + argv[1] : std::string()) << ": error: " << what << '\n';
-    return 2;
+    return exit_refused;
   }
   return std::nullopt;
 }
@@ -479,7 +482,8 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
     // In a job, the process and its ranks first, as on its log lines.
     err << log_prefix_text() << line << '\n';
     log_to_file(log_level::error, line);
-    return 2;
+    // Bad input (std::invalid_argument) is refused; anything else failed while it ran.
+    return dynamic_cast<const std::invalid_argument*>(&e) ? exit_refused : exit_failed;
   }
   return 0;
 }

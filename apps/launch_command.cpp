@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "apps/exit_codes.hpp"
 #include "apps/process_output.hpp"
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
@@ -469,7 +470,13 @@ std::string attempt_history(const std::vector<attempt_end>& history) {
 void report_failure(process_output& output, const attempt_plan& p, const attempt_end& end) {
   const int n = p.restart + 1;
   if (p.opt.max_restarts == 0) return;  // no restarts asked for: the failure was reported
-  if (p.restart < p.opt.max_restarts) {
+  if (end.code == exit_refused) {
+    say(output, log_level::error,
+        "attempt " + std::to_string(n) + " failed (" + end.failure + "); not restarting: exit code " +
+            std::to_string(exit_refused) +
+            " means the command was refused (its flags, config, input files or checkpoint), and a restart would be "
+            "refused the same way");
+  } else if (p.restart < p.opt.max_restarts) {
     say(output, log_level::warn,
         "attempt " + std::to_string(n) + " failed (" + end.failure + "); restarting the job (restart " +
             std::to_string(n) + " of " + std::to_string(p.opt.max_restarts) +
@@ -554,7 +561,7 @@ int run_launch(const launch_options& opt, std::ostream& log) {
   for (int restart = 0;; ++restart) {
     attempt_plan plan{opt, token, generated, restart, history};
     const attempt_end end = run_attempt(plan, kids, scope, log);
-    if (end.code == 0 || end.stopped) return end.code;
+    if (end.code == 0 || end.stopped || end.code == exit_refused) return end.code;
     history.push_back(end);
     if (restart == opt.max_restarts) return end.code;
   }

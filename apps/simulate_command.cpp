@@ -97,7 +97,7 @@ struct traced_costs {
 
 traced_costs read_costs_from(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("--costs-from: cannot read '" + path + "'");
+  if (!f) throw std::invalid_argument("--costs-from: cannot read '" + path + "'");
   std::ostringstream text;
   text << f.rdbuf();
   const std::vector<timeline_event> events = read_chrome_trace(text.str(), "--costs-from '" + path + "'");

@@ -380,6 +380,29 @@ CATCH_TEST_CASE("launch with max restarts starts a failed job again, telling eac
   CATCH_CHECK(no_children_left());
 }
 
+CATCH_TEST_CASE("launch does not restart a job whose process was refused (exit 2), as it would be refused again",
+                "[apps][launch][restart]") {
+  env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  const std::string seen = temp_path(".refused");
+  auto o = shell_job(2, "echo \"$ACTORPIPE_RESTART_COUNT $RANK\" >> " + seen +
+                            "; if [ \"$LOCAL_RANK\" = 1 ]; then exit 2; fi; exec /bin/sleep 30");
+  o.grace_s = 0.1;
+  o.max_restarts = 3;
+  std::ostringstream log;
+  CATCH_CHECK(run_launch(o, log) == 2);
+  CATCH_CAPTURE(log.str());
+  CATCH_CHECK_THAT(log.str(), Contains("attempt 1 failed (process 1 (local 1) exited with code 2); not restarting: exit "
+                                       "code 2 means the command was refused (its flags, config, input files or "
+                                       "checkpoint), and a restart would be refused the same way"));
+  CATCH_CHECK(log.str().find("restart 1") == std::string::npos);
+  std::ifstream f(seen);
+  std::multiset<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.insert(line);
+  CATCH_CHECK(lines == std::multiset<std::string>{"0 0", "0 1"});  // one attempt
+  std::remove(seen.c_str());
+  CATCH_CHECK(no_children_left());
+}
+
 CATCH_TEST_CASE("launch with max restarts: a job that fails once and then succeeds exits 0, and a stop launch is told is never restarted",
                 "[apps][launch][restart]") {
   env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);

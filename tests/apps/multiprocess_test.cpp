@@ -751,7 +751,7 @@ CATCH_TEST_CASE("a signal while the job forms ends a process at once, the hub an
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string text = read_text(log);
     CATCH_INFO(text);
-    CATCH_CHECK(code == 2);
+    CATCH_CHECK(code == 1);  // failed while it ran (not refused): launch may restart it
     CATCH_CHECK_THAT(text, Contains("error: SIGTERM before every process had joined the job: nothing was trained"));
     CATCH_CHECK(took < 10);  // not the 60 s --join-timeout
   }

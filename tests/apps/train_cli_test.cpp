@@ -397,6 +397,10 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
   CATCH_CHECK(std::filesystem::is_regular_file(blocked));
   std::remove(blocked.c_str());
   // A run refused when the model is built leaves an earlier --metrics file as it was.
+  // A run that fails once it has started exits 1, not 2: launch --max-restarts restarts that.
+  const auto failed = cli(with({"train", "--steps", "2", "--step-timeout", "0.0001"}, tiny));
+  CATCH_CHECK(failed.code == 1);
+  CATCH_CHECK_THAT(failed.err, Contains("step 0 did not finish within 0.0001 s (--step-timeout)"));
   const std::string kept = temp_path(".kept.jsonl");
   std::ofstream(kept) << "{\"step\":0}\n";
   const auto refused = cli(with({"train", "--no-pipeline", "--save-dir", temp_path(".ckpt"), "--metrics", kept}, tiny));
