@@ -70,9 +70,9 @@ step_metrics step_report(const run_context& ctx, const supervisor_state& st) {
 }
 
 // The step's measured timeline, shifted so its pipelined part starts at 0, as the simulator
-// draws one: replica 0's ranks (the other replicas run the same plan).
-sim_result measured_timeline(const run_context& ctx, const std::vector<msg::flush>& all) {
-  const int P = ctx.ranks;
+// draws one, on ranks 0..P-1: replica 0's (the other replicas run the same plan), or with
+// P = every rank, all replicas' (ranks replica x ranks-per-replica + pipeline rank).
+sim_result measured_timeline(const run_context& ctx, const std::vector<msg::flush>& all, int P) {
   std::vector<msg::flush> flushes;
   for (auto& f : all)
     if (f.rank < P) flushes.push_back(f);
@@ -287,7 +287,11 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
   if (ctx_->result) {
     if (k == 0) ctx_->result->optimizer_state_bytes = m.optimizer_state_bytes;
     ctx_->result->steps.push_back(m);
-    if (k + 1 == o.steps || stopping_) ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes);
+    if (k + 1 == o.steps || stopping_) {
+      ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes, ctx_->ranks);
+      if (ctx_->replicas > 1)
+        ctx_->result->last_step_all_ranks = measured_timeline(*ctx_, st_.flushes, ctx_->world_ranks());
+    }
   }
   if (ctx_->on_step) ctx_->on_step(m);
   if (!stopping_ && ctx_->replan_from >= 0 && k + 1 >= ctx_->replan_from && k + 1 <= ctx_->replan_until &&

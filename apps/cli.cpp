@@ -183,6 +183,8 @@ std::string train_footer() {
          "Every process needs the same ACTORPIPE_JOB_TOKEN (actorpipe launch makes one). See README.\n"
          "\nStopping: Ctrl-C or SIGTERM stops the run after the step in flight, with a checkpoint of it when\n"
          "--save-dir is given (--resume goes on from there); exit code 128 + the signal. A second one stops at once.\n"
+         "Exit status otherwise: 0 done, 1 failed while running, 2 refused before anything ran (bad flags, config,\n"
+         "input files or checkpoint; launch --max-restarts does not restart it).\n"
          "\nModels (--model):" + models + "\n" +
          "\nSchedules: " + plans + " (plans; see simulate --list).\nDynamic policies: " + policies +
          " (they pick each rank's next action as inputs arrive;\ngreedy: backward first, forwards of new microbatches "

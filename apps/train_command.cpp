@@ -480,10 +480,14 @@ void print_sync(std::ostream& out, const train_result& r) {
 // Writes the --trace and --save-final files and says where they and the metrics went.
 void write_outputs(std::ostream& out, const train_cli_options& o, const train_result& r, bool wrote_metrics) {
   if (!o.trace_path.empty()) {
+    // With replicas, every rank of every one: rank = replica x stages + pipeline rank.
+    const bool all = !r.last_step_all_ranks.events.empty();
+    const sim_result& step = all ? r.last_step_all_ranks : r.last_step;
     std::ofstream f(o.trace_path);
-    if (!(f << render_chrome_trace(in_milliseconds(r.last_step))))
+    if (!(f << render_chrome_trace(in_milliseconds(step), "actorpipe train " + step.schedule + ", the last step measured")))
       throw std::runtime_error("cannot write --trace file '" + o.trace_path + "'");
-    out << "wrote the last step's measured timeline to " << o.trace_path << " (open in ui.perfetto.dev)\n";
+    out << "wrote the last step's measured timeline" << (all ? " on every rank of every replica" : "") << " to "
+        << o.trace_path << " (open in ui.perfetto.dev)\n";
   }
   if (!o.save_final_path.empty()) {
     save_safetensors(o.save_final_path, r.parameters);

@@ -32,11 +32,11 @@ sim_result in_milliseconds(sim_result r) {
   return r;
 }
 
-std::string render_chrome_trace(const sim_result& r) {
+std::string render_chrome_trace(const sim_result& r, const std::string& title) {
   using nlohmann::json;
   json events = json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0},
-                    {"args", {{"name", "actorpipe simulate " + r.schedule}}}});
+                    {"args", {{"name", title.empty() ? "actorpipe simulate " + r.schedule : title}}}});
   for (int rank = 0; rank < r.stages; ++rank) {
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", rank},
                       {"args", {{"name", "rank " + std::to_string(rank)}}}});

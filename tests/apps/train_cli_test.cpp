@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -205,9 +206,30 @@ CATCH_TEST_CASE("train reads a text file as bytes and a .bin file as uint16 toke
 
 CATCH_TEST_CASE("train --dp prints the grid, the optimizer state per rank and the sync, metrics carry them",
                 "[apps][train][dp]") {
-  const std::string metrics = temp_path(".jsonl");
-  auto r = cli(with({"train", "--stages", "2", "--dp", "2", "--zero", "1", "--steps", "3", "--metrics", metrics}, tiny));
+  const std::string metrics = temp_path(".jsonl"), trace = temp_path(".trace.json");
+  auto r = cli(with({"train", "--stages", "2", "--dp", "2", "--zero", "1", "--steps", "3", "--metrics", metrics, "--trace",
+                     trace},
+                    tiny));
   CATCH_REQUIRE(r.code == 0);
+  // The trace has every rank of both replicas: 4 ranks x 4 microbatches x (F, B).
+  CATCH_CHECK_THAT(r.out, Contains("wrote the last step's measured timeline on every rank of every replica to " + trace));
+  {
+    std::ifstream t(trace);
+    const auto tj = nlohmann::json::parse(t);
+    std::map<int, int> per_rank;
+    std::string process;
+    for (const auto& e : tj["traceEvents"]) {
+      if (e["ph"] == "X") ++per_rank[e["tid"].get<int>()];
+      if (e["name"] == "process_name") process = e["args"]["name"];
+    }
+    CATCH_CHECK(per_rank == std::map<int, int>{{0, 8}, {1, 8}, {2, 8}, {3, 8}});
+    CATCH_CHECK(process == "actorpipe train 1f1b, the last step measured");
+    // simulate takes its costs from it like from a one-replica trace: 2 virtual stages.
+    auto sim = cli({"simulate", "--stages", "2", "--microbatches", "4", "--costs-from", trace});
+    CATCH_CHECK(sim.code == 0);
+    CATCH_CHECK_THAT(sim.out, Contains("over 32 traced actions"));
+  }
+  std::remove(trace.c_str());
   CATCH_CHECK_THAT(r.out, Contains("1f1b, 2 stages x 1 chunk x 2 data-parallel replicas (ZeRO-1); 4 microbatches per replica"));
   CATCH_CHECK_THAT(r.out, Contains("grid: 2 x 2 ranks; pipelines (ranks): 0-1 | 2-3; data-parallel groups: 0,2 | 1,3"));
   CATCH_CHECK_THAT(r.out, Contains("optimizer state per rank (AdamW moments, ZeRO-1):"));
