@@ -350,15 +350,34 @@ CATCH_TEST_CASE("SIGTERM sent to launch is passed on to every process", "[apps][
   CATCH_CHECK(no_children_left());
 }
 
+namespace {
+
+// A 2-process job whose every attempt appends "RESTART_COUNT RANK" to `seen`, then process 1
+// exits `code` while process 0 would run on (launch stops it).
+launch_options failing_job(const std::string& seen, int code, int max_restarts) {
+  auto o = shell_job(2, "echo \"$ACTORPIPE_RESTART_COUNT $RANK\" >> " + seen + "; if [ \"$LOCAL_RANK\" = 1 ]; then exit " +
+                            std::to_string(code) + "; fi; exec /bin/sleep 30");
+  o.grace_s = 0.1;
+  o.max_restarts = max_restarts;
+  return o;
+}
+
+// The lines failing_job's processes wrote, one per process and attempt.
+std::multiset<std::string> attempts_seen(const std::string& seen) {
+  std::ifstream f(seen);
+  std::multiset<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.insert(line);
+  return lines;
+}
+
+}  // namespace
+
 CATCH_TEST_CASE("launch with max restarts starts a failed job again, telling each attempt its count, and gives up with the history",
                 "[apps][launch][restart]") {
   env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
   const std::string seen = temp_path(".attempts");
   // Every attempt fails: process 1 exits 3; process 0 would run on and is stopped by launch.
-  auto o = shell_job(2, "echo \"$ACTORPIPE_RESTART_COUNT $RANK\" >> " + seen +
-                            "; if [ \"$LOCAL_RANK\" = 1 ]; then exit 3; fi; exec /bin/sleep 30");
-  o.grace_s = 0.1;
-  o.max_restarts = 2;
+  auto o = failing_job(seen, 3, 2);
   std::ostringstream log;
   CATCH_CHECK(run_launch(o, log) == 3);
   CATCH_CAPTURE(log.str());
@@ -372,10 +391,7 @@ CATCH_TEST_CASE("launch with max restarts starts a failed job again, telling eac
   CATCH_CHECK_THAT(log.str(), Contains("\n  attempt 3: process 1 (local 1) exited with code 3 after "));
   CATCH_CHECK(log.str().find("attempt 3 failed") == std::string::npos);
   // Each attempt ran both processes, told its restart count.
-  std::ifstream f(seen);
-  std::multiset<std::string> lines;
-  for (std::string line; std::getline(f, line);) lines.insert(line);
-  CATCH_CHECK(lines == std::multiset<std::string>{"0 0", "0 1", "1 0", "1 1", "2 0", "2 1"});
+  CATCH_CHECK(attempts_seen(seen) == std::multiset<std::string>{"0 0", "0 1", "1 0", "1 1", "2 0", "2 1"});
   std::remove(seen.c_str());
   CATCH_CHECK(no_children_left());
 }
@@ -384,10 +400,7 @@ CATCH_TEST_CASE("launch does not restart a job whose process was refused (exit 2
                 "[apps][launch][restart]") {
   env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
   const std::string seen = temp_path(".refused");
-  auto o = shell_job(2, "echo \"$ACTORPIPE_RESTART_COUNT $RANK\" >> " + seen +
-                            "; if [ \"$LOCAL_RANK\" = 1 ]; then exit 2; fi; exec /bin/sleep 30");
-  o.grace_s = 0.1;
-  o.max_restarts = 3;
+  auto o = failing_job(seen, 2, 3);
   std::ostringstream log;
   CATCH_CHECK(run_launch(o, log) == 2);
   CATCH_CAPTURE(log.str());
@@ -395,10 +408,7 @@ CATCH_TEST_CASE("launch does not restart a job whose process was refused (exit 2
                                        "code 2 means the command was refused (its flags, config, input files or "
                                        "checkpoint), and a restart would be refused the same way"));
   CATCH_CHECK(log.str().find("restart 1") == std::string::npos);
-  std::ifstream f(seen);
-  std::multiset<std::string> lines;
-  for (std::string line; std::getline(f, line);) lines.insert(line);
-  CATCH_CHECK(lines == std::multiset<std::string>{"0 0", "0 1"});  // one attempt
+  CATCH_CHECK(attempts_seen(seen) == std::multiset<std::string>{"0 0", "0 1"});  // one attempt
   std::remove(seen.c_str());
   CATCH_CHECK(no_children_left());
 }

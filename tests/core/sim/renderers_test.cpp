@@ -119,24 +119,20 @@ CATCH_TEST_CASE("a Chrome trace reads back as the timeline it was written from",
       read_chrome_trace(R"({"traceEvents": [{"ph": "X", "name": "F0.0", "cat": "forward", "tid": 0, "ts": 0}]})", "t.json"),
       Contains("t.json: event 'F0.0' has no number dur"));
   // Values nothing real writes: refused before anything is sized or summed by them.
-  const auto one = [](const std::string& fields) {
-    return R"({"traceEvents": [{"ph": "X", "name": "F0.0", "cat": "forward", )" + fields + "}]}";
+  const std::vector<std::pair<std::string, std::string>> absurd = {
+      {R"("tid": 0, "ts": 0, "dur": 1, "args": {"virtual_stage": 2000000000, "microbatch": 0})",
+       "has args.virtual_stage 2000000000, past any plan (< 1048576)"},
+      {R"("tid": 0, "ts": 0, "dur": 1, "args": {"virtual_stage": 0, "microbatch": 1048576})",
+       "has args.microbatch 1048576, past any plan (< 1048576)"},
+      {R"("tid": 1.5, "ts": 0, "dur": 1, "args": {"virtual_stage": 0, "microbatch": 0})", "has tid 1.5, not a rank"},
+      {R"("tid": 0, "ts": 0, "dur": -5, "args": {"virtual_stage": 0, "microbatch": 0})",
+       "has dur -5, not a duration >= 0"},
+      {R"("tid": 0, "ts": 1e300, "dur": 1, "args": {"virtual_stage": 0, "microbatch": 0})", "has ts 1e+300, not a time"},
   };
-  CATCH_CHECK_THROWS_WITH(
-      read_chrome_trace(one(R"("tid": 0, "ts": 0, "dur": 1, "args": {"virtual_stage": 2000000000, "microbatch": 0})"), "t.json"),
-      "t.json: event 'F0.0' has args.virtual_stage 2000000000, past any plan (< 1048576)");
-  CATCH_CHECK_THROWS_WITH(
-      read_chrome_trace(one(R"("tid": 0, "ts": 0, "dur": 1, "args": {"virtual_stage": 0, "microbatch": 1048576})"), "t.json"),
-      "t.json: event 'F0.0' has args.microbatch 1048576, past any plan (< 1048576)");
-  CATCH_CHECK_THROWS_WITH(
-      read_chrome_trace(one(R"("tid": 1.5, "ts": 0, "dur": 1, "args": {"virtual_stage": 0, "microbatch": 0})"), "t.json"),
-      "t.json: event 'F0.0' has tid 1.5, not a rank");
-  CATCH_CHECK_THROWS_WITH(
-      read_chrome_trace(one(R"("tid": 0, "ts": 0, "dur": -5, "args": {"virtual_stage": 0, "microbatch": 0})"), "t.json"),
-      "t.json: event 'F0.0' has dur -5, not a duration >= 0");
-  CATCH_CHECK_THROWS_WITH(
-      read_chrome_trace(one(R"("tid": 0, "ts": 1e300, "dur": 1, "args": {"virtual_stage": 0, "microbatch": 0})"), "t.json"),
-      "t.json: event 'F0.0' has ts 1e+300, not a time");
+  for (const auto& [fields, why] : absurd) {
+    const std::string text = R"({"traceEvents": [{"ph": "X", "name": "F0.0", "cat": "forward", )" + fields + "}]}";
+    CATCH_CHECK_THROWS_WITH(read_chrome_trace(text, "t.json"), "t.json: event 'F0.0' " + why);
+  }
 }
 
 CATCH_TEST_CASE("SVG draws a box per action and a lane per rank", "[sim][render]") {
