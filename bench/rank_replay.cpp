@@ -10,11 +10,14 @@
 // the same way. Each repetition runs every schedule and the uncut model (in reverse order every
 // other time), so a slow phase of a shared machine hits both sides of every ratio, taken within
 // the repetition; then the median over the repetitions. W's that a rank fills into a wait at run
-// time (train's default) run here where the plan puts them.
+// time (train's default) run here where the plan puts them. Then each schedule's ranks run their
+// lists at once, a thread each (no waits: the inputs are recorded), against each alone: what
+// sharing the machine's cores costs each schedule's actions.
 //
 //   bench/rank_replay [--schedule 1f1b,zbv] [--repeat 7] [--layers 8 --hidden 256 --seq-len 128
 //                      --microbatch-size 4 --microbatches 16]
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -22,6 +25,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -188,6 +192,32 @@ std::vector<rank_times> replay(replayed_cut& cut, const microbatch_tensors* data
   return out;
 }
 
+// Every rank's list at once, each on a thread of its own started together, every action timed:
+// the same work as replay(), with the machine's cores shared as a running pipeline shares them
+// (their caches, memory bandwidth and clocks), but with no waits: each rank's inputs from the
+// other were recorded beforehand.
+std::vector<rank_times> replay_together(replayed_cut& cut, const microbatch_tensors* data) {
+  for (auto& runner : cut.setup.runners) runner->zero_grad();
+  const int ranks = static_cast<int>(cut.order->ranks.size());
+  std::vector<rank_times> out(ranks);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      set_compute_threads(1);  // torch's thread count is per thread
+      ready.fetch_add(1);
+      while (ready.load() < ranks) std::this_thread::yield();
+      tensor_map fresh_act, fresh_grad;
+      for (const action& a : cut.order->ranks[r]) {
+        const double s = run_action(cut, a, false, fresh_act, fresh_grad, data);
+        out[r].op[op_index(a.op)] += s;
+        out[r].total += s;
+      }
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
 // The uncut model: each microbatch F then B whole, as the reference trainer runs them.
 double replay_uncut(const run_setup& one, const microbatch_tensors* data, int microbatches) {
   chunk_compute& runner = *one.runners[0];
@@ -218,8 +248,8 @@ int bench_main(int argc, char** argv) {
   if (names.empty()) throw std::invalid_argument("--schedule needs at least one schedule, got '" + schedules + "'");
   set_compute_threads(1);
   bench::print_what_it_runs_on();
-  std::printf("GPT %d layers, hidden %d, seq %d; %d microbatches of %d; 2 stages; one thread; %d repetition(s) (after one "
-              "warm-up), each replaying every schedule's ranks and the uncut model\n",
+  std::printf("GPT %d layers, hidden %d, seq %d; %d microbatches of %d; 2 stages; one thread (and both ranks at once on "
+              "two); %d repetition(s) (after one warm-up), each replaying every schedule's ranks and the uncut model\n",
               o.model.layers, o.model.hidden, o.model.seq_len, o.microbatches, o.microbatch_size, repeat);
 
   train_options uncut_options = o;
@@ -235,20 +265,21 @@ int bench_main(int argc, char** argv) {
     cuts.push_back(prepare_cut(o, name, data.data()));
   }
   // [cut][repetition]: per rank; the uncut model's seconds per repetition
-  std::vector<std::vector<std::vector<rank_times>>> times(cuts.size());
+  std::vector<std::vector<std::vector<rank_times>>> times(cuts.size()), together(cuts.size());
   std::vector<double> uncut;
   for (int k = 0; k <= repeat; ++k) {
     std::fprintf(stderr, "rank_replay: repetition %d of %d%s\n", k, repeat, k == 0 ? " (warm-up)" : "");
     std::vector<std::function<void()>> ways;
     double u = 0;
-    std::vector<std::vector<rank_times>> rep(cuts.size());
+    std::vector<std::vector<rank_times>> rep(cuts.size()), both(cuts.size());
     ways.push_back([&] { u = replay_uncut(one, data.data(), o.microbatches); });
     for (size_t c = 0; c < cuts.size(); ++c) ways.push_back([&, c] { rep[c] = replay(cuts[c], data.data()); });
+    for (size_t c = 0; c < cuts.size(); ++c) ways.push_back([&, c] { both[c] = replay_together(cuts[c], data.data()); });
     if (k % 2) std::reverse(ways.begin(), ways.end());
     for (auto& way : ways) way();
     if (k == 0) continue;
     uncut.push_back(u);
-    for (size_t c = 0; c < cuts.size(); ++c) times[c].push_back(rep[c]);
+    for (size_t c = 0; c < cuts.size(); ++c) times[c].push_back(rep[c]), together[c].push_back(both[c]);
   }
 
   std::printf("\nthe uncut model, %d microbatches F then B: %.0f ms (median; %.0f-%.0f)\n", o.microbatches, 1e3 * median(uncut),
@@ -293,6 +324,36 @@ int bench_main(int argc, char** argv) {
     for (size_t k = 0; k < uncut.size(); ++k) ratio.push_back(sums[c][k] / sums[0][k]);
     std::printf("- %s's ranks' sum / %s's, within each repetition: %.3f (%.3f-%.3f)\n", cuts[c].name.c_str(),
                 cuts[0].name.c_str(), median(ratio), *std::min_element(ratio.begin(), ratio.end()),
+                *std::max_element(ratio.begin(), ratio.end()));
+  }
+  // The same lists with both ranks at once: what sharing the machine's two cores costs each.
+  std::printf("\nboth ranks at once, each on its own thread (no waits), against each alone, within each repetition:\n");
+  std::vector<std::vector<double>> together_sums(cuts.size());  // [cut][repetition]: both ranks' sum at once / alone
+  for (size_t c = 0; c < cuts.size(); ++c) {
+    std::string line = "- " + cuts[c].name + ":";
+    const int ranks = static_cast<int>(times[c][0].size());
+    for (int r = 0; r < ranks; ++r) {
+      std::vector<double> ratio;
+      for (size_t k = 0; k < times[c].size(); ++k) ratio.push_back(together[c][k][r].total / times[c][k][r].total);
+      char text[96];
+      std::snprintf(text, sizeof text, " rank %d %.3f (%.3f-%.3f),", r, median(ratio),
+                    *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()));
+      line += text;
+    }
+    for (size_t k = 0; k < times[c].size(); ++k) {
+      double a = 0, b = 0;
+      for (int r = 0; r < ranks; ++r) a += together[c][k][r].total, b += times[c][k][r].total;
+      together_sums[c].push_back(a / b);
+    }
+    char text[96];
+    std::snprintf(text, sizeof text, " the ranks' sum %.3f", median(together_sums[c]));
+    std::printf("%s%s\n", line.c_str(), text);
+  }
+  for (size_t c = 1; c < cuts.size(); ++c) {
+    std::vector<double> ratio;
+    for (size_t k = 0; k < together_sums[c].size(); ++k) ratio.push_back(together_sums[c][k] / together_sums[0][k]);
+    std::printf("- what two cores add to %s over what they add to %s, within each repetition: %.3f (%.3f-%.3f)\n",
+                cuts[c].name.c_str(), cuts[0].name.c_str(), median(ratio), *std::min_element(ratio.begin(), ratio.end()),
                 *std::max_element(ratio.begin(), ratio.end()));
   }
   return 0;
