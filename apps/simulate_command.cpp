@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <ostream>
@@ -26,11 +27,15 @@
 namespace actorpipe {
 namespace {
 
+// simulate's files are its output: a path that takes no writes is a bad request (exit 2).
 void write_file(const std::string& path, const std::string& what, const std::string& content) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::invalid_argument("cannot write " + what + " to '" + path + "': it is a directory, give a file name");
   std::ofstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot write " + what + " to '" + path + "'");
+  if (!f) throw std::invalid_argument("cannot write " + what + " to '" + path + "'");
   f << content;
-  if (!f.flush()) throw std::runtime_error("cannot write " + what + " to '" + path + "'");
+  if (!f.flush()) throw std::invalid_argument("cannot write " + what + " to '" + path + "'");
 }
 
 void require_match(const char* flag, const std::optional<int>& given, int in_file, const std::string& path) {

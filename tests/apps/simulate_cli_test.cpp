@@ -256,6 +256,8 @@ CATCH_TEST_CASE("bad requests exit non-zero with one clear line on stderr", "[ap
       {{"simulate", "--latency", "1e200"}, "--latency must be a number in [0, 1e+100], got 1e+200"},
       {{"simulate", "--cost", "1e308,1e308"}, "--cost '1e308,1e308': F must be a number in [0, 1e+100], got '1e308'"},
       {{"simulate", "--schedule-file", "/nonexistent.txt"}, "cannot read schedule file '/nonexistent.txt'"},
+      {{"simulate", "--trace", "/tmp"}, "cannot write the Chrome trace to '/tmp': it is a directory, give a file name"},
+      {{"simulate", "--svg", "/nonexistent/dir/x.svg"}, "cannot write the SVG timeline to '/nonexistent/dir/x.svg'"},
       {{"simulate", "--stages", "four"}, "--stages"},
       {{"simulate", "--schedule", "1f1b", "--schedule-file", "x"}, "excludes"},
       {{"simulate", "--bogus"}, "--bogus"},
@@ -265,7 +267,7 @@ CATCH_TEST_CASE("bad requests exit non-zero with one clear line on stderr", "[ap
   for (auto& c : cases) {
     auto r = cli(c.args);
     CATCH_CAPTURE(c.message, r.err);
-    CATCH_CHECK(r.code != 0);
+    CATCH_CHECK(r.code == 2);  // refused: bad input, not a failure while running
     CATCH_CHECK_THAT(r.err, Contains(c.message));
     CATCH_CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CATCH_CHECK(r.err.rfind("actorpipe", 0) == 0);
