@@ -175,20 +175,23 @@ replayed_cut prepare_cut(const train_options& base, const std::string& name, con
   return cut;
 }
 
-// Each rank's list in turn, alone on this thread, every action timed.
+// One rank's list on the calling thread, every action timed.
+rank_times replay_rank(replayed_cut& cut, const std::vector<action>& actions, const microbatch_tensors* data) {
+  tensor_map fresh_act, fresh_grad;
+  rank_times t;
+  for (const action& a : actions) {
+    const double s = run_action(cut, a, false, fresh_act, fresh_grad, data);
+    t.op[op_index(a.op)] += s;
+    t.total += s;
+  }
+  return t;
+}
+
+// Each rank's list in turn, alone on this thread.
 std::vector<rank_times> replay(replayed_cut& cut, const microbatch_tensors* data) {
   for (auto& runner : cut.setup.runners) runner->zero_grad();
   std::vector<rank_times> out;
-  for (const auto& actions : cut.order->ranks) {
-    tensor_map fresh_act, fresh_grad;
-    rank_times t;
-    for (const action& a : actions) {
-      const double s = run_action(cut, a, false, fresh_act, fresh_grad, data);
-      t.op[op_index(a.op)] += s;
-      t.total += s;
-    }
-    out.push_back(t);
-  }
+  for (const auto& actions : cut.order->ranks) out.push_back(replay_rank(cut, actions, data));
   return out;
 }
 
@@ -207,12 +210,7 @@ std::vector<rank_times> replay_together(replayed_cut& cut, const microbatch_tens
       set_compute_threads(1);  // torch's thread count is per thread
       ready.fetch_add(1);
       while (ready.load() < ranks) std::this_thread::yield();
-      tensor_map fresh_act, fresh_grad;
-      for (const action& a : cut.order->ranks[r]) {
-        const double s = run_action(cut, a, false, fresh_act, fresh_grad, data);
-        out[r].op[op_index(a.op)] += s;
-        out[r].total += s;
-      }
+      out[r] = replay_rank(cut, cut.order->ranks[r], data);
     });
   for (auto& t : threads) t.join();
   return out;
