@@ -294,12 +294,15 @@ void optimizer_shard::on_save_state(const msg::save_state& s) {
     auto tensors = std::make_shared<named_tensors>(snapshot_of(*ctx, id));
     auto sup = ctx->supervisor;
     caf::anon_send(sup, msg::state_snapshotted{s.step, id});
-    std::thread([sup, id, s, tensors] {
+    auto parts = ctx->checkpoint_parts;
+    parts->begin();
+    std::thread([sup, id, s, tensors, parts]() mutable {
       msg::state_written w{s.step, id, "stage-" + std::to_string(id) + ".safetensors", 0, "", ""};
       try {
         // Hashed as written (not read back): the hash of a piece overlaps the writeback of the last.
         sha256_stream hash;
         save_safetensors(s.partial + "/" + w.file, *tensors, [&](const char* data, std::size_t n) {
+          parts->check();  // the run gave the checkpoint up: stop here (the file is removed)
           hash.update(data, n);
           w.bytes += n;
         });
@@ -307,7 +310,10 @@ void optimizer_shard::on_save_state(const msg::save_state& s) {
       } catch (const std::exception& e) {
         w.error = error_text(e);
       }
+      const bool written = w.error.empty();
       caf::anon_send(sup, std::move(w));
+      sup = caf::actor{};  // no handle outlives end(): the runtime then lets the actor system go
+      parts->end(s.partial, written);
     }).detach();
   });
 }

@@ -587,6 +587,12 @@ std::string run_actors(const std::shared_ptr<run_context>& ctx, const job_place&
   configure_actor_system(*cfg, place.processes > 1);
   auto sys = std::make_unique<caf::actor_system>(*cfg);
   const std::string error = run_in(*sys, ctx, place, gate);
+  // Checkpoint parts still being written belong to a checkpoint that will not complete: they
+  // stop at their next piece, and their directory goes. Their threads hold actor handles, so
+  // they end before the actor system does.
+  if (!error.empty()) ctx->checkpoint_parts->give_up();
+  if (!ctx->checkpoint_parts->settle(std::chrono::seconds(30)))
+    log_warn("checkpoint parts were still being written 30 s after the run ended");
   shut_down(std::move(sys), std::move(cfg), std::chrono::seconds(5));
   return error;
 }

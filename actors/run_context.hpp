@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/checkpoint/checkpoint_store.hpp"
 #include "core/model/chunk_compute.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/schedule/plan.hpp"
@@ -97,6 +98,10 @@ struct run_context {
 
   std::function<void(const step_metrics&)> on_step;  // progress, called from the supervisor
   train_result* result = nullptr;  // written by the supervisor, read after the run ends
+  // This process's checkpoint parts written on threads of their own (optimizer shards): the
+  // runtime waits for them before the actor system goes, and removes what a checkpoint that
+  // cannot complete left.
+  std::shared_ptr<checkpoint_writes> checkpoint_parts = std::make_shared<checkpoint_writes>();
 
   double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch).count(); }
   // The tied sync's slot of (tie group g, tensor j, sender stage) in a tensor frame's index.

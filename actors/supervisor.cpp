@@ -189,6 +189,8 @@ void supervisor::on_down(const caf::down_msg& dm) {
 void supervisor::stop(std::string error) {
   if (st_.stopped) return;
   st_.stopped = true;
+  // A checkpoint being taken will not complete: the runtime removes what it left.
+  if (save_ && !error.empty()) ctx_->checkpoint_parts->discard(ctx_->options.save_dir + "/" + save_->partial);
   for (auto& a : ctx_->local_actors()) self_->send_exit(a, caf::exit_reason::user_shutdown);
   self_->send(st_.reply_to, msg::run_finished{std::move(error)});
   self_->quit();

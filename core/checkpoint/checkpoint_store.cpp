@@ -297,4 +297,39 @@ void prune_checkpoints(const std::string& dir, int keep_last) {
   }
 }
 
+void checkpoint_writes::begin() {
+  std::lock_guard<std::mutex> lock(m_);
+  ++in_flight_;
+}
+
+void checkpoint_writes::end(const std::string& partial_dir, bool written) {
+  std::lock_guard<std::mutex> lock(m_);
+  if (!written) discarded_.insert(partial_dir);
+  if (--in_flight_ == 0) idle_.notify_all();
+}
+
+void checkpoint_writes::check() const {
+  std::lock_guard<std::mutex> lock(m_);
+  if (given_up_) throw checkpoint_error("the run stopped before this checkpoint was complete");
+}
+
+void checkpoint_writes::discard(const std::string& partial_dir) {
+  std::lock_guard<std::mutex> lock(m_);
+  discarded_.insert(partial_dir);
+}
+
+void checkpoint_writes::give_up() {
+  std::lock_guard<std::mutex> lock(m_);
+  given_up_ = true;
+}
+
+bool checkpoint_writes::settle(std::chrono::duration<double> limit) {
+  std::unique_lock<std::mutex> lock(m_);
+  const bool idle = idle_.wait_for(lock, limit, [&] { return in_flight_ == 0; });
+  std::error_code ec;
+  for (const auto& d : discarded_) fs::remove_all(d, ec);  // a renamed (committed) one is gone: nothing to do
+  discarded_.clear();
+  return idle;
+}
+
 }  // namespace actorpipe

@@ -9,8 +9,12 @@
 // is removed later. No torch, no CAF.
 #pragma once
 
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -107,5 +111,36 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
 // Keeps the newest `keep_last` complete checkpoints (and the one `latest` names) and removes
 // the older ones and every partial directory. keep_last <= 0 keeps all.
 void prune_checkpoints(const std::string& dir, int keep_last);
+
+// The parts of a run's checkpoints that are written on threads of their own while training
+// goes on (each optimizer shard writes its stage's file). A checkpoint that cannot complete (a
+// part failed, its commit failed, the run failed while it was written) leaves nothing behind:
+// its parts in flight stop at their next piece once the run gives them up, and settle() waits
+// for them, then removes its partial directory. Thread-safe.
+class checkpoint_writes {
+ public:
+  // A part starts being written.
+  void begin();
+  // That part is over: written (its checkpoint may still complete) or not (it cannot).
+  void end(const std::string& partial_dir, bool written);
+  // Between pieces of a part: throws checkpoint_error once the run gave its parts up.
+  void check() const;
+  // The checkpoint in `partial_dir` will not complete (its commit failed, or the run stopped
+  // while it was written).
+  void discard(const std::string& partial_dir);
+  // Gives up the parts in flight (the run failed): each stops at its next piece.
+  void give_up();
+  // Waits up to `limit` until no part is in flight, then removes the partial directories of
+  // the checkpoints that cannot complete. False when parts were still in flight at the limit
+  // (their directories are removed all the same).
+  bool settle(std::chrono::duration<double> limit);
+
+ private:
+  mutable std::mutex m_;
+  std::condition_variable idle_;
+  int in_flight_ = 0;
+  bool given_up_ = false;
+  std::set<std::string> discarded_;
+};
 
 }  // namespace actorpipe

@@ -116,11 +116,20 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   if (fd < 0) throw std::runtime_error("cannot create '" + tmp + "': " + std::strerror(errno));
   // Pieces of at most 8 MiB, each shown to `written` before it goes to the file (so a hash of
   // one piece overlaps the kernel's writeback of the ones before).
+  // A `written` that throws (its caller gave the file up) closes and removes it, as a failed write does.
   auto put = [&](const char* data, std::size_t n) {
     constexpr std::size_t piece = std::size_t{8} << 20;
     for (std::size_t at = 0; at < n; at += piece) {
       const std::size_t k = std::min(piece, n - at);
-      if (written) written(data + at, k);
+      if (written) {
+        try {
+          written(data + at, k);
+        } catch (...) {
+          ::close(fd);
+          ::unlink(tmp.c_str());
+          throw;
+        }
+      }
       write_all(fd, data + at, k, tmp);
     }
   };

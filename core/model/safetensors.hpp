@@ -18,7 +18,8 @@ namespace actorpipe {
 // so a crash leaves either the old file or the new one, never half of one. Bad input throws
 // std::invalid_argument; a failed write throws std::runtime_error naming the path.
 // `written`, when given, sees every byte of the file in order, just before it is written
-// (e.g. to hash the file without reading it back).
+// (e.g. to hash the file without reading it back); if it throws, the file is removed and the
+// exception goes on.
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, tensor_box>>& tensors,
                       const std::function<void(const char*, std::size_t)>& written = {});
 

@@ -2,13 +2,17 @@
 // bit where a straight run does, with the same per-step losses (every schedule, and dp=2 with
 // ZeRO-1);
 // a checkpoint of 4 stages resumes on 2 stages x 2 chunks and on 1 stage; a damaged newest checkpoint is
-// refused and the resume falls back to the one before; a stop signal ends a run after the step in
+// refused and the resume falls back to the one before; a checkpoint that cannot be written
+// stops the run and leaves nothing of itself; a stop signal ends a run after the step in
 // flight, with a checkpoint a resume goes on from.
 #include <torch/torch.h>
+
+#include <sys/resource.h>
 
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <set>
 #include <tuple>
 
 #include "actors/pipeline_runtime.hpp"
@@ -139,6 +143,61 @@ CATCH_TEST_CASE("a damaged newest checkpoint is refused and the resume falls bac
   CATCH_CHECK(bit_identical(resumed, straight));
   check_same_steps(straight, resumed, 9);
   fs::remove_all(dir);
+}
+
+namespace {
+
+// Regular files of this process may grow to `bytes` at most while it lives (RLIMIT_FSIZE, with
+// SIGXFSZ ignored, so a write past it fails with EFBIG), as on a full disk, root or not.
+class file_size_limit {
+ public:
+  explicit file_size_limit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    old_signal_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit l = old_;
+    l.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &l);
+  }
+  ~file_size_limit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_signal_);
+  }
+  file_size_limit(const file_size_limit&) = delete;
+  file_size_limit& operator=(const file_size_limit&) = delete;
+
+ private:
+  rlimit old_{};
+  void (*old_signal_)(int) = SIG_DFL;
+};
+
+}  // namespace
+
+CATCH_TEST_CASE("a checkpoint that cannot be written stops the run with why, keeps the ones before and leaves nothing",
+                "[actors][checkpoint]") {
+  for (const char* schedule : {"1f1b", "zbv"}) {  // two parts and four in flight at once
+    CATCH_INFO(schedule);
+    const std::string dir = fresh_dir("unwritable");
+    train_options o = tiny_gpt(schedule, 2, std::string(schedule) == "zbv" ? 2 : 1, 4);
+    o.save_dir = dir;
+    o.save_every = 2;
+    CATCH_REQUIRE(run_pipeline(o).checkpoints.size() == 2);  // steps 2 and 4
+    train_options rest = o;
+    rest.steps = 6;
+    rest.resume = dir;
+    rest.save_every = 1;
+    {
+      file_size_limit small(4096);  // a stage's part is larger
+      CATCH_CHECK_THROWS_WITH(run_pipeline(rest), Contains("checkpoint at step 5: writing stage-") &&
+                                                      Contains(".safetensors failed: cannot write") &&
+                                                      Contains("File too large"));
+    }
+    std::set<std::string> left;
+    for (const auto& e : fs::directory_iterator(dir)) left.insert(e.path().filename().string());
+    CATCH_CHECK(left == std::set<std::string>{"latest", "step-00000002", "step-00000004"});  // no partial directory
+    CATCH_CHECK(find_resume_checkpoint(dir).path == dir + "/step-00000004");
+    CATCH_CHECK(run_pipeline(rest).checkpoints.size() == 2);  // room again: steps 5 and 6
+    fs::remove_all(dir);
+  }
 }
 
 // What train's SIGINT / SIGTERM handler does, without a signal: a stop asked for as step 6 of 10

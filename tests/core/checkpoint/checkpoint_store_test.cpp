@@ -1,6 +1,7 @@
 // Checkpoint directories: what is written verifies and is found again; a truncated, altered or
 // missing file and a missing manifest are refused naming the file, and the resume falls back;
-// pruning keeps the newest; a writer SIGKILLed at random moments never leaves a directory
+// pruning keeps the newest; parts given up stop, and what a checkpoint that cannot complete
+// wrote goes; a writer SIGKILLed at random moments never leaves a directory
 // that resumes wrong.
 #include <catch2/catch.hpp>
 
@@ -145,6 +146,34 @@ CATCH_TEST_CASE("pruning keeps the newest complete checkpoints and drops crashed
   CATCH_CHECK(!fs::exists(crashed.partial_path()));
   CATCH_CHECK(fs::exists(in_flight.partial_path()));
   CATCH_CHECK(find_resume_checkpoint(dir).manifest.step == 8);
+  fs::remove_all(dir);
+}
+
+CATCH_TEST_CASE("checkpoint parts given up stop, and what a checkpoint that cannot complete wrote goes", "[checkpoint]") {
+  const std::string dir = fresh_dir("parts");
+  checkpoint_writer kept(dir, 2), failed(dir, 4), stopped(dir, 6);
+  checkpoint_writes parts;
+  parts.begin();
+  parts.end(kept.partial_path(), true);  // written: its checkpoint may still be committed
+  parts.begin();
+  parts.end(failed.partial_path(), false);  // a part failed: its checkpoint cannot complete
+  parts.begin();  // still being written when the run fails
+  CATCH_CHECK_NOTHROW(parts.check());
+  parts.give_up();
+  CATCH_CHECK_THROWS_WITH(parts.check(), "the run stopped before this checkpoint was complete");
+  std::thread late([&] {  // the part in flight sees the run give up at its next piece
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    parts.end(stopped.partial_path(), false);
+  });
+  CATCH_CHECK(parts.settle(std::chrono::seconds(60)));  // waits for it
+  late.join();
+  CATCH_CHECK(fs::exists(kept.partial_path()));
+  CATCH_CHECK(!fs::exists(failed.partial_path()));
+  CATCH_CHECK(!fs::exists(stopped.partial_path()));
+  parts.discard(kept.partial_path());  // its commit failed
+  parts.begin();  // a part that never ends: settle gives up waiting at its limit
+  CATCH_CHECK(!parts.settle(std::chrono::milliseconds(20)));
+  CATCH_CHECK(!fs::exists(kept.partial_path()));
   fs::remove_all(dir);
 }
 
