@@ -73,7 +73,7 @@ void control_role::deliver(std::uint8_t target, int index, caf::message content)
 void control_role::fail_setup(std::string error) {
   if (ready_ || failed_) return;
   failed_ = true;
-  self_->send(owner_, msg::cluster_ready{{}, 0, std::move(error)});
+  self_->send(owner_, msg::cluster_ready{{}, 0, std::move(error), 0, ""});
 }
 
 std::string control_role::ranks_label(int process) const {

@@ -12,6 +12,7 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "apps/doctor_command.hpp"
 #include "apps/exit_codes.hpp"
 #include "apps/launch_command.hpp"
 #include "apps/simulate_command.hpp"
@@ -412,6 +413,34 @@ int run_launch_cli(CLI::App& app, launch_cli& c, const char* argv0, std::ostream
   return run_launch(la, err);
 }
 
+// doctor: what it checks beyond the machine itself.
+struct doctor_cli {
+  doctor_options o;
+  CLI::App* command = nullptr;
+};
+
+void add_doctor(CLI::App& app, doctor_cli& c) {
+  auto* d = c.command = app.add_subcommand(
+      "doctor",
+      "Check this machine before a run: CPUs and memory, the kernels and how fast one thread multiplies, UCX between "
+      "two workers, GPUs and NCCL, what a multi-process job needs (open files, the master port, the job token) and "
+      "the output directory; one line each: ok, note, warn (slower than it could be) or FAIL (a run would stop).");
+  d->footer(
+      "\nExit status: 0, or 1 when a check FAILs (2 for a bad flag).\n"
+      "\nExamples:\n"
+      "  actorpipe doctor\n"
+      "  actorpipe doctor --dir /data/ckpt --nproc-per-node 8 --master-port 29600   # what a job will use");
+  d->add_option("--dir", c.o.dir, "Where the run's checkpoints and outputs go: exists, takes writes, free space [default: .]");
+  d->add_option("--master-addr", c.o.master_addr,
+                "The address rank 0's supervisor listens on [default: $MASTER_ADDR, else " +
+                    std::string(default_master_addr) + "]");
+  d->add_option("--master-port", c.o.master_port,
+                "Its port, checked free when the address is this host's [default: $MASTER_PORT, else " +
+                    std::to_string(default_master_port) + "]");
+  d->add_option("--nproc-per-node", c.o.nproc_per_node,
+                "Check that launch can start this many processes here (open files)");
+}
+
 // An unknown command, or flags CLI11 refuses: one error line, exit 2. Help: printed, exit 0.
 // nullopt when the command line parsed.
 std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const* argv, std::ostream& out,
@@ -437,9 +466,9 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
     if (what.find("subcommand") != std::string::npos && what.find("required") != std::string::npos)
-      what = "missing command (try: actorpipe train, actorpipe simulate, or actorpipe --help)";
+      what = "missing command (try: actorpipe train, actorpipe simulate, actorpipe doctor, or actorpipe --help)";
     const bool in_command = argc > 1 && (std::string(argv[1]) == "simulate" || std::string(argv[1]) == "train" ||
-                                         std::string(argv[1]) == "launch");
+                                         std::string(argv[1]) == "launch" || std::string(argv[1]) == "doctor");
     if (argc > 1 && std::string(argv[1]) == "launch" && dynamic_cast<const CLI::ExtrasError*>(&e))
       what += " (the command to run and its flags go after --)";
     err << "actorpipe" << (in_command ? std::string(" ") + argv[1] : std::string()) << ": error: " << what << '\n';
@@ -463,6 +492,8 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
 #endif
   launch_cli launch;
   add_launch(app, launch);
+  doctor_cli doctor;
+  add_doctor(app, doctor);
   if (auto code = parse_command_line(app, argc, argv, out, err)) return *code;
 
   logging_scope logging;
@@ -472,6 +503,7 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
 #endif
     if (launch.command->parsed()) return run_launch_cli(app, launch, argv[0], err, logging);
     if (simulate.command->parsed()) return run_simulate_cli(simulate, out);
+    if (doctor.command->parsed()) return run_doctor(doctor.o, out);
   } catch (const std::exception& e) {
 #ifdef ACTORPIPE_WITH_TORCH
     std::string what = error_text(e);  // a LibTorch error without its C++ backtrace
@@ -479,7 +511,10 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
     std::string what = e.what();
 #endif
     std::replace(what.begin(), what.end(), '\n', ' ');  // one line, whatever the source
-    const char* command = simulate.command->parsed() ? "simulate" : launch.command->parsed() ? "launch" : "train";
+    const char* command = simulate.command->parsed()  ? "simulate"
+                          : launch.command->parsed()  ? "launch"
+                          : doctor.command->parsed()  ? "doctor"
+                                                      : "train";
     const std::string line = std::string("actorpipe ") + command + ": error: " + what;
     // In a job, the process and its ranks first, as on its log lines.
     err << log_prefix_text() << line << '\n';

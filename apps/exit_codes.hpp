@@ -4,7 +4,7 @@
 namespace actorpipe {
 
 // The run failed after it started (a lost process, a step timeout, a diverged loss, a file it
-// could not write): a restart may get further.
+// could not write): a restart may get further. actorpipe doctor: a check failed.
 constexpr int exit_failed = 1;
 // The command was refused before anything ran: bad flags, config, input files or checkpoint
 // (std::invalid_argument). A restart would be refused the same way, so launch does not restart

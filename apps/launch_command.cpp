@@ -44,11 +44,19 @@ using steady = std::chrono::steady_clock;
 
 // The variables launch sets; any value launch itself inherited for them is replaced.
 const char* const kJobVariables[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",         "LOCAL_WORLD_SIZE",
-                                     "MASTER_ADDR", "MASTER_PORT", "ACTORPIPE_JOB_TOKEN", kRestartCountVariable};
+                                     "MASTER_ADDR", "MASTER_PORT", job_token_variable,    kRestartCountVariable};
 
 [[noreturn]] void bad_value(const std::string& flag, const std::string& value, const std::string& rule) {
   throw std::invalid_argument(flag + "=" + value + " " + rule);
 }
+
+}  // namespace
+
+unsigned long long launch_files_needed(int nproc_per_node) {
+  return 4ULL * static_cast<unsigned long long>(nproc_per_node < 0 ? 0 : nproc_per_node) + 32;
+}
+
+namespace {
 
 void validate(const launch_options& o) {
   if (o.nproc_per_node < 1) bad_value("--nproc-per-node", std::to_string(o.nproc_per_node), "must be >= 1");
@@ -59,13 +67,12 @@ void validate(const launch_options& o) {
   if (static_cast<long long>(o.nnodes) * o.nproc_per_node > INT_MAX)
     throw std::invalid_argument("--nnodes=" + std::to_string(o.nnodes) + " x --nproc-per-node=" +
                                 std::to_string(o.nproc_per_node) + " is more processes than a job can have");
-  // Each process's stdout and stderr come through a pipe: 4 descriptors while the processes
-  // start, 2 after. Past the limit the pipes would fail at process ~limit/4, after a start.
+  // Past the limit the pipes would fail at process ~limit/4, after a start.
   struct rlimit files {};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY &&
-      4ULL * static_cast<unsigned long long>(o.nproc_per_node) + 32 > files.rlim_cur)
+      launch_files_needed(o.nproc_per_node) > files.rlim_cur)
     bad_value("--nproc-per-node", std::to_string(o.nproc_per_node),
-              "needs " + std::to_string(4ULL * o.nproc_per_node + 32) +
+              "needs " + std::to_string(launch_files_needed(o.nproc_per_node)) +
                   " open files for the processes' output, more than this process may open (" +
                   std::to_string(files.rlim_cur) + ", ulimit -n)");
   if (o.master_addr.empty()) throw std::invalid_argument("--master-addr must not be empty");
@@ -92,7 +99,7 @@ void validate(const launch_options& o) {
 // The token every process of the job shares. Several nodes cannot agree on a token made here.
 std::string job_token(const launch_options& o, bool& generated) {
   generated = false;
-  if (const char* env = std::getenv("ACTORPIPE_JOB_TOKEN")) {
+  if (const char* env = std::getenv(job_token_variable)) {
     check_job_token(env);
     return env;
   }

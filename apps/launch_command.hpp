@@ -59,6 +59,10 @@ constexpr const char* kProgressTerminalVariable = "ACTORPIPE_PROGRESS_TERMINAL";
 // std::runtime_error when the processes cannot be started; nothing keeps running then.
 int run_launch(const launch_options& opt, std::ostream& log);
 
+// Open files launch needs for `nproc_per_node` processes: each one's stdout and stderr come
+// through a pipe (4 descriptors while the processes start, 2 after), plus launch's own.
+unsigned long long launch_files_needed(int nproc_per_node);
+
 // The absolute path of the running executable (/proc/self/exe), or argv0 when that cannot be
 // read and argv0 names a path.
 std::string running_executable(const std::string& argv0);

@@ -215,7 +215,7 @@ job_place place_in_job(const train_cli_options& o, const train_options& t, const
   if (place.processes > 1) {
     set_log_prefix(process_prefix(place.process));  // its ranks follow once they are assigned
     if (o.no_pipeline) throw std::invalid_argument("--no-pipeline runs in one process, but WORLD_SIZE=" + std::to_string(place.processes));
-    const char* token = std::getenv("ACTORPIPE_JOB_TOKEN");
+    const char* token = std::getenv(job_token_variable);
     if (!token || !*token)
       throw std::invalid_argument("WORLD_SIZE=" + std::to_string(place.processes) +
                                   " but ACTORPIPE_JOB_TOKEN is not set: start the job with actorpipe launch (which makes one), "

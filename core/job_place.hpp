@@ -11,6 +11,8 @@ namespace actorpipe {
 
 // Where process 0 listens unless the launcher says otherwise (torchrun's default port).
 inline constexpr char default_master_addr[] = "127.0.0.1";
+// The environment variable that carries a multi-process job's token to every process.
+inline constexpr char job_token_variable[] = "ACTORPIPE_JOB_TOKEN";
 constexpr int default_master_port = 29500;
 
 struct job_place {

@@ -1,9 +1,12 @@
 // set_compute_threads (the only torch call the actor side makes directly).
 #include "core/model/compute_threads.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
 #include <torch/version.h>
@@ -41,6 +44,23 @@ std::string libtorch_version() {
   const std::string kernels = config_value(config, kCapabilityKey, "\n");
   if (!kernels.empty()) out += ", " + kernels + " kernels (" + aten_capability_origin(kernels) + ")";
   return out;
+}
+
+double matmul_gflops(int m, int k, int n, int repeats) {
+  if (m < 1 || k < 1 || n < 1 || repeats < 1)
+    throw std::invalid_argument("matmul_gflops needs positive sizes and repeats: got " + std::to_string(m) + "x" +
+                                std::to_string(k) + " by " + std::to_string(k) + "x" + std::to_string(n) + ", " +
+                                std::to_string(repeats) + " repeats");
+  set_compute_threads(1);
+  const at::Tensor a = at::rand({m, k}), b = at::rand({k, n});
+  at::Tensor c = at::mm(a, b);  // untimed: buffers and kernels warm
+  double best = 1e300;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    at::mm_out(c, a, b);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return 2.0 * m * k * n / best / 1e9;
 }
 
 std::string aten_kernels() { return config_value(at::show_config(), kCapabilityKey, "\n"); }

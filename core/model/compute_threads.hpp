@@ -14,6 +14,12 @@ void set_compute_threads(int threads);
 // runs, for run summaries.
 std::string libtorch_version();
 
+// Single-precision matrix products on the calling thread with one torch thread (as a rank's
+// compute thread runs them): the best of `repeats` timed products of an (m x k) by a (k x n)
+// matrix, after one untimed, in GFLOP/s (2mkn flops each). What the BLAS kernels give a rank.
+// Leaves the calling thread's torch thread count at 1.
+double matmul_gflops(int m, int k, int n, int repeats);
+
 // The vectorised kernels LibTorch dispatches to ("AVX2", "AVX512", ...); "" where it does not say.
 std::string aten_kernels();
 

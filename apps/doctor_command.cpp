@@ -1,0 +1,471 @@
+// `actorpipe doctor`: every check a run depends on, one line each, before a run finds out.
+#include "apps/doctor_command.hpp"
+
+#include <dlfcn.h>
+#include <netdb.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <ucp/api/ucp.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "apps/exit_codes.hpp"
+#include "apps/launch_command.hpp"
+#include "core/job_place.hpp"
+#include "core/job_token.hpp"
+#include "core/launch_env.hpp"
+#include "transport/ucx/ucx_worker.hpp"
+#ifdef ACTORPIPE_WITH_TORCH
+#include "core/model/compute_threads.hpp"
+#endif
+
+namespace actorpipe {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixed(double x, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, x);
+  return text;
+}
+
+std::string without_prefix(const std::string& text, const std::string& prefix) {
+  return text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text;
+}
+
+bool nonempty_env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+
+std::string gib(double bytes) { return fixed(bytes / (1024.0 * 1024 * 1024), 1) + " GiB"; }
+
+// The value of `key` in a "key : value" file such as /proc/cpuinfo; "" where it is missing.
+std::string proc_value(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    name.erase(name.find_last_not_of(" \t") + 1);
+    if (name != key) continue;
+    const auto begin = line.find_first_not_of(" \t", colon + 1);
+    return begin == std::string::npos ? "" : line.substr(begin);
+  }
+  return "";
+}
+
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+class report {
+ public:
+  explicit report(std::vector<doctor_finding>& all) : all_(all) {}
+  void add(doctor_status s, const std::string& section, const std::string& item, const std::string& text) {
+    all_.push_back({s, section, item, text});
+  }
+
+ private:
+  std::vector<doctor_finding>& all_;
+};
+
+void check_machine(report& r, simd_level cpu) {
+  std::string model = proc_value("/proc/cpuinfo", "model name");
+  if (model.empty()) model = "a CPU /proc/cpuinfo does not name";
+  const std::string family = proc_value("/proc/cpuinfo", "cpu family"), number = proc_value("/proc/cpuinfo", "model");
+  if (!family.empty() && !number.empty()) model += " (family " + family + ", model " + number + ")";
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  std::string text = model + ", " + simd_level_name(cpu) + "; " + std::to_string(usable) + " CPU" +
+                     (usable == 1 ? "" : "s") + " for this process (" + std::to_string(online) + " online)";
+  doctor_status status = doctor_status::ok;
+  // A cgroup's CPU quota ("150000 100000": 1.5 CPUs of time) can be below the CPUs it may run on.
+  std::istringstream quota(first_line("/sys/fs/cgroup/cpu.max"));
+  std::string max_text;
+  double period = 0;
+  if (quota >> max_text >> period && max_text != "max" && period > 0) {
+    const double cpus = std::atof(max_text.c_str()) / period;
+    text += "; its cgroup allows " + fixed(cpus, 2) + " CPUs of time (cpu.max)";
+    if (cpus + 1e-9 < usable) status = doctor_status::warn, text += ": ranks beyond that share them";
+  }
+  if (usable == 1) text += "; a pipeline's ranks will take turns on it", status = std::max(status, doctor_status::note);
+  r.add(status, "machine", "CPU", text);
+
+  const double total = std::atof(proc_value("/proc/meminfo", "MemTotal").c_str()) * 1024;
+  double available = std::atof(proc_value("/proc/meminfo", "MemAvailable").c_str()) * 1024;
+  std::string mem = gib(total) + ", " + gib(available) + " available";
+  const std::string limit = first_line("/sys/fs/cgroup/memory.max");
+  if (!limit.empty() && limit != "max") {
+    const double cap = std::atof(limit.c_str()), used = std::atof(first_line("/sys/fs/cgroup/memory.current").c_str());
+    mem += "; its cgroup allows " + gib(cap) + " (memory.max), " + gib(std::max(0.0, cap - used)) + " of it free";
+    available = std::min(available, std::max(0.0, cap - used));
+  }
+  if (total <= 0) r.add(doctor_status::note, "machine", "memory", "unknown (/proc/meminfo unreadable)");
+  else if (available < 1024.0 * 1024 * 1024)
+    r.add(doctor_status::warn, "machine", "memory", mem + ": under 1 GiB free for parameters, moments and activations");
+  else r.add(doctor_status::ok, "machine", "memory", mem);
+}
+
+void check_compute(report& r, simd_level cpu) {
+#ifdef ACTORPIPE_WITH_TORCH
+  r.add(doctor_status::ok, "compute", "LibTorch", without_prefix(libtorch_version(), "LibTorch ") + "; computes on the CPU");
+#else
+  (void)cpu;
+  r.add(doctor_status::note, "compute", "LibTorch",
+        "none in this build (-DACTORPIPE_WITH_TORCH=OFF): simulate and launch work; train needs a build with LibTorch");
+  return;
+#endif
+  const blas_info blas = current_blas();
+  doctor_status blas_status = doctor_status::ok;
+  std::string blas_text = without_prefix(describe_blas(blas), "BLAS: ");
+  if (blas.openblas && openblas_core_level(blas.core) < cpu && !best_openblas_core(cpu).empty()) {
+    blas_status = doctor_status::warn;
+    blas_text += ": kernels for " + simd_level_name(openblas_core_level(blas.core)) + " on a CPU with " +
+                 simd_level_name(cpu) + " (unset OPENBLAS_CORETYPE and actorpipe picks " + best_openblas_core(cpu) + ")";
+  }
+  r.add(blas_status, "compute", "BLAS", blas_text);
+#ifdef ACTORPIPE_WITH_TORCH
+  const double mhz = std::atof(proc_value("/proc/cpuinfo", "cpu MHz").c_str());
+  const double gflops = matmul_gflops(512, 1024, 1024, 5);
+  std::string text = fixed(gflops, 0) + " GFLOP/s on one thread (fp32, 512x1024 by 1024x1024, best of 5)";
+  const double peak = peak_gflops(cpu, mhz);
+  if (peak > 0)
+    text += "; " + simd_level_name(cpu) + " at the " + fixed(mhz / 1000, 2) + " GHz /proc/cpuinfo gives: " +
+            fixed(peak / 2, 0) + " with one FMA unit, " + fixed(peak, 0) + " with two (turbo clocks go higher)";
+  const doctor_status verdict = judge_matmul(gflops, cpu, mhz);
+  if (verdict == doctor_status::warn) text += ": slow for this CPU; generic kernels, or other work on this core";
+  r.add(verdict, "compute", "matmul", text);
+#endif
+  const std::string allocator = describe_allocator();
+  r.add(allocator.find("tcmalloc") != std::string::npos ? doctor_status::ok : doctor_status::note, "compute", "allocator",
+        allocator.find("tcmalloc") != std::string::npos ? allocator
+                                                        : allocator + " (actorpipe links tcmalloc where libgoogle-perftools-dev is installed)");
+  r.add(doctor_status::ok, "compute", "own loops", describe_own_kernels());
+  std::string set;  // what the user set (actorpipe's own choices of kernels carry a marker)
+  for (const char* v : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY"}) {
+    const bool ours = (std::strcmp(v, "OPENBLAS_CORETYPE") == 0 && nonempty_env(blas_marker_variable)) ||
+                      (std::strcmp(v, "ATEN_CPU_CAPABILITY") == 0 && nonempty_env(aten_marker_variable));
+    if (const char* value = std::getenv(v); value && !ours) set += std::string(set.empty() ? "" : ", ") + v + "=" + value;
+  }
+  r.add(set.empty() ? doctor_status::ok : doctor_status::note, "compute", "threads",
+        "each rank computes on a thread of its own with --threads-per-stage torch threads (default 1)" +
+            (set.empty() ? std::string() : "; set here: " + set));
+}
+
+// Two UCX workers of this process, one sending to the other: the data plane a multi-process
+// job uses, end to end (context, worker, address exchange, endpoint, tagged send and receive).
+void check_ucx(report& r) {
+  const char* tls = std::getenv("UCX_TLS");
+  const std::string version = std::string("UCX ") + ucp_get_version_string() +
+                              (tls ? std::string(" (UCX_TLS=") + tls + ")" : std::string());
+  try {
+    transport::ucx::ucx_worker a, b;
+    const int peer = b.connect(a.address());
+    constexpr std::size_t bytes = std::size_t{4} << 20;
+    constexpr int rounds = 8;
+    std::vector<char> out(bytes, 'x'), in(bytes);
+    std::mutex m;
+    std::condition_variable cv;
+    int done = 0;
+    std::string error;
+    auto finish = [&](const std::string& e) {
+      std::lock_guard<std::mutex> lock(m);
+      if (!e.empty() && error.empty()) error = e;
+      ++done;
+      cv.notify_all();
+    };
+    const auto start = std::chrono::steady_clock::now();
+    for (int k = 0; k < rounds && error.empty(); ++k) {
+      a.receive(100 + k, in.data(), bytes, [&](std::string e, std::size_t) { finish(e); });
+      b.send(peer, 100 + k, out.data(), bytes, [&](std::string e) { finish(e); });
+      std::unique_lock<std::mutex> lock(m);
+      if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return done == 2 * (k + 1) || !error.empty(); })) {
+        error = "no message after 10 s";
+        break;
+      }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!error.empty()) {
+      r.add(doctor_status::fail, "data plane", "UCX", version + ": a message between two workers of this process failed: " + error);
+      return;
+    }
+    if (in != out) {
+      r.add(doctor_status::fail, "data plane", "UCX", version + ": a message between two workers arrived altered");
+      return;
+    }
+    r.add(doctor_status::ok, "data plane", "UCX",
+          version + ": 8 messages of 4 MiB between two workers of this process, " +
+              fixed(rounds * bytes / seconds / 1e9, 1) + " GB/s (processes on this host and others use it)");
+  } catch (const std::exception& e) {
+    r.add(doctor_status::fail, "data plane", "UCX", version + ": " + e.what());
+  }
+}
+
+// GPUs and NCCL, through their libraries if present (nothing of CUDA is linked in).
+void check_gpu(report& r) {
+  std::string gpus;
+  doctor_status status = doctor_status::note;
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!cuda) {
+    gpus = "none: no NVIDIA driver (libcuda.so.1 is not installed)";
+  } else {
+    using init_fn = int (*)(unsigned);
+    using count_fn = int (*)(int*);
+    using device_fn = int (*)(int*, int);       // CUdevice is an int
+    using name_fn = int (*)(char*, int, int);
+    auto init = reinterpret_cast<init_fn>(dlsym(cuda, "cuInit"));
+    auto count = reinterpret_cast<count_fn>(dlsym(cuda, "cuDeviceGetCount"));
+    auto device_of = reinterpret_cast<device_fn>(dlsym(cuda, "cuDeviceGet"));
+    auto device_name = reinterpret_cast<name_fn>(dlsym(cuda, "cuDeviceGetName"));
+    int n = 0;
+    if (!init || !count || !device_of || !device_name) gpus = "unknown: libcuda.so.1 lacks the driver API";
+    else if (const int e = init(0); e != 0) gpus = "none: the driver found no usable device (cuInit error " + std::to_string(e) + ")";
+    else if (count(&n) != 0 || n == 0) gpus = "none: the driver lists no device";
+    else {
+      status = doctor_status::ok;
+      gpus = std::to_string(n) + " GPU" + (n == 1 ? "" : "s") + ":";
+      for (int i = 0; i < n && i < 16; ++i) {
+        char text[256] = {0};
+        int device = 0;
+        if (device_of(&device, i) == 0 && device_name(text, sizeof text, device) == 0)
+          gpus += std::string(i ? "," : "") + " " + text;
+      }
+    }
+  }
+  std::string nccl = "NCCL not installed (libnccl.so.2)";
+  if (void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL)) {
+    using version_fn = int (*)(int*);
+    int v = 0;
+    if (auto get = reinterpret_cast<version_fn>(dlsym(lib, "ncclGetVersion")); get && get(&v) == 0)
+      nccl = "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+    else nccl = "NCCL (libnccl.so.2, version unknown)";
+  }
+  r.add(status, "data plane", "GPU",
+        gpus + "; " + nccl + ". actorpipe trains on the CPU (the LibTorch it builds with is CPU-only); transport/nccl "
+        "moves device buffers between GPUs (tested where there is one)");
+}
+
+void check_jobs(report& r, const doctor_options& o) {
+  struct rlimit files {};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    const bool unlimited = files.rlim_cur == RLIM_INFINITY;
+    const unsigned long long most =
+        unlimited ? 0 : (files.rlim_cur > launch_files_needed(0) ? (files.rlim_cur - launch_files_needed(0)) / 4 : 0);
+    const std::string limit = unlimited ? "unlimited" : std::to_string(files.rlim_cur);
+    if (o.nproc_per_node > 0 && !unlimited && launch_files_needed(o.nproc_per_node) > files.rlim_cur)
+      r.add(doctor_status::fail, "jobs", "open files",
+            "limit " + limit + " (ulimit -n): launch --nproc-per-node " + std::to_string(o.nproc_per_node) + " needs " +
+                std::to_string(launch_files_needed(o.nproc_per_node)) + "; raise it (ulimit -n) or start at most " +
+                std::to_string(most));
+    else
+      r.add(doctor_status::ok, "jobs", "open files",
+            "limit " + limit + " (ulimit -n): launch can start " +
+                (unlimited ? std::string("any number of") : "up to " + std::to_string(most)) + " processes a node");
+  }
+
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host, nullptr, &hints, &found) == 0 && found) {
+    char address[NI_MAXHOST] = {0};
+    getnameinfo(found->ai_addr, found->ai_addrlen, address, sizeof address, nullptr, 0, NI_NUMERICHOST);
+    const bool loopback = (found->ai_family == AF_INET && (ntohl(reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr.s_addr) >> 24) == 127) ||
+                          (found->ai_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<sockaddr_in6*>(found->ai_addr)->sin6_addr));
+    freeaddrinfo(found);
+    if (loopback)
+      r.add(doctor_status::note, "jobs", "host",
+            std::string("'") + host + "' resolves to " + address +
+                ", a loopback address: other nodes reach this one by another (give it as launch --master-addr)");
+    else
+      r.add(doctor_status::ok, "jobs", "host", std::string("'") + host + "' resolves to " + address);
+  } else {
+    r.add(doctor_status::note, "jobs", "host",
+          std::string("'") + host + "' does not resolve: give other nodes this node's address (launch --master-addr), not its name");
+  }
+
+  // Where rank 0's supervisor would listen: free here, or not this host's.
+  launch_env env;
+  try {
+    env = read_launch_env();
+    if (env.launcher != "none")
+      r.add(doctor_status::note, "jobs", "launcher",
+            "this process is rank " + std::to_string(env.process) + " of " + std::to_string(env.processes) + " (" +
+                env.launcher + "'s variables); train here would join that job");
+  } catch (const std::invalid_argument& e) {
+    r.add(doctor_status::fail, "jobs", "launcher", std::string("the job's variables are inconsistent: ") + e.what());
+  }
+  const std::string addr = !o.master_addr.empty() ? o.master_addr : env.master_addr;
+  const int port = o.master_port > 0 ? o.master_port : env.master_port;
+  const std::string where = "port " + std::to_string(port) + " on " + addr;
+  addrinfo* target = nullptr;
+  hints.ai_flags = AI_NUMERICSERV;
+  if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &target) != 0 || !target) {
+    r.add(doctor_status::fail, "jobs", "master", "'" + addr + "' does not resolve (--master-addr / MASTER_ADDR)");
+  } else {
+    const int fd = socket(target->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    const int bound = fd >= 0 ? bind(fd, target->ai_addr, target->ai_addrlen) : -1;
+    const int why = bound == 0 ? 0 : errno;
+    if (fd >= 0) close(fd);
+    freeaddrinfo(target);
+    if (bound == 0)
+      r.add(doctor_status::ok, "jobs", "master", where + " is free: rank 0's supervisor can listen there");
+    else if (why == EADDRINUSE)
+      r.add(doctor_status::fail, "jobs", "master",
+            where + " is in use: a job started here now would fail to listen (launch --master-port picks another)");
+    else if (why == EADDRNOTAVAIL)
+      r.add(doctor_status::note, "jobs", "master",
+            where + ": not an address of this host; run actorpipe doctor on the node that has it to check the port");
+    else
+      r.add(doctor_status::warn, "jobs", "master", where + ": cannot listen there: " + std::strerror(why));
+  }
+  r.add(doctor_status::ok, "jobs", "job token",
+        std::getenv(job_token_variable) ? std::string(job_token_variable) + " is set (never printed)"
+                                        : std::string(job_token_variable) +
+                                              " is not set: launch makes one for a single node; a job of several nodes "
+                                              "needs the same one exported on every node (openssl rand -hex 32)");
+}
+
+void check_dir(report& r, const std::string& dir) {
+  std::error_code ec;
+  const auto st = fs::status(dir, ec);
+  if (ec || !fs::exists(st)) {
+    r.add(doctor_status::fail, "files", "directory", "'" + dir + "' does not exist (--dir)");
+    return;
+  }
+  if (!fs::is_directory(st)) {
+    r.add(doctor_status::fail, "files", "directory", "'" + dir + "' is not a directory (--dir)");
+    return;
+  }
+  std::string probe = dir + "/.actorpipe-doctor-XXXXXX";
+  const int fd = mkstemp(probe.data());
+  if (fd < 0) {
+    r.add(doctor_status::fail, "files", "directory", "'" + dir + "' takes no new file: " + std::strerror(errno));
+    return;
+  }
+  const bool wrote = write(fd, "x", 1) == 1 && fsync(fd) == 0;
+  const int why = wrote ? 0 : errno;
+  close(fd);
+  unlink(probe.c_str());
+  if (!wrote) {
+    r.add(doctor_status::fail, "files", "directory", "'" + dir + "' takes no writes: " + std::strerror(why));
+    return;
+  }
+  struct statvfs fsinfo {};
+  const double free_bytes = statvfs(dir.c_str(), &fsinfo) == 0 ? double(fsinfo.f_bavail) * fsinfo.f_frsize : -1;
+  const std::string text = "'" + dir + "' is writable" + (free_bytes >= 0 ? ", " + gib(free_bytes) + " free" : "") +
+                           " (checkpoints: parameters and two AdamW moments, 12 bytes a parameter)";
+  r.add(free_bytes >= 0 && free_bytes < 1024.0 * 1024 * 1024 ? doctor_status::warn : doctor_status::ok, "files",
+        "directory", text);
+}
+
+const char* status_word(doctor_status s) {
+  switch (s) {
+    case doctor_status::ok: return "ok";
+    case doctor_status::note: return "note";
+    case doctor_status::warn: return "warn";
+    case doctor_status::fail: return "FAIL";
+  }
+  return "?";
+}
+
+}  // namespace
+
+double peak_gflops(simd_level cpu, double mhz) {
+  if (!(mhz > 0) || !std::isfinite(mhz)) return 0;
+  double flops_per_cycle = 8;  // SSE: a 4-wide multiply and add a cycle
+  switch (cpu) {
+    case simd_level::sse: flops_per_cycle = 8; break;
+    case simd_level::avx: flops_per_cycle = 16; break;
+    case simd_level::avx2: flops_per_cycle = 32; break;
+    case simd_level::avx512:
+    case simd_level::avx512_bf16: flops_per_cycle = 64; break;
+  }
+  return flops_per_cycle * mhz / 1000;
+}
+
+doctor_status judge_matmul(double gflops, simd_level cpu, double mhz) {
+  const double peak = peak_gflops(cpu, mhz);
+  if (peak <= 0) return doctor_status::note;
+  return gflops >= 0.3 * peak ? doctor_status::ok : doctor_status::warn;
+}
+
+std::vector<doctor_finding> run_doctor_checks(const doctor_options& o) {
+  if (o.dir.empty()) throw std::invalid_argument("--dir must not be empty");
+  if (o.master_port < 0 || o.master_port > 65535)
+    throw std::invalid_argument("--master-port=" + std::to_string(o.master_port) + " must be in 1..65535");
+  if (o.nproc_per_node < 0)
+    throw std::invalid_argument("--nproc-per-node=" + std::to_string(o.nproc_per_node) + " must be >= 1");
+  std::vector<doctor_finding> all;
+  report r(all);
+  const simd_level cpu = cpu_simd_level();
+  check_machine(r, cpu);
+  check_compute(r, cpu);
+  check_ucx(r);
+  check_gpu(r);
+  check_jobs(r, o);
+  check_dir(r, o.dir);
+  return all;
+}
+
+int run_doctor(const doctor_options& o, std::ostream& out) {
+  out << "actorpipe doctor: what this machine gives a training run (ok; note; warn: slower than it could be; "
+         "FAIL: a run would stop)\n";
+  const auto findings = run_doctor_checks(o);
+  std::string section;
+  int counts[4] = {0, 0, 0, 0};
+  for (const auto& f : findings) {
+    if (f.section != section) out << '\n' << (section = f.section) << '\n';
+    char head[64];
+    std::snprintf(head, sizeof head, "  %-5s %-11s ", status_word(f.status), f.item.c_str());
+    out << head << f.text << '\n';
+    ++counts[static_cast<int>(f.status)];
+  }
+  const int warns = counts[static_cast<int>(doctor_status::warn)], fails = counts[static_cast<int>(doctor_status::fail)];
+  out << '\n';
+  if (fails > 0)
+    out << fails << (fails == 1 ? " failure" : " failures") << " (FAIL above): a run would stop there; "
+        << warns << (warns == 1 ? " warning\n" : " warnings\n");
+  else if (warns > 0)
+    out << warns << (warns == 1 ? " warning" : " warnings") << " (warn above): runs work, slower than they could\n";
+  else
+#ifdef ACTORPIPE_WITH_TORCH
+    out << "ready: nothing stops or slows a run here (next: actorpipe train, or actorpipe simulate to see a schedule)\n";
+#else
+    out << "ready: nothing stops a run here (next: actorpipe simulate to see a schedule)\n";
+#endif
+  return fails > 0 ? exit_failed : 0;
+}
+
+}  // namespace actorpipe

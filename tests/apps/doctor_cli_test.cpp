@@ -1,0 +1,180 @@
+// `actorpipe doctor`: a line for every check with its status, the exit code from the failures,
+// the failures it must find (a busy master port, a missing or non-directory --dir, too few open
+// files for --nproc-per-node, user-chosen generic BLAS kernels), bad flags refused, and the
+// matmul verdict's thresholds.
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include "apps/doctor_command.hpp"
+#include "core/blas_kernels.hpp"
+#include "tests/apps/cli_runner.hpp"
+#include "tests/apps/process_runner.hpp"
+
+using namespace actorpipe;
+using namespace actorpipe::testing;
+using Catch::Contains;
+
+namespace {
+
+// The status word of the report line for `item` ("" when there is none).
+std::string status_of(const std::string& report, const std::string& item) {
+  std::smatch m;
+  if (!std::regex_search(report, m, std::regex("\n  (ok|note|warn|FAIL) +" + item + " +[^ \n]"))) return "";
+  return m[1];
+}
+
+// A socket listening on 127.0.0.1 at a port the kernel picks; the port.
+class listener {
+ public:
+  listener() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof a;
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd_, 1) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &size) != 0)
+      throw std::runtime_error("listener: cannot listen on 127.0.0.1");
+    port_ = ntohs(a.sin_port);
+  }
+  ~listener() { close(fd_); }
+  listener(const listener&) = delete;
+  listener& operator=(const listener&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1, port_ = 0;
+};
+
+}  // namespace
+
+CATCH_TEST_CASE("doctor reports every check with its status and exits 1 only when one fails", "[apps][doctor]") {
+  const std::string dir = temp_path("-doctor");
+  std::filesystem::create_directories(dir);
+  const auto r = cli({"doctor", "--dir", dir, "--master-port", std::to_string(free_port())});
+  CATCH_INFO(r.out << r.err);
+  for (const char* item : {"CPU", "memory", "LibTorch", "UCX", "GPU", "open files", "host", "master", "job token", "directory"})
+    CATCH_CHECK(status_of(r.out, item) != "");
+  CATCH_CHECK(r.code == (r.out.find("\n  FAIL ") != std::string::npos ? 1 : 0));
+  CATCH_CHECK(r.err.empty());
+#ifdef ACTORPIPE_WITH_TORCH
+  for (const char* item : {"BLAS", "matmul", "allocator", "own loops", "threads"}) CATCH_CHECK(status_of(r.out, item) != "");
+  std::smatch m;
+  CATCH_REQUIRE(std::regex_search(r.out, m, std::regex("matmul +([0-9]+) GFLOP/s on one thread")));
+  CATCH_CHECK(std::stoi(m[1]) > 0);
+#else
+  CATCH_CHECK(status_of(r.out, "LibTorch") == "note");
+  CATCH_CHECK_THAT(r.out, Contains("none in this build (-DACTORPIPE_WITH_TORCH=OFF)"));
+  CATCH_CHECK(status_of(r.out, "matmul") == "");
+#endif
+  CATCH_CHECK(status_of(r.out, "UCX") == "ok");  // the data plane the multi-process tests use
+  CATCH_CHECK_THAT(r.out, Contains("8 messages of 4 MiB between two workers of this process"));
+  CATCH_CHECK(status_of(r.out, "directory") == "ok");
+  CATCH_CHECK_THAT(r.out, Contains("'" + dir + "' is writable"));
+  CATCH_CHECK(std::filesystem::is_empty(dir));  // its probe file is gone
+  const bool fails = r.out.find("\n  FAIL ") != std::string::npos, warns = r.out.find("\n  warn ") != std::string::npos;
+  CATCH_CHECK_THAT(r.out, Contains(fails   ? "(FAIL above): a run would stop there"
+                                   : warns ? "(warn above): runs work, slower than they could"
+                                           : "ready: nothing stops"));
+}
+
+CATCH_TEST_CASE("doctor fails a busy master port and a --dir that is missing or no directory, naming each",
+                "[apps][doctor]") {
+  listener busy;
+  const std::string file = temp_path(".txt");
+  std::ofstream(file) << "x";
+  auto r = cli({"doctor", "--master-port", std::to_string(busy.port()), "--dir", "/nonexistent/actorpipe-doctor"});
+  CATCH_CHECK(r.code == 1);
+  CATCH_CHECK(status_of(r.out, "master") == "FAIL");
+  CATCH_CHECK_THAT(r.out, Contains("port " + std::to_string(busy.port()) +
+                                   " on 127.0.0.1 is in use: a job started here now would fail to listen"));
+  CATCH_CHECK(status_of(r.out, "directory") == "FAIL");
+  CATCH_CHECK_THAT(r.out, Contains("'/nonexistent/actorpipe-doctor' does not exist (--dir)"));
+  CATCH_CHECK_THAT(r.out, Contains("2 failures (FAIL above): a run would stop there"));
+  r = cli({"doctor", "--master-port", std::to_string(free_port()), "--dir", file});
+  CATCH_CHECK(status_of(r.out, "directory") == "FAIL");
+  CATCH_CHECK_THAT(r.out, Contains("'" + file + "' is not a directory (--dir)"));
+  CATCH_CHECK(status_of(r.out, "master") == "ok");
+  CATCH_CHECK(r.code == 1);
+}
+
+CATCH_TEST_CASE("doctor checks launch's open files for --nproc-per-node against ulimit -n", "[apps][doctor]") {
+  rlimit old{};
+  CATCH_REQUIRE(getrlimit(RLIMIT_NOFILE, &old) == 0);
+  rlimit low = old;
+  low.rlim_cur = 256;  // room for (256 - 32) / 4 = 56 processes
+  CATCH_REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  const auto many = cli({"doctor", "--nproc-per-node", "57", "--master-port", std::to_string(free_port())});
+  const auto fits = cli({"doctor", "--nproc-per-node", "56", "--master-port", std::to_string(free_port())});
+  setrlimit(RLIMIT_NOFILE, &old);
+  CATCH_CHECK(status_of(many.out, "open files") == "FAIL");
+  CATCH_CHECK_THAT(many.out, Contains("limit 256 (ulimit -n): launch --nproc-per-node 57 needs 260; raise it (ulimit -n) "
+                                      "or start at most 56"));
+  CATCH_CHECK(many.code == 1);
+  CATCH_CHECK(status_of(fits.out, "open files") == "ok");
+  CATCH_CHECK_THAT(fits.out, Contains("limit 256 (ulimit -n): launch can start up to 56 processes a node"));
+}
+
+CATCH_TEST_CASE("doctor warns of generic BLAS kernels the user chose on a CPU with better ones", "[apps][doctor]") {
+  const simd_level cpu = cpu_simd_level();
+  const std::string log = temp_path(".log");
+  const pid_t pid = start_process(ACTORPIPE_BIN, {"doctor", "--master-port", std::to_string(free_port())},
+                                  // as a user's shell has it: no marker of actorpipe's own choice
+                                  {{"OPENBLAS_CORETYPE", "Prescott"}, {blas_marker_variable, ""}}, log);
+  const int code = wait_process(pid, 120);
+  const std::string out = read_text(log);
+  CATCH_INFO(out);
+  CATCH_CHECK(code == (out.find("\n  FAIL ") != std::string::npos ? 1 : 0));
+#ifndef ACTORPIPE_WITH_TORCH
+  CATCH_CHECK(status_of(out, "BLAS") == "");  // no LibTorch, no BLAS to judge
+  return;
+#endif
+  CATCH_CHECK_THAT(out, Contains("OPENBLAS_CORETYPE=Prescott set by the user"));
+  CATCH_CHECK_THAT(out, Contains("set here: OPENBLAS_CORETYPE=Prescott"));
+  if (current_blas().openblas && !best_openblas_core(cpu).empty()) {  // OpenBLAS, on a CPU above SSE
+    CATCH_CHECK(status_of(out, "BLAS") == "warn");
+    CATCH_CHECK_THAT(out, Contains("kernels for SSE on a CPU with " + simd_level_name(cpu) +
+                                   " (unset OPENBLAS_CORETYPE and actorpipe picks " + best_openblas_core(cpu) + ")"));
+  } else {
+    CATCH_CHECK(status_of(out, "BLAS") == "ok");
+  }
+}
+
+CATCH_TEST_CASE("doctor refuses bad flags naming them", "[apps][doctor]") {
+  auto r = cli({"doctor", "--master-port", "70000"});
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK_THAT(r.err, Contains("actorpipe doctor: error: --master-port=70000 must be in 1..65535"));
+  r = cli({"doctor", "--nproc-per-node", "-3"});
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK_THAT(r.err, Contains("--nproc-per-node=-3 must be >= 1"));
+  r = cli({"doctor", "--dir", ""});
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK_THAT(r.err, Contains("--dir must not be empty"));
+  r = cli({"doctor", "--frobnicate"});
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK_THAT(r.err, Contains("actorpipe doctor: error:"));
+}
+
+CATCH_TEST_CASE("the matmul verdict: a share of the CPU's fp32 peak at its clock", "[apps][doctor]") {
+  CATCH_CHECK(peak_gflops(simd_level::avx512, 2300) == Approx(147.2));
+  CATCH_CHECK(peak_gflops(simd_level::avx512_bf16, 2300) == Approx(147.2));
+  CATCH_CHECK(peak_gflops(simd_level::avx2, 3000) == Approx(96));
+  CATCH_CHECK(peak_gflops(simd_level::avx, 3000) == Approx(48));
+  CATCH_CHECK(peak_gflops(simd_level::sse, 3000) == Approx(24));
+  CATCH_CHECK(peak_gflops(simd_level::avx512, 0) == 0);
+  // This machine (Xeon vCPUs, 2.3 GHz): OpenBLAS's SkylakeX kernels 117-167 GFLOP/s, its generic
+  // Prescott kernels 31-34.
+  CATCH_CHECK(judge_matmul(117, simd_level::avx512, 2300) == doctor_status::ok);
+  CATCH_CHECK(judge_matmul(34, simd_level::avx512, 2300) == doctor_status::warn);
+  CATCH_CHECK(judge_matmul(45, simd_level::avx512, 2300) == doctor_status::ok);  // one FMA unit, well under turbo
+  CATCH_CHECK(judge_matmul(20, simd_level::avx2, 3000) == doctor_status::warn);
+  CATCH_CHECK(judge_matmul(34, simd_level::avx512, 0) == doctor_status::note);  // clock unknown: no verdict
+}
