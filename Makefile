@@ -28,7 +28,7 @@ CMAKE_FLAGS ?=
 PACKAGES := build-essential cmake ninja-build ccache pkg-config \
             libcaf-dev libtorch-dev libucx-dev catch2 libspdlog-dev libfmt-dev \
             libcli11-dev nlohmann-json3-dev libopenblas0-openmp libssl-dev iproute2 \
-            libgoogle-perftools-dev
+            libgoogle-perftools-dev libblas3
 
 .PHONY: run test deps venv build bench bench-peer pictures clean
 

@@ -145,11 +145,27 @@ void check_compute(report& r, simd_level cpu) {
   const blas_info blas = current_blas();
   doctor_status blas_status = doctor_status::ok;
   std::string blas_text = without_prefix(describe_blas(blas), "BLAS: ");
-  if (blas.openblas && openblas_core_level(blas.core) < cpu && !best_openblas_core(cpu).empty()) {
+  if (!blas.other_sgemm.empty()) {
+    blas_status = doctor_status::warn;
+  } else if (blas.openblas && openblas_core_level(blas.core) < cpu && !best_openblas_core(cpu).empty()) {
     blas_status = doctor_status::warn;
     blas_text += ": kernels for " + simd_level_name(openblas_core_level(blas.core)) + " on a CPU with " +
                  simd_level_name(cpu) + " (unset OPENBLAS_CORETYPE and actorpipe picks " + best_openblas_core(cpu) + ")";
   }
+#ifdef ACTORPIPE_WITH_TORCH
+  if (!blas.openblas) {  // LibTorch's build says which: its own MKL, or whatever libblas.so.3 is
+    const std::string torch = libtorch_version();
+    const auto at = torch.find("BLAS_INFO=");
+    const std::string info = at == std::string::npos ? "" : torch.substr(at + 10, torch.find_first_of("), ", at) - at - 10);
+    if (info == "generic") {
+      blas_status = doctor_status::warn;
+      blas_text = "LibTorch calls the system's libblas.so.3, and it is not OpenBLAS: the reference BLAS is ~10x slower "
+                  "(apt-get install libopenblas0-openmp)";
+    } else {
+      blas_text = "LibTorch's own" + (info.empty() ? std::string() : " (BLAS_INFO=" + info + ")");
+    }
+  }
+#endif
   r.add(blas_status, "compute", "BLAS", blas_text);
 #ifdef ACTORPIPE_WITH_TORCH
   const double mhz = std::atof(proc_value("/proc/cpuinfo", "cpu MHz").c_str());
@@ -185,35 +201,41 @@ void check_ucx(report& r) {
   const char* tls = std::getenv("UCX_TLS");
   const std::string version = std::string("UCX ") + ucp_get_version_string() +
                               (tls ? std::string(" (UCX_TLS=") + tls + ")" : std::string());
+  constexpr std::size_t bytes = std::size_t{4} << 20;
+  constexpr int rounds = 8;
+  // Declared before the workers, so that a callback their destruction still runs (a receive
+  // cancelled after a timeout) finds them alive.
+  std::vector<char> out(bytes, 'x'), in(bytes);
+  std::mutex m;
+  std::condition_variable cv;
+  int done = 0;
+  std::string error;
+  auto finish = [&](const std::string& e) {
+    std::lock_guard<std::mutex> lock(m);
+    if (!e.empty() && error.empty()) error = e;
+    ++done;
+    cv.notify_all();
+  };
   try {
     transport::ucx::ucx_worker a, b;
     const int peer = b.connect(a.address());
-    constexpr std::size_t bytes = std::size_t{4} << 20;
-    constexpr int rounds = 8;
-    std::vector<char> out(bytes, 'x'), in(bytes);
-    std::mutex m;
-    std::condition_variable cv;
-    int done = 0;
-    std::string error;
-    auto finish = [&](const std::string& e) {
-      std::lock_guard<std::mutex> lock(m);
-      if (!e.empty() && error.empty()) error = e;
-      ++done;
-      cv.notify_all();
-    };
     const auto start = std::chrono::steady_clock::now();
-    for (int k = 0; k < rounds && error.empty(); ++k) {
+    for (int k = 0; k < rounds; ++k) {
       a.receive(100 + k, in.data(), bytes, [&](std::string e, std::size_t) { finish(e); });
       b.send(peer, 100 + k, out.data(), bytes, [&](std::string e) { finish(e); });
       std::unique_lock<std::mutex> lock(m);
-      if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return done == 2 * (k + 1) || !error.empty(); })) {
+      if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return done == 2 * (k + 1) || !error.empty(); }))
         error = "no message after 10 s";
-        break;
-      }
+      if (!error.empty()) break;
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!error.empty()) {
-      r.add(doctor_status::fail, "data plane", "UCX", version + ": a message between two workers of this process failed: " + error);
+    std::string failed;
+    {
+      std::lock_guard<std::mutex> lock(m);  // not held past here: a callback may still want it
+      failed = error;
+    }
+    if (!failed.empty()) {
+      r.add(doctor_status::fail, "data plane", "UCX", version + ": a message between two workers of this process failed: " + failed);
       return;
     }
     if (in != out) {

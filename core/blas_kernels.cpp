@@ -117,6 +117,16 @@ blas_info current_blas() {
   if (const char* core = get_core()) info.core = core;
   if (get_config != nullptr)
     if (const char* config = get_config()) info.config = config;
+  if (void* sgemm = ::dlsym(RTLD_DEFAULT, "sgemm_")) {  // the library that defines it: an OpenBLAS?
+    Dl_info where{};
+    if (::dladdr(sgemm, &where) != 0 && where.dli_fname != nullptr) {
+      void* library = ::dlopen(where.dli_fname, RTLD_LAZY | RTLD_NOLOAD);  // loaded already: only a handle
+      if (library != nullptr) {
+        if (::dlsym(library, "openblas_get_corename") == nullptr) info.other_sgemm = where.dli_fname;
+        ::dlclose(library);
+      }
+    }
+  }
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   const char* marker = std::getenv(blas_marker_variable);
   const simd_level cpu = cpu_simd_level();
@@ -139,6 +149,10 @@ blas_info current_blas() {
 std::string describe_blas(const blas_info& info) {
   if (!info.openblas) return "BLAS: not OpenBLAS (LibTorch's own)";
   std::string config = info.config.empty() ? "OpenBLAS" : info.config;
+  if (!info.other_sgemm.empty())
+    return "BLAS: matrix products from " + info.other_sgemm + ", not from the " + config +
+           " also loaded (a reference BLAS is ~20x slower: check LD_LIBRARY_PATH and update-alternatives --display "
+           "libblas.so.3-x86_64-linux-gnu)";
   return "BLAS: " + config + "; kernels " + info.core + " (" + info.origin + ")";
 }
 

@@ -54,6 +54,11 @@ struct blas_info {
   std::string config;  // openblas_get_config(), e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64"
   std::string core;    // openblas_get_corename(), e.g. "Cooperlake"
   std::string origin;  // who picked the core, in words
+  // The library LibTorch's matrix products (sgemm_, found as LibTorch finds it) come from,
+  // where that is not the OpenBLAS above: OpenBLAS can be loaded while another libblas.so.3 (the
+  // reference BLAS, ~20x slower here) comes first in the lookup order (LD_LIBRARY_PATH, say).
+  // Empty when they come from OpenBLAS, or no sgemm_ is loaded.
+  std::string other_sgemm;
 };
 
 // The BLAS of this process as it runs now.

@@ -1,7 +1,7 @@
 // `actorpipe doctor`: a line for every check with its status, the exit code from the failures,
 // the failures it must find (a busy master port, a missing or non-directory --dir, too few open
-// files for --nproc-per-node, user-chosen generic BLAS kernels), bad flags refused, and the
-// matmul verdict's thresholds.
+// files for --nproc-per-node, user-chosen generic BLAS kernels, a reference BLAS answering
+// LibTorch's products), bad flags refused, and the matmul verdict's thresholds.
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
@@ -137,15 +137,44 @@ CATCH_TEST_CASE("doctor warns of generic BLAS kernels the user chose on a CPU wi
   CATCH_CHECK(status_of(out, "BLAS") == "");  // no LibTorch, no BLAS to judge
   return;
 #endif
-  CATCH_CHECK_THAT(out, Contains("OPENBLAS_CORETYPE=Prescott set by the user"));
   CATCH_CHECK_THAT(out, Contains("set here: OPENBLAS_CORETYPE=Prescott"));
-  if (current_blas().openblas && !best_openblas_core(cpu).empty()) {  // OpenBLAS, on a CPU above SSE
+  if (!current_blas().openblas) {  // LibTorch's own BLAS (the pip build's MKL): the variable changes nothing
+    CATCH_CHECK(status_of(out, "BLAS") == "ok");
+    CATCH_CHECK_THAT(out, Contains("BLAS        LibTorch's own (BLAS_INFO="));
+  } else if (!best_openblas_core(cpu).empty()) {  // OpenBLAS, on a CPU above SSE
+    CATCH_CHECK_THAT(out, Contains("OPENBLAS_CORETYPE=Prescott set by the user"));
     CATCH_CHECK(status_of(out, "BLAS") == "warn");
     CATCH_CHECK_THAT(out, Contains("kernels for SSE on a CPU with " + simd_level_name(cpu) +
                                    " (unset OPENBLAS_CORETYPE and actorpipe picks " + best_openblas_core(cpu) + ")"));
   } else {
     CATCH_CHECK(status_of(out, "BLAS") == "ok");
   }
+}
+
+CATCH_TEST_CASE("doctor names a reference BLAS that LibTorch's products come from beside a loaded OpenBLAS",
+                "[apps][doctor]") {
+  // Debian's libblas3 (make deps installs it for this test): the netlib reference BLAS. First in
+  // the library path, it answers LibTorch's sgemm_ although actorpipe loads OpenBLAS too.
+  const std::string reference = "/usr/lib/x86_64-linux-gnu/blas";
+  CATCH_REQUIRE(std::filesystem::exists(reference + "/libblas.so.3"));
+  const std::string log = temp_path(".log");
+  const pid_t pid = start_process(ACTORPIPE_BIN, {"doctor", "--master-port", std::to_string(free_port())},
+                                  {{"LD_LIBRARY_PATH", reference}}, log);
+  const int code = wait_process(pid, 120);
+  const std::string out = read_text(log);
+  CATCH_INFO(out);
+  CATCH_CHECK(code == (out.find("\n  FAIL ") != std::string::npos ? 1 : 0));
+#ifndef ACTORPIPE_WITH_TORCH
+  CATCH_CHECK(status_of(out, "BLAS") == "");
+  return;
+#endif
+  if (!current_blas().openblas) {  // the pip build: MKL inside LibTorch, whatever libblas.so.3 is
+    CATCH_CHECK(status_of(out, "BLAS") == "ok");
+    return;
+  }
+  CATCH_CHECK(status_of(out, "BLAS") == "warn");
+  CATCH_CHECK_THAT(out, Contains("BLAS        matrix products from " + reference + "/libblas.so.3, not from the OpenBLAS"));
+  CATCH_CHECK(status_of(out, "matmul") == "warn");  // ~5 GFLOP/s here against 117-167
 }
 
 CATCH_TEST_CASE("doctor refuses bad flags naming them", "[apps][doctor]") {

@@ -63,6 +63,7 @@ CATCH_TEST_CASE("this test process computes on the kernels actorpipe picks", "[c
   }
   CATCH_INFO(describe_blas(info));
   CATCH_CHECK(!info.core.empty());
+  CATCH_CHECK(info.other_sgemm.empty());  // LibTorch's sgemm_ is OpenBLAS's here (libblas.so.3 is its alternative)
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   const char* marker = std::getenv(blas_marker_variable);
   if (coretype != nullptr && *coretype != '\0' && (marker == nullptr || *marker == '\0')) {
