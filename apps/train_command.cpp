@@ -291,6 +291,9 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
     out << "note: --threads-per-stage " << t.threads_per_stage << " x " << ranks_here
         << (ranks_here == 1 ? " rank" : " ranks") << " in this process = " << ranks_here * t.threads_per_stage
         << " compute threads on " << cpus << " CPUs: they take turns, so steps run slower, not faster\n";
+  if (const std::string other = current_blas().other_sgemm; !other.empty())
+    log_warn("LibTorch's matrix products come from " + other +
+             ", not from the OpenBLAS this process loaded: a reference BLAS is ~20x slower (actorpipe doctor says more)");
   out.flush();
 }
 

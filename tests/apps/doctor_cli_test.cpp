@@ -175,6 +175,17 @@ CATCH_TEST_CASE("doctor names a reference BLAS that LibTorch's products come fro
   CATCH_CHECK(status_of(out, "BLAS") == "warn");
   CATCH_CHECK_THAT(out, Contains("BLAS        matrix products from " + reference + "/libblas.so.3, not from the OpenBLAS"));
   CATCH_CHECK(status_of(out, "matmul") == "warn");  // ~5 GFLOP/s here against 117-167
+  // train says so as it starts, and its summary names where the products came from
+  const std::string train_log = temp_path(".log");
+  const pid_t train = start_process(ACTORPIPE_BIN,
+                                    {"train", "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16",
+                                     "--vocab", "64", "--microbatches", "2", "--microbatch-size", "2", "--steps", "1"},
+                                    {{"LD_LIBRARY_PATH", reference}}, train_log);
+  CATCH_CHECK(wait_process(train, 120) == 0);
+  const std::string trained = read_text(train_log);
+  CATCH_CHECK_THAT(trained, Contains("warning: LibTorch's matrix products come from " + reference +
+                                     "/libblas.so.3, not from the OpenBLAS this process loaded"));
+  CATCH_CHECK_THAT(trained, Contains("BLAS: matrix products from " + reference + "/libblas.so.3"));
 }
 
 CATCH_TEST_CASE("doctor refuses bad flags naming them", "[apps][doctor]") {
