@@ -35,7 +35,8 @@ PACKAGES := build-essential cmake ninja-build ccache pkg-config \
 run: build
 	./$(BUILD_DIR)/apps/actorpipe train --trace $(BUILD_DIR)/trace.json
 	@echo
-	@echo "Next: ./$(BUILD_DIR)/apps/actorpipe train --help, ./$(BUILD_DIR)/apps/actorpipe simulate --help"
+	@echo "Next: ./$(BUILD_DIR)/apps/actorpipe train --help, ./$(BUILD_DIR)/apps/actorpipe simulate --help,"
+	@echo "      ./$(BUILD_DIR)/apps/actorpipe doctor (what this machine gives a run)"
 	@echo "      (the timeline of the last step is in $(BUILD_DIR)/trace.json: open it in ui.perfetto.dev)"
 
 test: build
