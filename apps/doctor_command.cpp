@@ -195,12 +195,15 @@ void check_compute(report& r, simd_level cpu) {
             (set.empty() ? std::string() : "; set here: " + set));
 }
 
-// Two UCX workers of this process, one sending to the other: the data plane a multi-process
-// job uses, end to end (context, worker, address exchange, endpoint, tagged send and receive).
-void check_ucx(report& r) {
-  const char* tls = std::getenv("UCX_TLS");
-  const std::string version = std::string("UCX ") + ucp_get_version_string() +
-                              (tls ? std::string(" (UCX_TLS=") + tls + ")" : std::string());
+// Two UCX workers of this process, one sending 8 messages of 4 MiB to the other: the data
+// plane a multi-process job uses, end to end (context, worker, address exchange, endpoint,
+// tagged send and receive). "" and the GB/s, or what failed.
+struct loopback_result {
+  std::string error;
+  double gb_per_s = 0;
+};
+
+loopback_result ucx_loopback(const std::vector<std::pair<std::string, std::string>>& settings) {
   constexpr std::size_t bytes = std::size_t{4} << 20;
   constexpr int rounds = 8;
   // Declared before the workers, so that a callback their destruction still runs (a receive
@@ -216,8 +219,9 @@ void check_ucx(report& r) {
     ++done;
     cv.notify_all();
   };
+  loopback_result result;
   try {
-    transport::ucx::ucx_worker a, b;
+    transport::ucx::ucx_worker a(settings), b(settings);
     const int peer = b.connect(a.address());
     const auto start = std::chrono::steady_clock::now();
     for (int k = 0; k < rounds; ++k) {
@@ -229,25 +233,40 @@ void check_ucx(report& r) {
       if (!error.empty()) break;
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::string failed;
     {
       std::lock_guard<std::mutex> lock(m);  // not held past here: a callback may still want it
-      failed = error;
+      result.error = error;
     }
-    if (!failed.empty()) {
-      r.add(doctor_status::fail, "data plane", "UCX", version + ": a message between two workers of this process failed: " + failed);
-      return;
-    }
-    if (in != out) {
-      r.add(doctor_status::fail, "data plane", "UCX", version + ": a message between two workers arrived altered");
-      return;
-    }
-    r.add(doctor_status::ok, "data plane", "UCX",
-          version + ": 8 messages of 4 MiB between two workers of this process, " +
-              fixed(rounds * bytes / seconds / 1e9, 1) + " GB/s (processes on this host and others use it)");
+    if (result.error.empty() && in != out) result.error = "a message arrived altered";
+    if (result.error.empty()) result.gb_per_s = rounds * bytes / seconds / 1e9;
   } catch (const std::exception& e) {
-    r.add(doctor_status::fail, "data plane", "UCX", version + ": " + e.what());
+    result.error = e.what();
   }
+  return result;
+}
+
+void check_ucx(report& r) {
+  const char* tls = std::getenv("UCX_TLS");
+  const std::string version = std::string("UCX ") + ucp_get_version_string();
+  const loopback_result any = ucx_loopback({});
+  if (!any.error.empty())
+    r.add(doctor_status::fail, "data plane", "UCX",
+          version + (tls ? std::string(" (UCX_TLS=") + tls + ")" : std::string()) +
+              ": 4 MiB messages between two workers of this process failed: " + any.error);
+  else
+    r.add(doctor_status::ok, "data plane", "UCX",
+          version + (tls ? std::string(" (UCX_TLS=") + tls + ")" : std::string()) +
+              ": 8 messages of 4 MiB between two workers of this process, " + fixed(any.gb_per_s, 1) +
+              " GB/s (processes on this host use it)");
+  // What reaches other nodes: TCP (UCX also takes RDMA where there is some).
+  const loopback_result tcp = ucx_loopback({{"TLS", "tcp"}});
+  if (!tcp.error.empty())
+    r.add(doctor_status::warn, "data plane", "UCX tcp",
+          "the same over TCP alone (UCX_TLS=tcp) failed: " + tcp.error +
+              "; a job across nodes needs TCP or RDMA between them");
+  else
+    r.add(doctor_status::ok, "data plane", "UCX tcp",
+          "the same over TCP alone (UCX_TLS=tcp, as between nodes without RDMA): " + fixed(tcp.gb_per_s, 1) + " GB/s");
 }
 
 // GPUs and NCCL, through their libraries if present (nothing of CUDA is linked in).

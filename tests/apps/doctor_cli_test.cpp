@@ -61,7 +61,8 @@ CATCH_TEST_CASE("doctor reports every check with its status and exits 1 only whe
   std::filesystem::create_directories(dir);
   const auto r = cli({"doctor", "--dir", dir, "--master-port", std::to_string(free_port())});
   CATCH_INFO(r.out << r.err);
-  for (const char* item : {"CPU", "memory", "LibTorch", "UCX", "GPU", "open files", "host", "master", "job token", "directory"})
+  for (const char* item : {"CPU", "memory", "LibTorch", "UCX", "UCX tcp", "GPU", "open files", "host", "master", "job token",
+                           "directory"})
     CATCH_CHECK(status_of(r.out, item) != "");
   CATCH_CHECK(r.code == (r.out.find("\n  FAIL ") != std::string::npos ? 1 : 0));
   CATCH_CHECK(r.err.empty());
@@ -77,6 +78,8 @@ CATCH_TEST_CASE("doctor reports every check with its status and exits 1 only whe
 #endif
   CATCH_CHECK(status_of(r.out, "UCX") == "ok");  // the data plane the multi-process tests use
   CATCH_CHECK_THAT(r.out, Contains("8 messages of 4 MiB between two workers of this process"));
+  CATCH_CHECK(status_of(r.out, "UCX tcp") == "ok");  // the multi-process tests use tcp too
+  CATCH_CHECK_THAT(r.out, Contains("the same over TCP alone (UCX_TLS=tcp"));
   CATCH_CHECK(status_of(r.out, "directory") == "ok");
   CATCH_CHECK_THAT(r.out, Contains("'" + dir + "' is writable"));
   CATCH_CHECK(std::filesystem::is_empty(dir));  // its probe file is gone

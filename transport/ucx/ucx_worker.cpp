@@ -56,10 +56,17 @@ struct ucx_worker::peer {
   std::string reason;
 };
 
-ucx_worker::ucx_worker() {
+ucx_worker::ucx_worker(const std::vector<std::pair<std::string, std::string>>& settings) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) throw_status("ucp_config_read", status);
+  for (const auto& [name, value] : settings) {
+    status = ucp_config_modify(config, name.c_str(), value.c_str());
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      throw_status(("ucp_config_modify " + name + "=" + value).c_str(), status);
+    }
+  }
 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;

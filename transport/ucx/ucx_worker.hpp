@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 // Opaque UCX handles, so users of this header do not need <ucp/api/ucp.h>.
@@ -36,8 +37,9 @@ public:
   using failure_callback = std::function<void(int peer, std::string reason)>;
 
   /// Creates the UCX context (TAG + WAKEUP features) and worker and starts the progress thread.
+  /// `settings` override the UCX environment's for this context ({"TLS", "tcp"} is UCX_TLS=tcp).
   /// Throws std::runtime_error when UCX refuses (message carries ucs_status_string).
-  ucx_worker();
+  explicit ucx_worker(const std::vector<std::pair<std::string, std::string>>& settings = {});
   ~ucx_worker();
 
   ucx_worker(const ucx_worker&) = delete;
