@@ -44,7 +44,8 @@ class hub final : public control_role {
     if (!listening) {
       fail_setup("cannot listen on " + master() +
                  " (MASTER_ADDR / MASTER_PORT, or --master-addr / --master-port of actorpipe launch): " +
-                 self_->system().render(listening.error()));
+                 self_->system().render(listening.error()),
+                 true);
     } else if (o_.processes == 1) {
       all_joined();
     } else {
@@ -231,7 +232,7 @@ class hub final : public control_role {
     for (auto& [p, hdl] : by_process_)
       write_envelope(hdl, static_cast<std::uint8_t>(target_kind::control), p, 0,
                      caf::make_message(msg::welcome{addresses_, clock, o_.epoch_ns, o_.boot_id}));
-    self_->send(owner_, msg::cluster_ready{addresses_, clock, "", o_.epoch_ns, o_.boot_id});
+    self_->send(owner_, msg::cluster_ready{addresses_, clock, "", o_.epoch_ns, o_.boot_id, false});
   }
 
   // Tells a connection why it is turned away, and closes it.

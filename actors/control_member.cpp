@@ -3,9 +3,16 @@
 // (job fingerprint, transport address), and once welcomed exchanges envelopes with the hub.
 // Losing the hub ends this process's run.
 #include <caf/io/all.hpp>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <memory>
 
 #include "actors/control_role.hpp"
@@ -30,6 +37,44 @@ namespace {
 
 using caf::io::connection_handle;
 
+// A TCP connection to host:port, or -1 and why not, within `limit`: the connect runs
+// non-blocking. CAF's own connect blocks until the kernel gives up (minutes, where process 0's
+// port takes no connections: a full backlog, dropped SYNs), on the thread that must also notice
+// a stop signal and the join deadline.
+int connect_within(const std::string& host, int port, std::chrono::milliseconds limit, std::string& why) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (const int e = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); e != 0 || !found) {
+    why = std::string("cannot resolve '") + host + "': " + (e != 0 ? ::gai_strerror(e) : "no address");
+    return -1;
+  }
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> addresses(found, ::freeaddrinfo);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      why = std::string("socket: ") + std::strerror(errno);
+      continue;
+    }
+    int error = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    if (error == EINPROGRESS) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{fd, POLLOUT, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(std::max<long long>(left.count(), 0)));
+      socklen_t size = sizeof error;
+      if (ready == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
+      else error = ready == 0 ? ETIMEDOUT : errno;
+    }
+    if (error == 0) return fd;  // CAF sets the flags it wants when the scribe takes it
+    ::close(fd);
+    why = error == ETIMEDOUT ? "no answer within " + std::to_string(limit.count()) + " ms" : std::strerror(error);
+  }
+  return -1;
+}
+
 class member final : public control_role {
  public:
   using control_role::control_role;
@@ -43,12 +88,15 @@ class member final : public control_role {
     self_->delayed_send(self_, seconds_span(o_.join_timeout_s), msg::member_join_deadline{});
   }
 
-  // Process 0 may not listen yet: retry every 200 ms until the join deadline.
+  // Process 0 may not listen yet: retry every 200 ms until the join deadline, each attempt
+  // given at most connect_attempt_limit.
+  static constexpr std::chrono::milliseconds connect_attempt_limit{2000};
   void try_connect() {
     if (connected_ || failed_) return;
-    auto hdl = self_->add_tcp_scribe(o_.master_addr, static_cast<std::uint16_t>(o_.master_port));
-    if (!hdl) {
-      connect_error_ = self_->system().render(hdl.error());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
+    const int fd = connect_within(o_.master_addr, o_.master_port,
+                                  std::clamp(left, std::chrono::milliseconds(10), connect_attempt_limit), connect_error_);
+    if (fd < 0) {
       if (std::chrono::steady_clock::now() >= deadline_) {
         fail_setup("could not reach process 0 at " + master() + " within " + join_timeout_text() +
                    " s (--join-timeout): " + connect_error_);
@@ -57,11 +105,11 @@ class member final : public control_role {
       self_->delayed_send(self_, std::chrono::milliseconds(200), msg::retry_connect{});
       return;
     }
-    server_ = *hdl;
+    server_ = self_->add_scribe(fd);
     connected_ = true;
     log_debug("connected to process 0 at " + master() + "; proving the job token");
-    conns_[*hdl].remote = "process 0";
-    start_reading(*hdl);
+    conns_[server_].remote = "process 0";
+    start_reading(server_);
   }
 
   void on_data(const caf::io::new_data_msg& m) {
@@ -114,7 +162,7 @@ class member final : public control_role {
     switch (buf[0]) {
       case control_wire::challenge: answer_challenge_and_join(hdl, std::vector<std::uint8_t>(data, data + size)); break;
       case control_wire::refusal:
-        fail_setup("process 0 (" + master() + ") refused this process: " + std::string(data, size));
+        fail_setup("process 0 (" + master() + ") refused this process: " + std::string(data, size), true);
         break;
       case control_wire::envelope: on_envelope(hdl, data, size); break;
       default: report_failure("process 0 sent an unknown frame type"); break;
@@ -157,7 +205,7 @@ class member final : public control_role {
     ready_ = true;
     log_info("joined the job of process 0 at " + master() + " as process " + std::to_string(o_.process) + " (" +
              ranks_label(o_.process) + ")");
-    self_->send(owner_, msg::cluster_ready{std::move(w.addresses), w.clock, "", w.epoch_ns, std::move(w.boot_id)});
+    self_->send(owner_, msg::cluster_ready{std::move(w.addresses), w.clock, "", w.epoch_ns, std::move(w.boot_id), false});
   }
 
   // The hub sent something malformed: hang up and end this process's run.

@@ -43,13 +43,16 @@ std::string describe_job_difference(const std::string& theirs, const std::string
 namespace msg {
 
 // Control plane -> its owner (the runtime): every process joined (error empty), or the job
-// could not form (error says why). addresses: every process's transport address.
+// could not form (error says why; `refused` when starting it again would fail the same way: the
+// master port is taken, or process 0 refused this process's token or settings).
+// addresses: every process's transport address.
 struct cluster_ready {
   std::vector<std::vector<std::uint8_t>> addresses;
   double clock = 0;  // process 0's run clock when it sent the welcome (seconds)
   std::string error;
   std::int64_t epoch_ns = 0;  // process 0's run clock's zero, steady_clock nanoseconds on its host
   std::string boot_id;        // process 0's host's boot id
+  bool refused = false;
 };
 // Runtime -> control plane: where envelopes for this process go (held until this arrives).
 struct set_targets {

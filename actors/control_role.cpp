@@ -70,10 +70,10 @@ void control_role::deliver(std::uint8_t target, int index, caf::message content)
   it->second->enqueue(nullptr, caf::make_message_id(), std::move(content), self_->context());
 }
 
-void control_role::fail_setup(std::string error) {
+void control_role::fail_setup(std::string error, bool refused) {
   if (ready_ || failed_) return;
   failed_ = true;
-  self_->send(owner_, msg::cluster_ready{{}, 0, std::move(error), 0, ""});
+  self_->send(owner_, msg::cluster_ready{{}, 0, std::move(error), 0, "", refused});
 }
 
 std::string control_role::ranks_label(int process) const {

@@ -57,7 +57,7 @@ class control_role {
   // Hands `content` to this process's actor (target, index), or holds it until set_targets.
   void deliver(std::uint8_t target, int index, caf::message content);
   // The job could not form: tell the owner once (nothing after the job formed).
-  void fail_setup(std::string error);
+  void fail_setup(std::string error, bool refused = false);
 
   // "rank 2" or "ranks 2, 3" ("rank none" for a process without ranks).
   std::string ranks_label(int process) const;

@@ -395,6 +395,7 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
   }
   if (!ready.error.empty()) {
     caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
+    if (ready.refused) throw std::invalid_argument(ready.error);  // exit 2: a restart would meet it again
     throw std::runtime_error(ready.error);
   }
   if (place.process != 0) ctx->epoch = aligned_epoch(ready, c.boot_id);

@@ -383,19 +383,34 @@ bool reap_ended(watch_state& w) {
 }
 
 // Starts the grace period on a first failure, and sends SIGTERM or SIGKILL when one is due.
+// A refused process (exit 2) failed before the job formed: the others have nothing to finish
+// or save, so they get at most refused_grace_s (time to be refused on their own, with their own
+// message; a process still forming the job ends on SIGTERM).
+constexpr double refused_grace_s = 2;
+
 void stop_when_due(watch_state& w, bool first_failure_now, steady::time_point now) {
   if (first_failure_now && w.signals_received == 0) {
-    say(w.output, log_level::warn, "giving the other " + plural(w.alive, "running process", "running processes") + ' ' +
-                                       number_text(w.opt.grace_s) + " s to exit, then stopping them");
-    w.term_at = now + seconds(w.opt.grace_s);
+    if (w.result == exit_refused) {
+      const double grace = std::min(w.opt.grace_s, refused_grace_s);
+      say(w.output, log_level::warn, "the job cannot form: giving the other " +
+                                         plural(w.alive, "running process", "running processes") + ' ' +
+                                         number_text(grace) + " s to exit, then stopping them");
+      w.term_at = now + seconds(grace);
+    } else {
+      say(w.output, log_level::warn, "giving the other " + plural(w.alive, "running process", "running processes") + ' ' +
+                                         number_text(w.opt.grace_s) + " s to exit, then stopping them");
+      w.term_at = now + seconds(w.opt.grace_s);
+    }
   }
   if (w.kill_at && now >= *w.kill_at) {
     say(w.output, log_level::warn, "still running " + number_text(w.opt.kill_after_s) +
                                        " s after being told to stop, sending SIGKILL to " + signal_running(w, SIGKILL));
     w.kill_at.reset();
   } else if (w.term_at && now >= *w.term_at) {
-    say(w.output, log_level::warn, "still running after the " + number_text(w.opt.grace_s) +
-                                       " s grace period, sending SIGTERM to " + signal_running(w, SIGTERM));
+    say(w.output, log_level::warn,
+        "still running after the " + number_text(w.result == exit_refused ? std::min(w.opt.grace_s, refused_grace_s) : w.opt.grace_s) +
+            " s grace period, sending SIGTERM to " +
+            signal_running(w, SIGTERM));
     w.term_at.reset();
     w.kill_at = now + seconds(w.opt.kill_after_s);
   }
@@ -481,8 +496,9 @@ void report_failure(process_output& output, const attempt_plan& p, const attempt
     say(output, log_level::error,
         "attempt " + std::to_string(n) + " failed (" + end.failure + "); not restarting: exit code " +
             std::to_string(exit_refused) +
-            " means the command was refused (its flags, config, input files or checkpoint), and a restart would be "
-            "refused the same way");
+            " means the command was refused (its flags, config, input files or checkpoint, or a job that cannot "
+            "form: the master port taken, a token or settings that differ), and a restart would be refused the same "
+            "way");
   } else if (p.restart < p.opt.max_restarts) {
     say(output, log_level::warn,
         "attempt " + std::to_string(n) + " failed (" + end.failure + "); restarting the job (restart " +

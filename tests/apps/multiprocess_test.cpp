@@ -2,10 +2,12 @@
 // the one-process run (1f1b, interleaved, zbv; 2 and 4 processes; UCX over tcp and over shared
 // memory), checkpoints written by several processes and resumed in other process counts,
 // launch --max-restarts recovering a killed process, a process killed mid-step, strangers
-// that connect without the job token, and SIGTERM / Ctrl-C stopping a run after its step.
+// that connect without the job token, SIGTERM / Ctrl-C stopping a run after its step, and a
+// job that cannot form (a master port taken, a connect that hangs) ending at once.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,6 +55,39 @@ std::map<std::string, std::string> worker_env(int rank, int world, int port, con
 }
 
 // `actorpipe launch --nproc-per-node N --master-port <a free one> -- <train...>`.
+// A port on 127.0.0.1 that listens and never accepts, its backlog full: a connect to it hangs
+// in the kernel (SYN retries), as to a process 0 whose port takes no connections.
+class full_backlog {
+ public:
+  full_backlog() {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof a;
+    if (listener_ < 0 || bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(listener_, 0) != 0 ||
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &size) != 0)
+      throw std::runtime_error("full_backlog: cannot listen on 127.0.0.1");
+    port_ = ntohs(a.sin_port);
+    for (int i = 0; i < 3; ++i) {  // fill the queue: these are never accepted
+      const int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a);
+      clients_.push_back(c);
+    }
+  }
+  ~full_backlog() {
+    for (int c : clients_) close(c);
+    close(listener_);
+  }
+  full_backlog(const full_backlog&) = delete;
+  full_backlog& operator=(const full_backlog&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int listener_ = -1, port_ = 0;
+  std::vector<int> clients_;
+};
+
 std::vector<std::string> launched(int processes, const std::vector<std::string>& train) {
   std::vector<std::string> args = {"launch", "--nproc-per-node", std::to_string(processes), "--master-port",
                                    std::to_string(free_port()), "--"};
@@ -755,5 +790,42 @@ CATCH_TEST_CASE("a signal while the job forms ends a process at once, the hub an
     CATCH_CHECK_THAT(text, Contains("error: SIGTERM before every process had joined the job: nothing was trained"));
     CATCH_CHECK(took < 10);  // not the 60 s --join-timeout
   }
+  {  // a member whose connect hangs (process 0's port takes no connections): the same
+    full_backlog silent;
+    const std::string log = temp_path(".join-stop-hung.log");
+    auto args = job("1f1b", 1, 2, "");
+    args.insert(args.end(), {"--log-level", "debug"});
+    const pid_t pid = start_process(bin, args, worker_env(1, 2, silent.port()), log);
+    CATCH_REQUIRE(wait_for([&] { return read_text(log).find("joining the job of process 0") != std::string::npos; }, 60));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // inside a connect attempt
+    kill(pid, SIGTERM);
+    const int code = wait_process(pid, 30);  // the old blocking connect held it until SIGKILL
+    const std::string text = read_text(log);
+    CATCH_INFO(text);
+    CATCH_CHECK(code == 1);
+    CATCH_CHECK_THAT(text, Contains("error: SIGTERM before every process had joined the job: nothing was trained"));
+  }
+}
+
+CATCH_TEST_CASE("a master port already taken refuses the job (exit 2): launch stops the rest at once and does not "
+                "restart",
+                "[multiprocess][launch]") {
+  full_backlog taken;
+  const std::string log = temp_path(".port-taken.log");
+  const pid_t pid = start_process(bin,
+                                  {"launch", "--nproc-per-node", "2", "--master-port", std::to_string(taken.port()),
+                                   "--max-restarts", "2", "--grace", "60", "--", "train", "--layers", "2", "--hidden",
+                                   "32", "--heads", "2", "--seq-len", "16", "--vocab", "64", "--microbatches", "4",
+                                   "--microbatch-size", "2", "--steps", "2", "--stages", "2"},
+                                  {}, log);
+  const int code = wait_process(pid, 40);  // not 3 attempts of the 60 s grace
+  const std::string text = read_text(log);
+  CATCH_INFO(text);
+  CATCH_CHECK(code == 2);
+  CATCH_CHECK_THAT(text, Contains("error: cannot listen on 127.0.0.1:" + std::to_string(taken.port())));
+  CATCH_CHECK_THAT(text, Contains("process 0 (local 0) exited with code 2"));
+  CATCH_CHECK_THAT(text, Contains("the job cannot form: giving the other 1 running process 2 s to exit"));
+  CATCH_CHECK_THAT(text, Contains("not restarting: exit code 2"));
+  CATCH_CHECK(text.find("attempt 2") == std::string::npos);
 }
 
