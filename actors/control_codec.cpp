@@ -92,6 +92,10 @@ std::string check_frame_length(std::uint32_t length, std::uint32_t cap) {
   return "a frame of " + std::to_string(length) + " bytes (allowed: 1.." + std::to_string(cap) + ")";
 }
 
+bool refusal_is_final(const std::string& why) {
+  return why.rfind(refusal_wrong_token, 0) == 0 || why.rfind(refusal_bad_index, 0) == 0;
+}
+
 std::string frame_type_text(char type) {
   return std::isprint(static_cast<unsigned char>(type)) ? std::string(1, type) : "?";
 }

@@ -170,11 +170,11 @@ class hub final : public control_role {
       return;
     }
     if (!verify_answer(o_.token, c.challenge, h.joiner, h.answer)) {
-      refuse(hdl, "wrong job token (from '" + h.joiner + "'; check ACTORPIPE_JOB_TOKEN)");
+      refuse(hdl, std::string(control_wire::refusal_wrong_token) + " (from '" + h.joiner + "'; check ACTORPIPE_JOB_TOKEN)");
       return;
     }
     if (h.process < 1 || h.process >= o_.processes) {
-      refuse(hdl, "process index " + std::to_string(h.process) + " outside [1, " + std::to_string(o_.processes) +
+      refuse(hdl, control_wire::refusal_bad_index + std::to_string(h.process) + " outside [1, " + std::to_string(o_.processes) +
                       ") (is every process started with the same WORLD_SIZE?)");
       return;
     }

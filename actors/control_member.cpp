@@ -162,7 +162,8 @@ class member final : public control_role {
     switch (buf[0]) {
       case control_wire::challenge: answer_challenge_and_join(hdl, std::vector<std::uint8_t>(data, data + size)); break;
       case control_wire::refusal:
-        fail_setup("process 0 (" + master() + ") refused this process: " + std::string(data, size), true);
+        fail_setup("process 0 (" + master() + ") refused this process: " + std::string(data, size),
+                   control_wire::refusal_is_final(std::string(data, size)));
         break;
       case control_wire::envelope: on_envelope(hdl, data, size); break;
       default: report_failure("process 0 sent an unknown frame type"); break;

@@ -44,7 +44,7 @@ namespace msg {
 
 // Control plane -> its owner (the runtime): every process joined (error empty), or the job
 // could not form (error says why; `refused` when starting it again would fail the same way: the
-// master port is taken, or process 0 refused this process's token or settings).
+// master port is taken, or process 0 refused this process's job token or process index).
 // addresses: every process's transport address.
 struct cluster_ready {
   std::vector<std::vector<std::uint8_t>> addresses;

@@ -185,8 +185,8 @@ std::string train_footer() {
          "\nStopping: Ctrl-C or SIGTERM stops the run after the step in flight, with a checkpoint of it when\n"
          "--save-dir is given (--resume goes on from there); exit code 128 + the signal. A second one stops at once.\n"
          "Exit status otherwise: 0 done, 1 failed while running, 2 refused before anything ran (bad flags, config,\n"
-         "input files or checkpoint, or a job that cannot form: the master port taken, a token or settings that\n"
-         "differ; launch --max-restarts does not restart it).\n"
+         "input files or checkpoint, or a job that cannot form: the master port taken, a wrong job token or\n"
+         "world size; launch --max-restarts does not restart it).\n"
          "\nModels (--model):" + models + "\n" +
          "\nSchedules: " + plans + " (plans; see simulate --list).\nDynamic policies: " + policies +
          " (they pick each rank's next action as inputs arrive;\ngreedy: backward first, forwards of new microbatches "
@@ -368,7 +368,7 @@ void add_launch(CLI::App& app, launch_cli& c) {
       "so the work lost is at most --save-every steps. Each restart is logged with its cause; after N restarts\n"
       "launch exits with the last failure's code and the history of every attempt. A process that exits 2 was\n"
       "refused (bad flags, config, input files or checkpoint, or a job that cannot form: the master port taken,\n"
-      "a token or settings that differ; failures while running exit 1): that is not restarted, as it would be\n"
+      "a wrong job token or world size; failures while running exit 1): that is not restarted, as it would be\n"
       "refused again. With several nodes, each node's launch restarts its own processes (a failure anywhere\n"
       "fails every process of the job).\n"
       "  actorpipe launch --nproc-per-node 4 --max-restarts 3 -- train --stages 4 --save-dir ckpt --save-every 50\n"

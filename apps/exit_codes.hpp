@@ -8,7 +8,7 @@ namespace actorpipe {
 constexpr int exit_failed = 1;
 // The command was refused before anything ran: bad flags, config, input files or checkpoint
 // (std::invalid_argument), or a job that cannot form (the master port taken; process 0 refused
-// this process's token or settings). A restart would be refused the same way, so launch does
+// this process's job token or process index). A restart would be refused the same way, so launch does
 // not restart a job that ends with it, and stops its other processes after 2 s. (CLI11's own
 // parse errors exit with this code too.)
 constexpr int exit_refused = 2;

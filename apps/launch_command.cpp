@@ -497,7 +497,7 @@ void report_failure(process_output& output, const attempt_plan& p, const attempt
         "attempt " + std::to_string(n) + " failed (" + end.failure + "); not restarting: exit code " +
             std::to_string(exit_refused) +
             " means the command was refused (its flags, config, input files or checkpoint, or a job that cannot "
-            "form: the master port taken, a token or settings that differ), and a restart would be refused the same "
+            "form: the master port taken, a wrong job token or world size), and a restart would be refused the same "
             "way");
   } else if (p.restart < p.opt.max_restarts) {
     say(output, log_level::warn,

@@ -35,6 +35,17 @@ CATCH_TEST_CASE("control frame lengths outside 1..cap are refused with the lengt
   CATCH_CHECK(frame_type_text('\x01') == "?");
 }
 
+CATCH_TEST_CASE("refusals a restart would meet again are told from those it may not", "[actors][control][codec]") {
+  using namespace actorpipe::control_wire;
+  CATCH_CHECK(refusal_is_final(std::string(refusal_wrong_token) + " (from 'h:1:process 1'; check ACTORPIPE_JOB_TOKEN)"));
+  CATCH_CHECK(refusal_is_final(std::string(refusal_bad_index) + "3 outside [1, 2) (is every process started with the "
+                                                                "same WORLD_SIZE?)"));
+  CATCH_CHECK_FALSE(refusal_is_final("process 1 has already joined (two processes with RANK=1?)"));
+  CATCH_CHECK_FALSE(refusal_is_final("the job has already formed"));
+  CATCH_CHECK_FALSE(refusal_is_final("process 1 runs a different job: --steps 4 against 5"));
+  CATCH_CHECK_FALSE(refusal_is_final("no valid hello within 10 s"));
+}
+
 CATCH_TEST_CASE("a hello round-trips, and a short one is refused", "[actors][control][codec]") {
   hello_frame h;
   h.answer.assign(answer_bytes, 0xab);

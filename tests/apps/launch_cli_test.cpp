@@ -406,8 +406,8 @@ CATCH_TEST_CASE("launch does not restart a job whose process was refused (exit 2
   CATCH_CAPTURE(log.str());
   CATCH_CHECK_THAT(log.str(), Contains("attempt 1 failed (process 1 (local 1) exited with code 2); not restarting: exit "
                                        "code 2 means the command was refused (its flags, config, input files or "
-                                       "checkpoint, or a job that cannot form: the master port taken, a token or "
-                                       "settings that differ), and a restart would be refused the same way"));
+                                       "checkpoint, or a job that cannot form: the master port taken, a wrong job "
+                                       "token or world size), and a restart would be refused the same way"));
   CATCH_CHECK(log.str().find("restart 1") == std::string::npos);
   // The other process (sleeping 30 s) gets the grace period, at most 2 s (this job's is 0.1 s;
   // the multi-process test of a taken master port pins the 2 s against --grace 60).

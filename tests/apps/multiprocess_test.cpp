@@ -829,3 +829,22 @@ CATCH_TEST_CASE("a master port already taken refuses the job (exit 2): launch st
   CATCH_CHECK(text.find("attempt 2") == std::string::npos);
 }
 
+CATCH_TEST_CASE("a member with the wrong job token is refused (exit 2); process 0 waits on for the right one",
+                "[multiprocess]") {
+  const int port = free_port();
+  const std::string hub_log = temp_path(".wrong-token-hub.log"), member_log = temp_path(".wrong-token-member.log");
+  const auto args = job("1f1b", 1, 2, "");
+  const pid_t hub = start_process(bin, args, worker_env(0, 2, port), hub_log);
+  CATCH_REQUIRE(wait_for([&] { return read_text(hub_log).find("listening on 127.0.0.1:") != std::string::npos; }, 60));
+  const pid_t member = start_process(bin, args, worker_env(1, 2, port, "not-the-job-token-0123456789abcdef"), member_log);
+  const int member_code = wait_process(member, 60);
+  kill(hub, SIGTERM);
+  const int hub_code = wait_process(hub, 30);
+  const std::string member_text = read_text(member_log), hub_text = read_text(hub_log);
+  CATCH_INFO(member_text << hub_text);
+  CATCH_CHECK(member_code == 2);  // launch would not restart it: the token is the same next time
+  CATCH_CHECK_THAT(member_text, Contains("refused this process: wrong job token"));
+  CATCH_CHECK_THAT(hub_text, Contains("refused a connection from"));
+  CATCH_CHECK(hub_code == 1);  // stopped while forming: not a refusal of its own
+}
+
