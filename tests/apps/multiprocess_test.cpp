@@ -829,7 +829,7 @@ CATCH_TEST_CASE("a master port already taken refuses the job (exit 2): launch st
   CATCH_CHECK(text.find("attempt 2") == std::string::npos);
 }
 
-CATCH_TEST_CASE("a member with the wrong job token is refused (exit 2); process 0 waits on for the right one",
+CATCH_TEST_CASE("a member with the wrong job token is refused (exit 2) while process 0 waits on for the right one",
                 "[multiprocess]") {
   const int port = free_port();
   const std::string hub_log = temp_path(".wrong-token-hub.log"), member_log = temp_path(".wrong-token-member.log");
