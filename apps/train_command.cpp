@@ -565,7 +565,7 @@ class stop_signal_scope {
     for (int i = 0; i < 2; ++i)
       stop_notice[i] = std::string(mid_line ? "\n" : "") + "actorpipe: " + signal_name(signals_[i]) +
                        (follower ? ": this process stops when the job does (its first process ends it after the "
-                                   "step in flight)\n"
+                                   "step in flight; before the job has formed, at once)\n"
                                  : std::string(": stopping after the step in flight") +
                                        (checkpoint ? ", with a checkpoint of it" : "") + "; again to stop at once\n");
     for (int i = 0; i < 2; ++i) {
