@@ -3,7 +3,6 @@
 // (job fingerprint, transport address), and once welcomed exchanges envelopes with the hub.
 // Losing the hub ends this process's run.
 #include <caf/io/all.hpp>
-#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>

@@ -382,12 +382,12 @@ bool reap_ended(watch_state& w) {
   return first_failure_now;
 }
 
-// Starts the grace period on a first failure, and sends SIGTERM or SIGKILL when one is due.
 // A refused process (exit 2) failed before the job formed: the others have nothing to finish
-// or save, so they get at most refused_grace_s (time to be refused on their own, with their own
+// or save, so they get at most this long (time to be refused on their own, with their own
 // message; a process still forming the job ends on SIGTERM).
 constexpr double refused_grace_s = 2;
 
+// Starts the grace period on a first failure, and sends SIGTERM or SIGKILL when one is due.
 void stop_when_due(watch_state& w, bool first_failure_now, steady::time_point now) {
   if (first_failure_now && w.signals_received == 0) {
     if (w.result == exit_refused) {
