@@ -159,7 +159,7 @@ void check_compute(report& r, simd_level cpu) {
     const std::string info = at == std::string::npos ? "" : torch.substr(at + 10, torch.find_first_of("), ", at) - at - 10);
     if (info == "generic") {
       blas_status = doctor_status::warn;
-      blas_text = "LibTorch calls the system's libblas.so.3, and it is not OpenBLAS: the reference BLAS is ~10x slower "
+      blas_text = "LibTorch calls the system's libblas.so.3, and it is not OpenBLAS: the reference BLAS is ~20x slower "
                   "(apt-get install libopenblas0-openmp)";
     } else {
       blas_text = "LibTorch's own" + (info.empty() ? std::string() : " (BLAS_INFO=" + info + ")");
