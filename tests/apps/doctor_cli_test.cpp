@@ -4,9 +4,7 @@
 // LibTorch's products), bad flags refused, and the matmul verdict's thresholds.
 #include <catch2/catch.hpp>
 
-#include <netinet/in.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -30,29 +28,6 @@ std::string status_of(const std::string& report, const std::string& item) {
   if (!std::regex_search(report, m, std::regex("\n  (ok|note|warn|FAIL) +" + item + " +[^ \n]"))) return "";
   return m[1];
 }
-
-// A socket listening on 127.0.0.1 at a port the kernel picks; the port.
-class listener {
- public:
-  listener() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t size = sizeof a;
-    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd_, 1) != 0 ||
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &size) != 0)
-      throw std::runtime_error("listener: cannot listen on 127.0.0.1");
-    port_ = ntohs(a.sin_port);
-  }
-  ~listener() { close(fd_); }
-  listener(const listener&) = delete;
-  listener& operator=(const listener&) = delete;
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1, port_ = 0;
-};
 
 }  // namespace
 
@@ -91,7 +66,7 @@ CATCH_TEST_CASE("doctor reports every check with its status and exits 1 only whe
 
 CATCH_TEST_CASE("doctor fails a busy master port and a --dir that is missing or no directory, naming each",
                 "[apps][doctor]") {
-  listener busy;
+  loopback_listener busy;
   const std::string file = temp_path(".txt");
   std::ofstream(file) << "x";
   auto r = cli({"doctor", "--master-port", std::to_string(busy.port()), "--dir", "/nonexistent/actorpipe-doctor"});

@@ -60,15 +60,10 @@ std::map<std::string, std::string> worker_env(int rank, int world, int port, con
 class full_backlog {
  public:
   full_backlog() {
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t size = sizeof a;
-    if (listener_ < 0 || bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(listener_, 0) != 0 ||
-        getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &size) != 0)
-      throw std::runtime_error("full_backlog: cannot listen on 127.0.0.1");
-    port_ = ntohs(a.sin_port);
+    a.sin_port = htons(static_cast<std::uint16_t>(listener_.port()));
     for (int i = 0; i < 3; ++i) {  // fill the queue: these are never accepted
       const int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
       connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a);
@@ -77,14 +72,13 @@ class full_backlog {
   }
   ~full_backlog() {
     for (int c : clients_) close(c);
-    close(listener_);
   }
   full_backlog(const full_backlog&) = delete;
   full_backlog& operator=(const full_backlog&) = delete;
-  int port() const { return port_; }
+  int port() const { return listener_.port(); }
 
  private:
-  int listener_ = -1, port_ = 0;
+  loopback_listener listener_{0};
   std::vector<int> clients_;
 };
 

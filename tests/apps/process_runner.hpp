@@ -45,6 +45,30 @@ inline int free_port() {
   throw std::runtime_error("free_port: no port in 20000-32767 could be bound");
 }
 
+// A socket listening on 127.0.0.1 at a port the kernel picks, with `backlog`; it never
+// accepts. Closed with the object.
+class loopback_listener {
+ public:
+  explicit loopback_listener(int backlog = 1) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof a;
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd_, backlog) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &size) != 0)
+      throw std::runtime_error("loopback_listener: cannot listen on 127.0.0.1");
+    port_ = ntohs(a.sin_port);
+  }
+  ~loopback_listener() { close(fd_); }
+  loopback_listener(const loopback_listener&) = delete;
+  loopback_listener& operator=(const loopback_listener&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1, port_ = 0;
+};
+
 // Starts `program args...` with `env` added to (and overriding) this process's environment;
 // stdout and stderr go to `log`.
 inline pid_t start_process(const std::string& program, const std::vector<std::string>& args,
