@@ -154,9 +154,7 @@ void check_compute(report& r, simd_level cpu) {
   }
 #ifdef ACTORPIPE_WITH_TORCH
   if (!blas.openblas) {  // LibTorch's build says which: its own MKL, or whatever libblas.so.3 is
-    const std::string torch = libtorch_version();
-    const auto at = torch.find("BLAS_INFO=");
-    const std::string info = at == std::string::npos ? "" : torch.substr(at + 10, torch.find_first_of("), ", at) - at - 10);
+    const std::string info = libtorch_blas_info();
     if (info == "generic") {
       blas_status = doctor_status::warn;
       blas_text = "LibTorch calls the system's libblas.so.3, and it is not OpenBLAS: the reference BLAS is ~20x slower "

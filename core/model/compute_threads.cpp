@@ -24,6 +24,8 @@ namespace {
 
 // at::show_config()'s line naming the vectorised kernels: "CPU capability usage: AVX512".
 constexpr const char* kCapabilityKey = "CPU capability usage: ";
+// Its build setting naming the BLAS: "BLAS_INFO=mkl,".
+constexpr const char* kBlasKey = "BLAS_INFO=";
 
 // The value after `key` in at::show_config()'s text, up to `ends`; "" where it is missing.
 std::string config_value(const std::string& config, const std::string& key, const char* ends) {
@@ -39,7 +41,7 @@ std::string libtorch_version() {
   // at::show_config() lists the build settings, among them "BLAS_INFO=mkl," (or open, ...),
   // and the vectorised kernels it dispatches to ("CPU capability usage: AVX512").
   const std::string config = at::show_config();
-  const std::string blas = config_value(config, "BLAS_INFO=", ", \n");
+  const std::string blas = config_value(config, kBlasKey, ", \n");
   std::string out = std::string("LibTorch ") + TORCH_VERSION + (blas.empty() ? "" : " (BLAS_INFO=" + blas + ")");
   const std::string kernels = config_value(config, kCapabilityKey, "\n");
   if (!kernels.empty()) out += ", " + kernels + " kernels (" + aten_capability_origin(kernels) + ")";
@@ -62,6 +64,8 @@ double matmul_gflops(int m, int k, int n, int repeats) {
   }
   return 2.0 * m * k * n / best / 1e9;
 }
+
+std::string libtorch_blas_info() { return config_value(at::show_config(), kBlasKey, ", \n"); }
 
 std::string aten_kernels() { return config_value(at::show_config(), kCapabilityKey, "\n"); }
 

@@ -20,6 +20,10 @@ std::string libtorch_version();
 // Leaves the calling thread's torch thread count at 1.
 double matmul_gflops(int m, int k, int n, int repeats);
 
+// The BLAS LibTorch was built to call ("generic": the system's libblas.so.3, "mkl", ...); ""
+// where at::show_config() does not say.
+std::string libtorch_blas_info();
+
 // The vectorised kernels LibTorch dispatches to ("AVX2", "AVX512", ...); "" where it does not say.
 std::string aten_kernels();
 
