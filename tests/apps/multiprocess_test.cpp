@@ -108,7 +108,7 @@ void check_bit_identical(const std::string& schedule, int chunks) {
       const std::string out = temp_path(".mp.safetensors"), log = temp_path(".mp.log");
       pid_t pid = start_process(bin, launched(processes, job(schedule, chunks, 5, out)), {{"UCX_TLS", tls}}, log);
       const int code = wait_process(pid, 120);
-      CATCH_INFO(schedule << ", " << processes << " processes, UCX_TLS=" << tls << ":\n" << read_text(log));
+      CATCH_INFO(schedule << ", " << processes << " processes, UCX_TLS=" << tls << ":\n" << process_log(log));
       CATCH_CHECK(code == 0);
       CATCH_CHECK(read_text(log).find("processes: " + std::to_string(processes)) != std::string::npos);
       CATCH_CHECK(read_bytes(out) == ref_bytes);  // every parameter, bit for bit, same layout
@@ -140,7 +140,7 @@ CATCH_TEST_CASE("three of four ranks in one process still match one process bit 
     pids.push_back(start_process(bin, args, worker_env(p, 2, port), logs[p]));
   }
   for (int p = 0; p < 2; ++p) {
-    CATCH_INFO("process " << p << ":\n" << read_text(logs[p]));
+    CATCH_INFO("process " << p << ":\n" << process_log(logs[p]));
     CATCH_CHECK(wait_process(pids[p], 120) == 0);
   }
   CATCH_CHECK(read_text(logs[0]).find("ranks per process 1 3") != std::string::npos);
@@ -164,7 +164,7 @@ CATCH_TEST_CASE("dp=2 x pp=2 in 4 processes and in 2 processes of 2 ranks is bit
       const std::string out = temp_path(".dp.safetensors"), log = temp_path(".dp.log");
       const int code =
           wait_process(start_process(bin, launched(processes, dp_job(zero, out)), {{"UCX_TLS", "tcp,self"}}, log), 120);
-      CATCH_INFO("zero " << zero << ", " << processes << " processes:\n" << read_text(log));
+      CATCH_INFO("zero " << zero << ", " << processes << " processes:\n" << process_log(log));
       CATCH_CHECK(code == 0);
       CATCH_CHECK(read_text(log).find("pipelines (ranks): 0-1 | 2-3; data-parallel groups: 0,2 | 1,3") != std::string::npos);
       CATCH_CHECK(read_bytes(out) == ref_bytes);
@@ -204,7 +204,7 @@ CATCH_TEST_CASE("10 steps in 2 processes, saved at 4, resume to 10 in 2 processe
     saving.insert(saving.end(), {"--save-dir", dir, "--save-every", "4"});
     const std::string save_log = temp_path(".cksave.log");
     const int save_code = launch(saving, 2, save_log);
-    CATCH_INFO(read_text(save_log));
+    CATCH_INFO(process_log(save_log));
     CATCH_REQUIRE(save_code == 0);
     CATCH_CHECK(read_bytes(saved) == ref_bytes);
 
@@ -214,7 +214,7 @@ CATCH_TEST_CASE("10 steps in 2 processes, saved at 4, resume to 10 in 2 processe
       auto resume = job(schedule, chunks, 10, out);
       resume.insert(resume.end(), {"--resume", dir + "/step-00000004", "--metrics", metrics});
       const int code = processes == 1 ? wait_process(start_process(bin, resume, {}, log), 120) : launch(resume, 2, log);
-      CATCH_INFO(processes << " processes:\n" << read_text(log));
+      CATCH_INFO(processes << " processes:\n" << process_log(log));
       CATCH_CHECK(code == 0);
       CATCH_CHECK(read_text(log).find("resumed from " + dir + "/step-00000004 (steps 5..10 ran here)") != std::string::npos);
       CATCH_CHECK(read_bytes(out) == ref_bytes);
@@ -275,7 +275,7 @@ CATCH_TEST_CASE("a run SIGKILLed at 20 moments while it saves every step leaves 
     // uninterrupted run did.
     const std::string out = temp_path(".cr.safetensors"), rlog = temp_path(".cr.resume.log");
     const int code = wait_process(start_process(bin, saving(dir, out), {{"ACTORPIPE_RESTART_COUNT", "1"}}, rlog), 120);
-    CATCH_INFO(read_text(rlog));
+    CATCH_INFO(process_log(rlog));
     CATCH_CHECK(code == 0);
     CATCH_CHECK(read_text(rlog).find("restart 1 of the job: resuming from " + dir + "/step-000000") != std::string::npos);
     if (read_text(rlog).find("training starts again") != std::string::npos) ++restarted_from_scratch;
@@ -382,7 +382,7 @@ CATCH_TEST_CASE("bert with evaluation in 2 processes gives one process's losses 
   CATCH_REQUIRE(wait_process(start_process(bin, args(one), {}, temp_path(".b1.log")), 120) == 0);
   const std::string log = temp_path(".b2.log");
   const int code = wait_process(start_process(bin, launched(2, args(two)), {{"UCX_TLS", "tcp,self"}}, log), 120);
-  CATCH_INFO(read_text(log));
+  CATCH_INFO(process_log(log));
   CATCH_REQUIRE(code == 0);
   // Every loss, gradient norm and eval result the same; timings aside.
   auto numbers = [](const std::string& path) {
@@ -413,7 +413,7 @@ CATCH_TEST_CASE("a process killed with SIGKILL mid-step stops the job within 10 
   }
   // Training is under way once process 0 reports its third step.
   const bool started = wait_for_text(logs[0], "step 3/", 60);
-  CATCH_INFO("process 0:\n" << read_text(logs[0]));
+  CATCH_INFO("process 0:\n" << process_log(logs[0]));
   CATCH_REQUIRE(started);
   kill(pids[1], SIGKILL);
   const auto killed = std::chrono::steady_clock::now();
@@ -421,7 +421,7 @@ CATCH_TEST_CASE("a process killed with SIGKILL mid-step stops the job within 10 
   const int code2 = wait_process(pids[2], 10);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   wait_process(pids[1], 5);
-  CATCH_INFO("process 0:\n" << read_text(logs[0]) << "\nprocess 2:\n" << read_text(logs[2]));
+  CATCH_INFO("process 0:\n" << process_log(logs[0]) << "\nprocess 2:\n" << process_log(logs[2]));
   CATCH_CHECK(code0 > 0);  // -1 would mean it hung and had to be killed
   CATCH_CHECK(code2 > 0);
   CATCH_CHECK(seconds < 10);
@@ -438,7 +438,7 @@ CATCH_TEST_CASE("losing process 0 stops the other processes", "[multiprocess][fa
   kill(pids[0], SIGKILL);
   const int code1 = wait_process(pids[1], 10);
   wait_process(pids[0], 5);
-  CATCH_INFO("process 1:\n" << read_text(logs[1]));
+  CATCH_INFO("process 1:\n" << process_log(logs[1]));
   CATCH_CHECK(code1 > 0);
   CATCH_CHECK(read_text(logs[1]).find("lost the connection to process 0") != std::string::npos);
 }
@@ -486,13 +486,13 @@ CATCH_TEST_CASE("strangers without the job token are refused and logged while th
   }
   close(connect_raw());
   const int stray_code = wait_process(stray, 30);
-  CATCH_INFO("stray:\n" << read_text(stray_log));
+  CATCH_INFO("stray:\n" << process_log(stray_log));
   CATCH_CHECK(stray_code > 0);
   CATCH_CHECK(read_text(stray_log).find("refused this process: wrong job token") != std::string::npos);
 
   for (int p = 0; p < 2; ++p) {
     const int code = wait_process(pids[p], 120);
-    CATCH_INFO("process " << p << ":\n" << read_text(logs[p]));
+    CATCH_INFO("process " << p << ":\n" << process_log(logs[p]));
     CATCH_CHECK(code == 0);
   }
   const std::string log0 = read_text(logs[0]);
@@ -536,7 +536,7 @@ CATCH_TEST_CASE("a process started with other options is refused, told which one
   const pid_t p0 = start_process(bin, args0, worker_env(0, 2, port), log0);
   const pid_t p1 = start_process(bin, args1, worker_env(1, 2, port), log1);
   const int code1 = wait_process(p1, 30);
-  CATCH_INFO("process 1:\n" << read_text(log1));
+  CATCH_INFO("process 1:\n" << process_log(log1));
   CATCH_CHECK(code1 > 0);
   CATCH_CHECK(read_text(log1).find("refused this process: process 1 runs a different job: steps=3 against process 0's "
                                    "steps=2; lr=0.01 against process 0's lr=0.003") != std::string::npos);
@@ -568,7 +568,7 @@ CATCH_TEST_CASE("processes started with srun's or mpirun's variables form the jo
     }
     for (int p = 0; p < 2; ++p) {
       const int code = wait_process(pids[p], 120);
-      CATCH_INFO(launcher << ", process " << p << ":\n" << read_text(logs[p]));
+      CATCH_INFO(launcher << ", process " << p << ":\n" << process_log(logs[p]));
       CATCH_CHECK(code == 0);
     }
     CATCH_CHECK(read_text(logs[0]).find("processes: 2") != std::string::npos);
@@ -583,7 +583,7 @@ CATCH_TEST_CASE("a diverging multi-process run stops with the reason instead of 
   auto train = job("1f1b", 1, 30, "");
   train.insert(train.end(), {"--lr", "1e4", "--grad-clip", "0", "--warmup-steps", "0"});
   const int code = wait_process(start_process(bin, launched(2, train), {{"UCX_TLS", "tcp,self"}}, log), 60);
-  CATCH_INFO(read_text(log));
+  CATCH_INFO(process_log(log));
   CATCH_CHECK(code > 0);
   CATCH_CHECK(read_text(log).find("training diverged (try a lower --lr or --grad-clip)") != std::string::npos);
 }
@@ -596,7 +596,7 @@ CATCH_TEST_CASE("a 2-process trace keeps cause before effect across the processe
   auto train = job("1f1b", 1, 3, "");  // 4 ranks: 0-1 in process 0, 2-3 in process 1
   train.insert(train.end(), {"--trace", trace});
   const int code = wait_process(start_process(bin, launched(2, train), {{"UCX_TLS", "tcp,self"}}, log), 120);
-  CATCH_INFO(read_text(log));
+  CATCH_INFO(process_log(log));
   CATCH_REQUIRE(code == 0);
   std::ifstream t(trace);
   const auto tj = nlohmann::json::parse(t);
@@ -744,6 +744,19 @@ CATCH_TEST_CASE("SIGTERM stops train after the step in flight with a checkpoint 
     CATCH_CHECK(text.find("final loss") == std::string::npos);  // ended at once, not after its step
     CATCH_CHECK(text.find("stopped by") == std::string::npos);
   }
+}
+
+// A crash is reported on standard error (apps/crash_report); from outside, the report says who
+// sent the signal. The executable exports its functions, so the frames in it are named.
+CATCH_TEST_CASE("train ended by a SIGSEGV from outside says who sent it, with frames, and exits by it", "[signal]") {
+  const std::string metrics = temp_path(".segv.jsonl");
+  const auto [code, text] = run_and_signal(slow_job(metrics), {}, metrics, 1, SIGSEGV);
+  CATCH_INFO(text);
+  CATCH_CHECK(code == 128 + SIGSEGV);
+  CATCH_CHECK_THAT(text, Contains("actorpipe: ended by SIGSEGV, sent by process " + std::to_string(getpid()) +
+                                  ". The thread it reached was here:\n"));
+  CATCH_CHECK_THAT(text, Contains("[0x"));
+  CATCH_CHECK(text.find("this is a bug") == std::string::npos);
 }
 
 CATCH_TEST_CASE("Ctrl-C to launch stops a 2-process job after a step, with a checkpoint, and launch exits 130",

@@ -117,6 +117,18 @@ inline std::string read_text(const std::string& path) {
   return s.str();
 }
 
+// A process's log for a failed check's message. A process that crashed has a report of it in
+// its log (apps/crash_report; UCX's "Caught signal" where UCX's own report came instead); the
+// report comes first, since a CI summary may show only the start of a long message.
+inline std::string process_log(const std::string& path) {
+  const std::string log = read_text(path);
+  std::size_t from = log.find("actorpipe: crashed (");
+  if (from == std::string::npos) from = log.find("Caught signal");
+  if (from == std::string::npos) return log;
+  const std::size_t start = log.rfind('\n', from) == std::string::npos ? 0 : log.rfind('\n', from) + 1;
+  return "CRASHED:\n" + log.substr(start, 6000) + "\n--- the whole log ---\n" + log;
+}
+
 inline std::string read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), {});

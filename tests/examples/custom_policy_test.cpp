@@ -57,7 +57,7 @@ CATCH_TEST_CASE("the custom_policy binary trains its policy in one process and i
 
   const std::string one = temp_path(".waves1.safetensors"), one_log = temp_path(".waves1.log");
   const int one_code = wait_process(start_process(CUSTOM_POLICY_BIN, job("gpipe-waves", one), {}, one_log), 120);
-  CATCH_INFO("one process:\n" << read_text(one_log));
+  CATCH_INFO("one process:\n" << process_log(one_log));
   CATCH_REQUIRE(one_code == 0);
   CATCH_CHECK(read_bytes(one) == ref_bytes);
 
@@ -66,7 +66,7 @@ CATCH_TEST_CASE("the custom_policy binary trains its policy in one process and i
   auto train = job("gpipe-waves", two);
   args.insert(args.end(), train.begin(), train.end());
   const int two_code = wait_process(start_process(CUSTOM_POLICY_BIN, args, {{"UCX_TLS", "tcp,self"}}, two_log), 120);
-  CATCH_INFO("two processes:\n" << read_text(two_log));
+  CATCH_INFO("two processes:\n" << process_log(two_log));
   CATCH_REQUIRE(two_code == 0);
   CATCH_CHECK(read_text(two_log).find("processes: 2") != std::string::npos);
   CATCH_CHECK(read_bytes(two) == ref_bytes);
