@@ -68,6 +68,51 @@ bool same_bytes(const std::vector<std::uint8_t>& a, const std::vector<std::uint8
 }
 
 
+// A forked child's side of a wired pair (UCX_TLS as the parent's): exchange addresses over the
+// pipes, connect, one round trip so both directions are up, say ready; then stop itself
+// (SIGSTOP) when `stop` says so, and wait to be killed (bounded, should the parent be gone).
+// Never returns; reports through its exit code.
+[[noreturn]] void run_wired_child(int to_child[2], int to_parent[2], bool stop) {
+  ::close(to_child[1]);
+  ::close(to_parent[0]);
+  try {
+    ucx_worker w;
+    if (!write_blob(to_parent[1], w.address())) ::_exit(10);
+    auto parent_address = read_blob(to_child[0], 10000);
+    if (!parent_address) ::_exit(11);
+    const int parent = w.connect(*parent_address);
+    std::uint8_t ping = 5, pong = 0;
+    completions done;
+    w.send(parent, 3, &ping, 1, [&](std::string e) { done.add(e); });
+    w.receive(4, &pong, 1, [&](std::string e, std::size_t n) { done.add(e, n); });
+    if (!done.wait_for_count(2, 10s)) ::_exit(12);
+    const char ready = 1;
+    write_exact(to_parent[1], &ready, 1);
+    if (stop) ::raise(SIGSTOP);
+    char never = 0;
+    read_exact(to_child[0], &never, 1, 20000);
+  } catch (...) {
+    ::_exit(16);
+  }
+  ::_exit(0);
+}
+
+// The parent's side of run_wired_child: the child's peer id in `w`, or -1.
+int wire_to_child(ucx_worker& w, int to_child[2], int to_parent[2]) {
+  if (!write_blob(to_child[1], w.address())) return -1;
+  auto child_address = read_blob(to_parent[0], 10000);
+  if (!child_address) return -1;
+  const int child = w.connect(*child_address);
+  std::uint8_t ping = 0, pong = 6;
+  completions done;
+  w.receive(3, &ping, 1, [&](std::string e, std::size_t n) { done.add(std::move(e), n); });
+  w.send(child, 4, &pong, 1, [&](std::string e) { done.add(std::move(e)); });
+  if (!done.wait_for_count(2, 10s)) return -1;
+  for (const auto& e : done.errors())
+    if (!e.empty()) return -1;
+  char ready = 0;
+  return read_exact(to_parent[0], &ready, 1, 10000) ? child : -1;
+}
 
 }  // namespace
 
@@ -256,31 +301,7 @@ CATCH_TEST_CASE("ucx_worker reports a peer that died", "[transport][ucx]") {
   CATCH_REQUIRE(::pipe(to_parent) == 0);
 
   const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(to_child[1]);
-    ::close(to_parent[0]);
-    try {
-      ucx_worker w;
-      if (!write_blob(to_parent[1], w.address())) ::_exit(10);
-      auto parent_address = read_blob(to_child[0], 10000);
-      if (!parent_address) ::_exit(11);
-      const int parent = w.connect(*parent_address);
-      // One round trip so both directions are wired up before we die.
-      std::uint8_t ping = 5, pong = 0;
-      completions done;
-      w.send(parent, 3, &ping, 1, [&](std::string e) { done.add(e); });
-      w.receive(4, &pong, 1, [&](std::string e, std::size_t n) { done.add(e, n); });
-      if (!done.wait_for_count(2, 10s)) ::_exit(12);
-      const char ready = 1;
-      write_exact(to_parent[1], &ready, 1);
-      // Wait to be killed (bounded in case the parent is gone).
-      char never = 0;
-      read_exact(to_child[0], &never, 1, 20000);
-    } catch (...) {
-      ::_exit(16);
-    }
-    ::_exit(0);
-  }
+  if (pid == 0) run_wired_child(to_child, to_parent, false);
 
   CATCH_REQUIRE(pid > 0);
   ::close(to_child[0]);
@@ -295,17 +316,8 @@ CATCH_TEST_CASE("ucx_worker reports a peer that died", "[transport][ucx]") {
       failure.emplace(peer, std::move(reason));
       changed.notify_all();
     });
-    CATCH_REQUIRE(write_blob(to_child[1], w.address()));
-    auto child_address = read_blob(to_parent[0], 10000);
-    CATCH_REQUIRE(child_address.has_value());
-    const int child = w.connect(*child_address);
-    std::uint8_t ping = 0, pong = 6;
-    completions done;
-    w.receive(3, &ping, 1, [&](std::string e, std::size_t n) { done.add(std::move(e), n); });
-    w.send(child, 4, &pong, 1, [&](std::string e) { done.add(std::move(e)); });
-    CATCH_REQUIRE(done.wait_for_count(2, 10s));
-    char ready = 0;
-    CATCH_REQUIRE(read_exact(to_parent[0], &ready, 1, 10000));
+    const int child = wire_to_child(w, to_child, to_parent);
+    CATCH_REQUIRE(child >= 0);
 
     const auto killed_at = std::chrono::steady_clock::now();
     ::kill(pid, SIGKILL);
@@ -349,6 +361,52 @@ CATCH_TEST_CASE("ucx_worker reports a peer that died", "[transport][ucx]") {
   }
   ::close(to_child[1]);
   ::close(to_parent[0]);
+}
+
+// A peer that stops answering (SIGSTOP: a frozen process, a cut network): the worker still goes
+// within its shutdown grace, its endpoint idle (closed with a flush that is never acknowledged)
+// or with a rendezvous send to it in flight (failed). UCX once aborted the process here: an
+// assertion in ucp_ep_destroy_base on the flush's request, still held when the worker
+// destroyed the endpoint.
+CATCH_TEST_CASE("ucx_worker is destroyed cleanly while its peer is stopped", "[transport][ucx]") {
+  scoped_env tls("UCX_TLS", "tcp,self");
+  for (const bool send_in_flight : {false, true}) {
+    CATCH_INFO((send_in_flight ? "a rendezvous send in flight" : "an idle endpoint"));
+    int to_child[2], to_parent[2];
+    CATCH_REQUIRE(::pipe(to_child) == 0);
+    CATCH_REQUIRE(::pipe(to_parent) == 0);
+    const pid_t pid = ::fork();
+    if (pid == 0) run_wired_child(to_child, to_parent, true);
+    CATCH_REQUIRE(pid > 0);
+    ::close(to_child[0]);
+    ::close(to_parent[1]);
+    completions sent;
+    const auto big = pattern(std::size_t{1} << 20, 9);  // rendezvous: needs the peer to answer
+    std::chrono::steady_clock::time_point start;
+    {
+      ucx_worker w;
+      const int child = wire_to_child(w, to_child, to_parent);
+      CATCH_REQUIRE(child >= 0);
+      int status = 0;
+      CATCH_REQUIRE(::waitpid(pid, &status, WUNTRACED) == pid);
+      CATCH_REQUIRE(WIFSTOPPED(status));
+      if (send_in_flight) {
+        w.send(child, 9, big.data(), big.size(), [&](std::string e) { sent.add(std::move(e)); });
+        std::this_thread::sleep_for(100ms);
+      }
+      start = std::chrono::steady_clock::now();
+    }
+    CATCH_CHECK(std::chrono::steady_clock::now() - start < 10s);
+    if (send_in_flight) {
+      CATCH_REQUIRE(sent.wait_for_count(1, 1s));
+      CATCH_CHECK_FALSE(sent.errors()[0].empty());
+    }
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ::close(to_child[1]);
+    ::close(to_parent[0]);
+  }
 }
 
 CATCH_TEST_CASE("ucx_worker masked receive matches any source and reports the sender's tag",

@@ -504,9 +504,16 @@ void ucx_worker::shutdown_on_progress_thread() {
   sweep_close_requests();
   newly_failed_.clear();
 
-  // Whatever UCX did not complete in time: report it ourselves; the request dies with the worker.
+  // Whatever UCX did not complete in time (a peer that is stopped or cut off acknowledges
+  // nothing): report it ourselves, and hand every request still held back to UCX, which
+  // asserts, when the worker destroys their endpoints, that none is held (it aborted the
+  // process: SIGABRT in ucp_ep_destroy_base). Released, they call back no more.
   for (auto& entry : pending_) {
     operation& op = *entry.second;
+    if (op.request != nullptr) {
+      ucp_request_free(op.request);
+      op.request = nullptr;
+    }
     if (op.abandoned) continue;
     op.abandoned = true;
     --pending_count_;
@@ -516,6 +523,8 @@ void ucx_worker::shutdown_on_progress_thread() {
       op.send_done("ucx send: worker shut down before the send completed");
     }
   }
+  for (void* request : closing_) ucp_request_free(request);  // endpoints still flushing to such a peer
+  closing_.clear();
 }
 
 }  // namespace actorpipe::transport::ucx
