@@ -6,8 +6,10 @@
 // Wire format on each TCP connection: frames of [u32 little-endian length][body], body[0] a
 // type byte: 'C' challenge (32 random bytes), 'H' hello ([32-byte answer][i32 process][joiner
 // name]), 'R' refusal (reason text), 'M' envelope ([u8 target][i32 process][i32 index] + a
-// CAF-serialized caf::message). Before a connection has proven the token, frames are capped
-// at 4 KiB and only a hello is accepted; nothing else it sends is acted on.
+// CAF-serialized caf::message), 'K' heartbeat (empty: once the job has formed, each side
+// says it every second, so that silence tells a stopped or cut-off process). Before a
+// connection has proven the token, frames are capped at 4 KiB and only a hello is accepted;
+// nothing else it sends is acted on.
 #pragma once
 
 #include <caf/all.hpp>
@@ -51,6 +53,7 @@ constexpr char challenge = 'C';
 constexpr char hello = 'H';
 constexpr char refusal = 'R';
 constexpr char envelope = 'M';
+constexpr char heartbeat = 'K';
 
 // [u32 length of type + payload][type][payload].
 std::vector<char> make_frame(char type, const std::vector<char>& payload);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <set>
+#include <vector>
 
 #include "actors/control_role.hpp"
 #include "core/job_token.hpp"
@@ -21,6 +22,7 @@ struct handshake_deadline {
 };
 struct hub_join_deadline {};
 struct shutdown_deadline {};
+struct hub_heartbeat_tick {};
 }  // namespace
 }  // namespace msg
 }  // namespace actorpipe
@@ -28,6 +30,7 @@ struct shutdown_deadline {};
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::handshake_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::hub_join_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::shutdown_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::hub_heartbeat_tick)
 
 namespace actorpipe {
 namespace {
@@ -69,6 +72,7 @@ class hub final : public control_role {
     auto it = conns_.find(m.handle);
     if (it == conns_.end()) return;
     control_connection& c = it->second;
+    if (c.authenticated) heard(m.handle);
     std::string why;
     switch (read_frame(m.handle, c, m, c.authenticated ? control_wire::frame_cap : control_wire::pre_auth_cap, why)) {
       case read_step::length: return;
@@ -137,6 +141,24 @@ class hub final : public control_role {
       return;
     }
     self_->delayed_send(self_, std::chrono::seconds(5), msg::shutdown_deadline{});
+  }
+
+  // Every process that joined gets a heartbeat; one silent for --heartbeat-timeout is lost
+  // (its connection closed), which stops the job. Until the run is over.
+  void on_heartbeat_tick() {
+    if (shutting_down_) return;
+    std::vector<int> silent;
+    for (auto& [p, hdl] : by_process_)
+      if (beat_and_check(hdl)) silent.push_back(p);
+    for (const int p : silent) {
+      const connection_handle hdl = by_process_[p];
+      const std::string name = process_name(p);
+      self_->close(hdl);
+      conns_.erase(hdl);
+      by_process_.erase(p);
+      report_failure("lost " + name + ": " + silence_text() + "; its control connection is closed");
+    }
+    self_->delayed_send(self_, heartbeat_interval(), msg::hub_heartbeat_tick{});
   }
 
   void on_shutdown_deadline() {
@@ -233,6 +255,7 @@ class hub final : public control_role {
       write_envelope(hdl, static_cast<std::uint8_t>(target_kind::control), p, 0,
                      caf::make_message(msg::welcome{addresses_, clock, o_.epoch_ns, o_.boot_id}));
     self_->send(owner_, msg::cluster_ready{addresses_, clock, "", o_.epoch_ns, o_.boot_id, false});
+    if (o_.processes > 1 && heartbeats_on()) on_heartbeat_tick();
   }
 
   // Tells a connection why it is turned away, and closes it.
@@ -301,6 +324,7 @@ caf::behavior control_hub(caf::io::broker* self, cluster_options o, std::vector<
       [h](msg::forward& f) { h->on_forward(f); },
       [h](const msg::shutdown_cluster& s) { h->on_shutdown(s); },
       [h](const msg::shutdown_deadline&) { h->on_shutdown_deadline(); },
+      [h](const msg::hub_heartbeat_tick&) { h->on_heartbeat_tick(); },
   };
 }
 

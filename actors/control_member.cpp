@@ -24,12 +24,14 @@ namespace {
 // Member -> itself.
 struct member_join_deadline {};
 struct retry_connect {};
+struct member_heartbeat_tick {};
 }  // namespace
 }  // namespace msg
 }  // namespace actorpipe
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::member_join_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::retry_connect)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::member_heartbeat_tick)
 
 namespace actorpipe {
 namespace {
@@ -115,6 +117,7 @@ class member final : public control_role {
     auto it = conns_.find(m.handle);
     if (it == conns_.end()) return;
     control_connection& c = it->second;
+    heard(m.handle);
     std::string why;
     switch (read_frame(m.handle, c, m, control_wire::frame_cap, why)) {
       case read_step::length: return;
@@ -149,6 +152,20 @@ class member final : public control_role {
     }
   }
 
+  // Process 0 gets a heartbeat; silent for --heartbeat-timeout, it is lost, which ends this
+  // process's run. Until the run is over.
+  void on_heartbeat_tick() {
+    if (finished_ || !connected_) return;
+    if (beat_and_check(server_)) {
+      self_->close(server_);
+      conns_.erase(server_);
+      connected_ = false;
+      report_failure("lost process 0 (the supervisor, at " + master() + "): " + silence_text());
+      return;
+    }
+    self_->delayed_send(self_, heartbeat_interval(), msg::member_heartbeat_tick{});
+  }
+
   // A local proxy's message for another process: the hub delivers or relays it.
   void on_forward(msg::forward& f) {
     if (connected_) write_envelope(server_, f.target, f.process, f.index, std::move(f.content));
@@ -165,6 +182,7 @@ class member final : public control_role {
                    control_wire::refusal_is_final(std::string(data, size)));
         break;
       case control_wire::envelope: on_envelope(hdl, data, size); break;
+      case control_wire::heartbeat: break;  // heard (on_data)
       default: report_failure("process 0 sent an unknown frame type"); break;
     }
   }
@@ -206,6 +224,7 @@ class member final : public control_role {
     log_info("joined the job of process 0 at " + master() + " as process " + std::to_string(o_.process) + " (" +
              ranks_label(o_.process) + ")");
     self_->send(owner_, msg::cluster_ready{std::move(w.addresses), w.clock, "", w.epoch_ns, std::move(w.boot_id), false});
+    if (heartbeats_on()) on_heartbeat_tick();
   }
 
   // The hub sent something malformed: hang up and end this process's run.
@@ -238,6 +257,7 @@ caf::behavior control_member(caf::io::broker* self, cluster_options o, std::vect
       [m](const caf::io::connection_closed_msg& c) { m->on_connection_closed(c); },
       [m](const msg::member_join_deadline&) { m->on_join_deadline(); },
       [m](const msg::retry_connect&) { m->try_connect(); },
+      [m](const msg::member_heartbeat_tick&) { m->on_heartbeat_tick(); },
       [m](msg::set_targets& t) { m->on_set_targets(t); },
       [m](msg::forward& f) { m->on_forward(f); },
       // Only process 0 shuts the cluster down; a member has no process to wait for.

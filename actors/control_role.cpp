@@ -1,6 +1,9 @@
 // What the hub and a member of the control plane share (see control_role.hpp).
 #include "actors/control_role.hpp"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "core/process_layout.hpp"
 
 #include "core/log.hpp"
@@ -74,6 +77,24 @@ void control_role::fail_setup(std::string error, bool refused) {
   if (ready_ || failed_) return;
   failed_ = true;
   self_->send(owner_, msg::cluster_ready{{}, 0, std::move(error), 0, "", refused});
+}
+
+caf::timespan control_role::heartbeat_interval() const {
+  return seconds_span(std::min(1.0, o_.heartbeat_timeout_s / 4));
+}
+
+bool control_role::beat_and_check(caf::io::connection_handle hdl) {
+  write_frame(hdl, control_wire::heartbeat, {});
+  const auto now = std::chrono::steady_clock::now();
+  auto [it, added] = heard_.try_emplace(hdl, now);  // first asked: the silence starts now
+  return std::chrono::duration<double>(now - it->second).count() > o_.heartbeat_timeout_s;
+}
+
+std::string control_role::silence_text() const {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", o_.heartbeat_timeout_s);
+  return std::string("nothing heard from it for ") + seconds +
+         " s (--heartbeat-timeout): it is stopped, frozen or cut off";
 }
 
 std::string control_role::ranks_label(int process) const {

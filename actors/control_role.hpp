@@ -6,6 +6,7 @@
 
 #include <caf/io/all.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -59,6 +60,17 @@ class control_role {
   // The job could not form: tell the owner once (nothing after the job formed).
   void fail_setup(std::string error, bool refused = false);
 
+  // Heartbeats, once the job has formed (none with --heartbeat-timeout 0): every
+  // heartbeat_interval each role sends one on its connections to the other processes and
+  // asks silent() of each. Anything that arrives on a connection counts as heard.
+  bool heartbeats_on() const { return o_.heartbeat_timeout_s > 0; }
+  caf::timespan heartbeat_interval() const;
+  void heard(caf::io::connection_handle hdl) { heard_[hdl] = std::chrono::steady_clock::now(); }
+  // Sends a heartbeat on `hdl`; true when nothing arrived on it for --heartbeat-timeout.
+  bool beat_and_check(caf::io::connection_handle hdl);
+  // "nothing heard from it for 60 s (--heartbeat-timeout): ...", for the failure naming it.
+  std::string silence_text() const;
+
   // "rank 2" or "ranks 2, 3" ("rank none" for a process without ranks).
   std::string ranks_label(int process) const;
   // "host:port of process 0", for messages.
@@ -75,6 +87,7 @@ class control_role {
   bool failed_ = false;  // the job could not form (owner told)
 
  private:
+  std::map<caf::io::connection_handle, std::chrono::steady_clock::time_point> heard_;
   std::map<std::pair<std::uint8_t, int>, caf::actor> targets_;
   bool have_targets_ = false;
   std::vector<std::tuple<std::uint8_t, int, caf::message>> held_;

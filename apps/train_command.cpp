@@ -211,6 +211,10 @@ job_place place_in_job(const train_cli_options& o, const train_options& t, const
   if (!(o.join_timeout_s > 0 && o.join_timeout_s <= max_timeout_s))
     throw std::invalid_argument("--join-timeout=" + fmt("%g", o.join_timeout_s) + " must be > 0 and at most " +
                                 fmt("%g", max_timeout_s) + " seconds");
+  place.heartbeat_timeout_s = o.heartbeat_timeout_s;
+  if (!(o.heartbeat_timeout_s >= 0 && o.heartbeat_timeout_s <= max_timeout_s))
+    throw std::invalid_argument("--heartbeat-timeout=" + fmt("%g", o.heartbeat_timeout_s) + " must be >= 0 (0: never) and at most " +
+                                fmt("%g", max_timeout_s) + " seconds");
   if (!o.ranks_per_process.empty()) place.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
   if (place.processes > 1) {
     set_log_prefix(process_prefix(place.process));  // its ranks follow once they are assigned

@@ -45,6 +45,7 @@ struct train_cli_options {
   // Multi-process jobs (WORLD_SIZE > 1 from actorpipe launch, torchrun, srun or mpirun).
   std::string ranks_per_process;  // "1,3": ranks of each process; empty: spread evenly
   double join_timeout_s = 60;
+  double heartbeat_timeout_s = 60;
 };
 
 // Throws std::invalid_argument / std::runtime_error with a one-line message on bad input or

@@ -22,6 +22,9 @@ struct job_place {
   int master_port = default_master_port;
   std::string token;                              // ACTORPIPE_JOB_TOKEN (never logged)
   double join_timeout_s = 60;                     // how long the job may take to form
+  // Once it formed, how long another process may stay silent (stopped, frozen, cut off)
+  // before the job stops; 0: never. Every process says something every second.
+  double heartbeat_timeout_s = 60;
   std::vector<int> ranks_per_process;             // pipeline ranks per process; empty: spread evenly
 };
 

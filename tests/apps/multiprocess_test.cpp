@@ -759,6 +759,43 @@ CATCH_TEST_CASE("train ended by a SIGSEGV from outside says who sent it, with fr
   CATCH_CHECK(text.find("this is a bug") == std::string::npos);
 }
 
+// A process that stops answering without closing its connections (SIGSTOP here; a frozen
+// host or a cut network alike) is found by its silence on the control plane, from either side,
+// long before --step-timeout.
+CATCH_TEST_CASE("a stopped process is lost after --heartbeat-timeout, whichever side stopped", "[multiprocess][failure]") {
+  for (const int stopped : {1, 0}) {
+    const int port = free_port();
+    const std::string metrics = temp_path(".hb.jsonl");
+    std::vector<std::string> logs = {temp_path(".hb0.log"), temp_path(".hb1.log")};
+    std::vector<pid_t> pids;
+    for (int p = 0; p < 2; ++p) {
+      auto args = slow_job(p == 0 ? metrics : temp_path(".hb1.jsonl"));
+      args.insert(args.end(), {"--heartbeat-timeout", "3"});
+      pids.push_back(start_process(bin, args, worker_env(p, 2, port), logs[p]));
+    }
+    CATCH_REQUIRE(wait_for([&] { return lines_in(metrics) >= 1; }, 120));
+    kill(pids[stopped], SIGSTOP);
+    const int other = 1 - stopped;
+    const auto start = std::chrono::steady_clock::now();
+    const int code = wait_process(pids[other], 60);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    kill(pids[stopped], SIGCONT);
+    const int stopped_code = wait_process(pids[stopped], 60);
+    const std::string text = read_text(logs[other]);
+    CATCH_INFO("process " << stopped << " stopped; process " << other << ":\n" << process_log(logs[other]) << "\nprocess "
+                          << stopped << ":\n" << process_log(logs[stopped]));
+    CATCH_CHECK(code == 1);
+    CATCH_CHECK(took >= 2.5);  // 3 s of silence, less what passed since its last heartbeat
+    CATCH_CHECK(took < 30);    // not the 60 s --step-timeout
+    const std::string silence = "nothing heard from it for 3 s (--heartbeat-timeout): it is stopped, frozen or cut off";
+    if (stopped == 1)
+      CATCH_CHECK_THAT(text, Contains("error: lost process 1 (rank 1") && Contains(silence + "; its control connection is closed"));
+    else
+      CATCH_CHECK_THAT(text, Contains("error: lost process 0 (the supervisor, at 127.0.0.1:" + std::to_string(port) + "): " + silence));
+    CATCH_CHECK(stopped_code == 1);  // resumed, it finds the job gone
+  }
+}
+
 CATCH_TEST_CASE("Ctrl-C to launch stops a 2-process job after a step, with a checkpoint, and launch exits 130",
                 "[multiprocess][signal]") {
   const std::string metrics = temp_path(".lstop.jsonl"), dir = temp_path(".lstop.ckpt");

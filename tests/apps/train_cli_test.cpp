@@ -381,6 +381,9 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       // 1e308 s overflowed the clock, and step 0 "did not finish within 1e+308 s" at once.
       {with({"train", "--step-timeout", "1e308"}, tiny), "--step-timeout must be > 0 and at most 1e+09 seconds: got 1e+308"},
       {with({"train", "--join-timeout", "1e308"}, tiny), "--join-timeout=1e+308 must be > 0 and at most 1e+09 seconds"},
+      {with({"train", "--heartbeat-timeout", "-1"}, tiny),
+       "--heartbeat-timeout=-1 must be >= 0 (0: never) and at most 1e+09 seconds"},
+      {with({"train", "--heartbeat-timeout", "nan"}, tiny), "--heartbeat-timeout=nan must be >= 0"},
       // A config's 0 means "derive it"; given as a flag it is refused, not read as the default.
       {with({"train", "--microbatches", "0"}, tiny_model), "--microbatches must be >= 1: got 0"},
       {with({"train", "-B", "0"}, tiny_model), "--microbatch-size must be >= 1: got 0"},
