@@ -68,6 +68,15 @@ bool same_bytes(const std::vector<std::uint8_t>& a, const std::vector<std::uint8
 }
 
 
+// Sends this worker's address down `out`, reads the other side's from `in` and connects to it:
+// the other side's peer id, or -1.
+int exchange_and_connect(ucx_worker& w, int out, int in) {
+  if (!write_blob(out, w.address())) return -1;
+  auto other = read_blob(in, 10000);
+  if (!other) return -1;
+  return w.connect(*other);
+}
+
 // A forked child's side of a wired pair (UCX_TLS as the parent's): exchange addresses over the
 // pipes, connect, one round trip so both directions are up, say ready; then stop itself
 // (SIGSTOP) when `stop` says so, and wait to be killed (bounded, should the parent be gone).
@@ -77,10 +86,8 @@ bool same_bytes(const std::vector<std::uint8_t>& a, const std::vector<std::uint8
   ::close(to_parent[0]);
   try {
     ucx_worker w;
-    if (!write_blob(to_parent[1], w.address())) ::_exit(10);
-    auto parent_address = read_blob(to_child[0], 10000);
-    if (!parent_address) ::_exit(11);
-    const int parent = w.connect(*parent_address);
+    const int parent = exchange_and_connect(w, to_parent[1], to_child[0]);
+    if (parent < 0) ::_exit(11);
     std::uint8_t ping = 5, pong = 0;
     completions done;
     w.send(parent, 3, &ping, 1, [&](std::string e) { done.add(e); });
@@ -99,10 +106,8 @@ bool same_bytes(const std::vector<std::uint8_t>& a, const std::vector<std::uint8
 
 // The parent's side of run_wired_child: the child's peer id in `w`, or -1.
 int wire_to_child(ucx_worker& w, int to_child[2], int to_parent[2]) {
-  if (!write_blob(to_child[1], w.address())) return -1;
-  auto child_address = read_blob(to_parent[0], 10000);
-  if (!child_address) return -1;
-  const int child = w.connect(*child_address);
+  const int child = exchange_and_connect(w, to_child[1], to_parent[0]);
+  if (child < 0) return -1;
   std::uint8_t ping = 0, pong = 6;
   completions done;
   w.receive(3, &ping, 1, [&](std::string e, std::size_t n) { done.add(std::move(e), n); });
@@ -113,6 +118,40 @@ int wire_to_child(ucx_worker& w, int to_child[2], int to_parent[2]) {
   char ready = 0;
   return read_exact(to_parent[0], &ready, 1, 10000) ? child : -1;
 }
+
+// A forked peer running run_wired_child, and the parent's ends of its pipes. Going, it kills
+// the child (unless it was reaped already) and closes the pipes.
+class wired_child {
+ public:
+  explicit wired_child(bool stop) {
+    if (::pipe(to_child_) != 0 || ::pipe(to_parent_) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) run_wired_child(to_child_, to_parent_, stop);
+    ::close(to_child_[0]);
+    ::close(to_parent_[1]);
+  }
+  ~wired_child() {
+    kill_and_reap();
+    ::close(to_child_[1]);
+    ::close(to_parent_[0]);
+  }
+  wired_child(const wired_child&) = delete;
+  wired_child& operator=(const wired_child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Address exchange and a round trip: the child's peer id in `w`, or -1.
+  int wire(ucx_worker& w) { return wire_to_child(w, to_child_, to_parent_); }
+  void kill_and_reap() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  int to_child_[2] = {-1, -1}, to_parent_[2] = {-1, -1};
+  pid_t pid_ = -1;
+};
 
 }  // namespace
 
@@ -246,10 +285,8 @@ CATCH_TEST_CASE("ucx_worker exchanges 4 MiB with a forked process", "[transport]
     int code = 0;
     try {
       ucx_worker w;
-      if (!write_blob(to_parent[1], w.address())) ::_exit(10);
-      auto parent_address = read_blob(to_child[0], 10000);
-      if (!parent_address) ::_exit(11);
-      const int parent = w.connect(*parent_address);
+      const int parent = exchange_and_connect(w, to_parent[1], to_child[0]);
+      if (parent < 0) ::_exit(11);
       const auto out = pattern(size, 42);
       std::vector<std::uint8_t> in(size);
       completions done;
@@ -272,10 +309,8 @@ CATCH_TEST_CASE("ucx_worker exchanges 4 MiB with a forked process", "[transport]
   ::close(to_parent[1]);
   {
     ucx_worker w;
-    CATCH_REQUIRE(write_blob(to_child[1], w.address()));
-    auto child_address = read_blob(to_parent[0], 10000);
-    CATCH_REQUIRE(child_address.has_value());
-    const int child = w.connect(*child_address);
+    const int child = exchange_and_connect(w, to_child[1], to_parent[0]);
+    CATCH_REQUIRE(child >= 0);
     const auto out = pattern(size, 24);
     std::vector<std::uint8_t> in(size);
     completions done;
@@ -296,16 +331,8 @@ CATCH_TEST_CASE("ucx_worker exchanges 4 MiB with a forked process", "[transport]
 
 CATCH_TEST_CASE("ucx_worker reports a peer that died", "[transport][ucx]") {
   scoped_env tls("UCX_TLS", "tcp,self");
-  int to_child[2], to_parent[2];
-  CATCH_REQUIRE(::pipe(to_child) == 0);
-  CATCH_REQUIRE(::pipe(to_parent) == 0);
-
-  const pid_t pid = ::fork();
-  if (pid == 0) run_wired_child(to_child, to_parent, false);
-
-  CATCH_REQUIRE(pid > 0);
-  ::close(to_child[0]);
-  ::close(to_parent[1]);
+  wired_child peer(false);
+  CATCH_REQUIRE(peer.pid() > 0);
   {
     ucx_worker w;
     std::mutex mutex;
@@ -316,13 +343,11 @@ CATCH_TEST_CASE("ucx_worker reports a peer that died", "[transport][ucx]") {
       failure.emplace(peer, std::move(reason));
       changed.notify_all();
     });
-    const int child = wire_to_child(w, to_child, to_parent);
+    const int child = peer.wire(w);
     CATCH_REQUIRE(child >= 0);
 
     const auto killed_at = std::chrono::steady_clock::now();
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
+    peer.kill_and_reap();
 
     auto wait_failure = [&](std::chrono::milliseconds timeout) {
       std::unique_lock<std::mutex> lock(mutex);
@@ -359,8 +384,6 @@ CATCH_TEST_CASE("ucx_worker reports a peer that died", "[transport][ucx]") {
       CATCH_CHECK_FALSE(after.errors()[0].empty());
     }
   }
-  ::close(to_child[1]);
-  ::close(to_parent[0]);
 }
 
 // A peer that stops answering (SIGSTOP: a frozen process, a cut network): the worker still goes
@@ -372,23 +395,17 @@ CATCH_TEST_CASE("ucx_worker is destroyed cleanly while its peer is stopped", "[t
   scoped_env tls("UCX_TLS", "tcp,self");
   for (const bool send_in_flight : {false, true}) {
     CATCH_INFO((send_in_flight ? "a rendezvous send in flight" : "an idle endpoint"));
-    int to_child[2], to_parent[2];
-    CATCH_REQUIRE(::pipe(to_child) == 0);
-    CATCH_REQUIRE(::pipe(to_parent) == 0);
-    const pid_t pid = ::fork();
-    if (pid == 0) run_wired_child(to_child, to_parent, true);
-    CATCH_REQUIRE(pid > 0);
-    ::close(to_child[0]);
-    ::close(to_parent[1]);
+    wired_child peer(true);
+    CATCH_REQUIRE(peer.pid() > 0);
     completions sent;
     const auto big = pattern(std::size_t{1} << 20, 9);  // rendezvous: needs the peer to answer
     std::chrono::steady_clock::time_point start;
     {
       ucx_worker w;
-      const int child = wire_to_child(w, to_child, to_parent);
+      const int child = peer.wire(w);
       CATCH_REQUIRE(child >= 0);
       int status = 0;
-      CATCH_REQUIRE(::waitpid(pid, &status, WUNTRACED) == pid);
+      CATCH_REQUIRE(::waitpid(peer.pid(), &status, WUNTRACED) == peer.pid());
       CATCH_REQUIRE(WIFSTOPPED(status));
       if (send_in_flight) {
         w.send(child, 9, big.data(), big.size(), [&](std::string e) { sent.add(std::move(e)); });
@@ -401,11 +418,6 @@ CATCH_TEST_CASE("ucx_worker is destroyed cleanly while its peer is stopped", "[t
       CATCH_REQUIRE(sent.wait_for_count(1, 1s));
       CATCH_CHECK_FALSE(sent.errors()[0].empty());
     }
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ::close(to_child[1]);
-    ::close(to_parent[0]);
   }
 }
 
