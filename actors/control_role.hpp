@@ -61,8 +61,8 @@ class control_role {
   void fail_setup(std::string error, bool refused = false);
 
   // Heartbeats, once the job has formed (none with --heartbeat-timeout 0): every
-  // heartbeat_interval each role sends one on its connections to the other processes and
-  // asks silent() of each. Anything that arrives on a connection counts as heard.
+  // heartbeat_interval each role calls beat_and_check on its connections to the other
+  // processes. Anything that arrives on a connection counts as heard.
   bool heartbeats_on() const { return o_.heartbeat_timeout_s > 0; }
   caf::timespan heartbeat_interval() const;
   void heard(caf::io::connection_handle hdl) { heard_[hdl] = std::chrono::steady_clock::now(); }

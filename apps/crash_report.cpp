@@ -40,17 +40,6 @@ void hex_address(const void* address, char* out) {
   out[18] = '\0';
 }
 
-const char* what_it_means(int sig) {
-  switch (sig) {
-    case SIGSEGV: return "SIGSEGV: an invalid memory access";
-    case SIGBUS: return "SIGBUS: a bus error";
-    case SIGILL: return "SIGILL: an instruction this CPU does not have";
-    case SIGFPE: return "SIGFPE: an arithmetic fault";
-    case SIGABRT: return "SIGABRT: the process aborted";
-    default: return "a fatal signal";
-  }
-}
-
 const char* name_of(int sig) {
   switch (sig) {
     case SIGSEGV: return "SIGSEGV";
@@ -58,6 +47,17 @@ const char* name_of(int sig) {
     case SIGILL: return "SIGILL";
     case SIGFPE: return "SIGFPE";
     case SIGABRT: return "SIGABRT";
+    default: return "a fatal signal";
+  }
+}
+
+const char* meaning_of(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "an invalid memory access";
+    case SIGBUS: return "a bus error";
+    case SIGILL: return "an instruction this CPU does not have";
+    case SIGFPE: return "an arithmetic fault";
+    case SIGABRT: return "the process aborted";
     default: return "a fatal signal";
   }
 }
@@ -77,7 +77,9 @@ void on_crash(int sig, siginfo_t* info, void*) {
     say(". The thread it reached was here:\n");
   } else {
     say("\nactorpipe: crashed (");
-    say(what_it_means(sig));
+    say(name_of(sig));
+    say(": ");
+    say(meaning_of(sig));
     if (info != nullptr && info->si_code > 0 && sig != SIGABRT) {
       char address[19];
       hex_address(info->si_addr, address);
