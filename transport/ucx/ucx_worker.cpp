@@ -40,7 +40,7 @@ struct ucx_worker::operation {
   ucx_worker* owner = nullptr;
   void* request = nullptr;
   bool is_receive = false;
-  bool abandoned = false;  // done already ran (shutdown timed out); only free the request
+  bool abandoned = false;  // done already ran (shutdown timed out), its request released
   int peer_id = -1;
   std::uint64_t tag = 0;
   send_callback send_done;
@@ -127,7 +127,7 @@ ucx_worker::~ucx_worker() {
   if (thread_.joinable()) thread_.join();
   // The thread has exited: this thread now owns the worker.
   ucp_worker_destroy(worker_);
-  pending_.clear();  // abandoned operations whose requests died with the worker
+  pending_.clear();  // abandoned operations: their requests were released before the worker went
   ucp_cleanup(context_);
   ::close(wake_fd_);
 }
