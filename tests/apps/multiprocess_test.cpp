@@ -785,7 +785,7 @@ CATCH_TEST_CASE("a stopped process is lost after --heartbeat-timeout, whichever 
     CATCH_INFO("process " << stopped << " stopped; process " << other << ":\n" << process_log(logs[other]) << "\nprocess "
                           << stopped << ":\n" << process_log(logs[stopped]));
     CATCH_CHECK(code == 1);
-    CATCH_CHECK(took >= 2.5);  // 3 s of silence, less what passed since its last heartbeat
+    CATCH_CHECK(took >= 2);  // 3 s of silence, less what passed since it was last heard (< 0.75 s)
     CATCH_CHECK(took < 30);    // not the 60 s --step-timeout
     const std::string silence = "nothing heard from it for 3 s (--heartbeat-timeout): it is stopped, frozen or cut off";
     if (stopped == 1)
