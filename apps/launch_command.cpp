@@ -387,30 +387,27 @@ bool reap_ended(watch_state& w) {
 // message; a process still forming the job ends on SIGTERM).
 constexpr double refused_grace_s = 2;
 
+// The other processes' grace period after the first failure.
+double grace_after_failure(const watch_state& w) {
+  return w.result == exit_refused ? std::min(w.opt.grace_s, refused_grace_s) : w.opt.grace_s;
+}
+
 // Starts the grace period on a first failure, and sends SIGTERM or SIGKILL when one is due.
 void stop_when_due(watch_state& w, bool first_failure_now, steady::time_point now) {
   if (first_failure_now && w.signals_received == 0) {
-    if (w.result == exit_refused) {
-      const double grace = std::min(w.opt.grace_s, refused_grace_s);
-      say(w.output, log_level::warn, "the job cannot form: giving the other " +
-                                         plural(w.alive, "running process", "running processes") + ' ' +
-                                         number_text(grace) + " s to exit, then stopping them");
-      w.term_at = now + seconds(grace);
-    } else {
-      say(w.output, log_level::warn, "giving the other " + plural(w.alive, "running process", "running processes") + ' ' +
-                                         number_text(w.opt.grace_s) + " s to exit, then stopping them");
-      w.term_at = now + seconds(w.opt.grace_s);
-    }
+    const double grace = grace_after_failure(w);
+    say(w.output, log_level::warn, std::string(w.result == exit_refused ? "the job cannot form: " : "") +
+                                       "giving the other " + plural(w.alive, "running process", "running processes") +
+                                       ' ' + number_text(grace) + " s to exit, then stopping them");
+    w.term_at = now + seconds(grace);
   }
   if (w.kill_at && now >= *w.kill_at) {
     say(w.output, log_level::warn, "still running " + number_text(w.opt.kill_after_s) +
                                        " s after being told to stop, sending SIGKILL to " + signal_running(w, SIGKILL));
     w.kill_at.reset();
   } else if (w.term_at && now >= *w.term_at) {
-    say(w.output, log_level::warn,
-        "still running after the " + number_text(w.result == exit_refused ? std::min(w.opt.grace_s, refused_grace_s) : w.opt.grace_s) +
-            " s grace period, sending SIGTERM to " +
-            signal_running(w, SIGTERM));
+    say(w.output, log_level::warn, "still running after the " + number_text(grace_after_failure(w)) +
+                                       " s grace period, sending SIGTERM to " + signal_running(w, SIGTERM));
     w.term_at.reset();
     w.kill_at = now + seconds(w.opt.kill_after_s);
   }
