@@ -53,11 +53,6 @@ std::string without_prefix(const std::string& text, const std::string& prefix) {
   return text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text;
 }
 
-bool nonempty_env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v;
-}
-
 std::string gib(double bytes) { return fixed(bytes / (1024.0 * 1024 * 1024), 1) + " GiB"; }
 
 // The value of `key` in a "key : value" file such as /proc/cpuinfo; "" where it is missing.
@@ -184,9 +179,8 @@ void check_compute(report& r, simd_level cpu) {
   r.add(doctor_status::ok, "compute", "own loops", describe_own_kernels());
   std::string set;  // what the user set (actorpipe's own choices of kernels carry a marker)
   for (const char* v : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY"}) {
-    const bool ours = (std::strcmp(v, "OPENBLAS_CORETYPE") == 0 && nonempty_env(blas_marker_variable)) ||
-                      (std::strcmp(v, "ATEN_CPU_CAPABILITY") == 0 && nonempty_env(aten_marker_variable));
-    if (const char* value = std::getenv(v); value && !ours) set += std::string(set.empty() ? "" : ", ") + v + "=" + value;
+    if (const char* value = std::getenv(v); value && !set_by_actorpipe(v))
+      set += std::string(set.empty() ? "" : ", ") + v + "=" + value;
   }
   r.add(set.empty() ? doctor_status::ok : doctor_status::note, "compute", "threads",
         "each rank computes on a thread of its own with --threads-per-stage torch threads (default 1)" +

@@ -195,6 +195,14 @@ std::string aten_capability_origin(const std::string& capability) {
   return origin;
 }
 
+bool set_by_actorpipe(const char* variable) {
+  const std::string name = variable;
+  const char* marker = name == "OPENBLAS_CORETYPE"        ? blas_marker_variable
+                       : name == aten_capability_variable ? aten_marker_variable
+                                                          : nullptr;
+  return marker != nullptr && set_and_nonempty(std::getenv(marker));
+}
+
 bool switch_openblas_kernels(const std::string& coretype) {
   auto quit = find_symbol<void (*)()>("gotoblas_dynamic_quit");
   auto init = find_symbol<void (*)()>("gotoblas_dynamic_init");

@@ -83,6 +83,10 @@ std::string choose_aten_capability(simd_level cpu, const char* user_value);
 // Who chose LibTorch's kernels, in words, for `capability` (what LibTorch reports it runs).
 std::string aten_capability_origin(const std::string& capability);
 
+// Whether the value of `variable` in this process is actorpipe's own choice: OPENBLAS_CORETYPE
+// or ATEN_CPU_CAPABILITY with its marker set (else a value there is the user's).
+bool set_by_actorpipe(const char* variable);
+
 // The allocator this process runs on: "tcmalloc (gperftools 2.10)" where the program was linked
 // with it (CMake's actorpipe_allocator) or it was preloaded, else "glibc malloc".
 std::string describe_allocator();
