@@ -19,6 +19,7 @@
 #include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/policy_simulator.hpp"
+#include "core/thread_room.hpp"
 #include "core/time_limits.hpp"
 
 namespace actorpipe {
@@ -101,6 +102,10 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   s.partition = o.partition.empty() ? model->default_partition : o.partition;
   bool other_processes = false;
   for (int r = 0; build_rank && r < s.place.ranks; ++r) other_processes = other_processes || !build_rank(r);
+  // Before anything sets the thread count (the profile below, each rank's compute thread).
+  int ranks_here = 0;
+  for (int r = 0; r < P * (o.no_pipeline ? 1 : o.dp); ++r) ranks_here += !build_rank || build_rank(r);
+  require_thread_room(ranks_here, o.threads_per_stage, s.partition == "profile" && S > 1 ? 1 : 0);
   if (s.partition == "profile" && other_processes)
     throw std::invalid_argument(
         "--partition profile measures the layers in one process, and the processes of a job could measure different "

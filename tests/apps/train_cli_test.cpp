@@ -185,6 +185,31 @@ CATCH_TEST_CASE("train notes intra-op threads past the CPUs, not one thread per 
   CATCH_CHECK(one.out.find("compute threads on") == std::string::npos);
 }
 
+// LibTorch's pool waits for ever on a thread it could not start, and OpenBLAS retries a buffer
+// it cannot map for ever: a run past the process's limits hung in either. It is refused first.
+CATCH_TEST_CASE("train refuses --threads-per-stage past the process's limits instead of hanging", "[apps][train]") {
+  auto run = [](const std::string& threads) {
+    std::vector<std::string> args = {"-c", "ulimit -s 8192 && ulimit -v 6000000 && exec \"$0\" \"$@\"", ACTORPIPE_BIN,
+                                     "train", "--steps", "1", "--threads-per-stage", threads};
+    args.insert(args.end(), tiny.begin(), tiny.end());
+    const std::string log = temp_path(".log");
+    const int code = wait_process(start_process("/bin/sh", args, {}, log), 120);
+    return std::make_pair(code, read_text(log));
+  };
+  const auto [code, text] = run("1000");
+  CATCH_INFO(text);
+  CATCH_CHECK(code == 2);
+  CATCH_CHECK_THAT(text, Contains("actorpipe train: error: --threads-per-stage 1000: 2 ranks in this process need 2997 "
+                                  "threads besides their own"));
+  CATCH_CHECK_THAT(text, Contains("limits: ulimit -v 6000000 KiB"));
+  CATCH_CHECK_THAT(text, Contains("): lower --threads-per-stage, or raise the limit\n"));
+  // Under the same limit, a count that fits runs.
+  const auto [fits, fits_text] = run("2");
+  CATCH_INFO(fits_text);
+  CATCH_CHECK(fits == 0);
+  CATCH_CHECK_THAT(fits_text, Contains("final loss"));
+}
+
 CATCH_TEST_CASE("train reads a text file as bytes and a .bin file as uint16 tokens", "[apps][train]") {
   const std::string text = temp_path(".txt"), bin = temp_path(".bin");
   {

@@ -1,0 +1,135 @@
+#include "core/thread_room.hpp"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "core/blas_kernels.hpp"
+
+namespace actorpipe {
+namespace {
+
+struct parking {
+  std::mutex mutex;
+  std::condition_variable released;
+  bool go = false;
+};
+
+void* park(void* arg) {
+  auto* p = static_cast<parking*>(arg);
+  std::unique_lock<std::mutex> lock(p->mutex);
+  p->released.wait(lock, [p] { return p->go; });
+  return nullptr;
+}
+
+// "ulimit -v 6000000 KiB, ulimit -u 4096, each thread's stack 8192 KiB": the limits a thread's
+// start can meet, the finite ones.
+std::string limits_text() {
+  std::string out;
+  auto add = [&out](const std::string& s) { out += (out.empty() ? "" : ", ") + s; };
+  rlimit l{};
+  if (getrlimit(RLIMIT_AS, &l) == 0 && l.rlim_cur != RLIM_INFINITY)
+    add("ulimit -v " + std::to_string(l.rlim_cur / 1024) + " KiB");
+  if (getrlimit(RLIMIT_NPROC, &l) == 0 && l.rlim_cur != RLIM_INFINITY) add("ulimit -u " + std::to_string(l.rlim_cur));
+  pthread_attr_t attr;
+  if (pthread_getattr_default_np(&attr) == 0) {
+    std::size_t stack = 0;
+    if (pthread_attr_getstacksize(&attr, &stack) == 0 && stack > 0)
+      add("each thread's stack " + std::to_string(stack / 1024) + " KiB (ulimit -s)");
+    pthread_attr_destroy(&attr);
+  }
+  return out;
+}
+
+}  // namespace
+
+thread_room probe_thread_room(int wanted, std::size_t reserve_bytes) {
+  thread_room room;
+  void* reserve = nullptr;
+  if (reserve_bytes > 0) {
+    reserve = mmap(nullptr, reserve_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (reserve == MAP_FAILED) {
+      room.failure = std::string("mmap: ") + std::strerror(errno);
+      return room;
+    }
+  }
+  room.reserved = true;
+  parking p;
+  std::vector<pthread_t> threads;
+  pthread_t stray{};  // started, but no room left to list it
+  bool has_stray = false;
+  for (int i = 0; i < wanted; ++i) {
+    pthread_t t;
+    const int rc = pthread_create(&t, nullptr, park, &p);
+    if (rc != 0) {
+      room.failure = std::string("pthread_create: ") + std::strerror(rc);
+      break;
+    }
+    try {
+      threads.push_back(t);
+    } catch (const std::bad_alloc&) {
+      stray = t;
+      has_stray = true;
+      room.failure = "out of memory";
+      break;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    p.go = true;
+  }
+  p.released.notify_all();
+  for (pthread_t t : threads) pthread_join(t, nullptr);
+  if (has_stray) pthread_join(stray, nullptr);
+  if (reserve) munmap(reserve, reserve_bytes);
+  room.started = static_cast<int>(threads.size());
+  return room;
+}
+
+int compute_threads_needed(int ranks, int threads, int extra_teams) {
+  if (threads <= 1 || ranks < 1) return 0;
+  const long long teams = static_cast<long long>(ranks) + 1 + std::max(0, extra_teams);
+  return static_cast<int>(std::min<long long>(INT_MAX, teams * (threads - 1LL)));
+}
+
+std::size_t blas_thread_buffers(int ranks, int threads) {
+  if (threads <= 1 || ranks < 1) return 0;
+  const blas_info blas = current_blas();
+  if (!blas.openblas) return 0;
+  int max_threads = 64;
+  if (const auto at = blas.config.find("MAX_THREADS="); at != std::string::npos)
+    max_threads = std::max(1, std::atoi(blas.config.c_str() + at + 12));
+  const std::size_t buffers = static_cast<std::size_t>(std::min(threads, max_threads)) + 2 * static_cast<std::size_t>(ranks);
+  return buffers * (std::size_t{128} << 20);
+}
+
+void require_thread_room(int ranks, int threads, int extra_teams) {
+  const int needed = compute_threads_needed(ranks, threads, extra_teams);
+  if (needed == 0) return;
+  const std::size_t buffers = blas_thread_buffers(ranks, threads);
+  const thread_room room = probe_thread_room(needed, buffers);
+  if (room.reserved && room.started >= needed) return;
+  const std::string limits = limits_text();
+  const std::string buffers_text =
+      buffers ? ", and OpenBLAS maps " + std::to_string(buffers >> 20) + " MiB of buffers for them" : "";
+  const std::string could = room.reserved ? "this process could start " + std::to_string(room.started) + " of them"
+                                          : "this process has no room for those buffers";
+  throw std::invalid_argument("--threads-per-stage " + std::to_string(threads) + ": " + std::to_string(ranks) +
+                              (ranks == 1 ? " rank" : " ranks") + " in this process need " + std::to_string(needed) +
+                              " threads besides their own (" + std::to_string(threads - 1) +
+                              " for each rank's OpenMP team and for LibTorch's shared pool)" + buffers_text + "; " +
+                              could + " (" + room.failure + (limits.empty() ? "" : "; limits: " + limits) +
+                              "): lower --threads-per-stage, or raise the limit");
+}
+
+}  // namespace actorpipe

@@ -1,0 +1,42 @@
+// Whether this process can start the threads a run's --threads-per-stage asks for, before
+// anything starts them: LibTorch's thread pool waits for ever on a worker it could not start,
+// and libgomp exits, so a run past the process's limits (ulimit -v, -u) would hang or die
+// without a word.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace actorpipe {
+
+struct thread_room {
+  bool reserved = false;  // the address space asked for beside the threads was there
+  int started = 0;        // threads started (all at once, while it was held), up to the number asked for
+  std::string failure;    // why the reservation or the next thread failed ("pthread_create: ..."); "" when all went
+};
+
+// Holds `reserve_bytes` of address space (mapped, never touched), then starts `wanted` threads
+// with the default attributes (the stack LibTorch's and OpenMP's get), all alive at once, then
+// lets them end, joins them and gives the space back.
+thread_room probe_thread_room(int wanted, std::size_t reserve_bytes = 0);
+
+// The address space the BLAS maps when `ranks` ranks compute on `threads` threads each:
+// Debian's OpenBLAS 0.3.21 (x86-64, OpenMP) maps a 128 MiB buffer for each thread a product
+// runs on, up to its MAX_THREADS (64), beside two for each calling thread (measured: 6400 MiB
+// more at --threads-per-stage 50, 2 x 256 MiB for 2 ranks at 1). Past the limit its allocator
+// retries for ever, so the estimate keeps the calling threads' too. 0 for another BLAS, or for
+// one thread.
+std::size_t blas_thread_buffers(int ranks, int threads);
+
+// The threads a process with `ranks` ranks needs at --threads-per-stage `threads` beyond its
+// own: each rank's compute thread runs an OpenMP team of threads - 1 (OpenBLAS computes on it),
+// LibTorch keeps one shared pool of threads - 1, and `extra_teams` more threads that set the
+// count (the main thread profiling the layers) each run a team too.
+int compute_threads_needed(int ranks, int threads, int extra_teams = 0);
+
+// Throws std::invalid_argument naming --threads-per-stage, the count needed, the count this
+// process could start and its limits, when it cannot start what `ranks` ranks need. Starts
+// nothing for threads == 1.
+void require_thread_room(int ranks, int threads, int extra_teams = 0);
+
+}  // namespace actorpipe

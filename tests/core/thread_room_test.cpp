@@ -1,0 +1,95 @@
+// The room check for --threads-per-stage: threads counted as LibTorch and OpenMP start them,
+// probed by starting them, and refused in one message where a limit stops them.
+#include <catch2/catch.hpp>
+
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "core/thread_room.hpp"
+
+using namespace actorpipe;
+using Catch::Contains;
+
+CATCH_TEST_CASE("threads a run needs: a team per rank and LibTorch's pool, none at one thread", "[threads]") {
+  CATCH_CHECK(compute_threads_needed(2, 1) == 0);
+  CATCH_CHECK(compute_threads_needed(2, 4) == 9);      // 3 for each rank's team, 3 for the pool
+  CATCH_CHECK(compute_threads_needed(1, 4, 1) == 9);   // and 3 for the main thread's team (--partition profile)
+  CATCH_CHECK(compute_threads_needed(0, 4) == 0);
+  CATCH_CHECK(compute_threads_needed(1000000, 1000000) == INT_MAX);  // counted without overflow
+  CATCH_CHECK(blas_thread_buffers(2, 1) == 0);
+  CATCH_CHECK(blas_thread_buffers(2, 4) % (std::size_t{128} << 20) == 0);
+}
+
+CATCH_TEST_CASE("the probe starts the threads at once and lets them go", "[threads]") {
+  const thread_room room = probe_thread_room(64, std::size_t{256} << 20);
+  CATCH_CHECK(room.reserved);
+  CATCH_CHECK(room.started == 64);
+  CATCH_CHECK(room.failure.empty());
+  CATCH_CHECK_NOTHROW(require_thread_room(2, 4));
+  CATCH_CHECK_NOTHROW(require_thread_room(2, 1));
+}
+
+CATCH_TEST_CASE("under an address-space limit the probe stops where threads stop, and the refusal names the flag",
+                "[threads]") {
+  // In a child: the limit must not reach the rest of the tests.
+  int pipe_fds[2];
+  CATCH_REQUIRE(pipe(pipe_fds) == 0);
+  const pid_t child = fork();
+  CATCH_REQUIRE(child >= 0);
+  if (child == 0) {
+    close(pipe_fds[0]);
+    std::string report;
+    // Threads of 8 MiB stacks, whatever ulimit -s this test runs under.
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 8u << 20);
+    pthread_setattr_default_np(&attr);
+    // The address space in use now plus 1 GiB: room for ~100 threads of 8 MiB, not for 1000.
+    long pages = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    rlimit space{};
+    space.rlim_cur = space.rlim_max = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (rlim_t{1} << 30);
+    setrlimit(RLIMIT_AS, &space);
+    const thread_room room = probe_thread_room(1000);
+    report += std::to_string(room.started) + "|" + room.failure + "|";
+    const thread_room no_space = probe_thread_room(1, std::size_t{4} << 30);
+    report += std::string(no_space.reserved ? "reserved" : "refused") + "|" + std::to_string(no_space.started) + "|";
+    try {
+      require_thread_room(2, 1000);
+    } catch (const std::invalid_argument& e) {
+      report += e.what();
+    }
+    if (write(pipe_fds[1], report.data(), report.size()) < 0) _exit(2);
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  std::string report;
+  char buf[4096];
+  for (ssize_t n; (n = read(pipe_fds[0], buf, sizeof buf)) > 0;) report.append(buf, static_cast<std::size_t>(n));
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  CATCH_INFO(report);
+  CATCH_REQUIRE(WIFEXITED(status));
+  CATCH_REQUIRE(WEXITSTATUS(status) == 0);
+  const int started = std::stoi(report);
+  CATCH_CHECK(started > 10);
+  CATCH_CHECK(started < 1000);
+  CATCH_CHECK_THAT(report, Contains("|pthread_create: "));
+  CATCH_CHECK_THAT(report, Contains("|refused|0|"));
+  CATCH_CHECK_THAT(report, Contains("--threads-per-stage 1000: 2 ranks in this process need 2997 threads besides "
+                                    "their own (999 for each rank's OpenMP team and for LibTorch's shared pool)"));
+  CATCH_CHECK_THAT(report, Contains("limits: ulimit -v "));
+  CATCH_CHECK_THAT(report, Contains("each thread's stack 8192 KiB"));
+  CATCH_CHECK_THAT(report, Contains("): lower --threads-per-stage, or raise the limit"));
+}
