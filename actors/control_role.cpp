@@ -7,6 +7,7 @@
 #include "core/process_layout.hpp"
 
 #include "core/log.hpp"
+#include "core/number_text.hpp"
 
 namespace actorpipe {
 
@@ -91,9 +92,7 @@ bool control_role::beat_and_check(caf::io::connection_handle hdl) {
 }
 
 std::string control_role::silence_text() const {
-  char seconds[32];
-  std::snprintf(seconds, sizeof seconds, "%g", o_.heartbeat_timeout_s);
-  return std::string("nothing heard from it for ") + seconds +
+  return "nothing heard from it for " + number_text(o_.heartbeat_timeout_s) +
          " s (--heartbeat-timeout): it is stopped, frozen or cut off";
 }
 

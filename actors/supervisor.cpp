@@ -15,6 +15,7 @@
 #include "actors/supervisor.hpp"
 #include "core/log.hpp"
 #include "core/model/error_text.hpp"
+#include "core/number_text.hpp"
 #include "core/signal_name.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/plan_choice.hpp"
@@ -446,8 +447,7 @@ std::string supervisor::stall_detail() const {
 
 void supervisor::on_deadline(const msg::step_deadline& d) {
   if (d.step != st_.step || st_.stopped) return;
-  char secs[32];
-  std::snprintf(secs, sizeof secs, "%g", ctx_->options.step_timeout_s);
+  const std::string secs = number_text(ctx_->options.step_timeout_s);
   if (eval_) {
     stop("the evaluation after step " + std::to_string(eval_->done) + " (round " + std::to_string(eval_->round + 1) +
          " of " + std::to_string(eval_->rounds) + ") did not finish within " + secs + " s (--step-timeout): " +

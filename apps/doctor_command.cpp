@@ -33,6 +33,7 @@
 #include "core/job_place.hpp"
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
+#include "core/number_text.hpp"
 #include "transport/ucx/ucx_worker.hpp"
 #ifdef ACTORPIPE_WITH_TORCH
 #include "core/model/compute_threads.hpp"
@@ -43,17 +44,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fixed(double x, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, x);
-  return text;
-}
-
 std::string without_prefix(const std::string& text, const std::string& prefix) {
   return text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text;
 }
 
-std::string gib(double bytes) { return fixed(bytes / (1024.0 * 1024 * 1024), 1) + " GiB"; }
+std::string gib(double bytes) { return fixed_text(bytes / (1024.0 * 1024 * 1024), 1) + " GiB"; }
 
 // The value of `key` in a "key : value" file such as /proc/cpuinfo; "" where it is missing.
 std::string proc_value(const std::string& path, const std::string& key) {
@@ -107,7 +102,7 @@ void check_machine(report& r, simd_level cpu) {
   double period = 0;
   if (quota >> max_text >> period && max_text != "max" && period > 0) {
     const double cpus = std::atof(max_text.c_str()) / period;
-    text += "; its cgroup allows " + fixed(cpus, 2) + " CPUs of time (cpu.max)";
+    text += "; its cgroup allows " + fixed_text(cpus, 2) + " CPUs of time (cpu.max)";
     if (cpus + 1e-9 < usable) status = doctor_status::warn, text += ": ranks beyond that share them";
   }
   if (usable == 1) text += "; a pipeline's ranks will take turns on it", status = std::max(status, doctor_status::note);
@@ -163,11 +158,11 @@ void check_compute(report& r, simd_level cpu) {
 #ifdef ACTORPIPE_WITH_TORCH
   const double mhz = std::atof(proc_value("/proc/cpuinfo", "cpu MHz").c_str());
   const double gflops = matmul_gflops(512, 1024, 1024, 5);
-  std::string text = fixed(gflops, 0) + " GFLOP/s on one thread (fp32, 512x1024 by 1024x1024, best of 5)";
+  std::string text = fixed_text(gflops, 0) + " GFLOP/s on one thread (fp32, 512x1024 by 1024x1024, best of 5)";
   const double peak = peak_gflops(cpu, mhz);
   if (peak > 0)
-    text += "; " + simd_level_name(cpu) + " at the " + fixed(mhz / 1000, 2) + " GHz /proc/cpuinfo gives: " +
-            fixed(peak / 2, 0) + " with one FMA unit, " + fixed(peak, 0) + " with two (turbo clocks go higher)";
+    text += "; " + simd_level_name(cpu) + " at the " + fixed_text(mhz / 1000, 2) + " GHz /proc/cpuinfo gives: " +
+            fixed_text(peak / 2, 0) + " with one FMA unit, " + fixed_text(peak, 0) + " with two (turbo clocks go higher)";
   const doctor_status verdict = judge_matmul(gflops, cpu, mhz);
   if (verdict == doctor_status::warn) text += ": slow for this CPU; generic kernels, or other work on this core";
   r.add(verdict, "compute", "matmul", text);
@@ -248,7 +243,7 @@ void check_ucx(report& r) {
   else
     r.add(doctor_status::ok, "data plane", "UCX",
           version + (tls ? std::string(" (UCX_TLS=") + tls + ")" : std::string()) +
-              ": 8 messages of 4 MiB between two workers of this process, " + fixed(any.gb_per_s, 1) +
+              ": 8 messages of 4 MiB between two workers of this process, " + fixed_text(any.gb_per_s, 1) +
               " GB/s (processes on this host use it)");
   // What reaches other nodes: TCP (UCX also takes RDMA where there is some).
   const loopback_result tcp = ucx_loopback({{"TLS", "tcp"}});
@@ -258,7 +253,7 @@ void check_ucx(report& r) {
               "; a job across nodes needs TCP or RDMA between them");
   else
     r.add(doctor_status::ok, "data plane", "UCX tcp",
-          "the same over TCP alone (UCX_TLS=tcp, as between nodes without RDMA): " + fixed(tcp.gb_per_s, 1) + " GB/s");
+          "the same over TCP alone (UCX_TLS=tcp, as between nodes without RDMA): " + fixed_text(tcp.gb_per_s, 1) + " GB/s");
 }
 
 // GPUs and NCCL, through their libraries if present (nothing of CUDA is linked in).

@@ -43,16 +43,10 @@
 namespace actorpipe {
 namespace {
 
-std::string fmt(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
-
 std::string si(double x) {
-  if (x >= 1e6) return fmt("%.2fM", x / 1e6);
-  if (x >= 1e3) return fmt("%.1fk", x / 1e3);
-  return fmt("%.0f", x);
+  if (x >= 1e6) return printf_text("%.2fM", x / 1e6);
+  if (x >= 1e3) return printf_text("%.1fk", x / 1e3);
+  return printf_text("%.0f", x);
 }
 
 // The embedded default job (`make run`): a small GPT on the synthetic corpus whose loss falls
@@ -109,9 +103,9 @@ job_config resolve_job(const train_cli_options& o) {
   set("vocab", o.vocab);
   set("warmup_steps", o.warmup_steps);
   set("seed", o.seed);
-  if (o.lr) apply_override(c, "lr", fmt("%.17g", *o.lr));
-  if (o.grad_clip) apply_override(c, "grad_clip", fmt("%.17g", *o.grad_clip));
-  if (o.weight_decay) apply_override(c, "weight_decay", fmt("%.17g", *o.weight_decay));
+  if (o.lr) apply_override(c, "lr", printf_text("%.17g", *o.lr));
+  if (o.grad_clip) apply_override(c, "grad_clip", printf_text("%.17g", *o.grad_clip));
+  if (o.weight_decay) apply_override(c, "weight_decay", printf_text("%.17g", *o.weight_decay));
   // Without a batch size, 8 microbatches of 4 sequences unless one of them was given.
   if (c.batch_size == 0 && c.global_batch_size == 0) {
     if (c.num_microbatches == 0) c.num_microbatches = 8;
@@ -209,12 +203,12 @@ job_place place_in_job(const train_cli_options& o, const train_options& t, const
   job_place place = env;
   place.join_timeout_s = o.join_timeout_s;
   if (!(o.join_timeout_s > 0 && o.join_timeout_s <= max_timeout_s))
-    throw std::invalid_argument("--join-timeout=" + fmt("%g", o.join_timeout_s) + " must be > 0 and at most " +
-                                fmt("%g", max_timeout_s) + " seconds");
+    throw std::invalid_argument("--join-timeout=" + printf_text("%g", o.join_timeout_s) + " must be > 0 and at most " +
+                                printf_text("%g", max_timeout_s) + " seconds");
   place.heartbeat_timeout_s = o.heartbeat_timeout_s;
   if (!(o.heartbeat_timeout_s >= 0 && o.heartbeat_timeout_s <= max_timeout_s))
-    throw std::invalid_argument("--heartbeat-timeout=" + fmt("%g", o.heartbeat_timeout_s) + " must be >= 0 (0: never) and at most " +
-                                fmt("%g", max_timeout_s) + " seconds");
+    throw std::invalid_argument("--heartbeat-timeout=" + printf_text("%g", o.heartbeat_timeout_s) + " must be >= 0 (0: never) and at most " +
+                                printf_text("%g", max_timeout_s) + " seconds");
   if (!o.ranks_per_process.empty()) place.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
   if (place.processes > 1) {
     set_log_prefix(process_prefix(place.process));  // its ranks follow once they are assigned
@@ -342,11 +336,11 @@ struct step_reporter {
     const int done = m.step + 1;
     const int filled = width * done / steps;
     std::string line = "step " + std::to_string(done) + "/" + std::to_string(steps) + " [" + std::string(filled, '#') +
-                       std::string(width - filled, '.') + "] loss " + fmt("%.4f", m.loss) + "  lr " + fmt("%.2e", m.lr) +
-                       "  tokens/s " + si(m.tokens_per_s) + (o.no_pipeline ? "" : "  bubble " + fmt("%.1f%%", 100 * m.bubble_ratio)) +
-                       (dp > 1 ? "  sync exposed " + fmt("%.0f%%", m.sync_seconds > 0 ? 100 * m.exposed_sync_seconds / m.sync_seconds : 0.0) : "");
-    ACTORPIPE_LOG(debug, "step " + std::to_string(done) + "/" + std::to_string(steps) + " done in " + fmt("%.3f", m.seconds) +
-                             " s: loss " + fmt("%.4f", m.loss) + ", grad norm " + fmt("%.4g", m.grad_norm) + ", " +
+                       std::string(width - filled, '.') + "] loss " + printf_text("%.4f", m.loss) + "  lr " + printf_text("%.2e", m.lr) +
+                       "  tokens/s " + si(m.tokens_per_s) + (o.no_pipeline ? "" : "  bubble " + printf_text("%.1f%%", 100 * m.bubble_ratio)) +
+                       (dp > 1 ? "  sync exposed " + printf_text("%.0f%%", m.sync_seconds > 0 ? 100 * m.exposed_sync_seconds / m.sync_seconds : 0.0) : "");
+    ACTORPIPE_LOG(debug, "step " + std::to_string(done) + "/" + std::to_string(steps) + " done in " + printf_text("%.3f", m.seconds) +
+                             " s: loss " + printf_text("%.4f", m.loss) + ", grad norm " + printf_text("%.4g", m.grad_norm) + ", " +
                              si(m.tokens_per_s) + " tokens/s");
     if (o.interactive_progress)
       progress << '\r' << line << (done == steps ? "\n" : "") << std::flush;
@@ -369,10 +363,10 @@ struct step_reporter {
 
 // "eval after step 20: loss 0.4305  accuracy 96.7%  f1 0.969 (0.12 s)"
 std::string eval_line(const eval_record& e) {
-  std::string line = "eval after step " + std::to_string(e.step) + ": loss " + fmt("%.4f", e.loss);
+  std::string line = "eval after step " + std::to_string(e.step) + ": loss " + printf_text("%.4f", e.loss);
   for (const auto& [name, value] : e.metrics)
-    line += "  " + name + " " + (name == "accuracy" ? fmt("%.1f%%", 100 * value) : fmt("%.3f", value));
-  return line + " (" + fmt("%.2f", e.seconds) + " s)";
+    line += "  " + name + " " + (name == "accuracy" ? printf_text("%.1f%%", 100 * value) : printf_text("%.3f", value));
+  return line + " (" + printf_text("%.2f", e.seconds) + " s)";
 }
 
 // An evaluation pass: a progress line, and a --metrics line {"eval_after_step", "eval_loss", metrics...}.
@@ -430,12 +424,12 @@ void print_measured_vs_simulated(std::ostream& out, const train_result& r) {
                   100 * p.busy[rank] / p.makespan, 100 * p.idle[rank] / p.makespan, p.peak_activations[rank]);
     out << line;
   }
-  out << "pipeline time " << fmt("%.4f", m.makespan) << " s measured, " << fmt("%.4f", p.makespan)
-      << " s simulated (ratio " << fmt("%.3f", m.makespan / p.makespan) << "); bubble " << fmt("%.1f%%", 100 * m.bubble_ratio)
-      << " measured, " << fmt("%.1f%%", 100 * p.bubble_ratio) << " simulated\n";
+  out << "pipeline time " << printf_text("%.4f", m.makespan) << " s measured, " << printf_text("%.4f", p.makespan)
+      << " s simulated (ratio " << printf_text("%.3f", m.makespan / p.makespan) << "); bubble " << printf_text("%.1f%%", 100 * m.bubble_ratio)
+      << " measured, " << printf_text("%.1f%%", 100 * p.bubble_ratio) << " simulated\n";
   if (!r.steps.empty()) {  // what the step spends beyond its actions' span: start, norm, optimizer
     const double step = r.steps.back().seconds;
-    out << "step time " << fmt("%.4f", step) << " s: " << fmt("%.1f", 1e3 * (step - m.makespan))
+    out << "step time " << printf_text("%.4f", step) << " s: " << printf_text("%.1f", 1e3 * (step - m.makespan))
         << " ms of it outside the pipeline (starting the step; after its last action: any gradient sync left, the "
            "norm, the optimizer step)\n";
   }
@@ -460,8 +454,8 @@ void print_busy(std::ostream& out, const train_result& r) {
     range[rank] = {*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
   }
   auto one = [&](size_t rank) {
-    return "rank " + std::to_string(rank) + " " + fmt("%.3f", mid[rank]) + " s (" + fmt("%.3f", range[rank].first) + "-" +
-           fmt("%.3f", range[rank].second) + ")";
+    return "rank " + std::to_string(rank) + " " + printf_text("%.3f", mid[rank]) + " s (" + printf_text("%.3f", range[rank].first) + "-" +
+           printf_text("%.3f", range[rank].second) + ")";
   };
   std::string ranks;
   if (P <= 8) {
@@ -479,8 +473,8 @@ void print_busy(std::ostream& out, const train_result& r) {
 void print_sync(std::ostream& out, const train_result& r) {
   double total = 0, exposed = 0;
   for (size_t k = r.steps.size() > 1 ? 1 : 0; k < r.steps.size(); ++k) total += r.steps[k].sync_seconds, exposed += r.steps[k].exposed_sync_seconds;
-  out << "gradient sync: " << fmt("%.4f", total) << " s in all, " << fmt("%.4f", exposed) << " s exposed ("
-      << fmt("%.1f%%", total > 0 ? 100 * exposed / total : 0.0) << ") after the pipeline's last action"
+  out << "gradient sync: " << printf_text("%.4f", total) << " s in all, " << printf_text("%.4f", exposed) << " s exposed ("
+      << printf_text("%.1f%%", total > 0 ? 100 * exposed / total : 0.0) << ") after the pipeline's last action"
       << (r.steps.size() > 1 ? ", steps 2.." + std::to_string(r.steps.size()) : "") << '\n';
 }
 
@@ -507,8 +501,8 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
     const auto n = static_cast<double>(r.checkpoints.size());
     const auto& newest = r.checkpoints.back();
     out << "wrote " << r.checkpoints.size() << (r.checkpoints.size() == 1 ? " checkpoint" : " checkpoints")
-        << ", the newest " << newest.path << " (" << fmt("%.1f", newest.bytes / 1048576.0) << " MiB); on average "
-        << fmt("%.3f", write / n) << " s to write in the background, training held " << fmt("%.3f", pause / n)
+        << ", the newest " << newest.path << " (" << printf_text("%.1f", newest.bytes / 1048576.0) << " MiB); on average "
+        << printf_text("%.3f", write / n) << " s to write in the background, training held " << printf_text("%.3f", pause / n)
         << " s for the snapshot\n";
   }
 }
@@ -680,7 +674,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     print_busy(out, r);
   }
   const auto& last = r.steps.back();
-  out << "final loss " << fmt("%.4f", last.loss) << " (first step " << fmt("%.4f", r.steps.front().loss) << ")\n";
+  out << "final loss " << printf_text("%.4f", last.loss) << " (first step " << printf_text("%.4f", r.steps.front().loss) << ")\n";
   if (t.dp > 1) print_sync(out, r);
   if (!r.evals.empty()) out << "final " << eval_line(r.evals.back()) << '\n';
   if (r.stopped_by_signal != 0) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/number_text.hpp"
+
 namespace actorpipe {
 namespace {
 
@@ -14,12 +16,6 @@ void colour_of(op_kind op, int chunk, int chunks, int rgb[3]) {
   int k = op == op_kind::forward ? 0 : op == op_kind::backward ? 1 : op == op_kind::input_grad ? 2 : 3;
   double mix = chunks > 1 ? 0.55 * chunk / (chunks - 1) : 0.0;
   for (int c = 0; c < 3; ++c) rgb[c] = static_cast<int>(std::lround(base[k][c] + (255 - base[k][c]) * mix));
-}
-
-std::string fmt(const char* f, double a) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, a);
-  return buf;
 }
 
 std::string escape(const std::string& s) {
@@ -44,18 +40,18 @@ std::string render_svg_timeline(const sim_result& r) {
   const double lanes_h = r.stages * (lane + gap);
   const double height = top + lanes_h + 70;
   std::string s;
-  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fmt("%.0f", width) + "\" height=\"" +
-       fmt("%.0f", height) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + printf_text("%.0f", width) + "\" height=\"" +
+       printf_text("%.0f", height) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   char title[256];
   std::snprintf(title, sizeof title, "%s: stages=%d, chunks=%d, microbatches=%d; makespan %.4g, bubble %.1f%%",
                 r.schedule.c_str(), r.stages, r.chunks, r.microbatches, r.makespan, 100.0 * r.bubble_ratio);
-  s += "<text x=\"" + fmt("%.0f", left) + "\" y=\"22\" font-size=\"14\">" + escape(title) + "</text>\n";
+  s += "<text x=\"" + printf_text("%.0f", left) + "\" y=\"22\" font-size=\"14\">" + escape(title) + "</text>\n";
   for (int rank = 0; rank < r.stages; ++rank) {
     double y = top + rank * (lane + gap);
-    s += "<text x=\"6\" y=\"" + fmt("%.1f", y + lane * 0.65) + "\">rank " + std::to_string(rank) + "</text>\n";
-    s += "<rect x=\"" + fmt("%.1f", left) + "\" y=\"" + fmt("%.1f", y) + "\" width=\"" + fmt("%.1f", plot_w) +
-         "\" height=\"" + fmt("%.1f", lane) + "\" fill=\"#f2f2f2\"/>\n";
+    s += "<text x=\"6\" y=\"" + printf_text("%.1f", y + lane * 0.65) + "\">rank " + std::to_string(rank) + "</text>\n";
+    s += "<rect x=\"" + printf_text("%.1f", left) + "\" y=\"" + printf_text("%.1f", y) + "\" width=\"" + printf_text("%.1f", plot_w) +
+         "\" height=\"" + printf_text("%.1f", lane) + "\" fill=\"#f2f2f2\"/>\n";
   }
   for (const auto& e : r.events) {
     double x = left + e.start * scale, w = std::max(1.0, (e.end - e.start) * scale);
@@ -64,21 +60,21 @@ std::string render_svg_timeline(const sim_result& r) {
     colour_of(e.act.op, e.chunk, r.chunks, rgb);
     char fill[16];
     std::snprintf(fill, sizeof fill, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
-    s += "<rect x=\"" + fmt("%.2f", x) + "\" y=\"" + fmt("%.1f", y) + "\" width=\"" + fmt("%.2f", w) +
-         "\" height=\"" + fmt("%.1f", lane) + "\" fill=\"" + fill + "\" stroke=\"white\" stroke-width=\"0.6\">";
-    s += "<title>" + to_string(e.act) + " on rank " + std::to_string(e.rank) + ": " + fmt("%.4g", e.start) + " to " +
-         fmt("%.4g", e.end) + "</title></rect>\n";
+    s += "<rect x=\"" + printf_text("%.2f", x) + "\" y=\"" + printf_text("%.1f", y) + "\" width=\"" + printf_text("%.2f", w) +
+         "\" height=\"" + printf_text("%.1f", lane) + "\" fill=\"" + fill + "\" stroke=\"white\" stroke-width=\"0.6\">";
+    s += "<title>" + to_string(e.act) + " on rank " + std::to_string(e.rank) + ": " + printf_text("%.4g", e.start) + " to " +
+         printf_text("%.4g", e.end) + "</title></rect>\n";
     if (w >= 11) {
       double luminance = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2];
-      s += "<text x=\"" + fmt("%.2f", x + w / 2) + "\" y=\"" + fmt("%.1f", y + lane * 0.65) +
+      s += "<text x=\"" + printf_text("%.2f", x + w / 2) + "\" y=\"" + printf_text("%.1f", y + lane * 0.65) +
            "\" text-anchor=\"middle\" fill=\"" + (luminance > 150 ? "black" : "white") + "\">" +
            std::to_string(e.act.microbatch) + "</text>\n";
     }
   }
   // Time axis with about ten ticks at round numbers.
   double axis_y = top + lanes_h + 4;
-  s += "<line x1=\"" + fmt("%.1f", left) + "\" y1=\"" + fmt("%.1f", axis_y) + "\" x2=\"" + fmt("%.1f", left + plot_w) +
-       "\" y2=\"" + fmt("%.1f", axis_y) + "\" stroke=\"black\"/>\n";
+  s += "<line x1=\"" + printf_text("%.1f", left) + "\" y1=\"" + printf_text("%.1f", axis_y) + "\" x2=\"" + printf_text("%.1f", left + plot_w) +
+       "\" y2=\"" + printf_text("%.1f", axis_y) + "\" stroke=\"black\"/>\n";
   double raw = r.makespan / 10, step = 1;
   if (raw > 0) {
     double mag = std::pow(10.0, std::floor(std::log10(raw)));
@@ -86,10 +82,10 @@ std::string render_svg_timeline(const sim_result& r) {
   }
   for (double t = 0; t <= r.makespan + 1e-9 && step > 0; t += step) {
     double x = left + t * scale;
-    s += "<line x1=\"" + fmt("%.1f", x) + "\" y1=\"" + fmt("%.1f", axis_y) + "\" x2=\"" + fmt("%.1f", x) + "\" y2=\"" +
-         fmt("%.1f", axis_y + 4) + "\" stroke=\"black\"/>";
-    s += "<text x=\"" + fmt("%.1f", x) + "\" y=\"" + fmt("%.1f", axis_y + 16) + "\" text-anchor=\"middle\">" +
-         fmt("%g", t) + "</text>\n";
+    s += "<line x1=\"" + printf_text("%.1f", x) + "\" y1=\"" + printf_text("%.1f", axis_y) + "\" x2=\"" + printf_text("%.1f", x) + "\" y2=\"" +
+         printf_text("%.1f", axis_y + 4) + "\" stroke=\"black\"/>";
+    s += "<text x=\"" + printf_text("%.1f", x) + "\" y=\"" + printf_text("%.1f", axis_y + 16) + "\" text-anchor=\"middle\">" +
+         printf_text("%g", t) + "</text>\n";
   }
   // Legend.
   double ly = axis_y + 34, lx = left;
@@ -104,15 +100,15 @@ std::string render_svg_timeline(const sim_result& r) {
     colour_of(op, 0, 1, rgb);
     char fill[16];
     std::snprintf(fill, sizeof fill, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
-    s += "<rect x=\"" + fmt("%.1f", lx) + "\" y=\"" + fmt("%.1f", ly - 10) + "\" width=\"12\" height=\"12\" fill=\"" +
-         fill + "\"/><text x=\"" + fmt("%.1f", lx + 16) + "\" y=\"" + fmt("%.1f", ly) + "\">" + text + "</text>\n";
+    s += "<rect x=\"" + printf_text("%.1f", lx) + "\" y=\"" + printf_text("%.1f", ly - 10) + "\" width=\"12\" height=\"12\" fill=\"" +
+         fill + "\"/><text x=\"" + printf_text("%.1f", lx + 16) + "\" y=\"" + printf_text("%.1f", ly) + "\">" + text + "</text>\n";
     lx += 120;
   }
   if (r.chunks > 1)
-    s += "<text x=\"" + fmt("%.1f", lx) + "\" y=\"" + fmt("%.1f", ly) +
+    s += "<text x=\"" + printf_text("%.1f", lx) + "\" y=\"" + printf_text("%.1f", ly) +
          "\">lighter = later chunk; number = microbatch</text>\n";
   else
-    s += "<text x=\"" + fmt("%.1f", lx) + "\" y=\"" + fmt("%.1f", ly) + "\">number = microbatch</text>\n";
+    s += "<text x=\"" + printf_text("%.1f", lx) + "\" y=\"" + printf_text("%.1f", ly) + "\">number = microbatch</text>\n";
   s += "</svg>\n";
   return s;
 }
