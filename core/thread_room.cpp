@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -32,8 +33,9 @@ void* park(void* arg) {
   return nullptr;
 }
 
-// "ulimit -v 6000000 KiB, ulimit -u 4096, each thread's stack 8192 KiB": the limits a thread's
-// start can meet, the finite ones.
+// "ulimit -v 6000000 KiB, ulimit -u 4096, vm.max_map_count 65530, kernel.threads-max 192735,
+// each thread's stack 8192 KiB (ulimit -s)": the limits a thread's start can meet (the ulimits
+// where finite).
 std::string limits_text() {
   std::string out;
   auto add = [&out](const std::string& s) { out += (out.empty() ? "" : ", ") + s; };
@@ -41,6 +43,14 @@ std::string limits_text() {
   if (getrlimit(RLIMIT_AS, &l) == 0 && l.rlim_cur != RLIM_INFINITY)
     add("ulimit -v " + std::to_string(l.rlim_cur / 1024) + " KiB");
   if (getrlimit(RLIMIT_NPROC, &l) == 0 && l.rlim_cur != RLIM_INFINITY) add("ulimit -u " + std::to_string(l.rlim_cur));
+  // The kernel's: every thread's stack is two maps (the stack and its guard page).
+  for (const char* file : {"/proc/sys/vm/max_map_count", "/proc/sys/kernel/threads-max"}) {
+    std::ifstream in(file);
+    long long value = 0;
+    std::string name = file + 10;  // the sysctl: vm.max_map_count
+    std::replace(name.begin(), name.end(), '/', '.');
+    if (in >> value) add(name + " " + std::to_string(value));
+  }
   pthread_attr_t attr;
   if (pthread_getattr_default_np(&attr) == 0) {
     std::size_t stack = 0;

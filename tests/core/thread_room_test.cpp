@@ -90,6 +90,7 @@ CATCH_TEST_CASE("under an address-space limit the probe stops where threads stop
   CATCH_CHECK_THAT(report, Contains("--threads-per-stage 1000: 2 ranks in this process need 2997 threads besides "
                                     "their own (999 for each rank's OpenMP team and for LibTorch's shared pool)"));
   CATCH_CHECK_THAT(report, Contains("limits: ulimit -v "));
+  CATCH_CHECK_THAT(report, Contains(", vm.max_map_count "));
   CATCH_CHECK_THAT(report, Contains("each thread's stack 8192 KiB"));
   CATCH_CHECK_THAT(report, Contains("): lower --threads-per-stage, or raise the limit"));
 }
