@@ -19,7 +19,7 @@
 #include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/policy_simulator.hpp"
-#include "core/thread_room.hpp"
+#include "core/run_room.hpp"
 #include "core/time_limits.hpp"
 
 namespace actorpipe {

@@ -1,4 +1,4 @@
-#include "core/thread_room.hpp"
+#include "core/run_room.hpp"
 
 #include <pthread.h>
 #include <sys/mman.h>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/blas_kernels.hpp"
+#include "core/number_text.hpp"
 
 namespace actorpipe {
 namespace {
@@ -140,6 +141,46 @@ void require_thread_room(int ranks, int threads, int extra_teams) {
                               " for each rank's OpenMP team and for LibTorch's shared pool)" + buffers_text + "; " +
                               could + " (" + room.failure + (limits.empty() ? "" : "; limits: " + limits) +
                               "): lower --threads-per-stage, or raise the limit");
+}
+
+namespace {
+
+// The first number on the line of /proc/meminfo that starts with `key` ("MemTotal:"), in bytes.
+double meminfo_bytes(const char* key) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  double kib = 0;
+  std::string unit;
+  while (in >> name >> kib) {
+    std::getline(in, unit);
+    if (name == key) return kib * 1024;
+  }
+  return 0;
+}
+
+// A cgroup v2 limit of this process ("max" or missing: none).
+double cgroup_bytes(const char* file) {
+  std::ifstream in(std::string("/sys/fs/cgroup/") + file);
+  std::string value;
+  if (!(in >> value) || value == "max") return 0;
+  return std::atof(value.c_str());
+}
+
+}  // namespace
+
+double memory_and_swap_bytes() {
+  const double machine = meminfo_bytes("MemTotal:") + meminfo_bytes("SwapTotal:");
+  const double cgroup = cgroup_bytes("memory.max");
+  if (cgroup > 0 && (machine <= 0 || cgroup + cgroup_bytes("memory.swap.max") < machine))
+    return cgroup + cgroup_bytes("memory.swap.max");
+  return machine;
+}
+
+void require_memory_room(double bytes, const std::string& what, const std::string& how, const std::string& advice) {
+  const double room = memory_and_swap_bytes();
+  if (room <= 0 || bytes <= room) return;
+  throw std::invalid_argument(what + " needs at least " + fixed_text(bytes / 1e9, 1) + " GB (" + how + "), more than this machine's " +
+                              fixed_text(room / (1024.0 * 1024 * 1024), 1) + " GiB of memory and swap: " + advice);
 }
 
 }  // namespace actorpipe

@@ -1,7 +1,13 @@
-// Whether this process can start the threads a run's --threads-per-stage asks for, before
-// anything starts them: LibTorch's thread pool waits for ever on a worker it could not start,
-// and libgomp exits, so a run past the process's limits (ulimit -v, -u) would hang or die
-// without a word.
+// Room for a run, checked before anything is built or started: threads and memory.
+//
+// Threads: whether this process can start the threads a run's --threads-per-stage asks for,
+// before anything starts them: LibTorch's thread pool waits for ever on a worker it could not
+// start, and OpenBLAS's allocator retries a buffer it cannot map for ever, so a run past the
+// process's limits (ulimit -v, -u) would hang without a word.
+//
+// Memory: whether a model's parameters fit the machine at all. A model too big for it (a typo
+// in --layers or --seq-len) would otherwise be initialised until the kernel kills the process,
+// or fail on an allocation with a message that names no flag.
 #pragma once
 
 #include <cstddef>
@@ -38,5 +44,14 @@ int compute_threads_needed(int ranks, int threads, int extra_teams = 0);
 // process could start and its limits, when it cannot start what `ranks` ranks need. Starts
 // nothing for threads == 1.
 void require_thread_room(int ranks, int threads, int extra_teams = 0);
+
+// This machine's memory and swap in bytes (/proc/meminfo's MemTotal + SwapTotal), or the
+// process's cgroup limit (memory.max + memory.swap.max) where that is lower; 0 where unknown.
+double memory_and_swap_bytes();
+
+// Throws std::invalid_argument when `bytes` (what a rank holds at the least) exceed
+// memory_and_swap_bytes(): "<what> needs at least <N> GB (<how>), more than this machine's
+// <M> GiB of memory and swap: <advice>".
+void require_memory_room(double bytes, const std::string& what, const std::string& how, const std::string& advice);
 
 }  // namespace actorpipe

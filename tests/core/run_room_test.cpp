@@ -1,5 +1,5 @@
-// The room check for --threads-per-stage: threads counted as LibTorch and OpenMP start them,
-// probed by starting them, and refused in one message where a limit stops them.
+// The room checks: threads for --threads-per-stage (counted as LibTorch and OpenMP start them,
+// probed by starting them, refused in one message where a limit stops them) and memory.
 #include <catch2/catch.hpp>
 
 #include <pthread.h>
@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/thread_room.hpp"
+#include "core/run_room.hpp"
 
 using namespace actorpipe;
 using Catch::Contains;
@@ -93,4 +93,20 @@ CATCH_TEST_CASE("under an address-space limit the probe stops where threads stop
   CATCH_CHECK_THAT(report, Contains(", vm.max_map_count "));
   CATCH_CHECK_THAT(report, Contains("each thread's stack 8192 KiB"));
   CATCH_CHECK_THAT(report, Contains("): lower --threads-per-stage, or raise the limit"));
+}
+
+CATCH_TEST_CASE("a model past the machine's memory and swap is refused in one message, one that fits is not",
+                "[threads][memory]") {
+  const double room = memory_and_swap_bytes();
+  CATCH_REQUIRE(room > 0);  // /proc/meminfo is there on Linux
+  CATCH_CHECK_NOTHROW(require_memory_room(room / 2, "half", "of it", "fine"));
+  try {
+    require_memory_room(2 * room, "the model", "its values", "lower --layers");
+    CATCH_FAIL("twice the machine's memory was not refused");
+  } catch (const std::invalid_argument& e) {
+    const std::string text = e.what();
+    CATCH_CHECK_THAT(text, Contains("the model needs at least "));
+    CATCH_CHECK_THAT(text, Contains(" GB (its values), more than this machine's "));
+    CATCH_CHECK_THAT(text, Contains(" GiB of memory and swap: lower --layers"));
+  }
 }
