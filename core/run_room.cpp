@@ -183,4 +183,16 @@ void require_memory_room(double bytes, const std::string& what, const std::strin
                               fixed_text(room / (1024.0 * 1024 * 1024), 1) + " GiB of memory and swap: " + advice);
 }
 
+void require_model_memory(const std::string& shape, double parameters, int stages, int microbatch_size, double seq_len,
+                          double hidden) {
+  stages = std::max(1, stages);
+  const double batch = std::max(1, microbatch_size);
+  require_memory_room(8 * parameters / stages + 4 * batch * seq_len * hidden,
+                      shape + " (" + fixed_text(parameters / 1e9, 2) + " billion parameters) on " + std::to_string(stages) +
+                          (stages == 1 ? " stage" : " stages") + ", microbatch size " + std::to_string(microbatch_size),
+                      "a rank's share of the values and gradients at 8 bytes a parameter, and one microbatch's "
+                      "[B, seq-len, hidden] activation",
+                      "lower those, or spread the stages over more processes and machines (--stages, actorpipe launch)");
+}
+
 }  // namespace actorpipe

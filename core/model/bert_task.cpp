@@ -7,6 +7,7 @@
 #include "core/data/glue_tsv.hpp"
 #include "core/data/wordpiece.hpp"
 #include "core/model/bert_model.hpp"
+#include "core/run_room.hpp"
 
 namespace actorpipe {
 
@@ -95,6 +96,17 @@ model_definition bert_task_model(const train_options& o) {
   if (c.max_positions < o.model.seq_len)
     throw std::invalid_argument("--max-positions=" + std::to_string(c.max_positions) + " is below --seq-len=" +
                                 std::to_string(o.model.seq_len));
+  {  // before the examples are encoded and the model built (as the GPT's, core/run_room.hpp)
+    const double h = c.hidden, inner = c.intermediate;
+    const double embeddings = (static_cast<double>(c.vocab) + c.max_positions + c.type_vocab + 2) * h;
+    const double layer = 4 * h * h + 2 * h * inner + 9 * h + inner;
+    const double heads = h * h + h + (h + 1) * c.num_labels;  // pooler, classifier
+    require_model_memory("BERT with --layers " + std::to_string(c.layers) + " --hidden " + std::to_string(c.hidden) +
+                             " --intermediate " + std::to_string(c.intermediate) + " --max-positions " +
+                             std::to_string(c.max_positions) + " and a vocabulary of " + std::to_string(c.vocab),
+                         embeddings + c.layers * layer + heads, o.no_pipeline ? 1 : o.stages, o.microbatch_size,
+                         o.model.seq_len, h);
+  }
 
   bert_data d;
   d.train = encode_all(train, tok, o.model.seq_len);

@@ -3,12 +3,10 @@
 // bits stay what they were when the GPT had a runtime of its own.
 #include "core/model/gpt_model.hpp"
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "core/model/gpt_modules.hpp"
-#include "core/number_text.hpp"
 #include "core/run_room.hpp"
 #include "core/model/tensor_box_torch.hpp"
 
@@ -102,18 +100,10 @@ model_definition gpt_model(const train_options& o) {
   // memory while it initialises.
   {
     const double h = c.hidden;
-    const double parameters = (static_cast<double>(c.vocab) + c.seq_len) * h + c.layers * (12 * h * h + 13 * h) + 2 * h;
-    const int stages = o.no_pipeline || o.stages < 1 ? 1 : o.stages;
-    const double batch = std::max(1, o.microbatch_size);
-    require_memory_room(
-        8 * parameters / stages + 4 * batch * c.seq_len * h,
-        "the GPT of --layers " + std::to_string(c.layers) + " --hidden " + std::to_string(c.hidden) + " --vocab " +
-            std::to_string(c.vocab) + " --seq-len " + std::to_string(c.seq_len) + " (" + fixed_text(parameters / 1e9, 2) +
-            " billion parameters) on " + std::to_string(stages) + (stages == 1 ? " stage" : " stages") +
-            ", microbatch size " + std::to_string(o.microbatch_size),
-        "a rank's share of the values and gradients at 8 bytes a parameter, and one microbatch's [B, seq-len, hidden] "
-        "activation",
-        "lower those, or spread the stages over more processes and machines (--stages, actorpipe launch)");
+    require_model_memory("the GPT of --layers " + std::to_string(c.layers) + " --hidden " + std::to_string(c.hidden) +
+                             " --vocab " + std::to_string(c.vocab) + " --seq-len " + std::to_string(c.seq_len),
+                         (static_cast<double>(c.vocab) + c.seq_len) * h + c.layers * (12 * h * h + 13 * h) + 2 * h,
+                         o.no_pipeline ? 1 : o.stages, o.microbatch_size, c.seq_len, h);
   }
 
   model_definition m;

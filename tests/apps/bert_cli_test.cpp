@@ -108,6 +108,14 @@ CATCH_TEST_CASE("train --model bert: a malformed TSV row or a missing file is on
   CATCH_CHECK_THAT(gpt.err, Contains("--eval-file is for --model bert, not --model gpt"));
   auto no_eval = cli(with(small, {"--data-file", train, "--eval-every", "2", "--steps", "1"}));
   CATCH_CHECK_THAT(no_eval.err, Contains("--eval-every=2 needs evaluation data (--model bert with --eval-file dev.tsv)"));
+  // A model past any machine's memory: refused before the examples are encoded or the model built.
+  auto huge = cli({"train", "--model", "bert", "--data-file", train, "--layers", "1000000000", "--hidden", "32",
+                   "--heads", "2", "--seq-len", "16", "--steps", "1"});
+  CATCH_CHECK(huge.code == 2);
+  CATCH_CHECK_THAT(huge.err, Contains("BERT with --layers 1000000000 --hidden 32 --intermediate 128 --max-positions 16 and "
+                                      "a vocabulary of "));
+  CATCH_CHECK_THAT(huge.err, Contains("billion parameters) on 2 stages, microbatch size 4 needs at least "));
+  CATCH_CHECK_THAT(huge.err, Contains("GiB of memory and swap: lower those"));
 }
 
 CATCH_TEST_CASE("train --model bert --init-from takes Hugging Face names, and names a missing or mis-shaped tensor",
