@@ -171,9 +171,9 @@ double cgroup_bytes(const char* file) {
 double memory_and_swap_bytes() {
   const double machine = meminfo_bytes("MemTotal:") + meminfo_bytes("SwapTotal:");
   const double cgroup = cgroup_bytes("memory.max");
-  if (cgroup > 0 && (machine <= 0 || cgroup + cgroup_bytes("memory.swap.max") < machine))
-    return cgroup + cgroup_bytes("memory.swap.max");
-  return machine;
+  if (cgroup <= 0) return machine;
+  const double cgroup_and_swap = cgroup + cgroup_bytes("memory.swap.max");
+  return machine <= 0 || cgroup_and_swap < machine ? cgroup_and_swap : machine;
 }
 
 void require_memory_room(double bytes, const std::string& what, const std::string& how, const std::string& advice) {
