@@ -34,6 +34,7 @@
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
 #include "core/number_text.hpp"
+#include "core/proc_files.hpp"
 #include "transport/ucx/ucx_worker.hpp"
 #ifdef ACTORPIPE_WITH_TORCH
 #include "core/model/compute_threads.hpp"
@@ -50,29 +51,6 @@ std::string without_prefix(const std::string& text, const std::string& prefix) {
 
 std::string gib(double bytes) { return fixed_text(bytes / (1024.0 * 1024 * 1024), 1) + " GiB"; }
 
-// The value of `key` in a "key : value" file such as /proc/cpuinfo; "" where it is missing.
-std::string proc_value(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string name = line.substr(0, colon);
-    name.erase(name.find_last_not_of(" \t") + 1);
-    if (name != key) continue;
-    const auto begin = line.find_first_not_of(" \t", colon + 1);
-    return begin == std::string::npos ? "" : line.substr(begin);
-  }
-  return "";
-}
-
-std::string first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 class report {
  public:
   explicit report(std::vector<doctor_finding>& all) : all_(all) {}
@@ -84,10 +62,10 @@ class report {
   std::vector<doctor_finding>& all_;
 };
 
-void check_machine(report& r, simd_level cpu) {
-  std::string model = proc_value("/proc/cpuinfo", "model name");
+void check_machine(report& r, simd_level cpu, const std::map<std::string, std::string>& cpuinfo) {
+  std::string model = value_of(cpuinfo, "model name");
   if (model.empty()) model = "a CPU /proc/cpuinfo does not name";
-  const std::string family = proc_value("/proc/cpuinfo", "cpu family"), number = proc_value("/proc/cpuinfo", "model");
+  const std::string family = value_of(cpuinfo, "cpu family"), number = value_of(cpuinfo, "model");
   if (!family.empty() && !number.empty()) model += " (family " + family + ", model " + number + ")";
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -108,12 +86,11 @@ void check_machine(report& r, simd_level cpu) {
   if (usable == 1) text += "; a pipeline's ranks will take turns on it", status = std::max(status, doctor_status::note);
   r.add(status, "machine", "CPU", text);
 
-  const double total = std::atof(proc_value("/proc/meminfo", "MemTotal").c_str()) * 1024;
-  double available = std::atof(proc_value("/proc/meminfo", "MemAvailable").c_str()) * 1024;
+  const double total = meminfo_bytes("MemTotal");
+  double available = meminfo_bytes("MemAvailable");
   std::string mem = gib(total) + ", " + gib(available) + " available";
-  const std::string limit = first_line("/sys/fs/cgroup/memory.max");
-  if (!limit.empty() && limit != "max") {
-    const double cap = std::atof(limit.c_str()), used = std::atof(first_line("/sys/fs/cgroup/memory.current").c_str());
+  if (const double cap = cgroup_bytes("memory.max"); cap > 0) {
+    const double used = cgroup_bytes("memory.current");
     mem += "; its cgroup allows " + gib(cap) + " (memory.max), " + gib(std::max(0.0, cap - used)) + " of it free";
     available = std::min(available, std::max(0.0, cap - used));
   }
@@ -123,11 +100,12 @@ void check_machine(report& r, simd_level cpu) {
   else r.add(doctor_status::ok, "machine", "memory", mem);
 }
 
-void check_compute(report& r, simd_level cpu) {
+void check_compute(report& r, simd_level cpu, const std::map<std::string, std::string>& cpuinfo) {
 #ifdef ACTORPIPE_WITH_TORCH
   r.add(doctor_status::ok, "compute", "LibTorch", without_prefix(libtorch_version(), "LibTorch ") + "; computes on the CPU");
 #else
   (void)cpu;
+  (void)cpuinfo;
   r.add(doctor_status::note, "compute", "LibTorch",
         "none in this build (-DACTORPIPE_WITH_TORCH=OFF): simulate and launch work; train needs a build with LibTorch");
   return;
@@ -156,13 +134,11 @@ void check_compute(report& r, simd_level cpu) {
 #endif
   r.add(blas_status, "compute", "BLAS", blas_text);
 #ifdef ACTORPIPE_WITH_TORCH
-  const double mhz = std::atof(proc_value("/proc/cpuinfo", "cpu MHz").c_str());
+  const double mhz = std::atof(value_of(cpuinfo, "cpu MHz").c_str());
   const double gflops = matmul_gflops(512, 1024, 1024, 5);
   std::string text = fixed_text(gflops, 0) + " GFLOP/s on one thread (fp32, 512x1024 by 1024x1024, best of 5)";
-  const double peak = peak_gflops(cpu, mhz);
-  if (peak > 0)
-    text += "; " + simd_level_name(cpu) + " at the " + fixed_text(mhz / 1000, 2) + " GHz /proc/cpuinfo gives: " +
-            fixed_text(peak / 2, 0) + " with one FMA unit, " + fixed_text(peak, 0) + " with two (turbo clocks go higher)";
+  const std::string peak = peak_text(cpu, mhz, value_of(cpuinfo, "vendor_id"), std::atoi(value_of(cpuinfo, "cpu family").c_str()));
+  if (!peak.empty()) text += "; " + peak;
   const doctor_status verdict = judge_matmul(gflops, cpu, mhz);
   if (verdict == doctor_status::warn) text += ": slow for this CPU; generic kernels, or other work on this core";
   r.add(verdict, "compute", "matmul", text);
@@ -443,6 +419,15 @@ double peak_gflops(simd_level cpu, double mhz) {
   return flops_per_cycle * mhz / 1000;
 }
 
+std::string peak_text(simd_level cpu, double mhz, const std::string& vendor, int family) {
+  const double peak = peak_gflops(cpu, mhz);
+  if (peak <= 0) return "";
+  std::string text = simd_level_name(cpu) + " at the " + fixed_text(mhz / 1000, 2) + " GHz /proc/cpuinfo gives: ";
+  if (vendor == "AuthenticAMD" && family == 25 && cpu >= simd_level::avx512)
+    return text + fixed_text(peak / 2, 0) + " (Zen 4 runs a 512-bit FMA on both its 256-bit units; turbo clocks go higher)";
+  return text + fixed_text(peak / 2, 0) + " with one FMA unit, " + fixed_text(peak, 0) + " with two (turbo clocks go higher)";
+}
+
 doctor_status judge_matmul(double gflops, simd_level cpu, double mhz) {
   const double peak = peak_gflops(cpu, mhz);
   if (peak <= 0) return doctor_status::note;
@@ -458,8 +443,9 @@ std::vector<doctor_finding> run_doctor_checks(const doctor_options& o) {
   std::vector<doctor_finding> all;
   report r(all);
   const simd_level cpu = cpu_simd_level();
-  check_machine(r, cpu);
-  check_compute(r, cpu);
+  const auto cpuinfo = proc_values("/proc/cpuinfo");
+  check_machine(r, cpu, cpuinfo);
+  check_compute(r, cpu, cpuinfo);
   check_ucx(r);
   check_gpu(r);
   check_jobs(r, o);

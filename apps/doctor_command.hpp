@@ -34,6 +34,12 @@ struct doctor_finding {
 // (AVX-512: 64 flops a cycle; AVX2: 32; AVX: 16; SSE: 8). 0 where the clock is unknown.
 double peak_gflops(simd_level cpu, double mhz);
 
+// The matmul line's peak: "AVX-512 at the 2.30 GHz /proc/cpuinfo gives: 74 with one FMA unit,
+// 147 with two (turbo clocks go higher)" (Intel's AVX-512 cores have one or two 512-bit units);
+// an AMD Zen 4 (family 25 with AVX-512) runs a 512-bit FMA on both of its 256-bit units, so
+// one number there. "" where the clock is unknown.
+std::string peak_text(simd_level cpu, double mhz, const std::string& vendor, int family);
+
 // One thread's matmul against that peak: ok from 30% of it (good kernels on one FMA unit reach
 // about half, more at turbo clocks), a warning below (generic kernels: OpenBLAS's SSE core on
 // an AVX-512 CPU reached 21-23%; SSE on an AVX2 CPU can reach 25%), a note where the peak is

@@ -188,6 +188,14 @@ CATCH_TEST_CASE("the matmul verdict: a share of the CPU's fp32 peak at its clock
   CATCH_CHECK(peak_gflops(simd_level::avx, 3000) == Approx(48));
   CATCH_CHECK(peak_gflops(simd_level::sse, 3000) == Approx(24));
   CATCH_CHECK(peak_gflops(simd_level::avx512, 0) == 0);
+  // Intel's AVX-512 cores have one or two 512-bit units; a Zen 4 splits one 512-bit FMA over its two 256-bit units.
+  CATCH_CHECK(peak_text(simd_level::avx512, 2300, "GenuineIntel", 6) ==
+              "AVX-512 at the 2.30 GHz /proc/cpuinfo gives: 74 with one FMA unit, 147 with two (turbo clocks go higher)");
+  CATCH_CHECK(peak_text(simd_level::avx512_bf16, 2600, "AuthenticAMD", 25) ==
+              "AVX-512 BF16 at the 2.60 GHz /proc/cpuinfo gives: 83 (Zen 4 runs a 512-bit FMA on both its 256-bit units; "
+              "turbo clocks go higher)");
+  CATCH_CHECK_THAT(peak_text(simd_level::avx2, 3000, "AuthenticAMD", 25), Contains("48 with one FMA unit, 96 with two"));
+  CATCH_CHECK(peak_text(simd_level::avx512, 0, "AuthenticAMD", 25).empty());
   // This machine (Xeon vCPUs, 2.3 GHz): OpenBLAS's SkylakeX kernels 117-167 GFLOP/s, its generic
   // Prescott kernels 31-34.
   CATCH_CHECK(judge_matmul(117, simd_level::avx512, 2300) == doctor_status::ok);
