@@ -10,16 +10,19 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "core/blas_kernels.hpp"
 #include "core/number_text.hpp"
+#include "core/proc_files.hpp"
 
 namespace actorpipe {
 namespace {
+
+std::string mib_text(double bytes) { return std::to_string(static_cast<long long>(bytes / (1024 * 1024))) + " MiB"; }
 
 struct parking {
   std::mutex mutex;
@@ -46,11 +49,17 @@ std::string limits_text() {
   if (getrlimit(RLIMIT_NPROC, &l) == 0 && l.rlim_cur != RLIM_INFINITY) add("ulimit -u " + std::to_string(l.rlim_cur));
   // The kernel's: every thread's stack is two maps (the stack and its guard page).
   for (const char* file : {"/proc/sys/vm/max_map_count", "/proc/sys/kernel/threads-max"}) {
-    std::ifstream in(file);
-    long long value = 0;
+    const std::string value = first_line(file);
     std::string name = file + 10;  // the sysctl: vm.max_map_count
     std::replace(name.begin(), name.end(), '/', '.');
-    if (in >> value) add(name + " " + std::to_string(value));
+    if (!value.empty()) add(name + " " + value);
+  }
+  // Strict overcommit: every writable private map (a stack, a BLAS buffer) is charged against
+  // a commit limit, whatever the ulimits say.
+  if (first_line("/proc/sys/vm/overcommit_memory") == "2") {
+    const double limit = meminfo_bytes("CommitLimit"), committed = meminfo_bytes("Committed_AS");
+    add("vm.overcommit_memory 2 (every thread's stack and buffer is charged): CommitLimit " + mib_text(limit) + ", " +
+        mib_text(committed) + " of it committed");
   }
   pthread_attr_t attr;
   if (pthread_getattr_default_np(&attr) == 0) {
@@ -66,13 +75,25 @@ std::string limits_text() {
 
 thread_room probe_thread_room(int wanted, std::size_t reserve_bytes) {
   thread_room room;
-  void* reserve = nullptr;
-  if (reserve_bytes > 0) {
-    reserve = mmap(nullptr, reserve_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (reserve == MAP_FAILED) {
+  // Mapped as OpenBLAS maps its buffers (private, writable, in 128 MiB pieces), so that the
+  // kernel charges them where it counts commitments (vm.overcommit_memory=2) as well as against
+  // ulimit -v; never touched, so they take no memory.
+  constexpr std::size_t piece = std::size_t{128} << 20;
+  std::vector<std::pair<void*, std::size_t>> reserve;
+  auto give_back = [&reserve] {
+    for (const auto& [at, bytes] : reserve) munmap(at, bytes);
+  };
+  reserve.reserve(reserve_bytes / piece + 1);
+  for (std::size_t left = reserve_bytes; left > 0;) {
+    const std::size_t bytes = std::min(left, piece);
+    void* at = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (at == MAP_FAILED) {
       room.failure = std::string("mmap: ") + std::strerror(errno);
+      give_back();
       return room;
     }
+    reserve.emplace_back(at, bytes);
+    left -= bytes;
   }
   room.reserved = true;
   parking p;
@@ -102,7 +123,7 @@ thread_room probe_thread_room(int wanted, std::size_t reserve_bytes) {
   p.released.notify_all();
   for (pthread_t t : threads) pthread_join(t, nullptr);
   if (has_stray) pthread_join(stray, nullptr);
-  if (reserve) munmap(reserve, reserve_bytes);
+  give_back();
   room.started = static_cast<int>(threads.size());
   return room;
 }
@@ -143,33 +164,8 @@ void require_thread_room(int ranks, int threads, int extra_teams) {
                               "): lower --threads-per-stage, or raise the limit");
 }
 
-namespace {
-
-// The first number on the line of /proc/meminfo that starts with `key` ("MemTotal:"), in bytes.
-double meminfo_bytes(const char* key) {
-  std::ifstream in("/proc/meminfo");
-  std::string name;
-  double kib = 0;
-  std::string unit;
-  while (in >> name >> kib) {
-    std::getline(in, unit);
-    if (name == key) return kib * 1024;
-  }
-  return 0;
-}
-
-// A cgroup v2 limit of this process ("max" or missing: none).
-double cgroup_bytes(const char* file) {
-  std::ifstream in(std::string("/sys/fs/cgroup/") + file);
-  std::string value;
-  if (!(in >> value) || value == "max") return 0;
-  return std::atof(value.c_str());
-}
-
-}  // namespace
-
 double memory_and_swap_bytes() {
-  const double machine = meminfo_bytes("MemTotal:") + meminfo_bytes("SwapTotal:");
+  const double machine = meminfo_bytes("MemTotal") + meminfo_bytes("SwapTotal");
   const double cgroup = cgroup_bytes("memory.max");
   if (cgroup <= 0) return machine;
   const double cgroup_and_swap = cgroup + cgroup_bytes("memory.swap.max");

@@ -21,7 +21,8 @@ struct thread_room {
   std::string failure;    // why the reservation or the next thread failed ("pthread_create: ..."); "" when all went
 };
 
-// Holds `reserve_bytes` of address space (mapped, never touched), then starts `wanted` threads
+// Holds `reserve_bytes` of address space (mapped writable as the BLAS maps its buffers, so
+// charged where the kernel counts commitments; never touched), then starts `wanted` threads
 // with the default attributes (the stack LibTorch's and OpenMP's get), all alive at once, then
 // lets them end, joins them and gives the space back.
 thread_room probe_thread_room(int wanted, std::size_t reserve_bytes = 0);
