@@ -173,20 +173,29 @@ double memory_and_swap_bytes() {
 }
 
 void require_memory_room(double bytes, const std::string& what, const std::string& how, const std::string& advice) {
-  const double room = memory_and_swap_bytes();
+  const auto gib = [](double b) { return fixed_text(b / (1024.0 * 1024 * 1024), 1) + " GiB"; };
+  double room = memory_and_swap_bytes();
+  std::string room_text = "this machine's " + gib(room) + " of memory and swap";
+  // Under strict overcommit an allocation past the commit limit fails, whatever memory is free.
+  if (const double commit = meminfo_bytes("CommitLimit");
+      commit > 0 && (room <= 0 || commit < room) && first_line("/proc/sys/vm/overcommit_memory") == "2")
+    room = commit, room_text = "the " + gib(commit) + " this machine may commit (CommitLimit; vm.overcommit_memory 2)";
   if (room <= 0 || bytes <= room) return;
-  throw std::invalid_argument(what + " needs at least " + fixed_text(bytes / 1e9, 1) + " GB (" + how + "), more than this machine's " +
-                              fixed_text(room / (1024.0 * 1024 * 1024), 1) + " GiB of memory and swap: " + advice);
+  throw std::invalid_argument(what + " needs at least " + fixed_text(bytes / 1e9, 1) + " GB (" + how + "), more than " +
+                              room_text + ": " + advice);
 }
 
-void require_model_memory(const std::string& shape, double parameters, int stages, int microbatch_size, double seq_len,
-                          double hidden) {
+void require_model_memory(const std::string& shape, double parameters, int stages, int ranks_here, int microbatch_size,
+                          double seq_len, double hidden) {
   stages = std::max(1, stages);
+  ranks_here = std::max(1, ranks_here);
   const double batch = std::max(1, microbatch_size);
-  require_memory_room(8 * parameters / stages + 4 * batch * seq_len * hidden,
+  require_memory_room(ranks_here * (8 * parameters / stages + 4 * batch * seq_len * hidden),
                       shape + " (" + fixed_text(parameters / 1e9, 2) + " billion parameters) on " + std::to_string(stages) +
-                          (stages == 1 ? " stage" : " stages") + ", microbatch size " + std::to_string(microbatch_size),
-                      "a rank's share of the values and gradients at 8 bytes a parameter, and one microbatch's "
+                          (stages == 1 ? " stage" : " stages") + ", " + std::to_string(ranks_here) +
+                          (ranks_here == 1 ? " rank" : " ranks") + " in this process, microbatch size " +
+                          std::to_string(microbatch_size),
+                      "each rank's share of the values and gradients at 8 bytes a parameter, and one microbatch's "
                       "[B, seq-len, hidden] activation",
                       "lower those, or spread the stages over more processes and machines (--stages, actorpipe launch)");
 }

@@ -52,14 +52,16 @@ double memory_and_swap_bytes();
 
 // Throws std::invalid_argument when `bytes` (what a rank holds at the least) exceed
 // memory_and_swap_bytes(): "<what> needs at least <N> GB (<how>), more than this machine's
-// <M> GiB of memory and swap: <advice>".
+// <M> GiB of memory and swap: <advice>" (under strict overcommit, vm.overcommit_memory=2, the
+// commit limit where that is lower).
 void require_memory_room(double bytes, const std::string& what, const std::string& how, const std::string& advice);
 
 // require_memory_room for a model of `shape` ("the GPT of --layers 8 --hidden 256 ...") with
-// `parameters` trainable elements on `stages` stages (0 or less: 1) and microbatches of
-// `microbatch_size` x `seq_len` x `hidden` activations: a rank needs at least its share of the
-// values and gradients (8 bytes a parameter) and one such activation.
-void require_model_memory(const std::string& shape, double parameters, int stages, int microbatch_size, double seq_len,
-                          double hidden);
+// `parameters` trainable elements on `stages` stages (0 or less: 1), `ranks_here` of the job's
+// ranks in this process (0 or less: 1), and microbatches of `microbatch_size` x `seq_len` x
+// `hidden` activations: each of those ranks needs at least its share of the values and
+// gradients (8 bytes a parameter) and one such activation.
+void require_model_memory(const std::string& shape, double parameters, int stages, int ranks_here, int microbatch_size,
+                          double seq_len, double hidden);
 
 }  // namespace actorpipe

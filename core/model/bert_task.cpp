@@ -104,7 +104,7 @@ model_definition bert_task_model(const train_options& o) {
     require_model_memory("BERT with --layers " + std::to_string(c.layers) + " --hidden " + std::to_string(c.hidden) +
                              " --intermediate " + std::to_string(c.intermediate) + " --max-positions " +
                              std::to_string(c.max_positions) + " and a vocabulary of " + std::to_string(c.vocab),
-                         embeddings + c.layers * layer + heads, o.no_pipeline ? 1 : o.stages, o.microbatch_size,
+                         embeddings + c.layers * layer + heads, pipeline_stages(o), ranks_in_this_process(o), o.microbatch_size,
                          o.model.seq_len, h);
   }
 

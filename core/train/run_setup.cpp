@@ -66,9 +66,14 @@ void check_options(const train_options& o) {
 run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, const std::function<bool(int rank)>& build_rank) {
   check_options(o);
   run_setup s;
-  auto model = std::make_shared<const model_definition>(make_model(o));
-  s.model = model;
+  // The ranks this process runs, before the model is made (its size check counts them).
   const int P = o.no_pipeline ? 1 : o.stages, V = o.no_pipeline ? 1 : o.chunks, M = o.microbatches;
+  int ranks_here = 0;
+  for (int r = 0; r < P * (o.no_pipeline ? 1 : o.dp); ++r) ranks_here += !build_rank || build_rank(r);
+  train_options here = o;
+  here.ranks_in_process = ranks_here;
+  auto model = std::make_shared<const model_definition>(make_model(here));
+  s.model = model;
   if (o.no_pipeline) {
     s.place = loop_placement(1, 1);
     s.policy = "greedy";  // one rank, no plan: F and B of each microbatch in turn
@@ -103,8 +108,6 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   bool other_processes = false;
   for (int r = 0; build_rank && r < s.place.ranks; ++r) other_processes = other_processes || !build_rank(r);
   // Before anything sets the thread count (the profile below, each rank's compute thread).
-  int ranks_here = 0;
-  for (int r = 0; r < P * (o.no_pipeline ? 1 : o.dp); ++r) ranks_here += !build_rank || build_rank(r);
   require_thread_room(ranks_here, o.threads_per_stage, s.partition == "profile" && S > 1 ? 1 : 0);
   if (s.partition == "profile" && other_processes)
     throw std::invalid_argument(

@@ -74,6 +74,9 @@ struct train_options {
   // action the rank waited for by more than one product. The same numbers; false runs it whole.
   bool pause_filled_weight_grads = true;
   bool gather_parameters = true;  // multi-process: every final parameter to process 0 (--save-final)
+  // How many of the job's ranks this process runs: set by prepare_run before it makes the model
+  // (a model's size check counts what this process holds); 0: every rank.
+  int ranks_in_process = 0;
   // Checkpoints (core/checkpoint): every save_every steps (and after the last) into save_dir,
   // keeping the newest keep_last (0: all); resume from a directory of them or one of them.
   std::string save_dir;
@@ -94,6 +97,14 @@ struct train_options {
     int intermediate = 0;    // the MLP's inner width (0: 4 x hidden)
   } text;
 };
+
+// The ranks of the job that this process runs (train_options::ranks_in_process, else all:
+// stages x dp, or 1 without a pipeline), and the stages each pipeline has.
+inline int ranks_in_this_process(const train_options& o) {
+  if (o.ranks_in_process > 0) return o.ranks_in_process;
+  return o.no_pipeline ? 1 : o.stages * o.dp;
+}
+inline int pipeline_stages(const train_options& o) { return o.no_pipeline ? 1 : o.stages; }
 
 // One evaluation pass: after `step` steps, the loss over every evaluated row, the model's
 // metrics, and every output (float32, row-major) with its shape, concatenated in eval order.

@@ -114,7 +114,7 @@ CATCH_TEST_CASE("train --model bert: a malformed TSV row or a missing file is on
   CATCH_CHECK(huge.code == 2);
   CATCH_CHECK_THAT(huge.err, Contains("BERT with --layers 1000000000 --hidden 32 --intermediate 128 --max-positions 16 and "
                                       "a vocabulary of "));
-  CATCH_CHECK_THAT(huge.err, Contains("billion parameters) on 2 stages, microbatch size 4 needs at least "));
+  CATCH_CHECK_THAT(huge.err, Contains("billion parameters) on 2 stages, 2 ranks in this process, microbatch size 4 needs at least "));
   CATCH_CHECK_THAT(huge.err, Contains("GiB of memory and swap: lower those"));
 }
 

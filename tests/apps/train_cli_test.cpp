@@ -427,7 +427,8 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       // A model past any machine's memory is refused before anything is allocated.
       {{"train", "--layers", "1000000000", "--hidden", "32", "--heads", "2", "--stages", "2"},
        "the GPT of --layers 1000000000 --hidden 32 --vocab 256 --seq-len 64 (12704.00 billion parameters) on 2 stages, "
-       "microbatch size 4 needs at least 50816.0 GB (a rank's share of the values and gradients at 8 bytes a parameter"},
+       "2 ranks in this process, microbatch size 4 needs at least 101632.0 GB (each rank's share of the values and "
+       "gradients at 8 bytes a parameter"},
       // Files written at the end are checked before the job starts (below: it printed nothing).
       {with({"train", "--trace", "/nonexistent/dir/t.json"}, tiny),
        "--trace '/nonexistent/dir/t.json': the folder '/nonexistent/dir' does not exist"},
