@@ -34,6 +34,7 @@
 #include "core/model/compute_threads.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/partition.hpp"
+#include "core/schedule/plan.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/chrome_trace.hpp"
 #include "core/time_limits.hpp"
@@ -85,6 +86,20 @@ job_config resolve_job(const train_cli_options& o) {
                               return kv.rfind("chunks=", 0) == 0;
                             });
   if (o.config_path.empty() && !chunks_given) c.chunks = default_chunks(c.schedule);
+  // A plan file gives its stages, chunks and microbatches where neither a flag nor a config
+  // does (where one does, it must match the file: run_setup).
+  if (!o.schedule_file.empty() && !o.no_pipeline && o.config_path.empty()) {
+    const plan p = load_plan_file(o.schedule_file);
+    const auto set_by_user = [&o](const char* key) {
+      return std::any_of(o.overrides.begin(), o.overrides.end(),
+                         [key](const std::string& kv) { return kv.rfind(std::string(key) + "=", 0) == 0; });
+    };
+    if (!o.stages && !set_by_user("pp")) c.pp = p.num_ranks();
+    if (!chunks_given) c.chunks = p.chunks();
+    if (!o.microbatches && !o.batch_size && !set_by_user("num_microbatches") && !set_by_user("batch_size") &&
+        !set_by_user("global_batch_size"))
+      c.num_microbatches = p.microbatches;
+  }
   // In a config, 0 means "derive it from the batch rules"; a flag given 0 would silently mean
   // the default instead, so the flags take counts from 1.
   for (const auto& [flag, value] : {std::pair<const char*, const std::optional<int>&>{"--microbatches", o.microbatches},
@@ -118,7 +133,7 @@ job_config resolve_job(const train_cli_options& o) {
     c.chunks = 1;
     c.schedule = "gpipe";
   }
-  resolve_and_validate(c);
+  resolve_and_validate(c, !o.schedule_file.empty() && !o.no_pipeline);
   if (c.tp != 1)
     throw std::invalid_argument("tp=" + std::to_string(c.tp) + ": this build has no tensor parallelism (tp = 1)");
   if (c.precision != "fp32")

@@ -303,7 +303,7 @@ void apply_override(job_config& config, const std::string& assignment) {
   apply_override(config, assignment.substr(0, eq), assignment.substr(eq + 1));
 }
 
-void resolve_and_validate(job_config& c) {
+void resolve_and_validate(job_config& c, bool plan_from_file) {
   // Parallelism.
   require_at_least_one("pp", c.pp);
   require_at_least_one("dp", c.dp);
@@ -359,6 +359,7 @@ void resolve_and_validate(job_config& c) {
     fail("pp*chunks*num_microbatches = " + str(c.pp) + "*" + str(c.chunks) + "*" + str(c.num_microbatches) + " = " +
          str(forwards) + " forward passes in one step, more than a plan may hold (" + str(max_plan_forwards) + ")");
 
+  if (plan_from_file) return;
   try {
     // A dynamic policy has no plan to generate: making it for every rank is its check.
     if (is_dynamic_policy(c.schedule))

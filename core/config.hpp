@@ -93,8 +93,10 @@ void apply_override(job_config& config, const std::string& assignment);
 //   exceed max_plan_forwards (core/schedule/plan.hpp).
 // - schedule: make_schedule(schedule, {pp, num_microbatches, chunks}) must succeed (for a dynamic
 //   policy such as "greedy": make_policies, which has no plan to check); its message comes through
-//   prefixed "schedule: ".
-void resolve_and_validate(job_config& config);
+//   prefixed "schedule: ". Not with `plan_from_file`: the plan is read from a file, which is
+//   checked against pp, chunks and num_microbatches when it is loaded, so the named
+//   schedule's rules do not apply.
+void resolve_and_validate(job_config& config, bool plan_from_file = false);
 
 // Every JSON key with its value (notes excluded); config_from_json(config_to_json(c)) == c.
 nlohmann::json config_to_json(const job_config& config);

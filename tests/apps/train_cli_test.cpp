@@ -366,6 +366,33 @@ CATCH_TEST_CASE("train --init-from starts from saved weights, and a model they d
   std::remove(again.c_str());
 }
 
+CATCH_TEST_CASE("train --schedule-file: the plan's own stages, chunks and microbatches, no generator's rules",
+                "[apps][train]") {
+  const std::string one = temp_path(".txt"), two_chunks = temp_path(".txt");
+  std::ofstream(one) << "0: F0.0 B0.0\n1: F1.0 B1.0\n";  // one microbatch: 1f1b's rules refuse M < stages
+  // simulate --schedule interleaved --stages 2 --microbatches 2 --print-plan
+  std::ofstream(two_chunks) << "0: F0.0 F0.1 F2.0 F2.1 B2.0 B2.1 B0.0 B0.1\n1: F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 B1.0 B1.1\n";
+  const std::vector<std::string> model = {"--layers", "4", "--hidden", "32", "--heads", "2", "--seq-len", "16",
+                                          "--vocab", "64", "--microbatch-size", "2", "--steps", "2"};
+  auto m1 = cli(with({"train", "--schedule-file", one}, model));
+  CATCH_CHECK(m1.err.find("error") == std::string::npos);
+  CATCH_CHECK(m1.code == 0);
+  CATCH_CHECK_THAT(m1.out, Contains("2 stages x 1 chunk; 1 microbatches x 2 sequences"));
+  auto file = cli(with({"train", "--schedule-file", two_chunks}, model));
+  CATCH_REQUIRE(file.code == 0);
+  CATCH_CHECK_THAT(file.out, Contains("2 stages x 2 chunks; 2 microbatches x 2 sequences"));
+  auto generated = cli(with({"train", "--schedule", "interleaved", "--microbatches", "2"}, model));
+  CATCH_REQUIRE(generated.code == 0);
+  const auto final_loss = [](const std::string& out) { return out.substr(out.rfind("final loss")); };
+  CATCH_CHECK(final_loss(file.out) == final_loss(generated.out));  // the same plan, the same bits
+  // Flags that are given must match the file.
+  auto mismatch = cli(with({"train", "--schedule-file", two_chunks, "--microbatches", "4"}, model));
+  CATCH_CHECK(mismatch.code == 2);
+  CATCH_CHECK_THAT(mismatch.err, Contains("--microbatches=4 but schedule file '" + two_chunks + "' has 2"));
+  std::remove(one.c_str());
+  std::remove(two_chunks.c_str());
+}
+
 CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", "[apps][train][errors]") {
   const std::string deadlock = temp_path(".txt"), short_bin = temp_path(".bin"), text = temp_path(".txt");
   {
