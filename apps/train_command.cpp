@@ -5,9 +5,11 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -317,24 +319,32 @@ class metrics_file {
  public:
   metrics_file(std::string path, bool append) : path_(std::move(path)), append_(append) {}
   explicit operator bool() const { return !path_.empty() && !failed_; }
-  bool written() const { return out_.is_open(); }
+  bool written() const { return out_.is_open() && !failed_; }
   void line(const std::string& text) {
     if (!*this) return;
     if (!out_.is_open()) {
+      errno = 0;
       out_.open(path_, append_ ? std::ios::app : std::ios::out);
-      if (!out_) {
-        failed_ = true;
-        log_error("cannot write --metrics file '" + path_ + "': training goes on without it");
-        return;
-      }
+      if (!out_) return give_up("cannot write --metrics file '" + path_ + "'");
     }
+    errno = 0;
     out_ << text << '\n' << std::flush;
+    // A full disk: the lines before are whole, this one may be cut; none follow.
+    if (!out_) give_up("cannot write line " + std::to_string(lines_ + 1) + " of --metrics file '" + path_ + "'");
+    else ++lines_;
   }
 
  private:
+  void give_up(const std::string& what) {
+    failed_ = true;
+    log_error(what + (errno ? std::string(" (") + std::strerror(errno) + ")" : std::string()) +
+              ": training goes on without it");
+  }
+
   std::string path_;
   bool append_;
   bool failed_ = false;
+  long long lines_ = 0;
   std::ofstream out_;
 };
 
@@ -495,19 +505,27 @@ void print_sync(std::ostream& out, const train_result& r) {
 
 // Writes the --trace and --save-final files and says where they and the metrics went.
 void write_outputs(std::ostream& out, const train_cli_options& o, const train_result& r, bool wrote_metrics) {
+  // The trained parameters first: a trace that cannot be written must not cost them.
+  if (!o.save_final_path.empty()) {
+    save_safetensors(o.save_final_path, r.parameters);
+    out << "wrote " << r.parameters.size() << " parameters to " << o.save_final_path << '\n';
+  }
   if (!o.trace_path.empty()) {
     // With replicas, every rank of every one: rank = replica x stages + pipeline rank.
     const bool all = !r.last_step_all_ranks.events.empty();
     const sim_result& step = all ? r.last_step_all_ranks : r.last_step;
+    errno = 0;
     std::ofstream f(o.trace_path);
-    if (!(f << render_chrome_trace(in_milliseconds(step), "actorpipe train " + step.schedule + ", the last step measured")))
-      throw std::runtime_error("cannot write --trace file '" + o.trace_path + "'");
+    if (!(f << render_chrome_trace(in_milliseconds(step), "actorpipe train " + step.schedule + ", the last step measured")
+            << std::flush)) {
+      const std::string why = errno ? std::string(": ") + std::strerror(errno) : std::string();
+      f.close();
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(o.trace_path, ec)) std::filesystem::remove(o.trace_path, ec);  // not a cut one
+      throw std::runtime_error("cannot write --trace file '" + o.trace_path + "'" + why);
+    }
     out << "wrote the last step's measured timeline" << (all ? " on every rank of every replica" : "") << " to "
         << o.trace_path << " (open in ui.perfetto.dev)\n";
-  }
-  if (!o.save_final_path.empty()) {
-    save_safetensors(o.save_final_path, r.parameters);
-    out << "wrote " << r.parameters.size() << " parameters to " << o.save_final_path << '\n';
   }
   if (wrote_metrics) out << "wrote per-step metrics to " << o.metrics_path << '\n';
   if (!r.checkpoints.empty()) {
@@ -522,10 +540,22 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
   }
 }
 
+// "" when a file can be made in `dir` (one is made and removed: the permission bits say
+// nothing for root, and nothing for /proc or a read-only mount), else why not.
+std::string folder_takes_files(const std::filesystem::path& dir) {
+  std::string name = (dir / ".actorpipe-probe-XXXXXX").string();
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0) return std::strerror(errno);
+  ::close(fd);
+  ::unlink(name.c_str());
+  return "";
+}
+
 // A file the run writes (--metrics, --trace, --save-final): its folder must exist and take
-// writes before training starts, so that a typo in a path does not cost the run. Nothing is
-// created here.
-void check_output_file(const char* flag, const std::string& path) {
+// files before training starts, so that a typo in a path does not cost the run. A file written
+// aside and renamed into place (`replaced`: --save-final) must not be a device, pipe or socket,
+// which the rename would replace. Nothing is left behind here.
+void check_output_file(const char* flag, const std::string& path, bool replaced) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const std::string named = std::string(flag) + " '" + path + "'";
@@ -533,14 +563,21 @@ void check_output_file(const char* flag, const std::string& path) {
   const fs::path parent = fs::path(path).parent_path();
   const fs::path dir = parent.empty() ? fs::path(".") : parent;
   if (!fs::is_directory(dir, ec)) throw std::invalid_argument(named + ": the folder '" + dir.string() + "' does not exist");
-  if (::access(dir.c_str(), W_OK) != 0) throw std::invalid_argument(named + ": cannot write in the folder '" + dir.string() + "'");
-  if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0)
-    throw std::invalid_argument(named + ": the file exists and cannot be written");
+  const auto status = fs::status(path, ec);
+  if (fs::exists(status)) {
+    if (replaced && !fs::is_regular_file(status))
+      throw std::invalid_argument(named + " exists and is not a regular file (a device, pipe or socket): the file is "
+                                          "written beside it and renamed into place, which would replace it; give a file name");
+    if (::access(path.c_str(), W_OK) != 0) throw std::invalid_argument(named + ": the file exists and cannot be written");
+    if (!replaced) return;  // written where it is
+  }
+  if (const std::string why = folder_takes_files(dir); !why.empty())
+    throw std::invalid_argument(named + ": cannot write in the folder '" + dir.string() + "' (" + why + ")");
 }
 
 // --save-dir: checked before training starts, where the first checkpoint would otherwise find
-// it cannot be made, after --save-every steps of work: an existing folder that takes writes, or
-// one that can be made in the nearest folder above it that exists. Nothing is created here.
+// it cannot be made, after --save-every steps of work: an existing folder that takes files, or
+// one that can be made in the nearest folder above it that exists. Nothing is left behind here.
 void check_save_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -552,7 +589,8 @@ void check_save_dir(const std::string& dir) {
   if (!fs::is_directory(p, ec))
     throw std::invalid_argument(p == full ? named + " is not a folder"
                                           : named + ": cannot be made: '" + p.string() + "' is not a folder");
-  if (::access(p.c_str(), W_OK) != 0) throw std::invalid_argument(named + ": cannot write in '" + p.string() + "'");
+  if (const std::string why = folder_takes_files(p); !why.empty())
+    throw std::invalid_argument(named + ": cannot write in '" + p.string() + "' (" + why + ")");
 }
 
 // SIGINT and SIGTERM while train runs. The first asks the run to stop after the step in flight
@@ -661,9 +699,9 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;
   // Output paths first: a typo in one should not cost a training run.
   if (place.process == 0) {  // process 0 writes these
-    if (!o.metrics_path.empty()) check_output_file("--metrics", o.metrics_path);
-    if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path);
-    if (!o.save_final_path.empty()) check_output_file("--save-final", o.save_final_path);
+    if (!o.metrics_path.empty()) check_output_file("--metrics", o.metrics_path, false);
+    if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path, false);
+    if (!o.save_final_path.empty()) check_output_file("--save-final", o.save_final_path, true);
   }
   if (!t.save_dir.empty()) check_save_dir(t.save_dir);
   // A restart adds to the lines of the attempts before it (steps after the checkpoint it

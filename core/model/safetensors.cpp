@@ -2,6 +2,7 @@
 #include "core/model/safetensors.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,6 +112,10 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   char size_bytes[8];
   for (int i = 0; i < 8; ++i) size_bytes[i] = static_cast<char>((header_size >> (8 * i)) & 0xff);
 
+  // Written aside and renamed into place: a device, pipe or socket there would be replaced.
+  if (struct stat st {}; ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::runtime_error("'" + path + "' exists and is not a regular file: safetensors are written beside it and "
+                             "renamed into place, which would replace it");
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("cannot create '" + tmp + "': " + std::strerror(errno));

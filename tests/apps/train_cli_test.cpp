@@ -11,6 +11,7 @@
 #include <regex>
 #include <sstream>
 #include <thread>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -391,6 +392,42 @@ CATCH_TEST_CASE("train --schedule-file: the plan's own stages, chunks and microb
   CATCH_CHECK_THAT(mismatch.err, Contains("--microbatches=4 but schedule file '" + two_chunks + "' has 2"));
   std::remove(one.c_str());
   std::remove(two_chunks.c_str());
+}
+
+CATCH_TEST_CASE("train's output files: a folder that takes no files is refused first, a device is not replaced, "
+                "a write that fails is named",
+                "[apps][train][errors]") {
+  // /proc takes no new file, even for root (whose permission bits say yes to everything).
+  for (const char* flag : {"--save-final", "--trace", "--metrics"}) {
+    auto r = cli(with({"train", "--steps", "1", flag, "/proc/actorpipe-x"}, tiny));
+    CATCH_CHECK(r.code == 2);
+    CATCH_CHECK_THAT(r.err, Contains(std::string(flag) + " '/proc/actorpipe-x': cannot write in the folder '/proc' ("));
+    CATCH_CHECK(r.out.empty());
+  }
+  auto dir = cli(with({"train", "--steps", "1", "--save-dir", "/proc/actorpipe-x/ck"}, tiny));
+  CATCH_CHECK(dir.code == 2);
+  CATCH_CHECK_THAT(dir.err, Contains("--save-dir '/proc/actorpipe-x/ck': cannot write in '/proc' ("));
+  // --save-final writes beside its file and renames: a pipe (or device) there would be replaced.
+  const std::string fifo = temp_path(".fifo");
+  CATCH_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto pipe = cli(with({"train", "--steps", "1", "--save-final", fifo}, tiny));
+  CATCH_CHECK(pipe.code == 2);
+  CATCH_CHECK_THAT(pipe.err, Contains("--save-final '" + fifo + "' exists and is not a regular file"));
+  CATCH_CHECK(std::filesystem::is_fifo(fifo));
+  std::remove(fifo.c_str());
+  // A metrics file on a full disk: the run goes on, says which line failed and why, and does
+  // not claim it wrote the metrics.
+  // (A process of its own: the log goes to its stderr.)
+  const std::string log = temp_path(".log");
+  const int code = wait_process(start_process(ACTORPIPE_BIN, with({"train", "--steps", "2", "--metrics", "/dev/full"}, tiny), {}, log), 120);
+  const std::string text = read_text(log);
+  CATCH_INFO(text);
+  CATCH_CHECK(code == 0);
+  CATCH_CHECK_THAT(text, Contains("actorpipe: error: cannot write line 1 of --metrics file '/dev/full' (No space left on "
+                                  "device): training goes on without it"));
+  CATCH_CHECK(text.find("wrote per-step metrics") == std::string::npos);
+  CATCH_CHECK_THAT(text, Contains("final loss"));
+  std::remove(log.c_str());
 }
 
 CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", "[apps][train][errors]") {
