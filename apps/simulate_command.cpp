@@ -45,7 +45,8 @@ void require_match(const char* flag, const std::optional<int>& given, int in_fil
 }
 
 
-// The job config behind a --config / --set request, flags applied last.
+// The job config behind a --config / --set request, flags applied last. Resolved for a plan:
+// no batch size is needed unless the config gives one (config.hpp, resolve_for_plan).
 job_config resolve_config(const simulate_options& opt) {
   job_config c = opt.config_path.empty() ? job_config{} : load_config_file(opt.config_path);
   for (const auto& kv : opt.overrides) apply_override(c, kv);
@@ -53,7 +54,7 @@ job_config resolve_config(const simulate_options& opt) {
   if (opt.stages) apply_override(c, "pp", std::to_string(*opt.stages));
   if (opt.microbatches) apply_override(c, "num_microbatches", std::to_string(*opt.microbatches));
   if (opt.chunks) apply_override(c, "chunks", std::to_string(*opt.chunks));
-  resolve_and_validate(c);
+  resolve_for_plan(c);
   return c;
 }
 
@@ -61,12 +62,15 @@ job_config resolve_config(const simulate_options& opt) {
 job_config described_config(const simulate_options& opt, std::vector<std::string>& summary) {
   if (!opt.schedule_file.empty()) throw std::invalid_argument("--schedule-file cannot be combined with --config or --set");
   job_config c = resolve_config(opt);
+  const std::string batching =
+      c.batch_size == 0  // no batch size given: the plan needs only the microbatch count
+          ? "num_microbatches=" + std::to_string(c.num_microbatches) + " (no batch size given)"
+          : "batch_size=" + std::to_string(c.batch_size) + " = num_microbatches " +
+                std::to_string(c.num_microbatches) + " x microbatch_size " + std::to_string(c.microbatch_size) +
+                ", global_batch_size=" + std::to_string(c.global_batch_size);
   summary.push_back("config" + (opt.config_path.empty() ? std::string() : " " + opt.config_path) +
                     ": pp=" + std::to_string(c.pp) + " dp=" + std::to_string(c.dp) + " tp=" +
-                    std::to_string(c.tp) + " (world_size=" + std::to_string(c.world_size) +
-                    "), batch_size=" + std::to_string(c.batch_size) + " = num_microbatches " +
-                    std::to_string(c.num_microbatches) + " x microbatch_size " + std::to_string(c.microbatch_size) +
-                    ", global_batch_size=" + std::to_string(c.global_batch_size));
+                    std::to_string(c.tp) + " (world_size=" + std::to_string(c.world_size) + "), " + batching);
   for (const auto& n : c.notes) summary.push_back("note: " + n);
   return c;
 }
@@ -101,6 +105,11 @@ struct traced_costs {
 };
 
 traced_costs read_costs_from(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::invalid_argument("--costs-from '" + path + "' is a directory: give the trace file (train --trace)");
+  if (!std::filesystem::exists(path, ec))
+    throw std::invalid_argument("--costs-from: cannot read '" + path + "': no such file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw std::invalid_argument("--costs-from: cannot read '" + path + "'");
   std::ostringstream text;
@@ -135,6 +144,16 @@ void check_output_options(const simulate_options& opt) {
     throw std::invalid_argument("--latency must be a number in [0, " + number_text(max_cost) + "], got " +
                                 number_text(opt.send_latency));
   if (opt.width < 40) throw std::invalid_argument("--width must be >= 40, got " + std::to_string(opt.width));
+}
+
+// A send latency so much larger than the costs that they would round away beside it.
+void check_latency_against(const cost_model& costs) {
+  const double least = smallest_cost(costs);
+  if (costs.send_latency > max_cost_ratio * least)
+    throw std::invalid_argument("--latency " + number_text(costs.send_latency) + " is more than " +
+                                number_text(max_cost_ratio) + " times the smallest cost (" + number_text(least) +
+                                "): the costs would round away next to it; give at most " +
+                                number_text(max_cost_ratio * least));
 }
 
 // What was simulated: the plan (built, loaded, or the order a dynamic policy chose), its
@@ -297,6 +316,7 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   if (opt.costs_from.empty()) {
     costs = parse_cost_spec(opt.cost);
     costs.early_input_grad = opt.early_input_grad;
+    if (const std::string note = cost_spec_note(costs); !note.empty()) s.summary.push_back("note: " + note);
   } else {
     const traced_costs t = read_costs_from(opt.costs_from);
     costs = t.costs;  // early_input_grad where the trace's B sent their gradients early
@@ -305,6 +325,7 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
                         std::to_string(t.actions) + " traced actions");
   }
   costs.send_latency = opt.send_latency;
+  check_latency_against(costs);
   const bool from_config = !opt.config_path.empty() || !opt.overrides.empty();
   std::string name = opt.schedule.value_or("1f1b");
   if (opt.schedule_file.empty() && from_config) name = resolve_config(opt).schedule;

@@ -30,7 +30,9 @@ struct simulate_options {
 
 // With a config (--config and/or --set), the schedule comes from the resolved, validated job
 // config; --schedule/--stages/--microbatches/--chunks act as overrides of schedule, pp,
-// num_microbatches and chunks. Throws std::invalid_argument (or std::runtime_error for I/O) with a one-line message.
+// num_microbatches and chunks. A plan needs no batch size: without one the batch rules are
+// skipped (num_microbatches as given; 1 when pp == 1). send_latency may be at most
+// max_cost_ratio times the smallest cost (cost_model.hpp). Throws std::invalid_argument (or std::runtime_error for I/O) with a one-line message.
 void run_simulate(const simulate_options& opt, std::ostream& out);
 
 // The registered schedules, one per line with their description.

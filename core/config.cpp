@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <variant>
@@ -279,9 +280,22 @@ job_config load_config_file(const std::string& path) {
     std::string why = errno != 0 ? std::strerror(errno) : "cannot be read";
     fail("cannot open config file '" + path + "': " + why);
   }
+  // nlohmann::json keeps the last of a key given twice; a config that says pp twice is refused
+  // (which one was meant is a guess). Keys seen so far, one set per open object.
+  std::vector<std::set<std::string>> keys;
+  const nlohmann::json::parser_callback_t no_duplicates = [&](int, nlohmann::json::parse_event_t event,
+                                                              nlohmann::json& parsed) {
+    using ev = nlohmann::json::parse_event_t;
+    if (event == ev::object_start) keys.emplace_back();
+    if (event == ev::object_end && !keys.empty()) keys.pop_back();
+    if (event == ev::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+      fail("config file '" + path + "': key '" + parsed.get<std::string>() +
+           "' is given twice (give each key once)");
+    return true;
+  };
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    j = nlohmann::json::parse(in, no_duplicates, /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const nlohmann::json::exception& e) {
     fail("config file '" + path + "' is not valid JSON: " + e.what());
   }
@@ -303,7 +317,31 @@ void apply_override(job_config& config, const std::string& assignment) {
   apply_override(config, assignment.substr(0, eq), assignment.substr(eq + 1));
 }
 
-void resolve_and_validate(job_config& c, bool plan_from_file) {
+namespace {
+
+// An unknown schedule name is named first, before any rule it would change the outcome of
+// ("schedule=zzz" reported a batch rule the user had not broken).
+void require_known_schedule(const std::string& name) {
+  if (has_schedule(name) || is_dynamic_policy(name)) return;
+  try {
+    make_schedule(name, schedule_request{});  // throws "unknown schedule 'zzz' (known: ...)"
+  } catch (const std::invalid_argument& e) {
+    fail(std::string("schedule: ") + e.what());
+  }
+}
+
+// The batch rules of a plan-only request that gives no batch size: num_microbatches alone.
+void resolve_microbatches_only(job_config& c) {
+  require_not_negative("num_microbatches", c.num_microbatches, "not given");
+  if (c.num_microbatches > 0) return;
+  if (c.pp > 1)
+    fail("pp=" + str(c.pp) + " needs num_microbatches (or batch_size with microbatch_size, to derive it)");
+  c.num_microbatches = 1;
+}
+
+void resolve_rules(job_config& c, bool plan_from_file, bool batch_sizes_optional) {
+  if (!plan_from_file) require_known_schedule(c.schedule);
+
   // Parallelism.
   require_at_least_one("pp", c.pp);
   require_at_least_one("dp", c.dp);
@@ -353,7 +391,10 @@ void resolve_and_validate(job_config& c, bool plan_from_file) {
     if (std::find(c.notes.begin(), c.notes.end(), note) == c.notes.end()) c.notes.push_back(note);
   }
 
-  resolve_batching(c);
+  if (batch_sizes_optional && c.batch_size == 0 && c.microbatch_size == 0 && c.global_batch_size == 0)
+    resolve_microbatches_only(c);
+  else
+    resolve_batching(c);
   const long long forwards = virtual_stages * c.num_microbatches;
   if (forwards > max_plan_forwards)
     fail("pp*chunks*num_microbatches = " + str(c.pp) + "*" + str(c.chunks) + "*" + str(c.num_microbatches) + " = " +
@@ -370,6 +411,12 @@ void resolve_and_validate(job_config& c, bool plan_from_file) {
     fail(std::string("schedule: ") + e.what());
   }
 }
+
+}  // namespace
+
+void resolve_and_validate(job_config& c, bool plan_from_file) { resolve_rules(c, plan_from_file, false); }
+
+void resolve_for_plan(job_config& c) { resolve_rules(c, false, true); }
 
 nlohmann::json config_to_json(const job_config& c) {
   nlohmann::json j = nlohmann::json::object();

@@ -61,7 +61,8 @@ struct job_config {
 job_config config_from_json(const nlohmann::json& j);
 
 // config_from_json on a file (JSON; // and /* */ comments allowed). Errors name the path, and
-// for bad JSON the parser's line and column.
+// for bad JSON the parser's line and column; a key given twice in one object is refused by
+// name ("config file 'job.json': key 'pp' is given twice (give each key once)").
 job_config load_config_file(const std::string& path);
 
 // One command-line override: `value` is parsed as the field's type (integers and numbers must
@@ -74,6 +75,9 @@ void apply_override(job_config& config, const std::string& assignment);
 // parameter(s) and value(s) of the first rule broken. Calling it again on its result changes
 // nothing. Rules, in order:
 //
+// - schedule names a registered schedule or dynamic policy (first: an unknown name is the
+//   error, not a rule it would have changed), message prefixed "schedule: " (not with
+//   `plan_from_file`, below).
 // - pp, dp, tp >= 1; world_size = pp * dp * tp (derived when 0).
 // - precision is fp32, bf16 or fp16; zero_stage is 0..3, and 0 or 1 when pp > 1.
 // - model: layers, hidden, heads, seq_len, vocab >= 1; hidden % heads == 0; heads % tp == 0;
@@ -97,6 +101,13 @@ void apply_override(job_config& config, const std::string& assignment);
 //   checked against pp, chunks and num_microbatches when it is loaded, so the named
 //   schedule's rules do not apply.
 void resolve_and_validate(job_config& config, bool plan_from_file = false);
+
+// resolve_and_validate for a request that only shapes a plan (simulate): every rule applies,
+// except that a config giving no batch size (batch_size, microbatch_size and global_batch_size
+// all 0) skips the batch rules: num_microbatches as given, or 1 when pp == 1 (pp > 1 without
+// it is an error naming num_microbatches); the batch sizes stay 0. A config that gives a batch
+// size gets the batch rules as train does.
+void resolve_for_plan(job_config& config);
 
 // Every JSON key with its value (notes excluded); config_from_json(config_to_json(c)) == c.
 nlohmann::json config_to_json(const job_config& config);

@@ -9,6 +9,28 @@
 
 namespace actorpipe {
 
+bool decimal_number_text(const std::string& t) {
+  size_t k = 0;
+  const auto digits = [&] {
+    const size_t from = k;
+    while (k < t.size() && t[k] >= '0' && t[k] <= '9') ++k;
+    return k - from;
+  };
+  if (k < t.size() && (t[k] == '+' || t[k] == '-')) ++k;
+  size_t mantissa = digits();
+  if (k < t.size() && t[k] == '.') {
+    ++k;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return false;
+  if (k < t.size() && (t[k] == 'e' || t[k] == 'E')) {
+    ++k;
+    if (k < t.size() && (t[k] == '+' || t[k] == '-')) ++k;
+    if (digits() == 0) return false;
+  }
+  return k == t.size();
+}
+
 namespace {
 double pick(const std::vector<double>& per_stage, int v) {
   if (per_stage.size() == 1) return per_stage[0];
@@ -65,10 +87,10 @@ cost_model parse_cost_spec(const std::string& spec) {
   bool given[4] = {false, false, false, false};
   for (size_t k = 0; k < parts.size(); ++k) {
     if (parts[k].empty()) continue;
-    char* end = nullptr;
-    double x = std::strtod(parts[k].c_str(), &end);
-    if (end != parts[k].c_str() + parts[k].size() || !std::isfinite(x) || x < 0 || x > max_cost)
-      throw bad(std::string(names[k]) + " must be a number in [0, " + number_text(max_cost) + "], got '" + parts[k] + "'");
+    const double x = decimal_number_text(parts[k]) ? std::strtod(parts[k].c_str(), nullptr) : -1;
+    if (!std::isfinite(x) || x < 0 || x > max_cost)
+      throw bad(std::string(names[k]) + " must be a decimal number in [0, " + number_text(max_cost) + "], got '" +
+                parts[k] + "'");
     v[k] = x;
     given[k] = true;
   }
@@ -87,7 +109,39 @@ cost_model parse_cost_spec(const std::string& spec) {
   }
   if (v[0] <= 0) throw bad("F must be > 0");
   if (v[1] <= 0) throw bad("B must be > 0");
+  // I and W are the input-grad and weight-grad parts of B (the whole backward): a part longer
+  // than the whole is a misordered flag ("F,B,W"?), not a cost.
+  for (int k : {2, 3})
+    if (v[k] > v[1])
+      throw bad(std::string(names[k]) + "=" + number_text(v[k]) + " is more than B=" + number_text(v[1]) + ", but " +
+                names[k] + " is a part of the split B (B is the whole backward; leave B out, F,,I,W, for B = I+W)");
+  int smallest = 0, largest = 0;
+  for (int k = 1; k < 4; ++k) {
+    if (v[k] > 0 && v[k] < v[smallest]) smallest = k;
+    if (v[k] > v[largest]) largest = k;
+  }
+  if (v[largest] > max_cost_ratio * v[smallest])
+    throw bad(std::string(names[largest]) + "=" + number_text(v[largest]) + " is more than " +
+              number_text(max_cost_ratio) + " times " + names[smallest] + "=" + number_text(v[smallest]) +
+              ": the smaller costs would round away next to it");
   return cost_model::uniform(v[0], v[1], v[2], v[3]);
+}
+
+std::string cost_spec_note(const cost_model& c) {
+  if (c.backward.size() != 1 || c.input_grad.size() != 1 || c.weight_grad.size() != 1) return "";
+  const double b = c.backward[0], i = c.input_grad[0], w = c.weight_grad[0];
+  if (std::fabs(b - (i + w)) <= 1e-9 * b) return "";
+  return "--cost B=" + number_text(b) + " is not I+W = " + number_text(i) + "+" + number_text(w) + " = " +
+         number_text(i + w) + ": plans that run whole backwards (B) take " + number_text(b) +
+         " for each, plans that split them (I, W) take " + number_text(i + w);
+}
+
+double smallest_cost(const cost_model& c) {
+  double least = 0;
+  for (const auto* table : {&c.forward, &c.backward, &c.input_grad, &c.weight_grad})
+    for (double x : *table)
+      if (x > 0 && (least == 0 || x < least)) least = x;
+  return least;
 }
 
 }  // namespace actorpipe

@@ -34,9 +34,33 @@ struct cost_model {
 // them stays finite (1e308 each made the makespan inf).
 constexpr double max_cost = 1e100;
 
+// How far apart the costs (and the send latency) of one simulation may be: the largest at most
+// max_cost_ratio times the smallest non-zero one. Times are sums of them, and a cost added to a
+// time ~1e16 times larger rounds away (--latency 1e18 with costs of 1 drew every action but
+// two as taking no time). Within the ratio a step of up to max_plan_forwards forwards keeps each
+// cost to better than a thousandth; the simulators check that they do (simulator.hpp).
+constexpr double max_cost_ratio = 1e6;
+
 // Parses the --cost flag: "F,B,I,W" (e.g. "1,2,1,1"), "F,,I,W" (B defaults to I+W) or "F,B"
-// (no split backward given: I = W = B/2). Each value a number in [0, max_cost], F and B > 0.
-// Throws std::invalid_argument naming the flag, the field and the text.
+// (no split backward given: I = W = B/2). Each value a plain decimal number (digits, an
+// optional point and exponent: no hex, inf or nan) in [0, max_cost], F and B > 0. I and W are
+// the parts of a split B, so neither may exceed B; a B given beside them may differ from I + W
+// (a fused backward can be cheaper than its two halves), which cost_spec_note reports. The
+// largest value may be at most max_cost_ratio times the smallest non-zero one. Throws
+// std::invalid_argument naming the flag, the field and the text.
 cost_model parse_cost_spec(const std::string& spec);
+
+// A plain decimal number: an optional sign, digits with at most one point (a digit on either
+// side of it), an optional exponent ("1", "-2.5", ".5", "1e-3"). strtod (and CLI11, through
+// strtold) also take hex ("0x10" is 16), inf, nan and leading blanks; a cost written so is a
+// typo, not a number.
+bool decimal_number_text(const std::string& text);
+
+// A line for a cost model whose (single-entry) B differs from I + W: what each kind of plan
+// runs ("--cost B=3 is not I+W = 1+1 = 2: ..."); empty when B = I + W.
+std::string cost_spec_note(const cost_model& costs);
+
+// The smallest non-zero cost of any op on any virtual stage (0 when there is none).
+double smallest_cost(const cost_model& costs);
 
 }  // namespace actorpipe

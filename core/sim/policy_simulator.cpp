@@ -83,7 +83,7 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
         throw std::logic_error("policy of rank " + std::to_string(r) + " chose " + to_string(*a) +
                                " of another rank");
       const double start = std::max(t, busy_until[r]);
-      const double end = start + costs.cost(*a), output = start + costs.output_after(*a);
+      const double end = end_time(r, *a, start, costs.cost(*a)), output = start + costs.output_after(*a);
       running[r] = timeline_event{r, *a, place.chunk_of[a->virtual_stage], start, end, output < end ? output : -1};
       if (output < end) deliver(r, a->virtual_stage - 1, a->microbatch, grad_at, output);  // before its W part
       busy_until[r] = end;

@@ -2,12 +2,14 @@
 #include "core/sim/simulator.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 #include <stdexcept>
 #include <utility>
 
 #include "core/median.hpp"
+#include "core/number_text.hpp"
 #include "core/schedule/plan_validator.hpp"
 
 namespace actorpipe {
@@ -47,7 +49,7 @@ sim_result simulate(const plan& p, const cost_model& costs) {
       if (p.place.rank_of[d.virtual_stage] != r) t += costs.send_latency;
       start = std::max(start, t);
     }
-    const double end = start + costs.cost(a), output = start + costs.output_after(a);
+    const double end = end_time(r, a, start, costs.cost(a)), output = start + costs.output_after(a);
     if (a.op == op_kind::forward) fwd_end[idx(a.virtual_stage, a.microbatch)] = end;
     if (produces_input_grad(a.op)) grad_end[idx(a.virtual_stage, a.microbatch)] = output;
     per_rank[r].push_back({r, a, p.place.chunk_of[a.virtual_stage], start, end, output < end ? output : -1});
@@ -56,6 +58,16 @@ sim_result simulate(const plan& p, const cost_model& costs) {
   for (auto& evs : per_rank) res.events.insert(res.events.end(), evs.begin(), evs.end());
   summarize_timeline(res);
   return res;
+}
+
+double end_time(int rank, const action& a, double start, double cost) {
+  const double end = start + cost;
+  if (std::fabs((end - start) - cost) > 1e-3 * cost)
+    throw std::invalid_argument(to_string(a) + " on rank " + std::to_string(rank) + " starts at " + number_text(start) +
+                                ", where its cost " + number_text(cost) + " rounds to " + number_text(end - start) +
+                                ": the costs and send latency are too far apart to simulate (keep the largest within " +
+                                number_text(max_cost_ratio) + " times the smallest)");
+  return end;
 }
 
 void summarize_timeline(sim_result& r) {

@@ -42,8 +42,17 @@ struct sim_result {
   std::vector<timeline_event> events;          // in execution order per rank, ranks in order
 };
 
-// Validates first (throws std::invalid_argument for an invalid plan).
+// Validates first (throws std::invalid_argument for an invalid plan). Also throws
+// std::invalid_argument, naming the action, its start and its cost, when a time grows so large
+// next to a cost that adding the cost rounds more than a thousandth of it away (a time ~1e13
+// times the cost; costs and latency within max_cost_ratio never get there): a wrong timeline
+// is never returned.
 sim_result simulate(const plan& p, const cost_model& costs);
+
+// start + cost, the end of action `a` on `rank`; the simulators' one way to add a cost to a
+// time. Throws std::invalid_argument as simulate does when the sum loses more than a thousandth
+// of the cost to rounding.
+double end_time(int rank, const action& a, double start, double cost);
 
 // Per-(op, virtual stage) mean durations of a timeline (measured or simulated) as a cost model
 // for S virtual stages; B is I + W where no full backward ran, and an op that never ran costs 0.

@@ -1,8 +1,10 @@
 // ASCII renderer: scales time so the shortest action can hold its label.
 #include "core/sim/timeline_ascii.hpp"
+#include "core/number_text.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace actorpipe {
 namespace {
@@ -32,8 +34,10 @@ std::string render_ascii_timeline(const sim_result& r, int max_width) {
   const int cols = static_cast<int>(std::ceil(r.makespan * scale - 1e-9));
 
   std::vector<std::string> rows(r.stages, std::string(cols, '.'));
-  for (const auto& e : r.events) {
-    int b = static_cast<int>(std::lround(e.start * scale));
+  std::vector<std::vector<int>> drawn(r.stages, std::vector<int>(cols, -1));  // which event each cell shows
+  for (size_t i = 0; i < r.events.size(); ++i) {
+    const timeline_event& e = r.events[i];
+    int b = std::min(static_cast<int>(std::lround(e.start * scale)), cols - 1);  // one at the very end too
     int en = std::max(b + 1, static_cast<int>(std::lround(e.end * scale)));
     en = std::min(en, cols);
     std::string label = label_of(e, r.chunks);
@@ -42,8 +46,15 @@ std::string render_ascii_timeline(const sim_result& r, int max_width) {
     for (int c = b; c < en; ++c) {
       size_t k = static_cast<size_t>(c - b);
       rows[e.rank][c] = k < label.size() ? label[k] : ' ';
+      drawn[e.rank][c] = static_cast<int>(i);
     }
   }
+  // Scaled down this far, actions shorter than a column share cells: say how many the rows
+  // cannot show (the numbers below them still count every one).
+  std::set<int> shown;
+  for (const auto& row : drawn) shown.insert(row.begin(), row.end());
+  shown.erase(-1);
+  const size_t hidden = r.events.size() - shown.size();
   std::string out;
   for (int rank = 0; rank < r.stages; ++rank) {
     std::string name = "rank " + std::to_string(rank);
@@ -54,6 +65,10 @@ std::string render_ascii_timeline(const sim_result& r, int max_width) {
   out += r.chunks > 2 ? "label = op, virtual stage.microbatch"
                       : r.chunks == 2 ? "label = op, microbatch; lower case = chunk 1" : "label = op, microbatch";
   out += "; '.' idle\n";
+  if (hidden > 0)
+    out += "(" + std::to_string(hidden) + " of " + std::to_string(r.events.size()) +
+           " actions are hidden under others: one column is " + number_text(1 / scale) +
+           " time units here; the SVG and the Chrome trace draw every one)\n";
   return out;
 }
 

@@ -145,7 +145,8 @@ CATCH_TEST_CASE("simulate --costs-from takes a trace's per-stage medians and cho
   auto both = cli({"simulate", "--costs-from", slow, "--cost", "1,2"});
   CATCH_CHECK_THAT(both.err, Contains("--cost excludes --costs-from"));
   auto missing = cli({"simulate", "--costs-from", slow + ".missing"});
-  CATCH_CHECK_THAT(missing.err, Contains("--costs-from: cannot read '" + slow + ".missing'"));
+  CATCH_CHECK(missing.code == 2);
+  CATCH_CHECK(missing.err == "actorpipe simulate: error: --costs-from: cannot read '" + slow + ".missing': no such file\n");
   // A trace without virtual stage 1's backward (a partial or edited trace): one error naming it.
   {
     const plan p = make_schedule("1f1b", {2, 2, 1});
@@ -254,7 +255,8 @@ CATCH_TEST_CASE("bad requests exit non-zero with one clear line on stderr", "[ap
       {{"simulate", "--format", "xml"}, "--format must be text or json, got 'xml'"},
       {{"simulate", "--latency", "-1"}, "--latency must be a number in [0, 1e+100], got -1"},
       {{"simulate", "--latency", "1e200"}, "--latency must be a number in [0, 1e+100], got 1e+200"},
-      {{"simulate", "--cost", "1e308,1e308"}, "--cost '1e308,1e308': F must be a number in [0, 1e+100], got '1e308'"},
+      {{"simulate", "--cost", "1e308,1e308"},
+       "--cost '1e308,1e308': F must be a decimal number in [0, 1e+100], got '1e308'"},
       {{"simulate", "--schedule-file", "/nonexistent.txt"}, "cannot read schedule file '/nonexistent.txt'"},
       {{"simulate", "--trace", "/tmp"}, "cannot write the Chrome trace to '/tmp': it is a directory, give a file name"},
       {{"simulate", "--svg", "/nonexistent/dir/x.svg"}, "cannot write the SVG timeline to '/nonexistent/dir/x.svg'"},
@@ -307,4 +309,150 @@ CATCH_TEST_CASE("simulate --cost builds zero-bubble plans for those costs and sh
   auto o = cli({"simulate", "--schedule", "1f1b", "--stages", "2", "--microbatches", "8", "--cost", "6,,6,1.5"});
   CATCH_REQUIRE(o.code == 0);
   CATCH_CHECK(o.out.find("plan built for these costs") == std::string::npos);
+}
+
+CATCH_TEST_CASE("simulate --latency is refused where the costs would round away next to it", "[apps][simulate][costs]") {
+  // 1e18 + 1 == 1e18: the probe's run exited 0 with rank 1 busy 0 and one F and one B drawn.
+  auto huge = cli({"simulate", "--latency", "1e18"});
+  CATCH_CHECK(huge.code == 2);
+  CATCH_CHECK(huge.out.empty());
+  CATCH_CHECK(huge.err == "actorpipe simulate: error: --latency 1e+18 is more than 1e+06 times the smallest cost (1): "
+                          "the costs would round away next to it; give at most 1e+06\n");
+  // The limit follows the costs: with every cost 2 or more, 2e6 is allowed, 3e6 is not.
+  auto scaled = cli({"simulate", "--cost", "2,4", "--latency", "3e6"});
+  CATCH_CHECK(scaled.code == 2);
+  CATCH_CHECK_THAT(scaled.err, Contains("--latency 3e+06 is more than 1e+06 times the smallest cost (2)") &&
+                                   Contains("give at most 2e+06"));
+  CATCH_CHECK(cli({"simulate", "--cost", "2,4", "--latency", "2e6"}).code == 0);
+  // The same for a dynamic policy, and for costs from a trace (its smallest median).
+  auto greedy = cli({"simulate", "--schedule", "greedy", "--latency", "1e18"});
+  CATCH_CHECK(greedy.code == 2);
+  CATCH_CHECK_THAT(greedy.err, Contains("--latency 1e+18 is more than 1e+06 times the smallest cost (1)"));
+
+  // At the limit every cost still counts: 1f1b on 2 ranks and 2 microbatches, worked out by
+  // hand with L = 1e6: rank 1 runs F1.0 [1+L, 2+L] B1.0 [2+L, 4+L] F1.1 [4+L, 5+L] B1.1 [5+L, 7+L],
+  // rank 0's B0.0 [4+2L, 6+2L] and B0.1 [7+2L, 9+2L].
+  auto edge = cli({"simulate", "--stages", "2", "--microbatches", "2", "--latency", "1e6", "--format", "json"});
+  CATCH_REQUIRE(edge.code == 0);
+  const auto j = nlohmann::json::parse(edge.out);
+  CATCH_CHECK(j["makespan"].get<double>() == 2000009);
+  CATCH_CHECK(j["ideal_time"].get<double>() == 6);
+  for (const auto& rank : j["per_rank"]) CATCH_CHECK(rank["busy"].get<double>() == 6);
+  auto text = cli({"simulate", "--stages", "2", "--microbatches", "2", "--latency", "1e6"});
+  CATCH_REQUIRE(text.code == 0);
+  CATCH_CHECK_THAT(text.out, Contains("makespan      2.00001e+06\n"));
+  // Actions of 1 and 2 in a row 2e6 long share columns; the chart says so.
+  CATCH_CHECK_THAT(text.out, Contains(" actions are hidden under others: one column is 10471.3 time units here; the SVG "
+                                      "and the Chrome trace draw every one)\n"));
+  CATCH_CHECK_THAT(text.out, Contains("0     6           2e+06"));
+  CATCH_CHECK_THAT(text.out, Contains("1     6           2e+06"));
+}
+
+CATCH_TEST_CASE("simulate --cost takes decimal numbers only, and I and W as parts of B", "[apps][simulate][costs]") {
+  // strtod read 0x10 as 16.
+  auto hex = cli({"simulate", "--cost", "0x10,1,1,1"});
+  CATCH_CHECK(hex.code == 2);
+  CATCH_CHECK(hex.err == "actorpipe simulate: error: --cost '0x10,1,1,1': F must be a decimal number in [0, 1e+100], "
+                         "got '0x10' (expected F,B,I,W e.g. 1,2,1,1; or F,,I,W; or F,B)\n");
+  auto nan = cli({"simulate", "--cost", "1,nan"});
+  CATCH_CHECK(nan.code == 2);
+  CATCH_CHECK_THAT(nan.err, Contains("--cost '1,nan': B must be a decimal number in [0, 1e+100], got 'nan'"));
+  // I and W longer than the B they are parts of: refused, naming them.
+  auto parts = cli({"simulate", "--cost", "1,1,2,2"});
+  CATCH_CHECK(parts.code == 2);
+  CATCH_CHECK(parts.err == "actorpipe simulate: error: --cost '1,1,2,2': I=2 is more than B=1, but I is a part of the "
+                           "split B (B is the whole backward; leave B out, F,,I,W, for B = I+W) (expected F,B,I,W e.g. "
+                           "1,2,1,1; or F,,I,W; or F,B)\n");
+  // Costs too far apart for one simulation.
+  auto spread = cli({"simulate", "--cost", "1e18,2,1,1"});
+  CATCH_CHECK(spread.code == 2);
+  CATCH_CHECK_THAT(spread.err, Contains("F=1e+18 is more than 1e+06 times I=1: the smaller costs would round away"));
+  // A B other than I + W (a fused backward cheaper than its halves) is simulated, and said.
+  auto fused = cli({"simulate", "--stages", "2", "--microbatches", "2", "--cost", "1,1.5,1,1"});
+  CATCH_REQUIRE(fused.code == 0);
+  CATCH_CHECK(fused.err.empty());
+  CATCH_CHECK_THAT(fused.out, Contains("cost F=1 B=1.5 I=1 W=1, send latency 0\nnote: --cost B=1.5 is not I+W = 1+1 = 2: "
+                                       "plans that run whole backwards (B) take 1.5 for each, plans that split them "
+                                       "(I, W) take 2\n"));
+  // Rank 1: F1.0 [1, 2] B1.0 [2, 3.5] F1.1 [3.5, 4.5] B1.1 [4.5, 6]; rank 0's B0.1 [6, 7.5].
+  CATCH_CHECK_THAT(fused.out, Contains("makespan      7.5\n"));
+  auto json = cli({"simulate", "--cost", "1,1.5,1,1", "--format", "json"});
+  CATCH_REQUIRE(json.code == 0);
+  CATCH_CHECK_THAT(nlohmann::json::parse(json.out)["config"][0].get<std::string>(), Contains("--cost B=1.5 is not I+W"));
+  // B = I + W, given or derived: no note.
+  for (const char* same : {"1,2,1,1", "1,,1,1", "1,2"}) {
+    auto r = cli({"simulate", "--cost", same});
+    CATCH_CAPTURE(same);
+    CATCH_CHECK(r.code == 0);
+    CATCH_CHECK(r.out.find("note:") == std::string::npos);
+  }
+}
+
+CATCH_TEST_CASE("simulate --set needs no batch size, and names an unknown schedule first", "[apps][simulate][config]") {
+  // simulate has no batch flags: a config without a batch size is a plan request.
+  auto gpipe = cli({"simulate", "--set", "schedule=gpipe"});
+  CATCH_REQUIRE(gpipe.code == 0);
+  CATCH_CHECK(gpipe.err.empty());
+  CATCH_CHECK_THAT(gpipe.out, Contains("schedule gpipe: stages=1, chunks=1, microbatches=1;"));
+  CATCH_CHECK_THAT(gpipe.out, Contains("config: pp=1 dp=1 tp=1 (world_size=1), num_microbatches=1 (no batch size given)\n"));
+  auto pp3 = cli({"simulate", "--set", "pp=3", "-M", "8"});
+  CATCH_REQUIRE(pp3.code == 0);
+  CATCH_CHECK_THAT(pp3.out, Contains("schedule 1f1b: stages=3, chunks=1, microbatches=8;"));
+  CATCH_CHECK_THAT(pp3.out, Contains("config: pp=3 dp=1 tp=1 (world_size=3), num_microbatches=8 (no batch size given)\n"));
+  // --set and the flags are the same keys.
+  auto same = cli({"simulate", "--set", "pp=3", "--set", "num_microbatches=8"});
+  CATCH_REQUIRE(same.code == 0);
+  CATCH_CHECK_THAT(same.out, Contains("schedule 1f1b: stages=3, chunks=1, microbatches=8;"));
+  auto greedy = cli({"simulate", "--set", "schedule=greedy", "--set", "pp=2", "-M", "4"});
+  CATCH_REQUIRE(greedy.code == 0);
+  CATCH_CHECK_THAT(greedy.out, Contains("schedule greedy: stages=2, chunks=1, microbatches=4;"));
+
+  // Without a microbatch count, pp > 1 names it.
+  auto none = cli({"simulate", "--set", "pp=3"});
+  CATCH_CHECK(none.code == 2);
+  CATCH_CHECK(none.err == "actorpipe simulate: error: pp=3 needs num_microbatches (or batch_size with "
+                          "microbatch_size, to derive it)\n");
+  // An unknown schedule is the error, not a batch rule.
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"simulate", "--set", "schedule=zzz"},
+                                               {"simulate", "--set", "schedule=zzz", "--set", "pp=3"},
+                                               {"simulate", "--schedule", "zzz", "--set", "pp=3", "-M", "8"}}) {
+    auto r = cli(args);
+    CATCH_CHECK(r.code == 2);
+    CATCH_CHECK_THAT(r.err, Catch::StartsWith("actorpipe simulate: error: schedule: unknown schedule 'zzz' (known: "));
+    CATCH_CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  // A batch size given gets the batch rules, as train would.
+  auto batch = cli({"simulate", "--set", "pp=3", "--set", "batch_size=12", "-M", "8"});
+  CATCH_CHECK(batch.code == 2);
+  CATCH_CHECK(batch.err == "actorpipe simulate: error: batch_size=12 is not a multiple of num_microbatches=8\n");
+  auto sized = cli({"simulate", "--set", "pp=3", "--set", "batch_size=24", "-M", "8"});
+  CATCH_REQUIRE(sized.code == 0);
+  CATCH_CHECK_THAT(sized.out, Contains("batch_size=24 = num_microbatches 8 x microbatch_size 3, global_batch_size=24"));
+}
+
+CATCH_TEST_CASE("simulate names a directory or a missing file given for a file", "[apps][simulate]") {
+  const std::string dir = temp_path(".d");
+  std::filesystem::create_directories(dir);
+  auto from_dir = cli({"simulate", "--costs-from", dir});
+  CATCH_CHECK(from_dir.code == 2);
+  CATCH_CHECK(from_dir.err == "actorpipe simulate: error: --costs-from '" + dir +
+                                  "' is a directory: give the trace file (train --trace)\n");
+  auto missing = cli({"simulate", "--costs-from", dir + "/none.json"});
+  CATCH_CHECK(missing.code == 2);
+  CATCH_CHECK(missing.err == "actorpipe simulate: error: --costs-from: cannot read '" + dir + "/none.json': no such file\n");
+  std::filesystem::remove_all(dir);
+}
+
+CATCH_TEST_CASE("simulate --config refuses a key given twice", "[apps][simulate][config]") {
+  const std::string path = temp_path(".json");
+  std::ofstream(path) << "{\"pp\": 2, \"num_microbatches\": 4, \"pp\": 3}";
+  auto r = cli({"simulate", "--config", path});
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK(r.out.empty());
+  CATCH_CHECK(r.err == "actorpipe simulate: error: config file '" + path + "': key 'pp' is given twice (give each key once)\n");
+  std::ofstream(path) << "{\"pp\": 2, \"num_microbatches\": 4}";
+  auto ok = cli({"simulate", "--config", path});
+  CATCH_REQUIRE(ok.code == 0);
+  CATCH_CHECK_THAT(ok.out, Contains("schedule 1f1b: stages=2, chunks=1, microbatches=4;"));
+  std::remove(path.c_str());
 }

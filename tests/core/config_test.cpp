@@ -191,6 +191,26 @@ CATCH_TEST_CASE("load_config_file reads a file and names the path on errors", "[
   std::remove(typo.c_str());
 }
 
+CATCH_TEST_CASE("load_config_file refuses a key given twice, naming it", "[config]") {
+  // nlohmann::json keeps the last of two: {"pp":2,"pp":3} was silently pp=3.
+  std::string twice = temp_path("twice.json");
+  write_file(twice, "{\"pp\": 2, \"batch_size\": 8, \"pp\": 3}");
+  CATCH_CHECK_THROWS_WITH(load_config_file(twice),
+                          "config file '" + twice + "': key 'pp' is given twice (give each key once)");
+  write_file(twice, "{\n  \"num_microbatches\": 4,\n  // again\n  \"num_microbatches\": 4\n}\n");
+  CATCH_CHECK_THROWS_WITH(load_config_file(twice), Catch::Contains("key 'num_microbatches' is given twice"));
+  // Keys differing only in case are different keys (and "PP" an unknown one).
+  write_file(twice, "{\"pp\": 2, \"PP\": 3}");
+  CATCH_CHECK_THROWS_WITH(load_config_file(twice), Catch::Contains("unknown config key 'PP'"));
+  // A file parsed with the check still reads as before.
+  write_file(twice, "{\"pp\": 2, \"dp\": 2, \"schedule\": \"gpipe\"}");
+  job_config c = load_config_file(twice);
+  CATCH_CHECK(c.pp == 2);
+  CATCH_CHECK(c.dp == 2);
+  CATCH_CHECK(c.schedule == "gpipe");
+  std::remove(twice.c_str());
+}
+
 CATCH_TEST_CASE("rule: pp, dp, tp >= 1 and world_size = pp*dp*tp", "[config]") {
   job_config c = base();
   c.pp = 2;
@@ -379,6 +399,82 @@ CATCH_TEST_CASE("rule: the schedule must accept pp, num_microbatches and chunks"
   CATCH_CHECK_THROWS_WITH(resolved(u), Catch::Contains("schedule: unknown schedule 'x'"));
   u.schedule = "gpipe";
   CATCH_CHECK_NOTHROW(resolved(u));
+}
+
+CATCH_TEST_CASE("rule: an unknown schedule is named before any other rule", "[config]") {
+  // pp=3 with num_microbatches and no batch size breaks a batch rule too; the typo comes first.
+  job_config c;
+  c.schedule = "zzz";
+  c.pp = 3;
+  c.num_microbatches = 8;
+  CATCH_CHECK_THROWS_WITH(resolved(c), Catch::StartsWith("schedule: unknown schedule 'zzz' (known: ") &&
+                                           Catch::Contains("; dynamic policies: "));
+  c.pp = 0;
+  CATCH_CHECK_THROWS_WITH(resolved(c), Catch::StartsWith("schedule: unknown schedule 'zzz'"));
+  job_config p = c;
+  CATCH_CHECK_THROWS_WITH(resolve_for_plan(p), Catch::StartsWith("schedule: unknown schedule 'zzz'"));
+  // A dynamic policy's name is known.
+  c.pp = 3;
+  c.schedule = "greedy";
+  CATCH_CHECK_THROWS_WITH(resolved(c), Catch::StartsWith("num_microbatches=8 needs batch_size"));
+  // A plan read from a file: the schedule name is not the plan's, so it is not checked.
+  job_config f = base();
+  f.schedule = "zzz";
+  CATCH_CHECK_NOTHROW(resolve_and_validate(f, /*plan_from_file=*/true));
+}
+
+CATCH_TEST_CASE("resolve_for_plan needs no batch size unless one is given", "[config]") {
+  // What `simulate --set pp=3 -M 8` resolves: train's rules ask for a batch size ...
+  job_config c;
+  c.pp = 3;
+  c.num_microbatches = 8;
+  CATCH_CHECK_THROWS_WITH(resolved(c),
+                          "num_microbatches=8 needs batch_size (or microbatch_size) to derive microbatch_size");
+  // ... a plan does not: the microbatch count is all it takes, the batch sizes stay 0.
+  job_config p = c;
+  resolve_for_plan(p);
+  CATCH_CHECK(p.num_microbatches == 8);
+  CATCH_CHECK(p.batch_size == 0);
+  CATCH_CHECK(p.microbatch_size == 0);
+  CATCH_CHECK(p.global_batch_size == 0);
+  CATCH_CHECK(p.world_size == 3);
+  job_config again = p;
+  resolve_for_plan(again);  // idempotent
+  CATCH_CHECK(config_to_json(again) == config_to_json(p));
+
+  // pp == 1 without a count: one microbatch, as train's rule for pp == 1.
+  job_config one;
+  one.schedule = "gpipe";
+  resolve_for_plan(one);
+  CATCH_CHECK(one.num_microbatches == 1);
+  CATCH_CHECK(one.batch_size == 0);
+  // pp > 1 without a count: named.
+  job_config none;
+  none.pp = 3;
+  CATCH_CHECK_THROWS_WITH(resolve_for_plan(none),
+                          "pp=3 needs num_microbatches (or batch_size with microbatch_size, to derive it)");
+  none.num_microbatches = -1;
+  CATCH_CHECK_THROWS_WITH(resolve_for_plan(none), Catch::Contains("num_microbatches=-1 must be >= 0"));
+
+  // Given a batch size, the batch rules apply as for train.
+  job_config b = c;
+  b.batch_size = 12;
+  CATCH_CHECK_THROWS_WITH(resolve_for_plan(b), "batch_size=12 is not a multiple of num_microbatches=8");
+  b.batch_size = 16;
+  resolve_for_plan(b);
+  CATCH_CHECK(b.microbatch_size == 2);
+  CATCH_CHECK(b.global_batch_size == 16);
+  job_config m;
+  m.pp = 2;
+  m.microbatch_size = 4;  // a size without a batch: train's error
+  CATCH_CHECK_THROWS_WITH(resolve_for_plan(m), Catch::StartsWith("microbatch_size=4 with pp=2 needs batch_size"));
+  // The other rules still hold, the schedule's included.
+  job_config s = c;
+  s.num_microbatches = 2;
+  CATCH_CHECK_THROWS_WITH(resolve_for_plan(s), Catch::Contains("schedule: 1f1b needs microbatches >= stages"));
+  s.num_microbatches = 8;
+  s.zero_stage = 2;
+  CATCH_CHECK_THROWS_WITH(resolve_for_plan(s), "zero_stage=2 is not supported with pp=3: use 0 or 1");
 }
 
 CATCH_TEST_CASE("rule: model sizes", "[config]") {

@@ -48,6 +48,19 @@ CATCH_TEST_CASE("ASCII timeline draws every action where the simulator put it", 
   CATCH_CHECK_THAT(zv, Contains("lower case = chunk 1"));
 }
 
+CATCH_TEST_CASE("ASCII timeline says how many actions a scaled-down row cannot show", "[sim][render]") {
+  // gpipe on 2 ranks, 1 microbatch, costs 1 and 2 beside a latency of 1e6: 191 columns for
+  // 2000006 time units. F1.0 [1000001, 1000002] and B1.0 [1000002, 1000004] share column 95.
+  auto r = simulate(make_schedule("gpipe", {2, 1, 1}), cost_model::uniform(1, 2, 1, 1, 1e6));
+  const std::string got = render_ascii_timeline(r);
+  CATCH_CHECK_THAT(got, Contains("rank 0 |F....") && Contains("....B|\n"));  // B0.0 at the very end still drawn
+  CATCH_CHECK_THAT(got, Contains("'.' idle\n(1 of 4 actions are hidden under others: one column is 10471.2 time units "
+                                 "here; the SVG and the Chrome trace draw every one)\n"));
+  // At a scale where every action has its cells, no such line.
+  auto fine = simulate(make_schedule("1f1b", {2, 2, 1}), cost_model::uniform(1, 2, 1, 1, 0.5));
+  CATCH_CHECK(render_ascii_timeline(fine).find("hidden") == std::string::npos);
+}
+
 CATCH_TEST_CASE("Chrome trace has one complete event per action, in microseconds", "[sim][render]") {
   auto r = simulate(make_schedule("zb-h1", {3, 4, 1}), cost_model::uniform(2, 4, 2, 2));
   auto j = nlohmann::json::parse(render_chrome_trace(r));

@@ -1,7 +1,9 @@
 // Simulator: exact timelines on small plans, latency, per-stage costs, and the --cost parser.
 #include <catch2/catch.hpp>
 
+#include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
+#include "core/sim/policy_simulator.hpp"
 #include "core/sim/simulator.hpp"
 
 using namespace actorpipe;
@@ -173,9 +175,89 @@ CATCH_TEST_CASE("the cost flag accepts F,B,I,W and its short forms", "[sim][cost
   CATCH_CHECK(c.input_grad[0] == 2);
   CATCH_CHECK(c.weight_grad[0] == 2);
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,2,3"), Contains("--cost '1,2,3': needs 2 or 4 comma-separated values"));
-  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,x,1,1"), Contains("B must be a number in [0, 1e+100], got 'x'"));
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,x,1,1"), Contains("B must be a decimal number in [0, 1e+100], got 'x'"));
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("0,2,1,1"), Contains("F must be > 0"));
-  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,-2,1,1"), Contains("B must be a number in [0, 1e+100], got '-2'"));
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,-2,1,1"), Contains("B must be a decimal number in [0, 1e+100], got '-2'"));
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,,,1"), Contains("give B, or both I and W"));
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,inf,1,1"), Contains("got 'inf'"));
+}
+
+CATCH_TEST_CASE("the cost flag takes plain decimal numbers only", "[sim][cost]") {
+  // strtod reads all of these; as a cost each is a typo (0x10 was read as 16).
+  for (const char* text : {"0x10", "0X1p4", "nan", "infinity", " 1", "1 ", "1e", "e5", ".", "--1"}) {
+    CATCH_CAPTURE(text);
+    CATCH_CHECK_THROWS_WITH(parse_cost_spec(std::string(text) + ",2,1,1"),
+                            Contains("F must be a decimal number in [0, 1e+100], got '" + std::string(text) + "'"));
+  }
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("0x10,1,1,1"),
+                          "--cost '0x10,1,1,1': F must be a decimal number in [0, 1e+100], got '0x10' (expected "
+                          "F,B,I,W e.g. 1,2,1,1; or F,,I,W; or F,B)");
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,2,0x1,1"), Contains("I must be a decimal number in [0, 1e+100], got '0x1'"));
+  for (const char* yes : {"1", "-2.5", "+3", ".5", "5.", "1e-3", "2E+10", "007"}) CATCH_CHECK(decimal_number_text(yes));
+  for (const char* no : {"", "0x10", "0b1", "inf", "nan", " 1", "1 ", "1e", "1e+", "+", "-.", "1.2.3", "1_000"})
+    CATCH_CHECK_FALSE(decimal_number_text(no));
+  // Decimal forms, with a sign, a point on either side or an exponent, are numbers.
+  auto c = parse_cost_spec("+1.,2.5e0,.5,1E-0");
+  CATCH_CHECK(c.forward[0] == 1);
+  CATCH_CHECK(c.backward[0] == 2.5);
+  CATCH_CHECK(c.input_grad[0] == 0.5);
+  CATCH_CHECK(c.weight_grad[0] == 1);
+}
+
+CATCH_TEST_CASE("the cost flag: I and W are parts of B, a different B is kept and noted", "[sim][cost]") {
+  // 1,1,2,2: I and W longer than the whole backward (B, I, W misordered): refused.
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,1,2,2"),
+                          "--cost '1,1,2,2': I=2 is more than B=1, but I is a part of the split B (B is the whole "
+                          "backward; leave B out, F,,I,W, for B = I+W) (expected F,B,I,W e.g. 1,2,1,1; or F,,I,W; or "
+                          "F,B)");
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,2,1,3"), Contains("W=3 is more than B=2, but W is a part of the split B"));
+  // A fused B cheaper (or dearer) than its halves is a cost model of its own: kept, and noted.
+  auto c = parse_cost_spec("1,1.5,1,1");
+  CATCH_CHECK(c.backward[0] == 1.5);
+  CATCH_CHECK(c.input_grad[0] == 1);
+  CATCH_CHECK(cost_spec_note(c) ==
+              "--cost B=1.5 is not I+W = 1+1 = 2: plans that run whole backwards (B) take 1.5 for each, plans that "
+              "split them (I, W) take 2");
+  for (const char* same : {"1,2,1,1", "1,,0.1,0.2", "2,4", "1,0.3,0.1,0.2"}) {
+    CATCH_CAPTURE(same);
+    CATCH_CHECK(cost_spec_note(parse_cost_spec(same)).empty());
+  }
+}
+
+CATCH_TEST_CASE("the cost flag keeps its costs within max_cost_ratio of each other", "[sim][cost]") {
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1e7,2,1,1"),
+                          Contains("--cost '1e7,2,1,1': F=1e+07 is more than 1e+06 times I=1: the smaller costs would "
+                                   "round away next to it"));
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,4e6,2e6,2"), Contains("B=4e+06 is more than 1e+06 times F=1"));
+  CATCH_CHECK(parse_cost_spec("1e6,2,1,1").forward[0] == 1e6);  // at the ratio: taken
+  CATCH_CHECK(parse_cost_spec("1e6,2,0,2").input_grad[0] == 0);  // a zero cost has nothing to lose
+  CATCH_CHECK(smallest_cost(parse_cost_spec("3,2,0,2")) == 2);
+}
+
+CATCH_TEST_CASE("a cost that would round away next to a huge time is refused, not drawn as nothing", "[sim]") {
+  // gpipe on 2 ranks, 1 microbatch: F1.0 waits for F0.0 (ends at 1) plus the latency.
+  const plan p = make_schedule("gpipe", {2, 1, 1});
+  // 1e18 + 1 == 1e18: the probe's run drew rank 1 with no busy time at all.
+  CATCH_CHECK_THROWS_WITH(simulate(p, cost_model::uniform(1, 2, 1, 1, 1e18)),
+                          "F1.0 on rank 1 starts at 1e+18, where its cost 1 rounds to 0: the costs and send latency "
+                          "are too far apart to simulate (keep the largest within 1e+06 times the smallest)");
+  // Within max_cost_ratio every cost counts in full.
+  const sim_result r = simulate(p, cost_model::uniform(1, 2, 1, 1, 1e6));
+  CATCH_CHECK(r.busy == std::vector<double>{3, 3});
+  CATCH_CHECK(r.makespan == 2e6 + 6);  // F0.0, wire, F1.0, B1.0, wire, B0.0
+  CATCH_REQUIRE(r.events.size() == 4);
+  for (const auto& e : r.events) CATCH_CHECK(e.end - e.start == (e.act.op == op_kind::forward ? 1 : 2));
+  // The largest step a plan may hold, at the ratio, still keeps every cost to a thousandth.
+  // (3 x 2^20 actions, each at most 2e6 times the smallest cost with its latency: times < 6.4e12.)
+  CATCH_CHECK(end_time(0, action{op_kind::forward, 0, 0}, 6.4e12, 0.7) - 6.4e12 == Approx(0.7).epsilon(1e-3));
+  // ulp(3e16) = 4: a cost of 3 comes out as 4.
+  CATCH_CHECK_THROWS_WITH(end_time(2, action{op_kind::weight_grad, 1, 3}, 3e16, 3),
+                          Catch::StartsWith("W1.3 on rank 2 starts at 3e+16, where its cost 3 rounds to 4: "));
+  CATCH_CHECK(end_time(0, action{op_kind::weight_grad, 0, 0}, 1e300, 0) == 1e300);  // nothing to lose
+
+  // The policy simulator adds its costs the same way.
+  auto policies = make_policies("greedy", 2, 2, 1);
+  CATCH_CHECK_THROWS_WITH(
+      simulate_policies(policy_placement("greedy", 2, 1), 2, policies, cost_model::uniform(1, 2, 1, 1, 1e18), "greedy"),
+      Catch::StartsWith("F1.0 on rank 1 starts at 1e+18, where its cost 1 rounds to 0"));
 }
