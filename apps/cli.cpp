@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -14,6 +16,7 @@
 
 #include "apps/doctor_command.hpp"
 #include "apps/exit_codes.hpp"
+#include "core/number_text.hpp"
 #include "apps/launch_command.hpp"
 #include "apps/simulate_command.hpp"
 #include "core/job_place.hpp"
@@ -441,11 +444,14 @@ void add_doctor(CLI::App& app, doctor_cli& c) {
   d->add_option("--master-addr", c.o.master_addr,
                 "The address rank 0's supervisor listens on [default: $MASTER_ADDR, else " +
                     std::string(default_master_addr) + "]");
+  // 0 in doctor_options means "not given": a 0 given is refused as launch refuses it.
   d->add_option("--master-port", c.o.master_port,
                 "Its port, checked free when the address is this host's [default: $MASTER_PORT, else " +
-                    std::to_string(default_master_port) + "]");
+                    std::to_string(default_master_port) + "]")
+      ->check(CLI::Validator([](std::string& t) { return t == "0" ? "--master-port=0 must be in 1..65535" : ""; }, ""));
   d->add_option("--nproc-per-node", c.o.nproc_per_node,
-                "Check that launch can start this many processes here (open files)");
+                "Check that launch can start this many processes here (open files)")
+      ->check(CLI::Validator([](std::string& t) { return t == "0" ? "--nproc-per-node=0 must be >= 1" : ""; }, ""));
 }
 
 // An unknown command, or flags CLI11 refuses: one error line, exit 2. Help: printed, exit 0.
@@ -486,6 +492,38 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
 
 }  // namespace
 
+// Every option's value, before CLI11 converts it: an empty text (CLI11 gives the default for
+// it, so "--steps ''" ran 60 steps), and numbers in a form its conversion takes otherwise than
+// written (integers with base 0: "010" is 8 and "0x3" 3; hex floats: "0x10" is 16).
+void check_value_texts(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands({})) check_value_texts(*sub);
+  for (CLI::Option* opt : app.get_options()) {
+    if (!opt->nonpositional() || opt->get_type_size() == 0) continue;  // flags, and launch's command after --
+    const std::string type = opt->get_type_name();
+    const bool integer = type == "INT" || type == "UINT", real = type == "FLOAT";
+    opt->transform(CLI::Validator(
+        [integer, real, type](std::string& text) -> std::string {
+          if (text.empty()) return "must not be empty (leave the flag out for its default)";
+          if (integer && !decimal_integer_text(text)) return "must be a whole number in decimal digits, got '" + text + "'";
+          if (integer) {
+            // Past 64 bits (CLI11 would clamp it, reading 2^64 as 2^64 - 1).
+            errno = 0;
+            if (type == "UINT" ? (text[0] != '-' && (std::strtoull(text.c_str(), nullptr, 10), errno == ERANGE))
+                               : (std::strtoll(text.c_str(), nullptr, 10), errno == ERANGE))
+              return text + " is out of range (" + (type == "UINT" ? "0.." + std::to_string(ULLONG_MAX) : "64-bit") + ")";
+            // As written: "010" is ten.
+            const std::size_t sign = text[0] == '+' || text[0] == '-' ? 1 : 0;
+            const std::size_t zeros = std::min(text.find_first_not_of('0', sign), text.size() - 1) - sign;
+            text.erase(sign, zeros);
+          }
+          if (real && !decimal_number_text(text) && text != "inf" && text != "-inf" && text != "nan")
+            return "must be a decimal number, got '" + text + "'";
+          return "";
+        },
+        "", "value text"));
+  }
+}
+
 int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"actorpipe: pipeline-parallel training on the actor model.\n"
                "Schedules are data: print, validate, simulate and draw them before you train."};
@@ -501,6 +539,7 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   add_launch(app, launch);
   doctor_cli doctor;
   add_doctor(app, doctor);
+  check_value_texts(app);
   if (auto code = parse_command_line(app, argc, argv, out, err)) return *code;
 
   logging_scope logging;

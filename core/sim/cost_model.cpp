@@ -9,28 +9,6 @@
 
 namespace actorpipe {
 
-bool decimal_number_text(const std::string& t) {
-  size_t k = 0;
-  const auto digits = [&] {
-    const size_t from = k;
-    while (k < t.size() && t[k] >= '0' && t[k] <= '9') ++k;
-    return k - from;
-  };
-  if (k < t.size() && (t[k] == '+' || t[k] == '-')) ++k;
-  size_t mantissa = digits();
-  if (k < t.size() && t[k] == '.') {
-    ++k;
-    mantissa += digits();
-  }
-  if (mantissa == 0) return false;
-  if (k < t.size() && (t[k] == 'e' || t[k] == 'E')) {
-    ++k;
-    if (k < t.size() && (t[k] == '+' || t[k] == '-')) ++k;
-    if (digits() == 0) return false;
-  }
-  return k == t.size();
-}
-
 namespace {
 double pick(const std::vector<double>& per_stage, int v) {
   if (per_stage.size() == 1) return per_stage[0];

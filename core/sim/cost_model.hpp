@@ -50,12 +50,6 @@ constexpr double max_cost_ratio = 1e6;
 // std::invalid_argument naming the flag, the field and the text.
 cost_model parse_cost_spec(const std::string& spec);
 
-// A plain decimal number: an optional sign, digits with at most one point (a digit on either
-// side of it), an optional exponent ("1", "-2.5", ".5", "1e-3"). strtod (and CLI11, through
-// strtold) also take hex ("0x10" is 16), inf, nan and leading blanks; a cost written so is a
-// typo, not a number.
-bool decimal_number_text(const std::string& text);
-
 // A line for a cost model whose (single-entry) B differs from I + W: what each kind of plan
 // runs ("--cost B=3 is not I+W = 1+1 = 2: ..."); empty when B = I + W.
 std::string cost_spec_note(const cost_model& costs);

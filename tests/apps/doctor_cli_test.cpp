@@ -170,12 +170,18 @@ CATCH_TEST_CASE("doctor refuses bad flags naming them", "[apps][doctor]") {
   auto r = cli({"doctor", "--master-port", "70000"});
   CATCH_CHECK(r.code == 2);
   CATCH_CHECK_THAT(r.err, Contains("actorpipe doctor: error: --master-port=70000 must be in 1..65535"));
+  r = cli({"doctor", "--master-port", "0"});  // 0 is "not given" inside; given, it is refused as launch refuses it
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK_THAT(r.err, Contains("--master-port=0 must be in 1..65535"));
+  r = cli({"doctor", "--nproc-per-node", "00"});
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK_THAT(r.err, Contains("--nproc-per-node=0 must be >= 1"));
   r = cli({"doctor", "--nproc-per-node", "-3"});
   CATCH_CHECK(r.code == 2);
   CATCH_CHECK_THAT(r.err, Contains("--nproc-per-node=-3 must be >= 1"));
   r = cli({"doctor", "--dir", ""});
   CATCH_CHECK(r.code == 2);
-  CATCH_CHECK_THAT(r.err, Contains("--dir must not be empty"));
+  CATCH_CHECK_THAT(r.err, Contains("--dir: must not be empty (leave the flag out for its default)"));
   r = cli({"doctor", "--frobnicate"});
   CATCH_CHECK(r.code == 2);
   CATCH_CHECK_THAT(r.err, Contains("actorpipe doctor: error:"));

@@ -57,6 +57,38 @@ CATCH_TEST_CASE("simulate with no flags runs 1f1b on 4 stages and 8 microbatches
   CATCH_CHECK_THAT(r.out, Contains("3     24          9           1\n"));
 }
 
+CATCH_TEST_CASE("every flag's value is read as written: empty, hex and octal-looking texts", "[apps][simulate][errors]") {
+  struct bad_case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<bad_case> cases = {
+      // CLI11 took an empty value as the flag's default.
+      {{"simulate", "--stages", ""}, "actorpipe simulate: error: --stages: must not be empty (leave the flag out for its default)"},
+      {{"simulate", "--svg", ""}, "--svg: must not be empty"},
+      {{"simulate", "--set", ""}, "--set: must not be empty"},
+      {{"doctor", "--master-port", ""}, "actorpipe doctor: error: --master-port: must not be empty"},
+      {{"launch", "--nproc-per-node", "", "--", "simulate"}, "--nproc-per-node: must not be empty"},
+      // Integers were read with base 0, reals took hex.
+      {{"simulate", "--stages", "0x2"}, "--stages: must be a whole number in decimal digits, got '0x2'"},
+      {{"simulate", "--microbatches", " 8"}, "--microbatches: must be a whole number in decimal digits, got ' 8'"},
+      {{"simulate", "--stages", "2.0"}, "--stages: must be a whole number in decimal digits, got '2.0'"},
+      {{"simulate", "--latency", "0x10"}, "--latency: must be a decimal number, got '0x10'"},
+      {{"simulate", "--stages", "99999999999999999999"}, "--stages: 99999999999999999999 is out of range (64-bit)"},
+  };
+  for (const auto& c : cases) {
+    auto r = cli(c.args);
+    CATCH_INFO(c.args[1] + " '" + c.args[2] + "'");
+    CATCH_CHECK(r.code == 2);
+    CATCH_CHECK_THAT(r.err, Contains(c.message));
+    CATCH_CHECK(r.out.empty());
+  }
+  // A leading zero is a decimal digit: "010" is ten stages, as written (base 0 read it as 8).
+  auto ten = cli({"simulate", "--stages", "010", "--microbatches", "+010"});
+  CATCH_REQUIRE(ten.code == 0);
+  CATCH_CHECK_THAT(ten.out, Contains("stages=10, chunks=1, microbatches=10"));
+}
+
 CATCH_TEST_CASE("simulate --early-input-grad models B as train runs it", "[apps][simulate]") {
   // Each of 3 backward hand-offs leaves after I (1), not B (2): 33 -> 30.
   auto r = cli({"simulate", "--early-input-grad"});

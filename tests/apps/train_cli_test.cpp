@@ -488,6 +488,12 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--metrics", "/nonexistent/dir/m.jsonl"}, tiny),
        "--metrics '/nonexistent/dir/m.jsonl': the folder '/nonexistent/dir' does not exist"},
       {with({"train", "--data", "imagenet"}, tiny), "--data"},
+      // Values read as written (CLI11 took '' as the default, and 2^64 as 2^64 - 1).
+      {with({"train", "--resume", ""}, tiny), "--resume: must not be empty (leave the flag out for its default)"},
+      {with({"train", "--steps", ""}, tiny), "--steps: must not be empty"},
+      {with({"train", "--lr", "0x1"}, tiny), "--lr: must be a decimal number, got '0x1'"},
+      {with({"train", "--seed", "18446744073709551616"}, tiny),
+       "--seed: 18446744073709551616 is out of range (0..18446744073709551615)"},
       // A model past any machine's memory is refused before anything is allocated.
       {{"train", "--layers", "1000000000", "--hidden", "32", "--heads", "2", "--stages", "2"},
        "the GPT of --layers 1000000000 --hidden 32 --vocab 256 --seq-len 64 (12704.00 billion parameters) on 2 stages, "

@@ -1,6 +1,7 @@
 // Simulator: exact timelines on small plans, latency, per-stage costs, and the --cost parser.
 #include <catch2/catch.hpp>
 
+#include "core/number_text.hpp"
 #include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/policy_simulator.hpp"
