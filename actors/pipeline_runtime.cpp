@@ -256,8 +256,16 @@ std::shared_ptr<run_context> make_context(const train_options& o, const std::fun
 // optimizers, whatever layout wrote it; the run goes on from its step.
 void resume_state(run_context& ctx, const run_setup& setup, train_result& result) {
   const train_options& o = ctx.options;
-  const resume_choice c = find_resume_checkpoint(o.resume);
+  // No checkpoint to resume is bad input (exit 2): a restart would find none either.
+  resume_choice c;
+  try {
+    c = find_resume_checkpoint(o.resume);
+  } catch (const checkpoint_error& e) {
+    throw std::invalid_argument(e.what());
+  }
   for (const auto& why : c.refused) log_warn("not resuming from a damaged checkpoint: " + why);
+  if (const std::string why = resume_model_mismatch(c.manifest.meta, o); !why.empty())
+    throw std::invalid_argument("--resume " + c.path + ": " + why);
   if (c.manifest.step >= o.steps)
     throw std::invalid_argument("--resume " + c.path + " holds step " + std::to_string(c.manifest.step) + ", and --steps=" +
                                 std::to_string(o.steps) + " leaves nothing to train");

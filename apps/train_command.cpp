@@ -593,6 +593,27 @@ void check_save_dir(const std::string& dir) {
     throw std::invalid_argument(named + ": cannot write in '" + p.string() + "' (" + why + ")");
 }
 
+// --save-dir holding another run's checkpoints: this run would write steps over them, and
+// --keep-last prune them. Taken only by the run that continues them: --resume from that folder
+// (or a checkpoint in it), or a restart of the job that wrote them.
+void check_save_dir_is_ours(const train_options& t, int restart) {
+  namespace fs = std::filesystem;
+  const auto existing = complete_checkpoints(t.save_dir);
+  if (existing.empty() || restart > 0) return;
+  std::error_code ec;
+  const fs::path dir = fs::weakly_canonical(t.save_dir, ec);
+  if (!t.resume.empty()) {
+    const fs::path from = fs::weakly_canonical(t.resume, ec);
+    if (from == dir || from.parent_path() == dir) return;
+  }
+  const std::string span = existing.size() == 1 ? existing.front().second
+                                                : existing.back().second + " .. " + existing.front().second;
+  throw std::invalid_argument("--save-dir '" + t.save_dir + "' holds " + std::to_string(existing.size()) +
+                              (existing.size() == 1 ? " checkpoint" : " checkpoints") + " of another run (" + span +
+                              "), which this run would write over or mix with" + (t.keep_last > 0 ? ", and prune" : "") +
+                              ": continue that run with --resume " + t.save_dir + ", or save into another folder");
+}
+
 // SIGINT and SIGTERM while train runs. The first asks the run to stop after the step in flight
 // (train_options::stop_signal); SA_RESETHAND puts the default action back, so a second one ends
 // the process at once. A signal the process was started ignoring (nohup, a background job of
@@ -703,7 +724,10 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path, false);
     if (!o.save_final_path.empty()) check_output_file("--save-final", o.save_final_path, true);
   }
-  if (!t.save_dir.empty()) check_save_dir(t.save_dir);
+  if (!t.save_dir.empty()) {
+    check_save_dir(t.save_dir);
+    check_save_dir_is_ours(t, restart);
+  }
   // A restart adds to the lines of the attempts before it (steps after the checkpoint it
   // resumes from appear again: they ran again).
   metrics_file metrics(place.process == 0 ? o.metrics_path : std::string(), restart > 0);

@@ -86,6 +86,15 @@ long long step_of(const std::string& name) {
   return step;
 }
 
+std::string read_latest(const std::string& dir) {
+  std::ifstream f(dir + "/latest");
+  std::string name;
+  if (f) std::getline(f, name);
+  return name;
+}
+
+}  // namespace
+
 std::vector<std::pair<long long, std::string>> complete_checkpoints(const std::string& dir) {
   std::vector<std::pair<long long, std::string>> out;
   std::error_code ec;
@@ -97,15 +106,6 @@ std::vector<std::pair<long long, std::string>> complete_checkpoints(const std::s
   std::sort(out.rbegin(), out.rend());  // newest first
   return out;
 }
-
-std::string read_latest(const std::string& dir) {
-  std::ifstream f(dir + "/latest");
-  std::string name;
-  if (f) std::getline(f, name);
-  return name;
-}
-
-}  // namespace
 
 std::string checkpoint_name(long long step) {
   if (step < 0 || step > 99999999) fail("checkpoint step=" + std::to_string(step) + " outside [0, 99999999]");

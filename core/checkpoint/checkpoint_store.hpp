@@ -17,6 +17,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +44,10 @@ struct checkpoint_manifest {
 
 // "step-00000040".
 std::string checkpoint_name(long long step);
+
+// The checkpoint directories in `dir` (step-N, complete: partial ones are named otherwise),
+// newest first, with their steps; empty where there are none or no such directory.
+std::vector<std::pair<long long, std::string>> complete_checkpoints(const std::string& dir);
 
 // SHA-256 of a file, lowercase hex; throws checkpoint_error naming the file when unreadable.
 std::string sha256_of_file(const std::string& path);

@@ -72,4 +72,16 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   return out;
 }
 
+std::string resume_model_mismatch(const nlohmann::json& meta, const train_options& o) {
+  if (!meta.is_object() || meta.value("model", std::string()) != o.model_name) return "";
+  if (o.model_name != "gpt" && o.model_name != "bert") return "";
+  const auto shape = meta.find("gpt");
+  if (shape == meta.end() || !shape->is_object()) return "";
+  const auto heads = shape->find("heads");
+  if (heads == shape->end() || !heads->is_number_integer() || heads->get<long long>() == o.model.heads) return "";
+  return "the checkpoint's " + o.model_name + " has --heads " + std::to_string(heads->get<long long>()) + ", this run --heads " +
+         std::to_string(o.model.heads) + ": the same tensors would be split into other attention heads, another model " +
+         "(give --heads " + std::to_string(heads->get<long long>()) + ")";
+}
+
 }  // namespace actorpipe

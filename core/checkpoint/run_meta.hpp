@@ -25,4 +25,10 @@ nlohmann::json checkpoint_meta(const train_options& options, int step);
 // not listed; the model's shape is checked by the tensors themselves.
 std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_options& options);
 
+// A setting the tensors cannot check that makes a checkpoint's weights another model's: the
+// built-in models' attention heads (the same tensors, split into other heads). "" when the
+// checkpoint's model and this run's agree (or the checkpoint does not say), else why not:
+// "the checkpoint's gpt has --heads 2, this run --heads 4 ...".
+std::string resume_model_mismatch(const nlohmann::json& meta, const train_options& options);
+
 }  // namespace actorpipe

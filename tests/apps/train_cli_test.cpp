@@ -334,6 +334,33 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   said = warnings();
   CATCH_REQUIRE(said.size() == 1);
   CATCH_CHECK_THAT(said[0], Contains("other settings: steps 4 -> 5;"));
+  // The heads split the same tensors otherwise: another model, refused (exit 2, so launch does
+  // not restart it), as is a --resume with nothing to take.
+  auto heads = cli({"train", "--steps", "6", "--resume", dir, "--layers", "4", "--hidden", "32", "--heads", "4",
+                    "--seq-len", "16", "--vocab", "64", "--microbatches", "4", "--microbatch-size", "2"});
+  CATCH_CHECK(heads.code == 2);
+  CATCH_CHECK_THAT(heads.err, Contains("--resume " + dir + "/step-00000004: the checkpoint's gpt has --heads 2, this run "
+                                       "--heads 4: the same tensors would be split into other attention heads, another "
+                                       "model (give --heads 2)"));
+  const std::string empty = temp_path(".empty");
+  std::filesystem::create_directory(empty);
+  for (const std::string& nothing : {empty, std::string("/nonexistent/ckpt")}) {
+    auto none = cli(with({"train", "--steps", "6", "--resume", nothing}, tiny));
+    CATCH_CHECK(none.code == 2);
+    CATCH_CHECK_THAT(none.err, Contains("--resume '" + nothing + "': "));
+  }
+  std::filesystem::remove(empty);
+  // A new run does not write into (or prune) the folder of this one's checkpoints.
+  auto other_run = cli(with({"train", "--steps", "4", "--save-dir", dir, "--keep-last", "1"}, tiny));
+  CATCH_CHECK(other_run.code == 2);
+  CATCH_CHECK_THAT(other_run.err, Contains("--save-dir '" + dir + "' holds 1 checkpoint of another run (step-00000004), "
+                                           "which this run would write over or mix with, and prune: continue that run "
+                                           "with --resume " + dir + ", or save into another folder"));
+  CATCH_CHECK(std::filesystem::exists(dir + "/step-00000004/manifest.json"));
+  // Resuming from it, it goes on there.
+  auto going_on = cli(with({"train", "--steps", "6", "--save-dir", dir, "--resume", dir + "/step-00000004"}, tiny));
+  CATCH_CHECK(going_on.code == 0);
+  CATCH_CHECK(std::filesystem::exists(dir + "/step-00000006/manifest.json"));
   std::filesystem::remove_all(dir);
   std::remove(straight.c_str());
   std::remove(resumed.c_str());
