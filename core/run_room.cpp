@@ -172,6 +172,13 @@ double memory_and_swap_bytes() {
   return machine <= 0 || cgroup_and_swap < machine ? cgroup_and_swap : machine;
 }
 
+double address_space_left_bytes() {
+  rlimit l{};
+  if (getrlimit(RLIMIT_AS, &l) != 0 || l.rlim_cur == RLIM_INFINITY) return 0;
+  const double in_use = std::atof(proc_value("/proc/self/status", "VmSize").c_str()) * 1024;  // "123456 kB"
+  return std::max(1.0, static_cast<double>(l.rlim_cur) - in_use);
+}
+
 void require_memory_room(double bytes, const std::string& what, const std::string& how, const std::string& advice) {
   const auto gib = [](double b) { return fixed_text(b / (1024.0 * 1024 * 1024), 1) + " GiB"; };
   double room = memory_and_swap_bytes();
@@ -180,6 +187,13 @@ void require_memory_room(double bytes, const std::string& what, const std::strin
   if (const double commit = meminfo_bytes("CommitLimit");
       commit > 0 && (room <= 0 || commit < room) && first_line("/proc/sys/vm/overcommit_memory") == "2")
     room = commit, room_text = "the " + gib(commit) + " this machine may commit (CommitLimit; vm.overcommit_memory 2)";
+  // And past this process's address-space limit.
+  if (const double left = address_space_left_bytes(); left > 0 && (room <= 0 || left < room)) {
+    rlimit l{};
+    getrlimit(RLIMIT_AS, &l);
+    room = left, room_text = "the " + gib(left) + " this process may still map (ulimit -v " +
+                             std::to_string(l.rlim_cur / 1024) + " KiB)";
+  }
   if (room <= 0 || bytes <= room) return;
   throw std::invalid_argument(what + " needs at least " + fixed_text(bytes / 1e9, 1) + " GB (" + how + "), more than " +
                               room_text + ": " + advice);

@@ -50,10 +50,14 @@ void require_thread_room(int ranks, int threads, int extra_teams = 0);
 // process's cgroup limit (memory.max + memory.swap.max) where that is lower; 0 where unknown.
 double memory_and_swap_bytes();
 
+// What this process may still map under its address-space limit (ulimit -v, RLIMIT_AS, less
+// what it maps now), in bytes; 0 where there is no limit.
+double address_space_left_bytes();
+
 // Throws std::invalid_argument when `bytes` (what a rank holds at the least) exceed
 // memory_and_swap_bytes(): "<what> needs at least <N> GB (<how>), more than this machine's
-// <M> GiB of memory and swap: <advice>" (under strict overcommit, vm.overcommit_memory=2, the
-// commit limit where that is lower).
+// <M> GiB of memory and swap: <advice>" (or the commit limit under strict overcommit,
+// vm.overcommit_memory=2, or what ulimit -v leaves this process, where that is lower).
 void require_memory_room(double bytes, const std::string& what, const std::string& how, const std::string& advice);
 
 // require_memory_room for a model of `shape` ("the GPT of --layers 8 --hidden 256 ...") with

@@ -62,6 +62,10 @@ model_definition bert_task_model(const train_options& o) {
   if (o.data_file.empty())
     throw std::invalid_argument("--model bert needs --data-file: a GLUE-format training TSV (e.g. SST-2's train.tsv)");
   const auto& t = o.text;
+  if (t.max_positions < 0)
+    throw std::invalid_argument("--max-positions must be >= 0 (0: --seq-len): got " + std::to_string(t.max_positions));
+  if (t.intermediate < 0)
+    throw std::invalid_argument("--intermediate must be >= 0 (0: 4 x --hidden): got " + std::to_string(t.intermediate));
   glue_columns columns = t.columns.empty() ? glue_columns_from_file(o.data_file) : parse_columns(t.columns);
   const glue_dataset train = read_glue_tsv(o.data_file, columns);
   glue_dataset eval;

@@ -3,6 +3,8 @@
 // bits stay what they were when the GPT had a runtime of its own.
 #include "core/model/gpt_model.hpp"
 
+#include <filesystem>
+
 #include <stdexcept>
 #include <string>
 
@@ -79,6 +81,11 @@ std::shared_ptr<const token_source> open_source(const train_options& o) {
   if (o.data == "synthetic") return make_synthetic_source(o.model.vocab, o.data_seed);
   const std::int64_t need_tokens = static_cast<std::int64_t>(o.model.seq_len) + 1;
   const std::string& p = o.data_file;
+  // What is wrong with the path first, before what its name implies (the vocabulary text needs).
+  std::error_code ec;
+  const auto status = std::filesystem::status(p, ec);
+  need(std::filesystem::exists(status), "--data-file '" + p + "' does not exist");
+  need(!std::filesystem::is_directory(status), "--data-file '" + p + "' is a directory: give the file");
   if (p.size() >= 4 && p.compare(p.size() - 4, 4, ".bin") == 0) return open_token_file(p, o.model.vocab, need_tokens);
   need(o.model.vocab >= 256, "--data-file '" + p + "' is read as UTF-8 bytes, which needs --vocab >= 256: got " +
                                  std::to_string(o.model.vocab));

@@ -160,6 +160,8 @@ std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::stri
 
 std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::string& path,
                                                                  const std::function<bool(const std::string&)>& wanted) {
+  if (struct stat st {}; ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw std::invalid_argument(in_file(path) + " is a directory: give the file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument("cannot open " + in_file(path) + ": " + std::strerror(errno));
   in.seekg(0, std::ios::end);

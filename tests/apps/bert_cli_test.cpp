@@ -116,6 +116,13 @@ CATCH_TEST_CASE("train --model bert: a malformed TSV row or a missing file is on
                                       "a vocabulary of "));
   CATCH_CHECK_THAT(huge.err, Contains("billion parameters) on 2 stages, 2 ranks in this process, microbatch size 4 needs at least "));
   CATCH_CHECK_THAT(huge.err, Contains("GiB of memory and swap: lower those"));
+  // 0 means "the default" for these two; below it is refused, not taken as 0.
+  auto positions = cli(with(small, {"--data-file", train, "--max-positions", "-1", "--steps", "1"}));
+  CATCH_CHECK(positions.code == 2);
+  CATCH_CHECK_THAT(positions.err, Contains("--max-positions must be >= 0 (0: --seq-len): got -1"));
+  auto inner = cli(with(small, {"--data-file", train, "--intermediate", "-1", "--steps", "1"}));
+  CATCH_CHECK(inner.code == 2);
+  CATCH_CHECK_THAT(inner.err, Contains("--intermediate must be >= 0 (0: 4 x --hidden): got -1"));
 }
 
 CATCH_TEST_CASE("train --model bert --init-from takes Hugging Face names, and names a missing or mis-shaped tensor",

@@ -481,6 +481,11 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--data-file", "/nonexistent/data.bin"}, tiny), "/nonexistent/data.bin"},
       {with({"train", "--data-file", short_bin}, tiny), "holds 10 tokens"},
       {with({"train", "--data-file", text}, tiny), "needs --vocab >= 256"},
+      // What is wrong with the path comes before what its name implies.
+      {with({"train", "--data-file", "/nonexistent/data.txt"}, tiny), "--data-file '/nonexistent/data.txt' does not exist"},
+      {with({"train", "--data-file", folder}, tiny), "--data-file '" + folder + "' is a directory: give the file"},
+      {with({"train", "--init-from", folder}, tiny), "--init-from " + folder + ": safetensors file '" + folder +
+                                                        "' is a directory: give the file"},
       {with({"train", "--hidden", "30", "--heads", "4"}, {}), "hidden"},
       {with({"train", "--set", "tp=2"}, tiny), "tp=2: this build has no tensor parallelism"},
       {with({"train", "--dp", "2", "--zero", "2"}, tiny), "zero_stage=2 is not supported with pp=2: use 0 or 1"},

@@ -148,6 +148,29 @@ CATCH_TEST_CASE("a model past the machine's memory and swap is refused in one me
     CATCH_CHECK_THAT(text, Contains(" GB (its values), more than this machine's "));
     CATCH_CHECK_THAT(text, Contains(" GiB of memory and swap: lower --layers"));
   }
+  // Under ulimit -v, what the process may still map is the room (a child: the limit must not
+  // reach the other tests).
+  const std::string limited = in_child([] {
+    long pages = 0;  // the address space in use now, plus 1 GiB
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    rlimit space{};
+    space.rlim_cur = space.rlim_max = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (rlim_t{1} << 30);
+    setrlimit(RLIMIT_AS, &space);
+    const double left = address_space_left_bytes();
+    std::string report = left > 0.9 * (1 << 30) && left <= 1.0 * (1 << 30) ? "left|" : "not left|";
+    try {
+      require_memory_room(2.0 * (1 << 30), "the model", "its values", "lower --layers");
+    } catch (const std::invalid_argument& e) {
+      report += e.what();
+    }
+    return report;
+  });
+  CATCH_CHECK_THAT(limited, Contains("left|the model needs at least 2.1 GB (its values), more than the 1.0 GiB this "
+                                     "process may still map (ulimit -v "));
+  CATCH_CHECK_THAT(limited, Contains(" KiB): lower --layers"));
   // A model whose stage fits, on 2 stages: one rank in this process fits, both ranks do not.
   const double parameters = 1.5 * room / 8;
   CATCH_CHECK_NOTHROW(require_model_memory("m", parameters, 2, 1, 1, 1, 1));
