@@ -37,6 +37,7 @@
 #include "core/model/safetensors.hpp"
 #include "core/partition.hpp"
 #include "core/schedule/plan.hpp"
+#include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/chrome_trace.hpp"
 #include "core/time_limits.hpp"
@@ -128,6 +129,24 @@ job_config resolve_job(const train_cli_options& o) {
     if (c.num_microbatches == 0) c.num_microbatches = 8;
     if (c.microbatch_size == 0) c.microbatch_size = 4;
   }
+  // Flags this run has no use for are named, not silently dropped.
+  std::vector<std::string> unused;
+  if (o.budget != 0 && (o.no_pipeline || !o.schedule_file.empty() || !is_dynamic_policy(c.schedule)))
+    unused.push_back("--budget " + std::to_string(o.budget) + " is for a dynamic policy (--schedule greedy): " +
+                     (o.no_pipeline ? std::string("--no-pipeline") : o.schedule_file.empty() ? c.schedule : o.schedule_file) +
+                     " has no budget, and runs without it");
+  if (o.no_pipeline) {
+    std::string dropped;
+    for (const auto& [flag, given] : {std::pair<const char*, bool>{"--stages", o.stages.has_value()},
+                                      {"--chunks", o.chunks.has_value()},
+                                      {"--schedule", o.schedule.has_value()},
+                                      {"--schedule-file", !o.schedule_file.empty()},
+                                      {"--partition", o.partition.has_value()}})
+      if (given) dropped += std::string(dropped.empty() ? "" : ", ") + flag;
+    if (!dropped.empty())
+      unused.push_back("--no-pipeline trains the whole model on one thread: " + dropped + " do" +
+                       (dropped.find(',') == std::string::npos ? "es" : "") + " not apply");
+  }
   if (o.no_pipeline) {
     // The reference runs the whole model on one thread: the pipeline's shape (stages, chunks,
     // schedule) does not apply, so its rules must not refuse, e.g., one microbatch.
@@ -140,6 +159,11 @@ job_config resolve_job(const train_cli_options& o) {
     throw std::invalid_argument("tp=" + std::to_string(c.tp) + ": this build has no tensor parallelism (tp = 1)");
   if (c.precision != "fp32")
     throw std::invalid_argument("precision=" + c.precision + " is not supported yet: use fp32");
+  if (c.zero_stage > 0 && c.dp == 1 && !o.no_pipeline)
+    unused.push_back("zero_stage=" + std::to_string(c.zero_stage) +
+                     " splits the optimizer state over data-parallel replicas, and --dp 1 has one: each rank keeps all "
+                     "of its own");
+  for (auto& n : unused) c.notes.push_back(std::move(n));
   return c;
 }
 

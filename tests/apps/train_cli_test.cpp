@@ -457,6 +457,25 @@ CATCH_TEST_CASE("train's output files: a folder that takes no files is refused f
   std::remove(log.c_str());
 }
 
+CATCH_TEST_CASE("train names the flags a run has no use for instead of dropping them", "[apps][train]") {
+  const std::vector<std::string> run = with({"train", "--steps", "1", "--warmup-steps", "0"}, tiny);
+  auto budget = cli(with(run, {"--budget", "3"}));
+  CATCH_CHECK(budget.code == 0);
+  CATCH_CHECK_THAT(budget.out, Contains("note: --budget 3 is for a dynamic policy (--schedule greedy): 1f1b has no budget, "
+                                        "and runs without it\n"));
+  auto greedy = cli(with(run, {"--budget", "3", "--schedule", "greedy"}));
+  CATCH_CHECK(greedy.code == 0);
+  CATCH_CHECK(greedy.out.find("note: --budget") == std::string::npos);
+  auto reference = cli(with(run, {"--no-pipeline", "--stages", "3", "--schedule", "zbv"}));
+  CATCH_CHECK(reference.code == 0);
+  CATCH_CHECK_THAT(reference.out,
+                   Contains("note: --no-pipeline trains the whole model on one thread: --stages, --schedule do not apply\n"));
+  auto zero = cli(with(run, {"--zero", "1"}));
+  CATCH_CHECK(zero.code == 0);
+  CATCH_CHECK_THAT(zero.out, Contains("note: zero_stage=1 splits the optimizer state over data-parallel replicas, and "
+                                      "--dp 1 has one: each rank keeps all of its own\n"));
+}
+
 CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", "[apps][train][errors]") {
   const std::string deadlock = temp_path(".txt"), short_bin = temp_path(".bin"), text = temp_path(".txt");
   {
