@@ -65,6 +65,18 @@ std::string in_child(Body body) {
   return report;
 }
 
+// ulimit -v: the address space this process maps now, plus 1 GiB.
+void limit_address_space_to_1_gib_more() {
+  long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  rlimit space{};
+  space.rlim_cur = space.rlim_max = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (rlim_t{1} << 30);
+  setrlimit(RLIMIT_AS, &space);
+}
+
 }  // namespace
 
 CATCH_TEST_CASE("under an address-space limit the probe stops where threads stop, and the refusal names the flag",
@@ -76,15 +88,8 @@ CATCH_TEST_CASE("under an address-space limit the probe stops where threads stop
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 8u << 20);
     pthread_setattr_default_np(&attr);
-    // The address space in use now plus 1 GiB: room for ~100 threads of 8 MiB, not for 1000.
-    long pages = 0;
-    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
-      std::fclose(f);
-    }
-    rlimit space{};
-    space.rlim_cur = space.rlim_max = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (rlim_t{1} << 30);
-    setrlimit(RLIMIT_AS, &space);
+    // Room for ~100 threads of 8 MiB, not for 1000.
+    limit_address_space_to_1_gib_more();
     const thread_room room = probe_thread_room(1000);
     report += std::to_string(room.started) + "|" + room.failure + "|";
     const thread_room no_space = probe_thread_room(1, std::size_t{4} << 30);
@@ -151,14 +156,7 @@ CATCH_TEST_CASE("a model past the machine's memory and swap is refused in one me
   // Under ulimit -v, what the process may still map is the room (a child: the limit must not
   // reach the other tests).
   const std::string limited = in_child([] {
-    long pages = 0;  // the address space in use now, plus 1 GiB
-    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
-      std::fclose(f);
-    }
-    rlimit space{};
-    space.rlim_cur = space.rlim_max = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (rlim_t{1} << 30);
-    setrlimit(RLIMIT_AS, &space);
+    limit_address_space_to_1_gib_more();
     const double left = address_space_left_bytes();
     std::string report = left > 0.9 * (1 << 30) && left <= 1.0 * (1 << 30) ? "left|" : "not left|";
     try {
