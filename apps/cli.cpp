@@ -178,7 +178,7 @@ std::string train_footer() {
          "  actorpipe train --config examples/job.json --set lr=1e-3 --metrics metrics.jsonl\n"
          "  actorpipe launch --nproc-per-node 2 -- train --stages 2   # the same job, one process per rank\n"
          "  actorpipe train --stages 2 --dp 2 --zero 1                 # 2 replicas of a 2-stage pipeline, ZeRO-1\n"
-         "  actorpipe train --save-dir ckpt --save-every 10 ; actorpipe train --resume ckpt   # checkpoints, resume\n"
+         "  actorpipe train --save-dir ckpt --save-every 10 ; actorpipe train --resume ckpt --steps 120   # checkpoints, resume\n"
          "  actorpipe train --model bert --data-file train.tsv --eval-file dev.tsv --eval-every 50   # BERT on GLUE TSV\n"
          "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
          "config defaults: see README) apply, and flags and --set override them.\n"
@@ -222,7 +222,8 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
   };
   static const int_flag int_flags[] = {
       {"--stages,-P", &train_cli_options::stages, "Pipeline stages P [default: 2]"},
-      {"--chunks,-V", &train_cli_options::chunks, "Virtual stages per rank V [default: 1]"},
+      {"--chunks,-V", &train_cli_options::chunks,
+       "Virtual stages per rank V [default: 2 for interleaved, zbv, dualpipev; else 1; a --schedule-file's own]"},
       {"--dp", &train_cli_options::dp, "Data-parallel replicas D of the pipeline: stages x dp ranks [default: 1]"},
       {"--zero", &train_cli_options::zero,
        "ZeRO stage with --dp: 1 splits each stage's AdamW state over the replicas, 0 keeps it whole [default: 0]"},

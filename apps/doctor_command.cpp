@@ -361,21 +361,27 @@ void check_jobs(report& r, const doctor_options& o) {
                                               "needs the same one exported on every node (openssl rand -hex 32)");
 }
 
+// --dir: a folder that takes files, with its free space. One that does not exist yet is fine
+// where train can make it (--save-dir makes its folder): then the folder it would be made in
+// is checked, and the line says so.
 void check_dir(report& r, const std::string& dir) {
   std::error_code ec;
-  const auto st = fs::status(dir, ec);
-  if (ec || !fs::exists(st)) {
-    r.add(doctor_status::fail, "files", "directory", "'" + dir + "' does not exist (--dir)");
+  const fs::path full = fs::absolute(dir, ec);
+  fs::path at = ec ? fs::path(dir) : full;  // the folder checked: dir, or the nearest one above it that exists
+  while (!fs::exists(at, ec) && at.has_parent_path() && at.parent_path() != at) at = at.parent_path();
+  const bool made = at != full;
+  const std::string named = "'" + dir + "'" + (made ? " does not exist yet, and" : "");
+  if (!fs::is_directory(at, ec)) {
+    r.add(doctor_status::fail, "files", "directory",
+          made ? named + " cannot be made: '" + at.string() + "' is not a directory (--dir)"
+               : "'" + dir + "' is not a directory (--dir)");
     return;
   }
-  if (!fs::is_directory(st)) {
-    r.add(doctor_status::fail, "files", "directory", "'" + dir + "' is not a directory (--dir)");
-    return;
-  }
-  std::string probe = dir + "/.actorpipe-doctor-XXXXXX";
+  const std::string where = made ? named + " would be made in '" + at.string() + "', which" : "'" + dir + "'";
+  std::string probe = (at / ".actorpipe-doctor-XXXXXX").string();
   const int fd = mkstemp(probe.data());
   if (fd < 0) {
-    r.add(doctor_status::fail, "files", "directory", "'" + dir + "' takes no new file: " + std::strerror(errno));
+    r.add(doctor_status::fail, "files", "directory", where + " takes no new file: " + std::strerror(errno) + " (--dir)");
     return;
   }
   const bool wrote = write(fd, "x", 1) == 1 && fsync(fd) == 0;
@@ -383,12 +389,12 @@ void check_dir(report& r, const std::string& dir) {
   close(fd);
   unlink(probe.c_str());
   if (!wrote) {
-    r.add(doctor_status::fail, "files", "directory", "'" + dir + "' takes no writes: " + std::strerror(why));
+    r.add(doctor_status::fail, "files", "directory", where + " takes no writes: " + std::strerror(why) + " (--dir)");
     return;
   }
   struct statvfs fsinfo {};
-  const double free_bytes = statvfs(dir.c_str(), &fsinfo) == 0 ? double(fsinfo.f_bavail) * fsinfo.f_frsize : -1;
-  const std::string text = "'" + dir + "' is writable" + (free_bytes >= 0 ? ", " + gib(free_bytes) + " free" : "") +
+  const double free_bytes = statvfs(at.c_str(), &fsinfo) == 0 ? double(fsinfo.f_bavail) * fsinfo.f_frsize : -1;
+  const std::string text = where + " is writable" + (free_bytes >= 0 ? ", " + gib(free_bytes) + " free" : "") +
                            " (checkpoints: parameters and two AdamW moments, 12 bytes a parameter)";
   r.add(free_bytes >= 0 && free_bytes < 1024.0 * 1024 * 1024 ? doctor_status::warn : doctor_status::ok, "files",
         "directory", text);

@@ -4,6 +4,8 @@
 // LibTorch's products), bad flags refused, and the matmul verdict's thresholds.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -69,19 +71,27 @@ CATCH_TEST_CASE("doctor fails a busy master port and a --dir that is missing or 
   loopback_listener busy;
   const std::string file = temp_path(".txt");
   std::ofstream(file) << "x";
-  auto r = cli({"doctor", "--master-port", std::to_string(busy.port()), "--dir", "/nonexistent/actorpipe-doctor"});
+  auto r = cli({"doctor", "--master-port", std::to_string(busy.port()), "--dir", file + "/ckpt"});
   CATCH_CHECK(r.code == 1);
   CATCH_CHECK(status_of(r.out, "master") == "FAIL");
   CATCH_CHECK_THAT(r.out, Contains("port " + std::to_string(busy.port()) +
                                    " on 127.0.0.1 is in use: a job started here now would fail to listen"));
   CATCH_CHECK(status_of(r.out, "directory") == "FAIL");
-  CATCH_CHECK_THAT(r.out, Contains("'/nonexistent/actorpipe-doctor' does not exist (--dir)"));
+  CATCH_CHECK_THAT(r.out, Contains("'" + file + "/ckpt' does not exist yet, and cannot be made: '" + file +
+                                   "' is not a directory (--dir)"));
   CATCH_CHECK_THAT(r.out, Contains("2 failures (FAIL above): a run would stop there"));
   r = cli({"doctor", "--master-port", std::to_string(free_port()), "--dir", file});
   CATCH_CHECK(status_of(r.out, "directory") == "FAIL");
   CATCH_CHECK_THAT(r.out, Contains("'" + file + "' is not a directory (--dir)"));
   CATCH_CHECK(status_of(r.out, "master") == "ok");
   CATCH_CHECK(r.code == 1);
+  // A folder train would make (as --save-dir makes its own) is fine: the one above it is checked.
+  const std::string above = std::filesystem::path(file).parent_path().string();
+  r = cli({"doctor", "--master-port", std::to_string(free_port()), "--dir", above + "/actorpipe-new/ckpt"});
+  CATCH_CHECK(status_of(r.out, "directory") == "ok");
+  CATCH_CHECK_THAT(r.out, Contains("'" + above + "/actorpipe-new/ckpt' does not exist yet, and would be made in '" + above +
+                                   "', which is writable, "));
+  CATCH_CHECK(!std::filesystem::exists(above + "/actorpipe-new"));
 }
 
 CATCH_TEST_CASE("doctor checks launch's open files for --nproc-per-node against ulimit -n", "[apps][doctor]") {
