@@ -304,13 +304,13 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
 // --init-from: weights by global name into every local runner (fine-tuning); the optimizer
 // starts fresh.
 void init_from_weights(const run_setup& setup, const std::string& path) {
+  std::string from;
   try {
-    const run_state_view view = state_view(setup);
-    load_parameter_tensors(view, load_safetensors(path, wanted_by(view)));
+    from = load_weights(state_view(setup), path);
   } catch (const std::exception& e) {
     throw std::invalid_argument("--init-from " + path + ": " + error_text(e));
   }
-  log_info("initialised the parameters from " + path);
+  log_info("initialised the parameters from " + from);
 }
 
 // The job's transport, its arrivals held at `gate` until the actors exist.

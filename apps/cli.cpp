@@ -291,7 +291,8 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--resume", tr.resume,
                 "Resume from a checkpoint directory's newest valid checkpoint, or from one checkpoint (any layout's)");
   t->add_option("--init-from", tr.init_from,
-                "Start from these weights (safetensors by global name, e.g. a --save-final file); fresh optimizer");
+                "Start from these weights (safetensors by global name, e.g. a --save-final file, or a checkpoint's "
+                "parameters); fresh optimizer");
   t->add_option("--ranks-per-process", tr.ranks_per_process,
                  "Multi-process jobs: ranks (of stages x dp) of each process, e.g. 1,3 (default: spread evenly)");
   t->add_option("--join-timeout", tr.join_timeout_s, "Multi-process jobs: seconds for every process to join")->default_val(60);
@@ -483,6 +484,10 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
       what = "missing command (try: actorpipe train, actorpipe simulate, actorpipe doctor, or actorpipe --help)";
     const bool in_command = argc > 1 && (std::string(argv[1]) == "simulate" || std::string(argv[1]) == "train" ||
                                          std::string(argv[1]) == "launch" || std::string(argv[1]) == "doctor");
+    // CLI11's "--microbatches: At Most 1 required but received 2": a flag given twice.
+    const std::string twice = ": At Most 1 required but received ";
+    if (const auto at = what.find(twice); at != std::string::npos)
+      what = what.substr(0, at) + " is given " + what.substr(at + twice.size()) + " times: give it once";
     if (argc > 1 && std::string(argv[1]) == "launch" && dynamic_cast<const CLI::ExtrasError*>(&e))
       what += " (the command to run and its flags go after --)";
     err << "actorpipe" << (in_command ? std::string(" ") + argv[1] : std::string()) << ": error: " << what << '\n';

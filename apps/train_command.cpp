@@ -628,7 +628,19 @@ void check_save_dir_is_ours(const train_options& t, int restart) {
   const fs::path dir = fs::weakly_canonical(t.save_dir, ec);
   if (!t.resume.empty()) {
     const fs::path from = fs::weakly_canonical(t.resume, ec);
-    if (from == dir || from.parent_path() == dir) return;
+    if (from == dir) return;  // its newest valid checkpoint
+    if (from.parent_path() == dir) {
+      // An older checkpoint of the folder would start a second line of steps beside the first:
+      // `latest`, --keep-last and a restart (which takes the newest) would mix the two.
+      const std::string name = from.filename().string();
+      std::string newer;
+      for (const auto& [step, other] : existing)
+        if (other > name) newer = newer.empty() ? other : other + ", " + newer;
+      if (newer.empty()) return;
+      throw std::invalid_argument("--resume " + t.resume + " is not the newest checkpoint in --save-dir '" + t.save_dir +
+                                  "' (" + newer + " came after it): going on from it there would mix two runs' "
+                                  "checkpoints, and a restart would take the newest: save into another folder");
+    }
   }
   const std::string span = existing.size() == 1 ? existing.front().second
                                                 : existing.back().second + " .. " + existing.front().second;

@@ -261,8 +261,12 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
     auto it = std::find_if(all.begin(), all.end(), [&](auto& s) { return s.second == latest; });
     if (it != all.end()) std::rotate(all.begin(), it, it + 1);
   }
+  std::vector<std::string> passed_over;  // of before_step or later
   for (const auto& [step, name] : all) {
-    if (step >= before_step) continue;
+    if (step >= before_step) {
+      passed_over.push_back(name);
+      continue;
+    }
     try {
       c.manifest = verify_checkpoint(where + "/" + name);
       c.path = where + "/" + name;
@@ -273,7 +277,11 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
   }
   std::string why;
   for (auto& r : c.refused) why += "\n  " + r;
-  fail("--resume '" + where + "': no valid checkpoint" + (why.empty() ? " (none written)" : ":" + why));
+  std::string later;
+  for (const auto& name : passed_over) later += (later.empty() ? "" : ", ") + name;
+  if (!later.empty()) later = " before step " + std::to_string(before_step) + " (" + later + " passed over: no step left after it)";
+  fail("--resume '" + where + "': no valid checkpoint" + later +
+       (why.empty() ? (later.empty() ? " (none written)" : "") : ":" + why));
 }
 
 void prune_checkpoints(const std::string& dir, int keep_last) {

@@ -1,6 +1,7 @@
 // Checkpoint metadata: written with every checkpoint, compared on --resume.
 #include "core/checkpoint/run_meta.hpp"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/number_text.hpp"
@@ -77,11 +78,22 @@ std::string resume_model_mismatch(const nlohmann::json& meta, const train_option
   if (o.model_name != "gpt" && o.model_name != "bert") return "";
   const auto shape = meta.find("gpt");
   if (shape == meta.end() || !shape->is_object()) return "";
-  const auto heads = shape->find("heads");
-  if (heads == shape->end() || !heads->is_number_integer() || heads->get<long long>() == o.model.heads) return "";
-  return "the checkpoint's " + o.model_name + " has --heads " + std::to_string(heads->get<long long>()) + ", this run --heads " +
-         std::to_string(o.model.heads) + ": the same tensors would be split into other attention heads, another model " +
-         "(give --heads " + std::to_string(heads->get<long long>()) + ")";
+  // The keys the built-in models take their shape from (bert's vocabulary and positions come
+  // from its files and flags of its own).
+  std::vector<std::pair<const char*, int>> keys = {{"layers", o.model.layers}, {"hidden", o.model.hidden}, {"heads", o.model.heads}};
+  if (o.model_name == "gpt") keys.insert(keys.end(), {{"vocab", o.model.vocab}, {"seq_len", o.model.seq_len}});
+  std::string saved, now;
+  for (const auto& [key, value] : keys) {
+    const auto it = shape->find(key);
+    if (it == shape->end() || !it->is_number_integer() || it->get<long long>() == value) continue;
+    std::string flag = std::string("--") + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    saved += (saved.empty() ? "" : " ") + flag + " " + std::to_string(it->get<long long>());
+    now += (now.empty() ? "" : " ") + flag + " " + std::to_string(value);
+  }
+  if (saved.empty()) return "";
+  return "the checkpoint's " + o.model_name + " has " + saved + ", this run " + now +
+         ": its tensors belong to another model (give " + saved + ")";
 }
 
 }  // namespace actorpipe

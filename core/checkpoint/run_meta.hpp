@@ -25,10 +25,11 @@ nlohmann::json checkpoint_meta(const train_options& options, int step);
 // not listed; the model's shape is checked by the tensors themselves.
 std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_options& options);
 
-// A setting the tensors cannot check that makes a checkpoint's weights another model's: the
-// built-in models' attention heads (the same tensors, split into other heads). "" when the
-// checkpoint's model and this run's agree (or the checkpoint does not say), else why not:
-// "the checkpoint's gpt has --heads 2, this run --heads 4 ...".
+// The built-in models' shape against the checkpoint's: --layers, --hidden and --heads (and the
+// GPT's --vocab and --seq-len). The tensors cannot tell all of these: other heads split the
+// same tensors otherwise, and fewer layers would leave the checkpoint's last ones unread. ""
+// when they agree (or the checkpoint does not say), else why not: "the checkpoint's gpt has
+// --layers 4, this run --layers 2: its tensors belong to another model (give --layers 4)".
 std::string resume_model_mismatch(const nlohmann::json& meta, const train_options& options);
 
 }  // namespace actorpipe

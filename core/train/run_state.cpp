@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <map>
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
+#include "core/checkpoint/checkpoint_store.hpp"
+#include "core/model/safetensors.hpp"
 #include "core/model/tensor_box_torch.hpp"
 #include "core/train/run_setup.hpp"
 
@@ -139,6 +142,50 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   if (!missing.empty()) why += std::to_string(missing.size()) + " missing: " + list(missing);
   if (!mismatched.empty()) why += (why.empty() ? "" : "; ") + std::to_string(mismatched.size()) + " of another shape: " + list(mismatched);
   throw std::invalid_argument("the parameters do not fit the model: " + why);
+}
+
+std::string load_weights(const run_state_view& state, const std::string& path) {
+  std::vector<std::string> files{path};
+  std::string from = path;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {  // a checkpoint, or a directory of them
+    resume_choice c;
+    try {
+      c = find_resume_checkpoint(path);
+    } catch (const checkpoint_error& e) {
+      // Its text names --resume, which finds checkpoints alike.
+      std::string why = e.what();
+      const std::string resume = "--resume '" + path + "': ";
+      if (why.rfind(resume, 0) == 0) why = why.substr(resume.size());
+      throw std::invalid_argument("'" + path + "' is a directory with " + why +
+                                  " (give a weights file, a checkpoint, or a folder of them)");
+    }
+    files.clear();
+    for (const auto& f : c.manifest.files) files.push_back(c.path + "/" + f.name);
+    from = c.path;
+  }
+  const auto wanted = wanted_by(state);
+  std::set<std::string> in_files;
+  named_tensors parameters;
+  for (const auto& file : files)
+    for (auto& t : load_safetensors(file, [&](const std::string& name) {
+           if (name.find('@') != std::string::npos) return false;  // a checkpoint's moments
+           in_files.insert(name);
+           return wanted(name);
+         }))
+      parameters.push_back(std::move(t));
+  load_parameter_tensors(state, parameters);
+  // Names the model lacks: told where this process holds every virtual stage of a pipeline
+  // (another process's stages hold names this one does not know).
+  bool whole = state.virtual_stages > 0 && static_cast<int>(state.runners.size()) >= state.virtual_stages;
+  for (int v = 0; whole && v < state.virtual_stages; ++v) whole = state.runners[v] != nullptr;
+  if (!whole) return from;
+  for (int v = 0; v < state.virtual_stages; ++v)
+    for (const auto& p : state.runners[v]->named_parameters()) in_files.erase(p.first);
+  if (!in_files.empty())
+    throw std::invalid_argument("the parameters do not fit the model: " + std::to_string(in_files.size()) +
+                                " not in the model: " + list({in_files.begin(), in_files.end()}));
+  return from;
 }
 
 void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer) {

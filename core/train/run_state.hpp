@@ -44,6 +44,14 @@ named_tensors optimizer_tensors(const run_state_view& state);
 void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters);
 void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer);
 
+// --init-from: the parameters of a weights file (safetensors, global names), of a checkpoint
+// directory (its parts; the moments are left), or of the newest valid checkpoint of a
+// directory of them, into this process's runners. Throws std::invalid_argument as
+// load_parameter_tensors does, and where this process holds a whole pipeline, for tensors
+// the model has no parameter of ("2 not in the model: blocks.2.attn.qkv.weight, ..."): a
+// file of a deeper model is not a fit. Returns what it read from: the file, or the checkpoint.
+std::string load_weights(const run_state_view& state, const std::string& path);
+
 // Whether a tensor of a checkpoint or weights file concerns this process: a parameter one of
 // its runners holds (tied copies too), or a moment run of one. A process loads only those.
 std::function<bool(const std::string&)> wanted_by(const run_state_view& state);

@@ -83,6 +83,10 @@ CATCH_TEST_CASE("every flag's value is read as written: empty, hex and octal-loo
     CATCH_CHECK_THAT(r.err, Contains(c.message));
     CATCH_CHECK(r.out.empty());
   }
+  // A flag given twice is named as such (CLI11: "At Most 1 required but received 2").
+  auto twice = cli({"simulate", "-P", "2", "--stages", "3"});
+  CATCH_CHECK(twice.code == 2);
+  CATCH_CHECK(twice.err == "actorpipe simulate: error: --stages is given 2 times: give it once\n");
   // A leading zero is a decimal digit: "010" is ten stages, as written (base 0 read it as 8).
   auto ten = cli({"simulate", "--stages", "010", "--microbatches", "+010"});
   CATCH_REQUIRE(ten.code == 0);

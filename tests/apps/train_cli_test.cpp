@@ -340,8 +340,13 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
                     "--seq-len", "16", "--vocab", "64", "--microbatches", "4", "--microbatch-size", "2"});
   CATCH_CHECK(heads.code == 2);
   CATCH_CHECK_THAT(heads.err, Contains("--resume " + dir + "/step-00000004: the checkpoint's gpt has --heads 2, this run "
-                                       "--heads 4: the same tensors would be split into other attention heads, another "
-                                       "model (give --heads 2)"));
+                                       "--heads 4: its tensors belong to another model (give --heads 2)"));
+  // Fewer layers would leave the checkpoint's last ones unread.
+  auto layers = cli({"train", "--steps", "6", "--resume", dir, "--layers", "2", "--hidden", "32", "--heads", "2",
+                     "--seq-len", "16", "--vocab", "64", "--microbatches", "4", "--microbatch-size", "2"});
+  CATCH_CHECK(layers.code == 2);
+  CATCH_CHECK_THAT(layers.err, Contains("the checkpoint's gpt has --layers 4, this run --layers 2: its tensors belong to "
+                                        "another model (give --layers 4)"));
   const std::string empty = temp_path(".empty");
   std::filesystem::create_directory(empty);
   for (const std::string& nothing : {empty, std::string("/nonexistent/ckpt")}) {
@@ -361,6 +366,21 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   auto going_on = cli(with({"train", "--steps", "6", "--save-dir", dir, "--resume", dir + "/step-00000004"}, tiny));
   CATCH_CHECK(going_on.code == 0);
   CATCH_CHECK(std::filesystem::exists(dir + "/step-00000006/manifest.json"));
+  // From an older one there, it would start a second line of steps beside the first.
+  auto fork = cli(with({"train", "--steps", "8", "--save-dir", dir, "--resume", dir + "/step-00000004"}, tiny));
+  CATCH_CHECK(fork.code == 2);
+  CATCH_CHECK_THAT(fork.err, Contains("--resume " + dir + "/step-00000004 is not the newest checkpoint in --save-dir '" + dir +
+                                      "' (step-00000006 came after it): going on from it there would mix two runs' "
+                                      "checkpoints, and a restart would take the newest: save into another folder"));
+  // --init-from takes a checkpoint's parameters (its newest, given the folder), and refuses
+  // them for a shallower model, naming the tensors it has no parameter for.
+  auto weights = cli(with({"train", "--steps", "1", "--init-from", dir}, tiny));
+  CATCH_CHECK(weights.code == 0);
+  auto shallow = cli({"train", "--steps", "1", "--init-from", dir + "/step-00000006", "--layers", "2", "--hidden", "32",
+                      "--heads", "2", "--seq-len", "16", "--vocab", "64", "--microbatches", "4", "--microbatch-size", "2"});
+  CATCH_CHECK(shallow.code == 2);
+  CATCH_CHECK_THAT(shallow.err, Contains("--init-from " + dir + "/step-00000006: the parameters do not fit the model: 24 "
+                                         "not in the model: blocks.2.attn.proj.bias, "));
   std::filesystem::remove_all(dir);
   std::remove(straight.c_str());
   std::remove(resumed.c_str());
@@ -503,8 +523,9 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       // What is wrong with the path comes before what its name implies.
       {with({"train", "--data-file", "/nonexistent/data.txt"}, tiny), "--data-file '/nonexistent/data.txt' does not exist"},
       {with({"train", "--data-file", folder}, tiny), "--data-file '" + folder + "' is a directory: give the file"},
-      {with({"train", "--init-from", folder}, tiny), "--init-from " + folder + ": safetensors file '" + folder +
-                                                        "' is a directory: give the file"},
+      {with({"train", "--init-from", folder}, tiny), "--init-from " + folder + ": '" + folder +
+                                                        "' is a directory with no valid checkpoint (none written) (give "
+                                                        "a weights file, a checkpoint, or a folder of them)"},
       {with({"train", "--hidden", "30", "--heads", "4"}, {}), "hidden"},
       {with({"train", "--set", "tp=2"}, tiny), "tp=2: this build has no tensor parallelism"},
       {with({"train", "--dp", "2", "--zero", "2"}, tiny), "zero_stage=2 is not supported with pp=2: use 0 or 1"},
