@@ -118,9 +118,12 @@ class hub final : public control_role {
     std::string missing;
     for (int p = 1; p < o_.processes; ++p)
       if (!joined_.count(p)) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+    // Where this process turned one away, that is most likely why it is missing.
     fail_setup("only " + std::to_string(joined_.size() + 1) + " of " + std::to_string(o_.processes) +
                " processes joined within " + join_timeout_text() + " s (--join-timeout); missing: " + missing +
-               ". Check that every process got the same MASTER_ADDR, MASTER_PORT, WORLD_SIZE and ACTORPIPE_JOB_TOKEN");
+               (last_refusal_.empty() ? ". Check that every process got the same MASTER_ADDR, MASTER_PORT, WORLD_SIZE and "
+                                        "ACTORPIPE_JOB_TOKEN"
+                                      : "; the last process refused: " + last_refusal_));
   }
 
   // A local proxy's message for another process.
@@ -261,6 +264,7 @@ class hub final : public control_role {
   // Tells a connection why it is turned away, and closes it.
   void refuse(connection_handle hdl, const std::string& why) {
     log_warn("refused a connection from " + conns_[hdl].remote + ": " + why);
+    last_refusal_ = why;
     write_frame(hdl, control_wire::refusal, std::vector<char>(why.begin(), why.end()));
     self_->close(hdl);
     conns_.erase(hdl);
@@ -303,6 +307,7 @@ class hub final : public control_role {
 
   std::map<int, connection_handle> by_process_;  // admitted processes that joined
   std::set<int> joined_;
+  std::string last_refusal_;  // why the last connection was turned away, for the join timeout's message
   bool shutting_down_ = false;
   caf::actor shutdown_reply_to_;
 };

@@ -530,7 +530,7 @@ CATCH_TEST_CASE("a process started with other options is refused, told which one
   const int port = free_port();
   const std::string log0 = temp_path(".j0.log"), log1 = temp_path(".j1.log");
   auto args0 = job("1f1b", 1, 2, "");
-  args0.insert(args0.end(), {"--join-timeout", "20", "--lr", "0.003"});
+  args0.insert(args0.end(), {"--join-timeout", "6", "--lr", "0.003"});
   auto args1 = job("1f1b", 1, 3, "");
   args1.insert(args1.end(), {"--lr", "0.01"});
   const pid_t p0 = start_process(bin, args0, worker_env(0, 2, port), log0);
@@ -540,10 +540,14 @@ CATCH_TEST_CASE("a process started with other options is refused, told which one
   CATCH_CHECK(code1 > 0);
   CATCH_CHECK(read_text(log1).find("refused this process: process 1 runs a different job: steps=3 against process 0's "
                                    "steps=2; lr=0.01 against process 0's lr=0.003") != std::string::npos);
-  // Process 0 logs the refusal and goes on waiting for a process 1 that matches.
+  // Process 0 logs the refusal and goes on waiting for a process 1 that matches; when none
+  // comes, its error says why the missing one is missing.
   CATCH_CHECK(wait_for_text(log0, "runs a different job: steps=3", 10));
-  kill(p0, SIGTERM);
-  wait_process(p0, 30);
+  const int code0 = wait_process(p0, 30);
+  CATCH_INFO("process 0:\n" << process_log(log0));
+  CATCH_CHECK(code0 == 1);
+  CATCH_CHECK(read_text(log0).find("missing: 1; the last process refused: process 1 runs a different job: steps=3") !=
+              std::string::npos);
 }
 
 CATCH_TEST_CASE("processes started with srun's or mpirun's variables form the job", "[multiprocess]") {
