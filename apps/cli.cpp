@@ -16,10 +16,10 @@
 
 #include "apps/doctor_command.hpp"
 #include "apps/exit_codes.hpp"
-#include "core/number_text.hpp"
 #include "apps/launch_command.hpp"
 #include "apps/simulate_command.hpp"
 #include "core/job_place.hpp"
+#include "core/number_text.hpp"
 #include "core/log.hpp"
 #include "core/model/model_names.hpp"
 #include "core/schedule/schedule_registry.hpp"
@@ -496,8 +496,6 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
   return std::nullopt;
 }
 
-}  // namespace
-
 // Every option's value, before CLI11 converts it: an empty text (CLI11 gives the default for
 // it, so "--steps ''" ran 60 steps), and numbers in a form its conversion takes otherwise than
 // written (integers with base 0: "010" is 8 and "0x3" 3; hex floats: "0x10" is 16).
@@ -505,7 +503,8 @@ void check_value_texts(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) check_value_texts(*sub);
   for (CLI::Option* opt : app.get_options()) {
     if (!opt->nonpositional() || opt->get_type_size() == 0) continue;  // flags, and launch's command after --
-    const std::string type = opt->get_type_name();
+    const std::string named = opt->get_type_name();  // "INT", or "INT:<a validator's description>"
+    const std::string type = named.substr(0, named.find(':'));
     const bool integer = type == "INT" || type == "UINT", real = type == "FLOAT";
     opt->transform(CLI::Validator(
         [integer, real, type](std::string& text) -> std::string {
@@ -529,6 +528,8 @@ void check_value_texts(CLI::App& app) {
         "", "value text"));
   }
 }
+
+}  // namespace
 
 int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"actorpipe: pipeline-parallel training on the actor model.\n"
