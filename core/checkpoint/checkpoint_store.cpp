@@ -255,12 +255,10 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
     c.manifest = verify_checkpoint(where);
     return c;
   }
-  auto all = complete_checkpoints(where);
-  const std::string latest = read_latest(where);
-  if (!latest.empty()) {  // what `latest` names first (normally the newest anyway)
-    auto it = std::find_if(all.begin(), all.end(), [&](auto& s) { return s.second == latest; });
-    if (it != all.end()) std::rotate(all.begin(), it, it + 1);
-  }
+  // Newest first. `latest` names the newest too, except after a crash between a checkpoint's
+  // rename into place and `latest`'s: that checkpoint is complete (its manifest is checked
+  // below), so it is taken.
+  const auto all = complete_checkpoints(where);
   std::vector<std::string> passed_over;  // of before_step or later
   for (const auto& [step, name] : all) {
     if (step >= before_step) {

@@ -108,7 +108,8 @@ struct resume_choice {
 };
 
 // `where` is a checkpoint directory (must verify, or checkpoint_error) or a directory of
-// checkpoints: its newest valid one (`latest` first, then by step), the refused ones listed.
+// checkpoints: its newest valid one by step (also where a crash left `latest` naming the one
+// before), the refused ones listed.
 // Throws checkpoint_error when none is valid. With before_step, checkpoints of that step or
 // later in a directory of them are passed over (neither chosen nor refused).
 resume_choice find_resume_checkpoint(const std::string& where, long long before_step = LLONG_MAX);

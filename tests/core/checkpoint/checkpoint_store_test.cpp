@@ -89,6 +89,12 @@ CATCH_TEST_CASE("a written checkpoint verifies and the newest is found", "[check
   CATCH_CHECK(c.refused.empty());
   CATCH_CHECK(find_resume_checkpoint(dir + "/step-00000004").manifest.step == 4);
   CATCH_CHECK(sha256_of_file(second + "/manifest.json").size() == 64);
+  // A crash between step 8's rename into place and `latest`'s leaves `latest` naming step 4;
+  // step 8 is complete, and it is the one taken. A `latest` naming nothing changes nothing.
+  for (const char* stale : {"step-00000004\n", "step-00000099\n"}) {
+    std::ofstream(dir + "/latest") << stale;
+    CATCH_CHECK(find_resume_checkpoint(dir).path == second);
+  }
   fs::remove_all(dir);
 }
 
