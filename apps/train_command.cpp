@@ -275,20 +275,22 @@ job_place place_in_job(const train_cli_options& o, const train_options& t, const
 // A restart by actorpipe launch --max-restarts (ACTORPIPE_RESTART_COUNT > 0) resumes from the
 // newest valid checkpoint in --save-dir that leaves steps to train (one of the last step
 // would leave nothing: the one before it is taken, and the last interval runs again). With
-// none, the run starts as it was configured, and says so.
-void resume_after_restart(train_options& t, int restart) {
-  if (restart == 0) return;
+// none but one of the last step (the job was stopped after its final save), the training is
+// done: returns that checkpoint, and nothing trains again. With none at all, the run starts as
+// it was configured, and says so.
+std::string resume_after_restart(train_options& t, int restart) {
+  if (restart == 0) return "";
   const std::string what = "restart " + std::to_string(restart) + " of the job: ";
   const std::string as_configured = t.resume.empty() ? (t.init_from.empty() ? "from step 0" : "from --init-from " + t.init_from)
                                                      : "from --resume " + t.resume;
   if (t.save_dir.empty()) {
     log_warn(what + "there is no --save-dir, so nothing was saved; training starts again " + as_configured);
-    return;
+    return "";
   }
   std::error_code ec;
   if (!std::filesystem::is_directory(t.save_dir, ec)) {
     log_warn(what + "no checkpoint in --save-dir " + t.save_dir + " yet; training starts again " + as_configured);
-    return;
+    return "";
   }
   try {
     const resume_choice c = find_resume_checkpoint(t.save_dir, t.steps);
@@ -296,9 +298,38 @@ void resume_after_restart(train_options& t, int restart) {
     t.resume = c.path;
     t.init_from.clear();  // the checkpoint holds the weights
     log_info(what + "resuming from " + c.path + " (step " + std::to_string(c.manifest.step) + ")");
+    return "";
   } catch (const checkpoint_error& e) {
+    try {
+      if (const resume_choice last = find_resume_checkpoint(t.save_dir); last.manifest.step >= t.steps) {
+        log_info(what + last.path + " holds the last step (--steps " + std::to_string(t.steps) +
+                 "): the training was done before the job stopped, and runs no more");
+        return last.path;
+      }
+    } catch (const checkpoint_error&) {
+    }
     log_warn(what + "no checkpoint to resume from (" + e.what() + "); training starts again " + as_configured);
+    return "";
   }
+}
+
+// A restarted job whose training was done: what it still owes (--save-final, from the
+// checkpoint of the last step: the same parameters, by the same names), and what it cannot
+// give (the last step's timeline).
+void finish_from_checkpoint(std::ostream& out, const train_cli_options& o, const std::string& checkpoint) {
+  if (!o.save_final_path.empty()) {
+    std::vector<std::pair<std::string, tensor_box>> parameters;
+    for (const auto& f : verify_checkpoint(checkpoint).files)
+      for (auto& t : load_safetensors(checkpoint + "/" + f.name, [](const std::string& name) {
+             return name.find('@') == std::string::npos;  // not the AdamW moments
+           }))
+        parameters.push_back(std::move(t));
+    save_safetensors(o.save_final_path, parameters);
+    out << "wrote " << parameters.size() << " parameters to " << o.save_final_path << " (from " << checkpoint << ")\n";
+  }
+  if (!o.trace_path.empty())
+    log_warn("--trace " + o.trace_path + " is not written: the job stopped after its last step, and this restart runs none");
+  out << "the training was done: " << checkpoint << " holds its last step\n";
 }
 
 // The lines before training: the processes (in a multi-process job), what runs, and the
@@ -750,9 +781,13 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   const job_place place = place_in_job(o, t, env, layout);
   if (place.processes > 1) t.gather_parameters = !o.save_final_path.empty();  // for --save-final
   const int restart = env.restart_count;
-  resume_after_restart(t, restart);
+  const std::string done = resume_after_restart(t, restart);
   std::ostringstream quiet;
   std::ostream& out = place.process == 0 ? out_stream : quiet;
+  if (!done.empty()) {
+    if (place.process == 0) finish_from_checkpoint(out, o, done);
+    return 0;
+  }
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;
   // Output paths first: a typo in one should not cost a training run.
   if (place.process == 0) {  // process 0 writes these

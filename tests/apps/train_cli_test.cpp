@@ -477,6 +477,28 @@ CATCH_TEST_CASE("train's output files: a folder that takes no files is refused f
   std::remove(log.c_str());
 }
 
+CATCH_TEST_CASE("a restart of a job stopped after its final save trains no more, and writes --save-final from it",
+                "[apps][train][checkpoint]") {
+  const std::string dir = temp_path(".ckpt"), first = temp_path(".safetensors"), again = temp_path(".safetensors");
+  auto done = cli(with({"train", "--steps", "3", "--save-dir", dir, "--save-final", first}, tiny));
+  CATCH_REQUIRE(done.code == 0);
+  // As launch --max-restarts starts it (a process of its own: the restart count is in its environment).
+  const std::string log = temp_path(".log");
+  const int code = wait_process(start_process(ACTORPIPE_BIN, with({"train", "--steps", "3", "--save-dir", dir,
+                                                                     "--save-final", again}, tiny),
+                                              {{"ACTORPIPE_RESTART_COUNT", "1"}}, log),
+                                120);
+  const std::string text = read_text(log);
+  CATCH_INFO(text);
+  CATCH_CHECK(code == 0);
+  CATCH_CHECK_THAT(text, Contains("restart 1 of the job: " + dir + "/step-00000003 holds the last step (--steps 3): the "
+                                  "training was done before the job stopped, and runs no more"));
+  CATCH_CHECK(text.find("step 1/3") == std::string::npos);  // nothing trained
+  CATCH_CHECK(read_bytes(again) == read_bytes(first));      // the same parameters, bit for bit
+  std::filesystem::remove_all(dir);
+  for (const auto& f : {first, again, log}) std::remove(f.c_str());
+}
+
 CATCH_TEST_CASE("train names the flags a run has no use for instead of dropping them", "[apps][train]") {
   const std::vector<std::string> run = with({"train", "--steps", "1", "--warmup-steps", "0"}, tiny);
   auto budget = cli(with(run, {"--budget", "3"}));
