@@ -306,7 +306,7 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
 void init_from_weights(const run_setup& setup, const std::string& path) {
   std::string from;
   try {
-    from = load_weights(state_view(setup), path);
+    from = load_weights(state_view(setup), path, held_elsewhere(setup));
   } catch (const std::exception& e) {
     throw std::invalid_argument("--init-from " + path + ": " + error_text(e));
   }

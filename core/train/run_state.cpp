@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "core/checkpoint/checkpoint_store.hpp"
+#include "core/model/layer_model.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/model/tensor_box_torch.hpp"
 #include "core/train/run_setup.hpp"
@@ -144,7 +145,8 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   throw std::invalid_argument("the parameters do not fit the model: " + why);
 }
 
-std::string load_weights(const run_state_view& state, const std::string& path) {
+std::string load_weights(const run_state_view& state, const std::string& path,
+                         const std::function<bool(const std::string&)>& elsewhere) {
   std::vector<std::string> files{path};
   std::string from = path;
   std::error_code ec;
@@ -175,17 +177,33 @@ std::string load_weights(const run_state_view& state, const std::string& path) {
          }))
       parameters.push_back(std::move(t));
   load_parameter_tensors(state, parameters);
-  // Names the model lacks: told where this process holds every virtual stage of a pipeline
-  // (another process's stages hold names this one does not know).
-  bool whole = state.virtual_stages > 0 && static_cast<int>(state.runners.size()) >= state.virtual_stages;
-  for (int v = 0; whole && v < state.virtual_stages; ++v) whole = state.runners[v] != nullptr;
-  if (!whole) return from;
-  for (int v = 0; v < state.virtual_stages; ++v)
-    for (const auto& p : state.runners[v]->named_parameters()) in_files.erase(p.first);
+  // Names the model lacks: neither a parameter of this process's runners nor a name another
+  // process's layers may hold.
+  for (const auto& runner : state.runners)
+    if (runner)
+      for (const auto& p : runner->named_parameters()) in_files.erase(p.first);
+  for (auto it = in_files.begin(); elsewhere && it != in_files.end();) it = elsewhere(*it) ? in_files.erase(it) : std::next(it);
   if (!in_files.empty())
     throw std::invalid_argument("the parameters do not fit the model: " + std::to_string(in_files.size()) +
                                 " not in the model: " + list({in_files.begin(), in_files.end()}));
   return from;
+}
+
+std::function<bool(const std::string&)> held_elsewhere(const run_setup& setup) {
+  std::vector<std::string> prefixes;
+  bool any_name = false;
+  for (int v = 0; v < setup.place.num_virtual_stages(); ++v) {
+    if (v < static_cast<int>(setup.runners.size()) && setup.runners[v]) continue;
+    for (int l = setup.layers[v].start; l < setup.layers[v].end; ++l) {
+      const std::string prefix = setup.model->layers[l].prefix();
+      any_name = any_name || prefix.empty();
+      prefixes.push_back(prefix);
+    }
+  }
+  return [prefixes, any_name](const std::string& name) {
+    return any_name || std::any_of(prefixes.begin(), prefixes.end(),
+                                   [&name](const std::string& p) { return name.rfind(p, 0) == 0; });
+  };
 }
 
 void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer) {

@@ -47,10 +47,18 @@ void load_optimizer_tensors(const run_state_view& state, const named_tensors& op
 // --init-from: the parameters of a weights file (safetensors, global names), of a checkpoint
 // directory (its parts; the moments are left), or of the newest valid checkpoint of a
 // directory of them, into this process's runners. Throws std::invalid_argument as
-// load_parameter_tensors does, and where this process holds a whole pipeline, for tensors
-// the model has no parameter of ("2 not in the model: blocks.2.attn.qkv.weight, ..."): a
-// file of a deeper model is not a fit. Returns what it read from: the file, or the checkpoint.
-std::string load_weights(const run_state_view& state, const std::string& path);
+// load_parameter_tensors does, and for tensors the model has no parameter of ("2 not in the
+// model: blocks.2.attn.qkv.weight, ..."; a file of a deeper model is not a fit): those that
+// are no parameter of this process's runners and that `elsewhere` (a name the layers of
+// other processes may hold; none when empty) does not claim. Returns what it read from: the
+// file, or the checkpoint.
+std::string load_weights(const run_state_view& state, const std::string& path,
+                         const std::function<bool(const std::string&)>& elsewhere = {});
+
+// For load_weights: whether a parameter name may belong to a layer of `setup` that another
+// process holds (its global-name prefix; a layer whose names have no prefix of their own, the
+// GPT's embedding, could hold any name). Always false where this process holds every layer.
+std::function<bool(const std::string&)> held_elsewhere(const run_setup& setup);
 
 // Whether a tensor of a checkpoint or weights file concerns this process: a parameter one of
 // its runners holds (tied copies too), or a moment run of one. A process loads only those.

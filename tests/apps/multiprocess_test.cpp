@@ -896,3 +896,21 @@ CATCH_TEST_CASE("a member with the wrong job token is refused (exit 2) while pro
   CATCH_CHECK(hub_code == 1);  // stopped while forming: not a refusal of its own
 }
 
+
+// --init-from with the weights of a deeper model: process 0 holds none of the layers the file
+// has too many of, and tells them from the prefixes of the layers the other processes hold.
+CATCH_TEST_CASE("--init-from in 2 processes refuses the weights of a deeper model, naming what the model lacks",
+                "[multiprocess]") {
+  const std::string deeper = one_process_reference("1f1b", 1, 1);  // 8 layers
+  std::vector<std::string> train = job("1f1b", 1, 1, "");
+  const auto layers = std::find(train.begin(), train.end(), "--layers");
+  *(layers + 1) = "4";
+  train.insert(train.end(), {"--init-from", deeper});
+  const std::string log = temp_path(".init.log");
+  const int code = wait_process(start_process(bin, launched(2, train), {{"UCX_TLS", "tcp,self"}}, log), 120);
+  CATCH_INFO(process_log(log));
+  CATCH_CHECK(code == 2);
+  CATCH_CHECK(read_text(log).find("--init-from " + deeper + ": the parameters do not fit the model: 48 not in the model: "
+                                  "blocks.4.") != std::string::npos);
+  std::remove(deeper.c_str());
+}
