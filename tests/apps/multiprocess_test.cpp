@@ -899,7 +899,7 @@ CATCH_TEST_CASE("a member with the wrong job token is refused (exit 2) while pro
 
 // --init-from with the weights of a deeper model: process 0 holds none of the layers the file
 // has too many of, and tells them from the prefixes of the layers the other processes hold.
-CATCH_TEST_CASE("--init-from in 2 processes refuses the weights of a deeper model, naming what the model lacks",
+CATCH_TEST_CASE("init from weights in 2 processes: a deeper model's are refused, naming what the model lacks",
                 "[multiprocess]") {
   const std::string deeper = one_process_reference("1f1b", 1, 1);  // 8 layers
   std::vector<std::string> train = job("1f1b", 1, 1, "");
