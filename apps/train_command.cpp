@@ -179,7 +179,7 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.schedule = c.schedule;
   t.schedule_file = o.schedule_file;
   t.model_name = c.model;
-  t.partition = c.partition;
+  t.partition = o.no_pipeline ? std::string() : c.partition;  // the reference is not cut (its note says so)
   t.stages = c.pp;
   t.dp = c.dp;
   t.zero_stage = c.zero_stage;
@@ -338,7 +338,7 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
                const job_place& place, const std::vector<int>& layout) {
   const std::string what = o.no_pipeline ? "reference (--no-pipeline: one thread, unpartitioned)"
                                          : (o.schedule_file.empty() ? t.schedule : o.schedule_file) + ", " +
-                                               std::to_string(t.stages) + " stages x " + std::to_string(t.chunks) +
+                                               std::to_string(t.stages) + (t.stages == 1 ? " stage x " : " stages x ") + std::to_string(t.chunks) +
                                                (t.chunks == 1 ? " chunk" : " chunks") +
                                                (t.dp > 1 ? " x " + std::to_string(t.dp) + " data-parallel replicas (ZeRO-" +
                                                                std::to_string(t.zero_stage) + ")"

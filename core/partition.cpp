@@ -333,7 +333,8 @@ std::vector<layer_range> partition_layers(const std::string& method, const std::
     if (matching.empty())
       throw std::invalid_argument(bad + " matches no layer name (the layers: " + joined(names) + ")");
     if (static_cast<long long>(matching.size()) < K)
-      throw std::invalid_argument(bad + " matches " + std::to_string(matching.size()) + " layers, fewer than the stages*chunks=" +
+      throw std::invalid_argument(bad + " matches " + std::to_string(matching.size()) +
+                                  (matching.size() == 1 ? " layer" : " layers") + ", fewer than the stages*chunks=" +
                                   std::to_string(K) + " virtual stages (each needs one)");
     const auto counts = distribute_layers(static_cast<int>(matching.size()), stages, chunks);
     std::vector<layer_range> out;
@@ -353,15 +354,13 @@ std::vector<layer_range> partition_layers(const std::string& method, const std::
     while (pos <= rest.size()) {
       std::size_t comma = rest.find(',', pos);
       std::string item = rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-      std::size_t used = 0;
-      int n = 0;
-      try {
-        n = std::stoi(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (item.empty() || used != item.size() || n < 1)
-        throw std::invalid_argument(bad + ": '" + item + "' is not a layer count >= 1");
+      // Decimal digits only (stoi would take " 3" and "+3" too, and throw past int); "03" is 3.
+      const bool digits = !item.empty() && item.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits) throw std::invalid_argument(bad + ": '" + item + "' is not a layer count (decimal digits, >= 1)");
+      const std::string value = item.substr(std::min(item.find_first_not_of('0'), item.size() - 1));
+      if (value.size() > 9) throw std::invalid_argument(bad + ": " + item + " layers is more than any model has");
+      const int n = std::stoi(value);
+      if (n < 1) throw std::invalid_argument(bad + ": '" + item + "' is not a layer count >= 1");
       counts.push_back(n);
       if (comma == std::string::npos) break;
       pos = comma + 1;

@@ -510,6 +510,10 @@ CATCH_TEST_CASE("train names the flags a run has no use for instead of dropping 
   CATCH_CHECK(greedy.out.find("note: --budget") == std::string::npos);
   auto reference = cli(with(run, {"--no-pipeline", "--stages", "3", "--schedule", "zbv"}));
   CATCH_CHECK(reference.code == 0);
+  // And what does not apply is not checked either.
+  auto uncut = cli(with(run, {"--no-pipeline", "--partition", "counts:1,1"}));
+  CATCH_CHECK(uncut.code == 0);
+  CATCH_CHECK_THAT(uncut.out, Contains("note: --no-pipeline trains the whole model on one thread: --partition does not apply\n"));
   CATCH_CHECK_THAT(reference.out,
                    Contains("note: --no-pipeline trains the whole model on one thread: --stages, --schedule do not apply\n"));
   auto zero = cli(with(run, {"--zero", "1"}));

@@ -323,7 +323,7 @@ CATCH_TEST_CASE("partition_layers: type:REGEX spreads the matching layers, other
   CATCH_CHECK_THROWS_WITH(partition_layers("type:attn", names, 2, 1),
                           Catch::Contains("--partition 'type:attn' matches no layer name") && Catch::Contains("blocks.0"));
   CATCH_CHECK_THROWS_WITH(partition_layers("type:ln_f", names, 2, 1),
-                          Catch::Contains("matches 1 layers, fewer than the stages*chunks=2"));
+                          Catch::Contains("matches 1 layer, fewer than the stages*chunks=2"));
   CATCH_CHECK_THROWS_WITH(partition_layers("type:(", names, 2, 1), Catch::Contains("not a valid regular expression"));
   CATCH_CHECK_THROWS_WITH(partition_layers("type:", names, 2, 1), Catch::Contains("needs a regular expression"));
 }
@@ -352,6 +352,13 @@ CATCH_TEST_CASE("partition_layers: counts, and one clear error per bad input", "
                               Catch::Contains("summing to 4"));
   CATCH_CHECK_THROWS_WITH(partition_layers("counts:1,x", names, 2, 1), Catch::Contains("'x' is not a layer count"));
   CATCH_CHECK_THROWS_WITH(partition_layers("counts:0,5", names, 2, 1), Catch::Contains("'0' is not a layer count"));
+  // Decimal digits as written ("01" is 1); no blanks or signs; a count past any model's named as such.
+  CATCH_CHECK(sizes(partition_layers("counts:01,4", names, 2, 1)) == std::vector<int>{1, 4});
+  for (const char* loose : {"counts: 1,4", "counts:+1,4"})
+    CATCH_CHECK_THROWS_WITH(partition_layers(loose, names, 2, 1), Catch::Contains("is not a layer count (decimal digits, >= 1)"));
+  CATCH_CHECK_THROWS_WITH(partition_layers("counts:4294967297,4", names, 2, 1),
+                          Catch::Contains(": 4294967297 layers is more than any model has"));
+  CATCH_CHECK_THROWS_WITH(partition_layers("type:^a$", names, 2, 1), Catch::Contains("matches 1 layer, fewer than"));
   CATCH_CHECK_THROWS_WITH(partition_layers("balanced", names, 2, 1),
                           Catch::Contains("--partition 'balanced' is not a partition method") && Catch::Contains("type:REGEX"));
   CATCH_CHECK_THROWS_WITH(partition_layers("uniform", {}, 2, 1), Catch::Contains("the model has no layers"));
