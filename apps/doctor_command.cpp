@@ -33,6 +33,7 @@
 #include "core/job_place.hpp"
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
+#include "core/folder_probe.hpp"
 #include "core/number_text.hpp"
 #include "core/proc_files.hpp"
 #include "transport/ucx/ucx_worker.hpp"
@@ -49,7 +50,6 @@ std::string without_prefix(const std::string& text, const std::string& prefix) {
   return text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text;
 }
 
-std::string gib(double bytes) { return fixed_text(bytes / (1024.0 * 1024 * 1024), 1) + " GiB"; }
 
 class report {
  public:
@@ -88,10 +88,10 @@ void check_machine(report& r, simd_level cpu, const std::map<std::string, std::s
 
   const double total = meminfo_bytes("MemTotal");
   double available = meminfo_bytes("MemAvailable");
-  std::string mem = gib(total) + ", " + gib(available) + " available";
+  std::string mem = gib_text(total) + ", " + gib_text(available) + " available";
   if (const double cap = cgroup_bytes("memory.max"); cap > 0) {
     const double used = cgroup_bytes("memory.current");
-    mem += "; its cgroup allows " + gib(cap) + " (memory.max), " + gib(std::max(0.0, cap - used)) + " of it free";
+    mem += "; its cgroup allows " + gib_text(cap) + " (memory.max), " + gib_text(std::max(0.0, cap - used)) + " of it free";
     available = std::min(available, std::max(0.0, cap - used));
   }
   if (total <= 0) r.add(doctor_status::note, "machine", "memory", "unknown (/proc/meminfo unreadable)");
@@ -367,8 +367,7 @@ void check_jobs(report& r, const doctor_options& o) {
 void check_dir(report& r, const std::string& dir) {
   std::error_code ec;
   const fs::path full = fs::absolute(dir, ec);
-  fs::path at = ec ? fs::path(dir) : full;  // the folder checked: dir, or the nearest one above it that exists
-  while (!fs::exists(at, ec) && at.has_parent_path() && at.parent_path() != at) at = at.parent_path();
+  const fs::path at = nearest_existing(ec ? fs::path(dir) : full);  // the folder checked
   const bool made = at != full;
   const std::string named = "'" + dir + "'" + (made ? " does not exist yet, and" : "");
   if (!fs::is_directory(at, ec)) {
@@ -378,23 +377,14 @@ void check_dir(report& r, const std::string& dir) {
     return;
   }
   const std::string where = made ? named + " would be made in '" + at.string() + "', which" : "'" + dir + "'";
-  std::string probe = (at / ".actorpipe-doctor-XXXXXX").string();
-  const int fd = mkstemp(probe.data());
-  if (fd < 0) {
-    r.add(doctor_status::fail, "files", "directory", where + " takes no new file: " + std::strerror(errno) + " (--dir)");
-    return;
-  }
-  const bool wrote = write(fd, "x", 1) == 1 && fsync(fd) == 0;
-  const int why = wrote ? 0 : errno;
-  close(fd);
-  unlink(probe.c_str());
-  if (!wrote) {
-    r.add(doctor_status::fail, "files", "directory", where + " takes no writes: " + std::strerror(why) + " (--dir)");
+  if (const folder_probe probe = probe_folder(at, true); !probe.error.empty()) {
+    r.add(doctor_status::fail, "files", "directory",
+          where + (probe.created ? " takes no writes: " : " takes no new file: ") + probe.error + " (--dir)");
     return;
   }
   struct statvfs fsinfo {};
   const double free_bytes = statvfs(at.c_str(), &fsinfo) == 0 ? double(fsinfo.f_bavail) * fsinfo.f_frsize : -1;
-  const std::string text = where + " is writable" + (free_bytes >= 0 ? ", " + gib(free_bytes) + " free" : "") +
+  const std::string text = where + " is writable" + (free_bytes >= 0 ? ", " + gib_text(free_bytes) + " free" : "") +
                            " (checkpoints: parameters and two AdamW moments, 12 bytes a parameter)";
   r.add(free_bytes >= 0 && free_bytes < 1024.0 * 1024 * 1024 ? doctor_status::warn : doctor_status::ok, "files",
         "directory", text);

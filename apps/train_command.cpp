@@ -26,6 +26,7 @@
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/config.hpp"
+#include "core/folder_probe.hpp"
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
 #include "core/log.hpp"
@@ -85,18 +86,16 @@ job_config resolve_job(const train_cli_options& o) {
   set("chunks", o.chunks);
   // Without a config file or a chunk count, the schedule's own (2 for interleaved, zbv and
   // dualpipev), as simulate does.
-  const bool chunks_given = o.chunks || std::any_of(o.overrides.begin(), o.overrides.end(), [](const std::string& kv) {
-                              return kv.rfind("chunks=", 0) == 0;
-                            });
+  const auto set_by_user = [&o](const char* key) {  // by --set
+    return std::any_of(o.overrides.begin(), o.overrides.end(),
+                       [key](const std::string& kv) { return kv.rfind(std::string(key) + "=", 0) == 0; });
+  };
+  const bool chunks_given = o.chunks || set_by_user("chunks");
   if (o.config_path.empty() && !chunks_given) c.chunks = default_chunks(c.schedule);
   // A plan file gives its stages, chunks and microbatches where neither a flag nor a config
   // does (where one does, it must match the file: run_setup).
   if (!o.schedule_file.empty() && !o.no_pipeline && o.config_path.empty()) {
     const plan p = load_plan_file(o.schedule_file);
-    const auto set_by_user = [&o](const char* key) {
-      return std::any_of(o.overrides.begin(), o.overrides.end(),
-                         [key](const std::string& kv) { return kv.rfind(std::string(key) + "=", 0) == 0; });
-    };
     if (!o.stages && !set_by_user("pp")) c.pp = p.num_ranks();
     if (!chunks_given) c.chunks = p.chunks();
     if (!o.microbatches && !o.batch_size && !set_by_user("num_microbatches") && !set_by_user("batch_size") &&
@@ -595,17 +594,6 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
   }
 }
 
-// "" when a file can be made in `dir` (one is made and removed: the permission bits say
-// nothing for root, and nothing for /proc or a read-only mount), else why not.
-std::string folder_takes_files(const std::filesystem::path& dir) {
-  std::string name = (dir / ".actorpipe-probe-XXXXXX").string();
-  const int fd = ::mkstemp(name.data());
-  if (fd < 0) return std::strerror(errno);
-  ::close(fd);
-  ::unlink(name.c_str());
-  return "";
-}
-
 // A file the run writes (--metrics, --trace, --save-final): its folder must exist and take
 // files before training starts, so that a typo in a path does not cost the run. A file written
 // aside and renamed into place (`replaced`: --save-final) must not be a device, pipe or socket,
@@ -626,8 +614,8 @@ void check_output_file(const char* flag, const std::string& path, bool replaced)
     if (::access(path.c_str(), W_OK) != 0) throw std::invalid_argument(named + ": the file exists and cannot be written");
     if (!replaced) return;  // written where it is
   }
-  if (const std::string why = folder_takes_files(dir); !why.empty())
-    throw std::invalid_argument(named + ": cannot write in the folder '" + dir.string() + "' (" + why + ")");
+  if (const folder_probe probe = probe_folder(dir, false); !probe.error.empty())
+    throw std::invalid_argument(named + ": cannot write in the folder '" + dir.string() + "' (" + probe.error + ")");
 }
 
 // --save-dir: checked before training starts, where the first checkpoint would otherwise find
@@ -639,13 +627,12 @@ void check_save_dir(const std::string& dir) {
   const std::string named = "--save-dir '" + dir + "'";
   const fs::path full = fs::absolute(dir, ec);
   if (ec) throw std::invalid_argument(named + ": " + ec.message());
-  fs::path p = full;
-  while (!fs::exists(p, ec) && p.has_parent_path() && p.parent_path() != p) p = p.parent_path();
+  const fs::path p = nearest_existing(full);
   if (!fs::is_directory(p, ec))
     throw std::invalid_argument(p == full ? named + " is not a folder"
                                           : named + ": cannot be made: '" + p.string() + "' is not a folder");
-  if (const std::string why = folder_takes_files(p); !why.empty())
-    throw std::invalid_argument(named + ": cannot write in '" + p.string() + "' (" + why + ")");
+  if (const folder_probe probe = probe_folder(p, false); !probe.error.empty())
+    throw std::invalid_argument(named + ": cannot write in '" + p.string() + "' (" + probe.error + ")");
 }
 
 // --save-dir holding another run's checkpoints: this run would write steps over them, and

@@ -21,6 +21,9 @@ inline std::string fixed_text(double x, int digits) {
   return buf;
 }
 
+// Bytes in GiB with one decimal: "23.5 GiB".
+inline std::string gib_text(double bytes) { return fixed_text(bytes / (1024.0 * 1024 * 1024), 1) + " GiB"; }
+
 // `format` holds one double conversion and at most 32 more characters.
 inline std::string printf_text(const char* format, double x) {
   char buf[352];

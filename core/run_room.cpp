@@ -24,6 +24,12 @@ namespace {
 
 std::string mib_text(double bytes) { return std::to_string(static_cast<long long>(bytes / (1024 * 1024))) + " MiB"; }
 
+// vm.overcommit_memory=2: every writable private map is charged against CommitLimit.
+bool strict_overcommit() { return first_line("/proc/sys/vm/overcommit_memory") == "2"; }
+
+// What Debian's OpenBLAS maps for each thread a product runs on (blas_thread_buffers).
+constexpr std::size_t openblas_buffer_bytes = std::size_t{128} << 20;
+
 struct parking {
   std::mutex mutex;
   std::condition_variable released;
@@ -56,7 +62,7 @@ std::string limits_text() {
   }
   // Strict overcommit: every writable private map (a stack, a BLAS buffer) is charged against
   // a commit limit, whatever the ulimits say.
-  if (first_line("/proc/sys/vm/overcommit_memory") == "2") {
+  if (strict_overcommit()) {
     const double limit = meminfo_bytes("CommitLimit"), committed = meminfo_bytes("Committed_AS");
     add("vm.overcommit_memory 2 (every thread's stack and buffer is charged): CommitLimit " + mib_text(limit) + ", " +
         mib_text(committed) + " of it committed");
@@ -78,7 +84,7 @@ thread_room probe_thread_room(int wanted, std::size_t reserve_bytes) {
   // Mapped as OpenBLAS maps its buffers (private, writable, in 128 MiB pieces), so that the
   // kernel charges them where it counts commitments (vm.overcommit_memory=2) as well as against
   // ulimit -v; never touched, so they take no memory.
-  constexpr std::size_t piece = std::size_t{128} << 20;
+  constexpr std::size_t piece = openblas_buffer_bytes;
   std::vector<std::pair<void*, std::size_t>> reserve;
   auto give_back = [&reserve] {
     for (const auto& [at, bytes] : reserve) munmap(at, bytes);
@@ -142,7 +148,7 @@ std::size_t blas_thread_buffers(int ranks, int threads) {
   if (const auto at = blas.config.find("MAX_THREADS="); at != std::string::npos)
     max_threads = std::max(1, std::atoi(blas.config.c_str() + at + 12));
   const std::size_t buffers = static_cast<std::size_t>(std::min(threads, max_threads)) + 2 * static_cast<std::size_t>(ranks);
-  return buffers * (std::size_t{128} << 20);
+  return buffers * openblas_buffer_bytes;
 }
 
 void require_thread_room(int ranks, int threads, int extra_teams) {
@@ -180,18 +186,17 @@ double address_space_left_bytes() {
 }
 
 void require_memory_room(double bytes, const std::string& what, const std::string& how, const std::string& advice) {
-  const auto gib = [](double b) { return fixed_text(b / (1024.0 * 1024 * 1024), 1) + " GiB"; };
   double room = memory_and_swap_bytes();
-  std::string room_text = "this machine's " + gib(room) + " of memory and swap";
+  std::string room_text = "this machine's " + gib_text(room) + " of memory and swap";
   // Under strict overcommit an allocation past the commit limit fails, whatever memory is free.
   if (const double commit = meminfo_bytes("CommitLimit");
-      commit > 0 && (room <= 0 || commit < room) && first_line("/proc/sys/vm/overcommit_memory") == "2")
-    room = commit, room_text = "the " + gib(commit) + " this machine may commit (CommitLimit; vm.overcommit_memory 2)";
+      commit > 0 && (room <= 0 || commit < room) && strict_overcommit())
+    room = commit, room_text = "the " + gib_text(commit) + " this machine may commit (CommitLimit; vm.overcommit_memory 2)";
   // And past this process's address-space limit.
   if (const double left = address_space_left_bytes(); left > 0 && (room <= 0 || left < room)) {
     rlimit l{};
     getrlimit(RLIMIT_AS, &l);
-    room = left, room_text = "the " + gib(left) + " this process may still map (ulimit -v " +
+    room = left, room_text = "the " + gib_text(left) + " this process may still map (ulimit -v " +
                              std::to_string(l.rlim_cur / 1024) + " KiB)";
   }
   if (room <= 0 || bytes <= room) return;

@@ -1,0 +1,23 @@
+// Whether a folder takes files, found by making one: the permission bits say nothing for root,
+// nor for /proc or a read-only mount. `train` checks its output folders with it before a run,
+// `actorpipe doctor` its --dir.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace actorpipe {
+
+// `path` where it exists, else the nearest folder above it that does: where a folder still to
+// be made would be made.
+std::filesystem::path nearest_existing(const std::filesystem::path& path);
+
+struct folder_probe {
+  bool created = false;  // a file could be made in the folder
+  std::string error;     // why the file could not be made, or (with `write`) written; "" when all went
+};
+
+// Makes a file in `dir`, with `write` writes a byte and fsyncs it, and removes it.
+folder_probe probe_folder(const std::filesystem::path& dir, bool write);
+
+}  // namespace actorpipe
