@@ -44,6 +44,7 @@
 #include "core/time_limits.hpp"
 #include "core/train/evaluation.hpp"
 #include "core/train/reference_trainer.hpp"
+#include "core/train/run_state.hpp"
 
 namespace actorpipe {
 namespace {
@@ -277,19 +278,19 @@ job_place place_in_job(const train_cli_options& o, const train_options& t, const
 // none but one of the last step (the job was stopped after its final save), the training is
 // done: returns that checkpoint, and nothing trains again. With none at all, the run starts as
 // it was configured, and says so.
-std::string resume_after_restart(train_options& t, int restart) {
-  if (restart == 0) return "";
+std::optional<resume_choice> resume_after_restart(train_options& t, int restart) {
+  if (restart == 0) return std::nullopt;
   const std::string what = "restart " + std::to_string(restart) + " of the job: ";
   const std::string as_configured = t.resume.empty() ? (t.init_from.empty() ? "from step 0" : "from --init-from " + t.init_from)
                                                      : "from --resume " + t.resume;
   if (t.save_dir.empty()) {
     log_warn(what + "there is no --save-dir, so nothing was saved; training starts again " + as_configured);
-    return "";
+    return std::nullopt;
   }
   std::error_code ec;
   if (!std::filesystem::is_directory(t.save_dir, ec)) {
     log_warn(what + "no checkpoint in --save-dir " + t.save_dir + " yet; training starts again " + as_configured);
-    return "";
+    return std::nullopt;
   }
   try {
     const resume_choice c = find_resume_checkpoint(t.save_dir, t.steps);
@@ -297,32 +298,30 @@ std::string resume_after_restart(train_options& t, int restart) {
     t.resume = c.path;
     t.init_from.clear();  // the checkpoint holds the weights
     log_info(what + "resuming from " + c.path + " (step " + std::to_string(c.manifest.step) + ")");
-    return "";
+    return std::nullopt;
   } catch (const checkpoint_error& e) {
     try {
       if (const resume_choice last = find_resume_checkpoint(t.save_dir); last.manifest.step >= t.steps) {
         log_info(what + last.path + " holds the last step (--steps " + std::to_string(t.steps) +
                  "): the training was done before the job stopped, and runs no more");
-        return last.path;
+        return last;
       }
     } catch (const checkpoint_error&) {
     }
     log_warn(what + "no checkpoint to resume from (" + e.what() + "); training starts again " + as_configured);
-    return "";
+    return std::nullopt;
   }
 }
 
 // A restarted job whose training was done: what it still owes (--save-final, from the
 // checkpoint of the last step: the same parameters, by the same names), and what it cannot
 // give (the last step's timeline).
-void finish_from_checkpoint(std::ostream& out, const train_cli_options& o, const std::string& checkpoint) {
+void finish_from_checkpoint(std::ostream& out, const train_cli_options& o, const resume_choice& last) {
+  const std::string& checkpoint = last.path;
   if (!o.save_final_path.empty()) {
-    std::vector<std::pair<std::string, tensor_box>> parameters;
-    for (const auto& f : verify_checkpoint(checkpoint).files)
-      for (auto& t : load_safetensors(checkpoint + "/" + f.name, [](const std::string& name) {
-             return name.find('@') == std::string::npos;  // not the AdamW moments
-           }))
-        parameters.push_back(std::move(t));
+    std::vector<std::string> parts;
+    for (const auto& f : last.manifest.files) parts.push_back(checkpoint + "/" + f.name);
+    const auto parameters = load_parameters(parts, [](const std::string&) { return true; });
     save_safetensors(o.save_final_path, parameters);
     out << "wrote " << parameters.size() << " parameters to " << o.save_final_path << " (from " << checkpoint << ")\n";
   }
@@ -768,11 +767,11 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   const job_place place = place_in_job(o, t, env, layout);
   if (place.processes > 1) t.gather_parameters = !o.save_final_path.empty();  // for --save-final
   const int restart = env.restart_count;
-  const std::string done = resume_after_restart(t, restart);
+  const std::optional<resume_choice> done = resume_after_restart(t, restart);
   std::ostringstream quiet;
   std::ostream& out = place.process == 0 ? out_stream : quiet;
-  if (!done.empty()) {
-    if (place.process == 0) finish_from_checkpoint(out, o, done);
+  if (done) {
+    if (place.process == 0) finish_from_checkpoint(out, o, *done);
     return 0;
   }
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;

@@ -145,6 +145,16 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   throw std::invalid_argument("the parameters do not fit the model: " + why);
 }
 
+named_tensors load_parameters(const std::vector<std::string>& files, const std::function<bool(const std::string&)>& wanted) {
+  named_tensors parameters;
+  for (const auto& file : files)
+    for (auto& t : load_safetensors(file, [&](const std::string& name) {
+           return name.find('@') == std::string::npos && wanted(name);  // '@': a checkpoint's moments
+         }))
+      parameters.push_back(std::move(t));
+  return parameters;
+}
+
 std::string load_weights(const run_state_view& state, const std::string& path,
                          const std::function<bool(const std::string&)>& elsewhere) {
   std::vector<std::string> files{path};
@@ -168,15 +178,10 @@ std::string load_weights(const run_state_view& state, const std::string& path,
   }
   const auto wanted = wanted_by(state);
   std::set<std::string> in_files;
-  named_tensors parameters;
-  for (const auto& file : files)
-    for (auto& t : load_safetensors(file, [&](const std::string& name) {
-           if (name.find('@') != std::string::npos) return false;  // a checkpoint's moments
-           in_files.insert(name);
-           return wanted(name);
-         }))
-      parameters.push_back(std::move(t));
-  load_parameter_tensors(state, parameters);
+  load_parameter_tensors(state, load_parameters(files, [&](const std::string& name) {
+                           in_files.insert(name);
+                           return wanted(name);
+                         }));
   // Names the model lacks: neither a parameter of this process's runners nor a name another
   // process's layers may hold.
   for (const auto& runner : state.runners)

@@ -44,6 +44,10 @@ named_tensors optimizer_tensors(const run_state_view& state);
 void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters);
 void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer);
 
+// The parameters in `files` (safetensors: weights files, or a checkpoint's parts, whose AdamW
+// moments are left) that `wanted` accepts, in file order.
+named_tensors load_parameters(const std::vector<std::string>& files, const std::function<bool(const std::string&)>& wanted);
+
 // --init-from: the parameters of a weights file (safetensors, global names), of a checkpoint
 // directory (its parts; the moments are left), or of the newest valid checkpoint of a
 // directory of them, into this process's runners. Throws std::invalid_argument as
