@@ -373,9 +373,12 @@ void resolve_rules(job_config& c, bool plan_from_file, bool batch_sizes_optional
   if (c.hidden % c.heads != 0) fail("hidden=" + str(c.hidden) + " is not divisible by heads=" + str(c.heads));
   if (c.heads % c.tp != 0) fail("heads=" + str(c.heads) + " is not divisible by tp=" + str(c.tp));
   long long virtual_stages = static_cast<long long>(c.pp) * c.chunks;
-  if (c.model == "gpt" && c.layers < virtual_stages)  // another model's layer count is its own
+  // The GPT's default partition gives each virtual stage a block; another partition (or another
+  // model) counts the model's own layers, which the run's partition checks.
+  if (c.model == "gpt" && c.partition.empty() && c.layers < virtual_stages)
     fail("layers=" + str(c.layers) + " cannot be split over pp*chunks = " + str(c.pp) + "*" + str(c.chunks) + " = " +
-         str(virtual_stages) + " virtual stages (each needs at least one layer)");
+         str(virtual_stages) + " virtual stages (the default partition gives each a block; partition uniform cuts all " +
+         str(c.layers + 3) + " layers, embeddings and head included)");
 
   // Training.
   require_at_least_one("steps", c.steps);

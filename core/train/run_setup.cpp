@@ -101,9 +101,10 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   const int S = s.place.num_virtual_stages();
   const int L = static_cast<int>(model->layers.size());
   for (const auto& l : model->layers) s.layer_names.push_back(l.name);
-  if (o.model_name == "gpt" && o.model.layers < S)
+  if (o.model_name == "gpt" && o.partition.empty() && o.model.layers < S)  // its default gives each a block
     throw std::invalid_argument("--layers=" + std::to_string(o.model.layers) + " cannot be split over stages*chunks=" +
-                                std::to_string(S) + " virtual stages (each needs at least one layer)");
+                                std::to_string(S) + " virtual stages (the default partition gives each a block; --partition " +
+                                "uniform cuts all " + std::to_string(L) + " layers, embeddings and head included)");
   s.partition = o.partition.empty() ? model->default_partition : o.partition;
   bool other_processes = false;
   for (int r = 0; build_rank && r < s.place.ranks; ++r) other_processes = other_processes || !build_rank(r);

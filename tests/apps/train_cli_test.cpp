@@ -522,6 +522,14 @@ CATCH_TEST_CASE("train names the flags a run has no use for instead of dropping 
                                       "--dp 1 has one: each rank keeps all of its own\n"));
 }
 
+CATCH_TEST_CASE("train with a partition other than the default cuts every layer: 7 stages for 4 blocks", "[apps][train]") {
+  // The default gives each virtual stage a block; uniform cuts the embedding, blocks, ln_f and head.
+  auto seven = cli(with({"train", "--steps", "1", "--stages", "7", "--schedule", "gpipe", "--partition", "uniform"}, tiny));
+  CATCH_CHECK(seven.code == 0);
+  CATCH_CHECK_THAT(seven.out, Contains("partition: uniform: 0: embed (1 layer) | 1: blocks.0 (1 layer) | "));
+  CATCH_CHECK_THAT(seven.out, Contains("| 6: lm_head (1 layer)\n"));
+}
+
 CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", "[apps][train][errors]") {
   const std::string deadlock = temp_path(".txt"), short_bin = temp_path(".bin"), text = temp_path(".txt");
   {
@@ -563,7 +571,11 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--dp", "2", "--bucket-mb", "0"}, tiny), "--bucket-mb must be in (0, 4096]: got 0"},
       {with({"train", "--no-pipeline", "--dp", "2"}, tiny), "--no-pipeline trains one replica"},
       {with({"train", "--set", "precision=bf16"}, tiny), "precision=bf16 is not supported yet"},
-      {with({"train", "--stages", "4", "--layers", "2"}, {"--hidden", "32", "--heads", "2"}), "layers=2 cannot be split"},
+      {with({"train", "--stages", "4", "--layers", "2"}, {"--hidden", "32", "--heads", "2"}),
+       "layers=2 cannot be split over pp*chunks = 4*1 = 4 virtual stages (the default partition gives each a block; "
+       "partition uniform cuts all 5 layers, embeddings and head included)"},
+      {with({"train", "--stages", "6", "--layers", "2", "--partition", "uniform"}, {"--hidden", "32", "--heads", "2"}),
+       "the model's 5 layers cannot be split over stages*chunks=6 virtual stages"},
       {with({"train", "--threads-per-stage", "0"}, tiny), "--threads-per-stage must be >= 1: got 0"},
       // 1e308 s overflowed the clock, and step 0 "did not finish within 1e+308 s" at once.
       {with({"train", "--step-timeout", "1e308"}, tiny), "--step-timeout must be > 0 and at most 1e+09 seconds: got 1e+308"},

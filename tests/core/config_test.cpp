@@ -490,6 +490,11 @@ CATCH_TEST_CASE("rule: model sizes", "[config]") {
   c.model = "my-convnet";  // the layers key is the GPT's: another model counts its own layers
   CATCH_CHECK_NOTHROW(resolved(c));
   c.model = "gpt";
+  // The rule is the default partition's (a block per virtual stage); another partition cuts the
+  // GPT's embedding, blocks, ln_f and head (6 + 3 layers here), which the run's partition checks.
+  c.partition = "uniform";
+  CATCH_CHECK_NOTHROW(resolved(c));
+  c.partition.clear();
 
   job_config h = base();
   h.hidden = 250;
