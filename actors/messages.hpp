@@ -39,15 +39,25 @@ typename Inspector::result_type inspect(Inspector& f, double_bits& x) {
   }
 }
 
-// A virtual stage's sum of squared gradients.
+// A virtual stage's sums of squared gradients: one per parameter, in the stage's parameter
+// order (the supervisor adds them in model order, so the norm does not depend on the cut), or
+// one for a data-parallel shard's slices.
 struct stage_sq {
   int virtual_stage;
-  double sum;
+  std::vector<double> sums;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_sq& x) {
-  double_bits sum{&x.sum};
-  return f(x.virtual_stage, sum);
+  std::vector<std::uint64_t> bits(x.sums.size());  // bit for bit, as double_bits
+  if constexpr (Inspector::reads_state) {
+    if (!bits.empty()) std::memcpy(bits.data(), x.sums.data(), bits.size() * sizeof(double));
+    return f(x.virtual_stage, bits);
+  } else {
+    auto result = f(x.virtual_stage, bits);
+    x.sums.resize(bits.size());
+    if (!bits.empty()) std::memcpy(x.sums.data(), bits.data(), bits.size() * sizeof(double));
+    return result;
+  }
 }
 
 

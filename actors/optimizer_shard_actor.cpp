@@ -144,12 +144,12 @@ void optimizer_shard::on_gradients_ready(const msg::gradients_ready& g) {
   auto ctx = ctx_;
   const int id = id_, step = g.step, rank = rank_;
   auto me = caf::actor_cast<caf::actor>(self_);
-  if (D_ == 1) {  // no sync: the norm of the stage's own gradients (tied copies counted where owned)
+  if (D_ == 1) {  // no sync: the stage's own gradients, a sum per parameter (tied copies counted where owned)
     post("the gradient norm", [ctx, id, step, rank] {
       const auto& opt = *ctx->optimizers[id];
-      const double sq = opt.grad_sq_sum(ctx->runners[id]->tied_copies());
+      auto sums = opt.grad_sq_sums(ctx->runners[id]->tied_copies());
       const double now = ctx->now();
-      caf::anon_send(ctx->supervisor, msg::grad_sq_parts{step, rank, {{id, sq}}, now, now, opt.state_bytes()});
+      caf::anon_send(ctx->supervisor, msg::grad_sq_parts{step, rank, {{id, std::move(sums)}}, now, now, opt.state_bytes()});
     });
     return;
   }
@@ -216,7 +216,7 @@ void optimizer_shard::on_work_done(const msg::shard_work_done& w) {
     case work::reduced: ++reduced_; break;
     case work::norm: {
       const double now = ctx_->now();
-      self_->send(ctx_->supervisor, msg::grad_sq_parts{w.step, rank_, {{id_, w.sq}}, sync_start_, now,
+      self_->send(ctx_->supervisor, msg::grad_sq_parts{w.step, rank_, {{id_, {w.sq}}}, sync_start_, now,
                                                        ctx_->dp_optimizers[id_]->state_bytes()});
       return;
     }

@@ -252,14 +252,16 @@ void supervisor::on_grad_sq_parts(const msg::grad_sq_parts& g) {
   maybe_step_optimizers();
 }
 
-// Every rank flushed, every loss and every shard's sum of squares is here: the norm (summed
-// by virtual stage id), the clip coefficient and the learning rate go to the shards.
+// Every rank flushed, every loss and every shard's sums of squares are here: the norm (added
+// one by one in virtual stage order, so parameter by parameter in model order whatever the
+// cut), the clip coefficient and the learning rate go to the shards.
 void supervisor::maybe_step_optimizers() {
   if (static_cast<int>(st_.flushes.size()) < P_ || st_.losses_got < M_ || static_cast<int>(st_.sq_parts.size()) < shards_)
     return;
   if (st_.optimizers_asked) return;
   double total = 0;
-  for (auto& [id, sq] : st_.sq_parts) total += sq;  // id order
+  for (auto& [id, sums] : st_.sq_parts)  // id order
+    for (double sq : sums) total += sq;
   st_.grad_norm = std::sqrt(total);
   if (!std::isfinite(st_.grad_norm)) {
     stop("step " + std::to_string(st_.step) + ": the gradient norm is " + std::to_string(st_.grad_norm) +

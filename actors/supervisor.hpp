@@ -26,7 +26,7 @@ struct supervisor_state {
   int losses_got = 0;
   std::vector<msg::flush> flushes;
   std::map<int, std::string> waiting;  // rank -> what it waits for
-  std::map<int, double> sq_parts;      // virtual stage id -> sum of squares
+  std::map<int, std::vector<double>> sq_parts;  // virtual stage id -> its sums of squares
   int optimizers_done = 0;
   double sync_start = 1e300, sync_end = 0;  // data-parallel gradient sync, this step
   std::map<int, double> stage_sync;          // virtual stage id -> its sync's seconds

@@ -76,15 +76,21 @@ shard_optimizer::shard_optimizer(std::vector<std::pair<std::string, tensor_box>>
 
 shard_optimizer::~shard_optimizer() = default;
 
-double shard_optimizer::grad_sq_sum(const std::vector<std::string>& skip) const {
+std::vector<double> shard_optimizer::grad_sq_sums(const std::vector<std::string>& skip) const {
   torch::NoGradGuard no_grad;
-  double total = 0;
+  std::vector<double> out;
   for (const auto& s : impl_->slots) {
     if (std::find(skip.begin(), skip.end(), s.name) != skip.end()) continue;
     const at::Tensor& g = s.param.grad();
     if (!g.defined()) continue;  // no gradient counts as zero
-    total += sq_sum(g);
+    out.push_back(sq_sum(g));
   }
+  return out;
+}
+
+double shard_optimizer::grad_sq_sum(const std::vector<std::string>& skip) const {
+  double total = 0;
+  for (double sq : grad_sq_sums(skip)) total += sq;
   return total;
 }
 

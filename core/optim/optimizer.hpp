@@ -27,8 +27,11 @@ class shard_optimizer {
   shard_optimizer(const shard_optimizer&) = delete;
   shard_optimizer& operator=(const shard_optimizer&) = delete;
 
-  // Sum of squared gradient entries over the shard, accumulated in double in parameter order.
-  // Parameters named in `skip` (e.g. the tied head copy) are left out.
+  // Each parameter's sum of squared gradient entries (in double), in parameter order; parameters
+  // named in `skip` (e.g. the tied head copy) and those without a gradient are left out. Added
+  // one by one in model order, these give the same norm however the model is cut.
+  std::vector<double> grad_sq_sums(const std::vector<std::string>& skip = {}) const;
+  // Their sum, added in that order.
   double grad_sq_sum(const std::vector<std::string>& skip = {}) const;
   void scale_grads(double factor);
   // AdamW on every parameter with a gradient. grad_scale (the clip coefficient) multiplies each

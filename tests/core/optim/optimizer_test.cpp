@@ -111,7 +111,7 @@ CATCH_TEST_CASE("AdamW: a parameter without a gradient is skipped and keeps its 
   CATCH_CHECK(values(c)[1] == Approx(4.0 + 0.1 * 0.5 / (0.5 + 1e-8)).epsilon(1e-14));
 }
 
-CATCH_TEST_CASE("grad_sq_sum, scale_grads and zero_grad", "[optim]") {
+CATCH_TEST_CASE("grad_sq_sum(s), scale_grads and zero_grad", "[optim]") {
   at::Tensor a = leaf({1.0, 2.0}, {2}), b = leaf({1.0}, {1}), c = leaf({5.0}, {1});
   at::Tensor w = leaf({1.0, -2.0, 3.0, 0.5}, {2, 2}, torch::kFloat);
   shard_optimizer opt({{"a", box(a)}, {"b", box(b)}, {"c", box(c)}, {"w", box(w)}}, adamw_options{});
@@ -123,6 +123,9 @@ CATCH_TEST_CASE("grad_sq_sum, scale_grads and zero_grad", "[optim]") {
   CATCH_CHECK(opt.grad_sq_sum() == 1 + 4 + 9 + 57);  // c: undefined, counts as zero
   CATCH_CHECK(opt.grad_sq_sum({"b"}) == 1 + 4 + 57);
   CATCH_CHECK(opt.grad_sq_sum({"w", "a", "not-a-param"}) == 9);
+  // Per parameter, in parameter order: c (no gradient) and skipped ones are left out.
+  CATCH_CHECK(opt.grad_sq_sums() == std::vector<double>{5, 9, 57});
+  CATCH_CHECK(opt.grad_sq_sums({"a"}) == std::vector<double>{9, 57});
 
   opt.scale_grads(0.5);
   CATCH_CHECK(opt.grad_sq_sum() == Approx((1 + 4 + 9 + 57) * 0.25));
