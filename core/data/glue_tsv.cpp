@@ -3,9 +3,12 @@
 #include "core/data/glue_tsv.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -68,16 +71,18 @@ int index_of(const std::vector<std::string>& header, const char* name) {
   return it == header.end() ? -1 : static_cast<int>(it - header.begin());
 }
 
-// A decimal label of at most 4 digits, else -1: integer labels become ids 0..max, so a larger
-// number is more likely a score or a name than a class.
-std::int32_t parse_integer_label(const std::string& s) {
-  if (s.empty() || s.size() > 4) return -1;
+// A decimal label of at most 4 digits (and a leading '-'), else nothing: integer labels
+// become ids 0..max, so a larger number is more likely a score or a name than a class.
+std::optional<std::int32_t> parse_integer_label(const std::string& s) {
+  const bool negative = !s.empty() && s[0] == '-';
+  const std::string digits = negative ? s.substr(1) : s;
+  if (digits.empty() || digits.size() > 4) return std::nullopt;
   std::int32_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return -1;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
     v = v * 10 + (c - '0');
   }
-  return v;
+  return negative ? -v : v;
 }
 
 std::string list_labels(const glue_labels& labels) {
@@ -172,11 +177,13 @@ glue_dataset make_dataset(const std::string& path, const glue_columns& columns, 
 }  // namespace
 
 std::int32_t glue_labels::id_of(const std::string& label) const {
+  std::string key = label;
   if (integer) {
-    const std::int32_t v = parse_integer_label(label);
-    return v < count() ? v : -1;  // -1 stays -1
+    const auto v = parse_integer_label(label);
+    if (!v) return -1;
+    key = std::to_string(*v);
   }
-  const auto it = std::find(names.begin(), names.end(), label);
+  const auto it = std::find(names.begin(), names.end(), key);
   return it == names.end() ? -1 : static_cast<std::int32_t>(it - names.begin());
 }
 
@@ -208,39 +215,105 @@ glue_columns glue_columns_for_header(const std::vector<std::string>& header) {
     throw std::invalid_argument("a GLUE header needs at least two columns (a sentence and a label): got " +
                                 std::to_string(header.size()));
   glue_columns c;
-  c.text_a = 0;
   c.label = static_cast<int>(header.size()) - 1;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    std::string name = header[i];
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (name == "label") {
+      c.label = static_cast<int>(i);
+      break;
+    }
+  }
+  c.text_a = c.label == 0 ? 1 : 0;
   c.layout = "generic";
   return c;
 }
 
-glue_columns glue_columns_from_file(const std::string& path) {
+namespace {
+std::vector<std::string> header_of(const std::string& path) {
   std::ifstream f = open(path);
   std::string line;
   if (!std::getline(f, line)) fail(path, "is empty: expected a header line");
   strip_line_end(line);
   strip_bom(line);
+  return split_tabs(line);
+}
+}  // namespace
+
+glue_columns glue_columns_from_file(const std::string& path) {
+  const std::vector<std::string> header = header_of(path);
   try {
-    return glue_columns_for_header(split_tabs(line));
+    return glue_columns_for_header(header);
   } catch (const std::invalid_argument& e) {
     fail_line(path, 1, e.what());
   }
 }
 
+glue_columns glue_columns_for_eval(const std::string& eval_path, const std::string& train_path, const glue_columns& train) {
+  const std::vector<std::string> train_header = header_of(train_path), header = header_of(eval_path);
+  const auto name = [&](int column) {
+    return column >= 0 && column < static_cast<int>(train_header.size()) ? train_header[column] : std::string();
+  };
+  const auto find = [&](int column) { return name(column).empty() ? -1 : index_of(header, name(column).c_str()); };
+  glue_columns c = train;
+  c.text_a = find(train.text_a);
+  c.text_b = train.text_b >= 0 ? find(train.text_b) : -1;
+  c.label = find(train.label);
+  const bool named = c.text_a >= 0 && c.label >= 0 && (train.text_b < 0 || c.text_b >= 0) &&
+                     c.text_a != c.label && c.text_a != c.text_b && c.text_b != c.label;
+  if (named) return c;  // the train file's columns by name
+  try {
+    c = glue_columns_for_header(header);
+  } catch (const std::invalid_argument& e) {
+    fail_line(eval_path, 1, e.what());
+  }
+  if ((c.text_b >= 0) != (train.text_b >= 0))
+    fail_line(eval_path, 1,
+              "the header reads as " + c.layout + " (" + (c.text_b >= 0 ? "a sentence pair" : "one sentence") +
+                  "), the train file '" + train_path + "' as " + train.layout + " (" +
+                  (train.text_b >= 0 ? "a sentence pair" : "one sentence") + "): name the columns as the train file does ('" +
+                  name(train.label) + "' for the label)");
+  return c;
+}
+
 glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns) {
   std::vector<raw_row> rows = read_rows(path, columns);
   glue_labels labels;
-  labels.integer =
-      std::all_of(rows.begin(), rows.end(), [](const raw_row& r) { return parse_integer_label(r.label) >= 0; });
-  if (labels.integer) {
-    std::int32_t max = 0;
-    for (const raw_row& r : rows) max = std::max(max, parse_integer_label(r.label));
-    for (std::int32_t i = 0; i <= max; ++i) labels.names.push_back(std::to_string(i));
+  const raw_row* first_integer = nullptr;
+  const raw_row* first_text = nullptr;
+  std::set<std::int32_t> values;
+  for (const raw_row& r : rows) {
+    const auto v = parse_integer_label(r.label);
+    if (v) values.insert(*v);
+    const raw_row*& first = v ? first_integer : first_text;
+    if (!first) first = &r;
+  }
+  labels.integer = first_text == nullptr;
+  std::vector<std::string> notes;
+  if (labels.integer && *values.begin() >= 0) {
+    for (std::int32_t i = 0; i <= *values.rbegin(); ++i) labels.names.push_back(std::to_string(i));
+    const std::size_t empty = labels.names.size() - values.size();
+    if (empty > 0)
+      notes.push_back("labels 0.." + labels.names.back() + " make " + std::to_string(labels.names.size()) + " classes, " +
+                      std::to_string(empty) + " of them with no training row (a stray label?)");
+  } else if (labels.integer) {
+    for (std::int32_t v : values) labels.names.push_back(std::to_string(v));
   } else {
     for (const raw_row& r : rows)
       if (labels.id_of(r.label) < 0) labels.names.push_back(r.label);
+    if (first_integer)
+      notes.push_back("the labels mix integers ('" + first_integer->label + "' on line " +
+                      std::to_string(first_integer->example.line) + ") with other text ('" + first_text->label +
+                      "' on line " + std::to_string(first_text->example.line) +
+                      "): each distinct text is a class of its own, " + std::to_string(labels.count()) + " in all");
+    if (labels.count() > 20 && 2 * static_cast<std::size_t>(labels.count()) > rows.size())
+      notes.push_back("column " + std::to_string(columns.label) + " holds " + std::to_string(labels.count()) +
+                      " distinct labels in " + std::to_string(rows.size()) +
+                      " rows: is it text rather than a label? (--text-columns A,LABEL names the columns)");
   }
-  return make_dataset(path, columns, std::move(labels), std::move(rows));
+  glue_dataset d = make_dataset(path, columns, std::move(labels), std::move(rows));
+  d.notes = std::move(notes);
+  return d;
 }
 
 glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns, const glue_labels& labels) {

@@ -24,20 +24,29 @@ struct glue_columns {
 //   QQP      question1, question2, is_duplicate
 //   MRPC     #1 String, #2 String, Quality
 //   SST-2    sentence, label
-//   generic  anything else: the first column is the sentence, the last the label
+//   generic  anything else: the label is the column named label (any case), else the last; the
+//            sentence is the first other column
 // Throws std::invalid_argument when a generic header has fewer than two columns.
 glue_columns glue_columns_for_header(const std::vector<std::string>& header);
 // The same from a file's first line. Throws std::invalid_argument naming the file when it
 // cannot be read or is empty.
 glue_columns glue_columns_from_file(const std::string& path);
+// A dev file's columns, for a train file read with `train` (columns from its header): the
+// columns of the dev file's header that carry the train columns' names (MNLI's dev files have
+// 16 columns where train.tsv has 12; a file may order them otherwise), else the dev header's
+// own layout. Throws std::invalid_argument naming the dev file when that layout has other
+// roles (a sentence pair against one sentence).
+glue_columns glue_columns_for_eval(const std::string& eval_path, const std::string& train_path, const glue_columns& train);
 
-// Label ids. When every label of the train file is a decimal integer of at most 4 digits, the id
-// is that integer and there are max + 1 labels ("0", "1", ...). Otherwise each distinct string is a label, ids in
-// order of first appearance (e.g. entailment=0, neutral=1, contradiction=2). STS-B's real-valued
-// scores are not labels: they would read as strings.
+// Label ids. When every label of the train file is a decimal integer of at most 4 digits
+// (a leading '-' allowed), they are integer labels: with none below 0 the id is the integer
+// and there are max + 1 labels ("0", "1", ...); with negative ones, ids follow the distinct
+// values in numeric order ("-1" = 0, "1" = 1). '01' is 1. Otherwise each distinct string is a
+// label, ids in order of first appearance (e.g. entailment=0, neutral=1, contradiction=2).
+// STS-B's real-valued scores are not labels: they would read as strings.
 struct glue_labels {
   bool integer = false;
-  std::vector<std::string> names;  // id -> label as written
+  std::vector<std::string> names;  // id -> label as written (integers in decimal)
   int count() const { return static_cast<int>(names.size()); }
   // -1 when `label` is not one of these labels.
   std::int32_t id_of(const std::string& label) const;
@@ -55,6 +64,9 @@ struct glue_dataset {
   glue_columns columns;
   glue_labels labels;
   std::vector<glue_example> examples;
+  // What a user should know about the labels (a class with no training row, integers mixed with
+  // other text, about as many labels as rows): one sentence each, for a warning.
+  std::vector<std::string> notes;
   bool pairs() const { return columns.text_b >= 0; }
   int num_labels() const { return labels.count(); }
 };

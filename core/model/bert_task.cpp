@@ -1,11 +1,13 @@
 // GLUE TSV -> encoded examples -> the BERT model definition.
 #include "core/model/bert_task.hpp"
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
 #include "core/data/glue_tsv.hpp"
 #include "core/data/wordpiece.hpp"
+#include "core/log.hpp"
 #include "core/model/bert_model.hpp"
 #include "core/run_room.hpp"
 
@@ -68,8 +70,15 @@ model_definition bert_task_model(const train_options& o) {
     throw std::invalid_argument("--intermediate must be >= 0 (0: 4 x --hidden): got " + std::to_string(t.intermediate));
   glue_columns columns = t.columns.empty() ? glue_columns_from_file(o.data_file) : parse_columns(t.columns);
   const glue_dataset train = read_glue_tsv(o.data_file, columns);
+  for (const std::string& note : train.notes) log_warn("--data-file " + o.data_file + ": " + note);
   glue_dataset eval;
-  if (!t.eval_file.empty()) eval = read_glue_tsv(t.eval_file, columns, train.labels);
+  if (!t.eval_file.empty()) {
+    // Columns by the dev file's own header (MNLI's dev files have more columns than train.tsv);
+    // --text-columns names them in both files.
+    const glue_columns eval_columns =
+        t.columns.empty() ? glue_columns_for_eval(t.eval_file, o.data_file, columns) : columns;
+    eval = read_glue_tsv(t.eval_file, eval_columns, train.labels);
+  }
   wordpiece_options wo;
   wo.lower_case = t.lower_case;
   std::string vocab_text;
@@ -109,7 +118,7 @@ model_definition bert_task_model(const train_options& o) {
                              " --intermediate " + std::to_string(c.intermediate) + " --max-positions " +
                              std::to_string(c.max_positions) + " and a vocabulary of " + std::to_string(c.vocab),
                          embeddings + c.layers * layer + heads, pipeline_stages(o), ranks_in_this_process(o), o.microbatch_size,
-                         o.model.seq_len, h);
+                         o.model.seq_len, h, c.heads);
   }
 
   bert_data d;
@@ -120,8 +129,12 @@ model_definition bert_task_model(const train_options& o) {
   d.seed = o.data_seed;
   d.microbatch_size = o.microbatch_size;
   d.microbatches_per_step = o.microbatches * o.dp;
+  std::string labels;  // "2 labels: 0, 1; F1 of 1"
+  for (int i = 0; i < std::min(train.num_labels(), 8); ++i) labels += (i ? ", " : ": ") + train.labels.names[i];
+  if (train.num_labels() > 8) labels += ", ...";
+  if (train.num_labels() == 2) labels += "; F1 of " + train.labels.names[1];
   d.description = o.data_file + ": " + std::to_string(train.examples.size()) + " rows (" + columns.layout + ", " +
-                  std::to_string(train.num_labels()) + " labels)" +
+                  std::to_string(train.num_labels()) + " labels" + labels + ")" +
                   (t.eval_file.empty() ? "" : "; eval " + t.eval_file + ": " + std::to_string(eval.examples.size()) + " rows") +
                   "; " + vocab_text + " (" + std::to_string(tok.vocab_size()) + " tokens" +
                   (t.lower_case ? ", lower-cased" : "") + ")";

@@ -48,7 +48,7 @@ CATCH_TEST_CASE("train --model bert learns a sentiment task from TSV files to >=
   CATCH_INFO(r.out << r.err);
   CATCH_REQUIRE(r.code == 0);
   CATCH_CHECK_THAT(r.out, Contains("model: BERT, 2 layers, hidden 32, 2 heads"));
-  CATCH_CHECK_THAT(r.out, Contains(train + ": 300 rows (SST-2, 2 labels); eval " + dev + ": 80 rows"));
+  CATCH_CHECK_THAT(r.out, Contains(train + ": 300 rows (SST-2, 2 labels: 0, 1; F1 of 1); eval " + dev + ": 80 rows"));
   CATCH_CHECK_THAT(r.err + r.out, Contains("eval after step 20: loss "));
   CATCH_CHECK_THAT(r.out, Contains("final eval after step 60: loss "));
   // The last pass in --metrics: accuracy >= 90%.
@@ -87,7 +87,7 @@ CATCH_TEST_CASE("train --model bert trains on sentence pairs in MRPC's layout an
   auto r = cli(with(args, {"--data-file", train, "--eval-file", dev, "--steps", "2"}));
   CATCH_INFO(r.out << r.err);
   CATCH_REQUIRE(r.code == 0);
-  CATCH_CHECK_THAT(r.out, Contains(train + ": 80 rows (MRPC, 2 labels)"));
+  CATCH_CHECK_THAT(r.out, Contains(train + ": 80 rows (MRPC, 2 labels: 0, 1; F1 of 1)"));
   CATCH_CHECK_THAT(r.out, Contains("final eval after step 2: loss "));
   CATCH_CHECK_THAT(r.out, Contains("  f1 "));
 }
@@ -116,6 +116,31 @@ CATCH_TEST_CASE("train --model bert: a malformed TSV row or a missing file is on
                                       "a vocabulary of "));
   CATCH_CHECK_THAT(huge.err, Contains("billion parameters) on 2 stages, 2 ranks in this process, microbatch size 4 needs at least "));
   CATCH_CHECK_THAT(huge.err, Contains("GiB of memory and swap: lower those"));
+  // So is a sequence whose attention alone is past it ([B, heads, S, S] floats for one layer).
+  std::vector<std::string> long_rows = small;
+  long_rows[12] = "100000";  // --seq-len
+  auto attention = cli(with(long_rows, {"--data-file", train, "--steps", "1"}));
+  CATCH_CHECK(attention.code == 2);
+  CATCH_CHECK_THAT(attention.err, Contains("microbatch size 8 needs at least ") &&
+                                      Contains("one microbatch's [B, seq-len, hidden] activation and [B, heads, "
+                                               "seq-len, seq-len] attention)"));
+  auto gpt_attention = cli({"train", "--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--seq-len",
+                            "100000", "--steps", "1"});
+  CATCH_CHECK(gpt_attention.code == 2);
+  CATCH_CHECK_THAT(gpt_attention.err, Contains("the GPT of --layers 2 --hidden 32 --vocab 64 --seq-len 100000 ") &&
+                                          Contains("[B, heads, seq-len, seq-len] attention"));
+  // Labels that look like a mistake train, with a warning that says what was made of them.
+  auto rows = sentiment_rows(40, 5);
+  std::string stray_text = sentiment_tsv(rows) + "one more film\t1000\n";
+  const std::string stray = write_text(".stray.tsv", stray_text);
+  const std::string log = temp_path(".log");
+  auto warned = cli(with(small, {"--data-file", stray, "--steps", "1", "--log-file", log}));
+  CATCH_CHECK(warned.code == 0);
+  std::stringstream logged;
+  logged << std::ifstream(log).rdbuf();
+  CATCH_CHECK_THAT(logged.str(), Contains(" warning: --data-file " + stray + ": labels 0..1000 make 1001 classes, "
+                                          "998 of them with no training row (a stray label?)\n"));
+  CATCH_CHECK_THAT(warned.out, Contains(stray + ": 41 rows (SST-2, 1001 labels: 0, 1, 2, 3, 4, 5, 6, 7, ...)"));
   // 0 means "the default" for these two; below it is refused, not taken as 0.
   auto positions = cli(with(small, {"--data-file", train, "--max-positions", "-1", "--steps", "1"}));
   CATCH_CHECK(positions.code == 2);

@@ -171,9 +171,9 @@ CATCH_TEST_CASE("a model past the machine's memory and swap is refused in one me
   CATCH_CHECK_THAT(limited, Contains(" KiB): lower --layers"));
   // A model whose stage fits, on 2 stages: one rank in this process fits, both ranks do not.
   const double parameters = 1.5 * room / 8;
-  CATCH_CHECK_NOTHROW(require_model_memory("m", parameters, 2, 1, 1, 1, 1));
+  CATCH_CHECK_NOTHROW(require_model_memory("m", parameters, 2, 1, 1, 1, 1, 1));
   try {
-    require_model_memory("m", parameters, 2, 2, 1, 1, 1);
+    require_model_memory("m", parameters, 2, 2, 1, 1, 1, 1);
     CATCH_FAIL("two ranks' shares past the machine's memory were not refused");
   } catch (const std::invalid_argument& e) {
     CATCH_CHECK_THAT(std::string(e.what()), Contains(" on 2 stages, 2 ranks in this process, microbatch size 1 needs at least "));

@@ -179,12 +179,102 @@ CATCH_TEST_CASE("integer labels are ids as written, mixed labels are all strings
   CATCH_CHECK(g.labels.integer);
   CATCH_CHECK(g.num_labels() == 3);  // 0..2, though 1 is never seen
   CATCH_CHECK(g.examples[0].label == 2);
+  // ... which the reader says: a stray 1000 among 0/1 labels makes a 1001-way classifier.
+  CATCH_CHECK(g.notes == strings{"labels 0..2 make 3 classes, 1 of them with no training row (a stray label?)"});
+  temp_file stray("stray.tsv", "sentence\tlabel\na\t1\nb\t0\nc\t1000\n");
+  CATCH_CHECK(read_glue_tsv(stray.path, sst2_columns()).notes ==
+              strings{"labels 0..1000 make 1001 classes, 998 of them with no training row (a stray label?)"});
 
   temp_file mixed("mixed.tsv", "sentence\tlabel\na\t1\nb\tyes\nc\t0\n");
   const glue_dataset m = read_glue_tsv(mixed.path, sst2_columns());
   CATCH_CHECK(!m.labels.integer);
   CATCH_CHECK(m.labels.names == strings{"1", "yes", "0"});
   CATCH_CHECK(m.examples[2].label == 2);
+  CATCH_CHECK(m.notes == strings{"the labels mix integers ('1' on line 2) with other text ('yes' on line 3): each "
+                                 "distinct text is a class of its own, 3 in all"});
+  // One '1.0' among 0/1 labels: three classes, and a note that says why.
+  temp_file point("point.tsv", "sentence\tlabel\na\t1\nb\t0\nc\t1.0\n");
+  const glue_dataset p = read_glue_tsv(point.path, sst2_columns());
+  CATCH_CHECK(p.num_labels() == 3);
+  CATCH_REQUIRE(p.notes.size() == 1);
+  CATCH_CHECK_THAT(p.notes[0], Contains("('1.0' on line 4)"));
+  // Plain integer labels say nothing.
+  temp_file plain("plain.tsv", sst2);
+  CATCH_CHECK(read_glue_tsv(plain.path, sst2_columns()).notes.empty());
+}
+
+CATCH_TEST_CASE("negative integer labels are numbered in numeric order, and '01' is 1", "[data][glue]") {
+  temp_file f("signed.tsv", "sentence\tlabel\na\t1\nb\t-1\nc\t01\n");
+  const glue_dataset d = read_glue_tsv(f.path, sst2_columns());
+  CATCH_CHECK(d.labels.integer);
+  CATCH_CHECK(d.labels.names == strings{"-1", "1"});  // F1 is label 1's, as for 0/1 labels
+  CATCH_REQUIRE(d.examples.size() == 3);
+  CATCH_CHECK(d.examples[0].label == 1);
+  CATCH_CHECK(d.examples[1].label == 0);
+  CATCH_CHECK(d.examples[2].label == 1);
+  CATCH_CHECK(d.notes.empty());
+  CATCH_CHECK(d.labels.id_of("-01") == 0);
+  CATCH_CHECK(d.labels.id_of("0") == -1);
+  CATCH_CHECK(d.labels.id_of("x") == -1);
+}
+
+CATCH_TEST_CASE("a column of text read as labels is named", "[data][glue]") {
+  std::string text = "review\tscore\n";
+  for (int i = 0; i < 30; ++i) text += "1\tsentence number " + std::to_string(i) + "\n";
+  temp_file f("swapped.tsv", text);
+  const glue_dataset d = read_glue_tsv(f.path, glue_columns_from_file(f.path));
+  CATCH_CHECK(d.num_labels() == 30);
+  CATCH_CHECK(d.notes == strings{"column 1 holds 30 distinct labels in 30 rows: is it text rather than a label? "
+                                 "(--text-columns A,LABEL names the columns)"});
+}
+
+CATCH_TEST_CASE("a dev file's columns come from its own header, by the train file's column names", "[data][glue]") {
+  // MNLI: train.tsv has gold_label in column 11 of 12; dev_matched.tsv has label1..label5 first,
+  // so its column 11 is an annotator's label2 and gold_label is column 15.
+  std::string train_text = "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+                           "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label\n";
+  std::string dev_text = "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+                         "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tlabel2\tlabel3\tlabel4\t"
+                         "label5\tgold_label\n";
+  for (const char* l : {"entailment", "neutral", "contradiction"}) {
+    train_text += std::string("0\t1\t2\tg\t(a)\t(b)\t(a)\t(b)\tA man eats.\tSomeone eats.\t") + l + "\t" + l + "\n";
+    dev_text += std::string("0\t1\t2\tg\t(a)\t(b)\t(a)\t(b)\tA man eats.\tSomeone eats.\t") + l +
+                "\tneutral\tneutral\tneutral\tneutral\t" + l + "\n";
+  }
+  temp_file train("mnli_train.tsv", train_text), dev("mnli_dev.tsv", dev_text);
+  const glue_columns tc = glue_columns_from_file(train.path);
+  CATCH_CHECK(tc.label == 11);
+  const glue_dataset t = read_glue_tsv(train.path, tc);
+  const glue_columns dc = glue_columns_for_eval(dev.path, train.path, tc);
+  CATCH_CHECK(dc.text_a == 8);
+  CATCH_CHECK(dc.text_b == 9);
+  CATCH_CHECK(dc.label == 15);
+  const glue_dataset d = read_glue_tsv(dev.path, dc, t.labels);
+  CATCH_REQUIRE(d.examples.size() == 3);
+  for (int i = 0; i < 3; ++i) CATCH_CHECK(d.examples[i].label == t.examples[i].label);  // gold, not label2
+
+  // SST-2's columns in the other order; a generic header with a label column first.
+  temp_file sst_train("sst_order_train.tsv", sst2), swapped("sst_swapped.tsv", "label\tsentence\n1\tgood\n0\tbad\n");
+  const glue_columns sc = glue_columns_from_file(sst_train.path);
+  const glue_columns sw = glue_columns_for_eval(swapped.path, sst_train.path, sc);
+  CATCH_CHECK(sw.label == 0);
+  CATCH_CHECK(sw.text_a == 1);
+  const glue_dataset s = read_glue_tsv(swapped.path, sw, read_glue_tsv(sst_train.path, sc).labels);
+  CATCH_CHECK(s.examples[0].text_a == "good");
+  CATCH_CHECK(s.examples[0].label == 1);
+  const glue_columns g = glue_columns_for_header({"Label", "review", "source"});
+  CATCH_CHECK(g.label == 0);
+  CATCH_CHECK(g.text_a == 1);
+
+  // Other names fall back to the dev header's own layout; a pair against one sentence is refused.
+  temp_file rte("rte_dev.tsv", "index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\tentailment\n");
+  const glue_columns rc = glue_columns_for_eval(rte.path, train.path, tc);
+  CATCH_CHECK(rc.label == 3);
+  CATCH_CHECK(rc.text_b == 2);
+  CATCH_CHECK_THROWS_WITH(glue_columns_for_eval(rte.path, sst_train.path, sc),
+                          Contains("glue file '" + rte.path + "' line 1: the header reads as RTE/WNLI (a sentence pair), "
+                                   "the train file '" + sst_train.path + "' as SST-2 (one sentence): name the columns as "
+                                   "the train file does ('label' for the label)"));
 }
 
 CATCH_TEST_CASE("CRLF line ends, a BOM and trailing empty lines read like plain LF", "[data][glue]") {
