@@ -25,6 +25,8 @@
 #include "actors/run_context.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/checkpoint/run_meta.hpp"
+#include "core/content_digest.hpp"
+#include "core/schedule/plan.hpp"
 #include "core/log.hpp"
 #include "core/model/error_text.hpp"
 #include "core/model/safetensors.hpp"
@@ -41,8 +43,9 @@ namespace {
 
 // What every process must agree on (anything that changes the numbers or the plan), one
 // `name=value` per line so that a mismatch can be told option by option
-// (describe_job_difference). Numbers in their shortest exact form.
-std::string job_fingerprint(const train_options& o, const job_place& g) {
+// (describe_job_difference). Numbers in their shortest exact form. Files by what they hold,
+// not by their paths: each process reads its own copy, under a path of its host's.
+std::string job_fingerprint(const train_options& o, const job_place& g, const plan* file_plan) {
   std::string s;
   auto add = [&s](const char* name, const auto& value) {
     s += name;
@@ -59,8 +62,11 @@ std::string job_fingerprint(const train_options& o, const job_place& g) {
     }
     s += '\n';
   };
-  add("schedule", o.schedule);
-  add("schedule_file", o.schedule_file);
+  const auto file = [](const std::string& path) { return path.empty() ? std::string() : content_digest(path); };
+  add("model", o.model_name);
+  add("partition", o.partition);
+  add("schedule", o.schedule_file.empty() ? o.schedule : std::string());
+  add("schedule_file", file_plan ? "a plan of digest " + text_digest(format_plan(*file_plan)) : std::string());
   add("stages", o.stages);
   add("chunks", o.chunks);
   add("microbatches", o.microbatches);
@@ -72,7 +78,14 @@ std::string job_fingerprint(const train_options& o, const job_place& g) {
   add("grad_clip", o.grad_clip);
   add("weight_decay", o.weight_decay);
   add("data", o.data);
-  add("data_file", o.data_file);
+  add("data_file", file(o.data_file));
+  add("init_from", file(o.init_from));
+  add("eval_file", file(o.text.eval_file));
+  add("vocab_file", file(o.text.vocab_file));
+  add("lower_case", o.text.lower_case);
+  add("text_columns", o.text.columns);
+  add("max_positions", o.text.max_positions);
+  add("intermediate", o.text.intermediate);
   add("data_seed", o.data_seed);
   add("greedy_budget", o.greedy_budget);
   add("activation_checkpointing", o.activation_checkpointing);
@@ -377,7 +390,8 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
                     const job_place& place) {
   cluster_options c;
   static_cast<job_place&>(c) = place;
-  c.fingerprint = job_fingerprint(ctx->options, place);
+  c.fingerprint = job_fingerprint(ctx->options, place,
+                                  ctx->options.schedule_file.empty() ? nullptr : ctx->static_plan.get());
   c.process_of_rank = ctx->process_of_rank;
   c.clock = [ctx] { return ctx->now(); };
   c.epoch_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ctx->epoch.time_since_epoch()).count();

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -548,6 +549,70 @@ CATCH_TEST_CASE("a process started with other options is refused, told which one
   CATCH_CHECK(code0 == 1);
   CATCH_CHECK(read_text(log0).find("missing: 1; the last process refused: process 1 runs a different job: steps=3") !=
               std::string::npos);
+}
+
+CATCH_TEST_CASE("processes compare what their plan and data files hold, not their paths", "[multiprocess]") {
+  // Each process reads its own copy: one path may hold different plans (the job formed, then
+  // hung until --step-timeout), and one plan may lie under two names.
+  auto plan_text = [](bool reversed) {  // gpipe on 4 ranks, 8 microbatches; the other in reverse order
+    std::string text;
+    for (int r = 0; r < 4; ++r) {
+      text += std::to_string(r) + ":";
+      for (const char* op : {"F", "B"})
+        for (int i = 0; i < 8; ++i) text += std::string(" ") + op + std::to_string(r) + "." + std::to_string(reversed ? 7 - i : i);
+      text += "\n";
+    }
+    return text;
+  };
+  const std::string dir0 = temp_path(".p0"), dir1 = temp_path(".p1");
+  std::filesystem::create_directories(dir0);
+  std::filesystem::create_directories(dir1);
+  std::ofstream(dir0 + "/plan.txt") << plan_text(false);
+  std::ofstream(dir1 + "/plan.txt") << plan_text(true);
+  std::ofstream(dir1 + "/same.txt") << plan_text(false);
+  auto with_file = [](const std::string& path, const std::vector<std::string>& more) {
+    auto a = job("1f1b", 1, 1, "");
+    const auto at = std::find(a.begin(), a.end(), "--schedule");
+    a.erase(at, at + 2);
+    a.insert(a.end(), {"--schedule-file", path});
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  const std::string log0 = temp_path(".f0.log"), log1 = temp_path(".f1.log");
+  {
+    const int port = free_port();
+    const pid_t p0 = start_process(bin, with_file(dir0 + "/plan.txt", {"--join-timeout", "4"}), worker_env(0, 2, port), log0);
+    const pid_t p1 = start_process(bin, with_file(dir1 + "/plan.txt", {}), worker_env(1, 2, port), log1);
+    CATCH_CHECK(wait_process(p1, 30) > 0);
+    CATCH_INFO("process 1:\n" << process_log(log1));
+    CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: schedule_file=a plan of digest ") &&
+                                          Contains(" against process 0's schedule_file=a plan of digest "));
+    CATCH_CHECK(wait_process(p0, 30) == 1);
+  }
+  {  // the same plan under another name, and token files of one name with other tokens
+    const int port = free_port();
+    std::vector<char> tokens(2 * 4096);
+    for (std::size_t i = 0; i < tokens.size(); i += 2) tokens[i] = static_cast<char>(i % 251);
+    std::ofstream(dir0 + "/tokens.bin", std::ios::binary).write(tokens.data(), static_cast<std::streamsize>(tokens.size()));
+    tokens[2 * 4000] = 7;
+    std::ofstream(dir1 + "/tokens.bin", std::ios::binary).write(tokens.data(), static_cast<std::streamsize>(tokens.size()));
+    const pid_t p0 = start_process(bin, with_file(dir0 + "/plan.txt", {"--join-timeout", "4"}), worker_env(0, 2, port), log0);
+    const pid_t p1 = start_process(bin, with_file(dir1 + "/same.txt", {}), worker_env(1, 2, port), log1);
+    CATCH_CHECK(wait_process(p0, 60) == 0);
+    CATCH_CHECK(wait_process(p1, 60) == 0);
+    const int port2 = free_port();
+    const pid_t q0 = start_process(bin, with_file(dir0 + "/plan.txt", {"--join-timeout", "4", "--data-file", dir0 + "/tokens.bin"}),
+                                   worker_env(0, 2, port2), log0);
+    const pid_t q1 = start_process(bin, with_file(dir0 + "/plan.txt", {"--data-file", dir1 + "/tokens.bin"}),
+                                   worker_env(1, 2, port2), log1);
+    CATCH_CHECK(wait_process(q1, 30) > 0);
+    CATCH_INFO("process 1:\n" << process_log(log1));
+    CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: data_file=8192 bytes, digest ") &&
+                                          Contains(" against process 0's data_file=8192 bytes, digest "));
+    CATCH_CHECK(wait_process(q0, 30) == 1);
+  }
+  std::filesystem::remove_all(dir0);
+  std::filesystem::remove_all(dir1);
 }
 
 CATCH_TEST_CASE("processes started with srun's or mpirun's variables form the job", "[multiprocess]") {
