@@ -248,7 +248,7 @@ void print_json(std::ostream& out, const simulate_options& opt, const simulation
                       {"bubble_ratio", r.bubble_ratio}, {"per_rank", per_rank}};
   if (opt.print_plan) j["plan"] = format_plan(s.p);
   if (!s.summary.empty()) j["config"] = s.summary;
-  out << j.dump(2) << '\n';
+  out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';  // a file name that is not UTF-8: U+FFFD
 }
 
 // Each rank's busy and idle time and peak activations (and pending weight grads when the plan

@@ -94,14 +94,18 @@ job_config resolve_job(const train_cli_options& o) {
   const bool chunks_given = o.chunks || set_by_user("chunks");
   if (o.config_path.empty() && !chunks_given) c.chunks = default_chunks(c.schedule);
   // A plan file gives its stages, chunks and microbatches where neither a flag nor a config
-  // does (where one does, it must match the file: run_setup).
-  if (!o.schedule_file.empty() && !o.no_pipeline && o.config_path.empty()) {
+  // does (where one does, it must match the file: run_setup); --no-pipeline takes its
+  // microbatches, to be the reference of the plan's run.
+  bool microbatches_from_file = false;
+  if (!o.schedule_file.empty() && o.config_path.empty()) {
     const plan p = load_plan_file(o.schedule_file);
-    if (!o.stages && !set_by_user("pp")) c.pp = p.num_ranks();
-    if (!chunks_given) c.chunks = p.chunks();
+    if (!o.no_pipeline && !o.stages && !set_by_user("pp")) c.pp = p.num_ranks();
+    if (!o.no_pipeline && !chunks_given) c.chunks = p.chunks();
     if (!o.microbatches && !o.batch_size && !set_by_user("num_microbatches") && !set_by_user("batch_size") &&
-        !set_by_user("global_batch_size"))
+        !set_by_user("global_batch_size")) {
       c.num_microbatches = p.microbatches;
+      microbatches_from_file = true;
+    }
   }
   // In a config, 0 means "derive it from the batch rules"; a flag given 0 would silently mean
   // the default instead, so the flags take counts from 1.
@@ -145,7 +149,10 @@ job_config resolve_job(const train_cli_options& o) {
       if (given) dropped += std::string(dropped.empty() ? "" : ", ") + flag;
     if (!dropped.empty())
       unused.push_back("--no-pipeline trains the whole model on one thread: " + dropped + " do" +
-                       (dropped.find(',') == std::string::npos ? "es" : "") + " not apply");
+                       (dropped.find(',') == std::string::npos ? "es" : "") + " not apply" +
+                       (microbatches_from_file ? " (but the plan's " + std::to_string(c.num_microbatches) +
+                                                     " microbatches do)"
+                                               : ""));
   }
   if (o.no_pipeline) {
     // The reference runs the whole model on one thread: the pipeline's shape (stages, chunks,
@@ -434,7 +441,7 @@ struct step_reporter {
         j["sync_seconds"] = m.sync_seconds;
         j["exposed_sync_seconds"] = m.exposed_sync_seconds;
       }
-      metrics.line(j.dump());
+      metrics.line(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
   }
 };
@@ -458,7 +465,7 @@ struct eval_reporter {
     if (metrics) {
       nlohmann::json j = {{"eval_after_step", e.step}, {"eval_loss", e.loss}, {"eval_seconds", e.seconds}};
       for (const auto& [name, value] : e.metrics) j[name] = value;
-      metrics.line(j.dump());
+      metrics.line(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
   }
 };

@@ -194,7 +194,7 @@ std::string checkpoint_writer::commit(const nlohmann::json& meta) {
   nlohmann::json files = nlohmann::json::object();
   for (const auto& f : files_) files[f.name] = {{"bytes", f.bytes}, {"sha256", f.sha256}};
   const nlohmann::json manifest = {{"format", 1}, {"step", step_}, {"files", files}, {"meta", meta}};
-  const std::string text = manifest.dump(2) + "\n";
+  const std::string text = manifest.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // a path that is not UTF-8: U+FFFD
   write_durably(partial_ + "/manifest.json", text.data(), text.size());
   fsync_path(partial_, true);
   const std::string name = checkpoint_name(step_), final_path = dir_ + "/" + name;

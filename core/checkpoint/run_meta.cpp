@@ -12,7 +12,7 @@ namespace {
 std::string shown(const nlohmann::json& v) {
   if (v.is_string()) return "'" + v.get<std::string>() + "'";
   if (v.is_number_float()) return number_text(v.get<double>());
-  return v.dump();
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 namespace actorpipe {
 
@@ -194,14 +195,40 @@ plan parse_plan(const std::string& text, const std::string& name) {
   return p;
 }
 
+std::string weight_gradient_order_note(const plan& p) {
+  std::map<int, std::vector<int>> order;  // virtual stage -> microbatches of its B's or W's
+  for (const auto& list : p.ranks)
+    for (const action& a : list)
+      if (a.op == op_kind::backward || a.op == op_kind::weight_grad) order[a.virtual_stage].push_back(a.microbatch);
+  for (const auto& [v, ms] : order) {
+    if (std::is_sorted(ms.begin(), ms.end())) continue;
+    std::string listed;
+    for (std::size_t i = 0; i < ms.size() && i < 8; ++i) listed += (i ? ", " : "") + std::to_string(ms[i]);
+    if (ms.size() > 8) listed += ", ...";
+    return "virtual stage " + std::to_string(v) + " runs its weight gradients for microbatches " + listed;
+  }
+  return "";
+}
+
 plan load_plan_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw std::invalid_argument("schedule file '" + path + "' is a directory");
-  std::ifstream f(path);
+  std::ifstream f(path, std::ios::binary);
   if (!f) throw std::invalid_argument("cannot read schedule file '" + path + "'");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return parse_plan(ss.str(), path);
+  // The largest plan (max_plan_forwards, each with its B or I and W, "W12.1048575 ") is under
+  // 64 MiB: a file past 128 MiB (or /dev/zero) is not a plan, and is not read whole.
+  constexpr std::size_t limit = std::size_t{128} << 20;
+  std::string text;
+  std::vector<char> buf(1 << 20);
+  while (f && text.size() <= limit) {
+    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    text.append(buf.data(), static_cast<std::size_t>(f.gcount()));
+  }
+  if (f.bad()) throw std::invalid_argument("cannot read schedule file '" + path + "' to the end");
+  if (text.size() > limit)
+    throw std::invalid_argument("schedule file '" + path + "' holds more than 128 MiB: no plan is that long (at most " +
+                                std::to_string(max_plan_forwards) + " forwards)");
+  return parse_plan(text, path);
 }
 
 }  // namespace actorpipe

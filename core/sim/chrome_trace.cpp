@@ -66,7 +66,7 @@ std::string render_chrome_trace(const sim_result& r, const std::string& title) {
                 {"microbatches", r.microbatches},
                 {"makespan", r.makespan},
                 {"bubble_ratio", r.bubble_ratio}}}};
-  return doc.dump(1) + "\n";
+  return doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // names that are not UTF-8: U+FFFD
 }
 
 std::vector<timeline_event> read_chrome_trace(const std::string& json_text, const std::string& what) {

@@ -18,14 +18,32 @@ void colour_of(op_kind op, int chunk, int chunks, int rgb[3]) {
   for (int c = 0; c < 3; ++c) rgb[c] = static_cast<int>(std::lround(base[k][c] + (255 - base[k][c]) * mix));
 }
 
+// Text for XML: <, >, & and " escaped, control characters XML 1.0 forbids dropped, and a byte
+// that does not begin a well-formed UTF-8 sequence (a file name in Latin-1) is U+FFFD.
 std::string escape(const std::string& s) {
   std::string o;
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const int n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    bool ok = n > 0 && i + static_cast<std::size_t>(n) <= s.size();
+    for (int k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
+    if (ok && n > 1) {  // no overlong forms, surrogates or code points past U+10FFFF
+      const auto b1 = static_cast<unsigned char>(s[i + 1]);
+      ok = !(n == 2 && b < 0xC2) && !(b == 0xE0 && b1 < 0xA0) && !(b == 0xED && b1 >= 0xA0) &&
+           !(b == 0xF0 && b1 < 0x90) && !(b == 0xF4 && b1 >= 0x90) && b <= 0xF4;
+    }
+    if (!ok) {
+      o += "\xEF\xBF\xBD";
+      ++i;
+      continue;
+    }
+    const char c = s[i];
     if (c == '<') o += "&lt;";
     else if (c == '>') o += "&gt;";
     else if (c == '&') o += "&amp;";
     else if (c == '"') o += "&quot;";
-    else o += c;
+    else if (n > 1 || b >= 0x20 || c == '\t' || c == '\n' || c == '\r') o.append(s, i, static_cast<std::size_t>(n));
+    i += static_cast<std::size_t>(n);
   }
   return o;
 }

@@ -79,14 +79,19 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
     s.policy = "greedy";  // one rank, no plan: F and B of each microbatch in turn
   } else if (!o.schedule_file.empty()) {
     plan p = load_plan_file(o.schedule_file);
-    auto mismatch = [&](const char* flag, int given, int in_file) {
-      need(given == in_file, std::string(flag) + "=" + std::to_string(given) + " but schedule file '" + o.schedule_file +
-                                 "' has " + std::to_string(in_file));
+    auto mismatch = [&](const char* what, int given, int in_file) {
+      need(given == in_file, "the run has " + std::to_string(given) + " " + what + " but schedule file '" +
+                                 o.schedule_file + "' has " + std::to_string(in_file));
     };
-    mismatch("--stages", P, p.num_ranks());
-    mismatch("--chunks", V, p.chunks());
-    mismatch("--microbatches", M, p.microbatches);
+    mismatch("stages (--stages)", P, p.num_ranks());
+    mismatch("chunks (--chunks)", V, p.chunks());
+    mismatch("microbatches (--microbatches, or --batch-size over --microbatch-size)", M, p.microbatches);
     require_valid(p);
+    const std::string order = weight_gradient_order_note(p);
+    if (!order.empty())
+      log_warn("schedule file '" + o.schedule_file + "': " + order +
+               "; gradients add up in that order, so the run's numbers differ (by rounding) from a plan's in microbatch "
+               "order, as every built-in schedule runs them");
     s.place = p.place;
     s.static_plan = std::make_shared<const plan>(std::move(p));
   } else if (is_dynamic_policy(o.schedule)) {

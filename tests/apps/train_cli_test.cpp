@@ -436,9 +436,24 @@ CATCH_TEST_CASE("train --schedule-file: the plan's own stages, chunks and microb
   // Flags that are given must match the file.
   auto mismatch = cli(with({"train", "--schedule-file", two_chunks, "--microbatches", "4"}, model));
   CATCH_CHECK(mismatch.code == 2);
-  CATCH_CHECK_THAT(mismatch.err, Contains("--microbatches=4 but schedule file '" + two_chunks + "' has 2"));
-  std::remove(one.c_str());
-  std::remove(two_chunks.c_str());
+  CATCH_CHECK_THAT(mismatch.err, Contains("the run has 4 microbatches (--microbatches, or --batch-size over --microbatch-size) but schedule "
+                                          "file '" + two_chunks + "' has 2"));
+  // --no-pipeline is the reference of the plan's run: the plan's microbatches, not the default 8.
+  auto reference = cli(with({"train", "--schedule-file", one, "--no-pipeline"}, model));
+  CATCH_CHECK(reference.code == 0);
+  CATCH_CHECK_THAT(reference.out, Contains("1 microbatches x 2 sequences"));
+  CATCH_CHECK_THAT(reference.out, Contains("--schedule-file does not apply (but the plan's 1 microbatches do)\n"));
+  // Backwards out of microbatch order add the gradients up in another order: it trains, and says so.
+  const std::string reversed = temp_path(".txt"), log = temp_path(".log");
+  std::ofstream(reversed) << "0: F0.0 F0.1 B0.1 B0.0\n1: F1.0 F1.1 B1.1 B1.0\n";
+  auto out_of_order = cli(with({"train", "--schedule-file", reversed, "--log-file", log}, model));
+  CATCH_CHECK(out_of_order.code == 0);
+  std::stringstream logged;
+  logged << std::ifstream(log).rdbuf();
+  CATCH_CHECK_THAT(logged.str(), Contains(" warning: schedule file '" + reversed + "': virtual stage 0 runs its weight "
+                                          "gradients for microbatches 1, 0; gradients add up in that order, so the run's "
+                                          "numbers differ (by rounding) from a plan's in microbatch order"));
+  for (const auto& f : {one, two_chunks, reversed, log}) std::remove(f.c_str());
 }
 
 CATCH_TEST_CASE("train's output files: a folder that takes no files is refused first, a device is not replaced, "

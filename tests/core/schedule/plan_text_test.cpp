@@ -78,6 +78,9 @@ CATCH_TEST_CASE("malformed plan text is rejected with the line and the reason", 
   CATCH_CHECK_THROWS_WITH(load_plan_file("/nonexistent/plan.txt"),
                           Contains("cannot read schedule file '/nonexistent/plan.txt'"));
   CATCH_CHECK_THROWS_WITH(load_plan_file("/tmp"), "schedule file '/tmp' is a directory");
+  // An endless file is not read for ever (nor until memory runs out).
+  CATCH_CHECK_THROWS_WITH(load_plan_file("/dev/zero"), "schedule file '/dev/zero' holds more than 128 MiB: no plan is "
+                                                       "that long (at most 1048576 forwards)");
   // A binary file's bytes are shown escaped, a long line cut.
   CATCH_CHECK_THROWS_WITH(parse_plan(std::string("\x00\x01garbage\xff\n", 11), "p.bin"),
                           "p.bin:1: expected 'RANK: ACTION ...', got '\\x00\\x01garbage\\xff'");

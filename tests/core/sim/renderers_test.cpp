@@ -158,3 +158,16 @@ CATCH_TEST_CASE("SVG draws a box per action and a lane per rank", "[sim][render]
   CATCH_CHECK_THAT(svg, Contains("zbv: stages=4, chunks=2, microbatches=8"));
   CATCH_CHECK_THAT(svg, Contains("<title>W7.7 on rank 0"));
 }
+
+CATCH_TEST_CASE("a name that is not UTF-8 gives well-formed SVG and JSON", "[sim][render]") {
+  // A schedule file's name in Latin-1 ('n\xffx.txt') named the timeline; the SVG held the raw
+  // byte (not XML) and the trace's JSON writer threw.
+  auto r = simulate(make_schedule("1f1b", {2, 2, 1}), cost_model::uniform(1, 2, 1, 1));
+  r.schedule = "n\xffx<&>\x01\xc3\xa9\xe2\x82";  // bad byte, specials, a control, 'é', a cut sequence
+  const std::string svg = render_svg_timeline(r);
+  CATCH_CHECK_THAT(svg, Contains("n\xEF\xBF\xBDx&lt;&amp;&gt;\xc3\xa9\xEF\xBF\xBD\xEF\xBF\xBD: stages=2"));
+  CATCH_CHECK(svg.find('\xff') == std::string::npos);
+  CATCH_CHECK(svg.find('\x01') == std::string::npos);
+  const auto trace = nlohmann::json::parse(render_chrome_trace(r));
+  CATCH_CHECK_THAT(trace["otherData"]["schedule"].get<std::string>(), Contains("n\xEF\xBF\xBDx<&>\x01\xc3\xa9\xEF\xBF\xBD"));
+}
