@@ -130,7 +130,8 @@ void add_simulate(CLI::App& app, simulate_cli& c) {
                                 "runs (default: B as one block, the textbook schedules)");
   opt_from->excludes(opt_cost);
   opt_from->excludes(opt_early);  // the trace says how its B ran
-  s->add_option("--format", sim.format, "Output format: text or json")->default_val("text");
+  s->add_option("--format", sim.format, "Output format: text, json, or plan (the plan alone, as a --schedule-file)")
+      ->default_val("text");
   s->add_option("--trace", sim.trace_path, "Write the timeline as Chrome trace JSON (Perfetto, chrome://tracing)");
   s->add_option("--svg", sim.svg_path, "Write the timeline as an SVG picture");
   s->add_flag("--print-plan", sim.print_plan, "Also print the plan in its text form");

@@ -138,8 +138,8 @@ void require_traced_stages(const simulate_options& opt, int traced, int stages, 
 
 // Refuses an output format, send latency or timeline width simulate cannot use.
 void check_output_options(const simulate_options& opt) {
-  if (opt.format != "text" && opt.format != "json")
-    throw std::invalid_argument("--format must be text or json, got '" + opt.format + "'");
+  if (opt.format != "text" && opt.format != "json" && opt.format != "plan")
+    throw std::invalid_argument("--format must be text, json or plan, got '" + opt.format + "'");
   if (!std::isfinite(opt.send_latency) || opt.send_latency < 0 || opt.send_latency > max_cost)
     throw std::invalid_argument("--latency must be a number in [0, " + number_text(max_cost) + "], got " +
                                 number_text(opt.send_latency));
@@ -338,6 +338,10 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   if (!opt.svg_path.empty()) write_file(opt.svg_path, "the SVG timeline", render_svg_timeline(s.r));
   if (opt.format == "json")
     print_json(out, opt, s);
+  else if (opt.format == "plan")  // a schedule file: --schedule-file reads it back
+    out << "# " << s.r.schedule << ": stages=" << s.r.stages << ", chunks=" << s.r.chunks
+        << ", microbatches=" << s.r.microbatches << "\n"
+        << format_plan(s.p);
   else
     print_text(out, opt, costs, s);
 }

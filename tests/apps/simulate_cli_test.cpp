@@ -221,6 +221,17 @@ CATCH_TEST_CASE("simulate reads a schedule file and checks flags against it", "[
   auto dead = cli({"simulate", "--schedule-file", path});
   CATCH_CHECK(dead.code == 2);
   CATCH_CHECK_THAT(dead.err, Contains("deadlock: no rank can proceed"));
+  // --format plan writes a file --schedule-file reads back: every schedule, and greedy's order.
+  for (const char* name : {"1f1b", "zbv", "greedy"}) {
+    CATCH_CAPTURE(name);
+    auto plan_text = cli({"simulate", "--schedule", name, "--stages", "2", "--microbatches", "4", "--format", "plan"});
+    CATCH_REQUIRE(plan_text.code == 0);
+    CATCH_CHECK(plan_text.out.rfind(std::string("# ") + name + ": stages=2, chunks=", 0) == 0);
+    std::ofstream(path) << plan_text.out;
+    auto back = cli({"simulate", "--schedule-file", path, "--format", "plan"});
+    CATCH_REQUIRE(back.code == 0);
+    CATCH_CHECK(back.out.substr(back.out.find('\n')) == plan_text.out.substr(plan_text.out.find('\n')));
+  }
   std::remove(path.c_str());
 }
 
@@ -288,7 +299,7 @@ CATCH_TEST_CASE("bad requests exit non-zero with one clear line on stderr", "[ap
       {{"simulate", "--schedule", "greedy", "--stages", "4096", "--microbatches", "4096"},
        "policy 'greedy': stages x chunks x microbatches = 4096 x 1 x 4096"},
       {{"simulate", "--cost", "1,2,3"}, "--cost '1,2,3': needs 2 or 4"},
-      {{"simulate", "--format", "xml"}, "--format must be text or json, got 'xml'"},
+      {{"simulate", "--format", "xml"}, "--format must be text, json or plan, got 'xml'"},
       {{"simulate", "--latency", "-1"}, "--latency must be a number in [0, 1e+100], got -1"},
       {{"simulate", "--latency", "1e200"}, "--latency must be a number in [0, 1e+100], got 1e+200"},
       {{"simulate", "--cost", "1e308,1e308"},
