@@ -26,6 +26,7 @@
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/checkpoint/run_meta.hpp"
 #include "core/content_digest.hpp"
+#include "core/number_text.hpp"
 #include "core/schedule/plan.hpp"
 #include "core/log.hpp"
 #include "core/model/error_text.hpp"
@@ -435,6 +436,8 @@ void spawn_actors(caf::actor_system& sys, const caf::actor& control, const std::
   auto proxy = [&](int p, target_kind kind, int index) { return spawn_remote_proxy(sys, control, p, kind, index); };
   ctx->compute.resize(ctx->world_ranks());
   ctx->queued_forward_or_input.reset(new std::atomic<int>[ctx->world_ranks()]());
+  ctx->stage_busy_since.reset(new std::atomic<double>[ctx->world_ranks()]);
+  for (int r = 0; r < ctx->world_ranks(); ++r) ctx->stage_busy_since[r].store(-1);
   ctx->track_producers();
   for (int r = 0; r < ctx->world_ranks(); ++r) {
     if (!ctx->is_local_rank(r)) continue;
@@ -501,6 +504,18 @@ std::string run_as_process_0(caf::actor_system& sys, caf::scoped_actor& self, co
   self->monitor(ctx.supervisor);  // should it ever die without answering, we still return
   self->send(ctx.supervisor, msg::start_run{self});
   bool done = false;
+  // A rank's stage actor inside one message for longer than a step may take holds the shared
+  // scheduler thread, and with it the supervisor: this thread ends the run.
+  const auto stuck_stage = [&ctx]() -> std::string {
+    for (int r = 0; r < ctx.world_ranks(); ++r) {
+      const double since = ctx.stage_busy_since ? ctx.stage_busy_since[r].load() : -1;
+      if (since >= 0 && ctx.now() - since > ctx.options.step_timeout_s)
+        return "rank " + std::to_string(r) + "'s schedule policy has not returned for " +
+               printf_text("%.1f", ctx.now() - since) + " s (--step-timeout " + number_text(ctx.options.step_timeout_s) +
+               "): it holds the thread every actor of the run shares, so nothing else can go on";
+    }
+    return "";
+  };
   while (!done)
     self->receive([&](msg::run_finished& f) { error = std::move(f.error), done = true; },
                   [&](const caf::down_msg& d) {
@@ -510,6 +525,12 @@ std::string run_as_process_0(caf::actor_system& sys, caf::scoped_actor& self, co
                     }
                     if (d.source != ctx.supervisor.address()) return;
                     error = "the supervisor stopped without finishing the run: " + sys.render(d.reason);
+                    stop_all(local);
+                    done = true;
+                  },
+                  caf::after(std::chrono::seconds(1)) >> [&] {
+                    error = stuck_stage();
+                    if (error.empty()) return;
                     stop_all(local);
                     done = true;
                   });
@@ -545,18 +566,45 @@ std::string run_as_worker(caf::actor_system& sys, caf::scoped_actor& self, const
 
 // The context holds handles to the actors and the actors hold the context: wait until every
 // local actor is down, then drop the handles, or a detached thread waits forever for its
-// actor's last reference and the actor system never shuts down.
+// actor's last reference and the actor system never shuts down. After a failed run the wait
+// is bounded: a compute thread inside an action that never returns (a layer or a policy that
+// blocks) cannot take its exit, and the run's error must still reach the user.
 void tear_down(caf::scoped_actor& self, const caf::actor& control, run_context& ctx, const std::vector<caf::actor>& local,
-               transport_gate& gate) {
+               transport_gate& gate, bool failed) {
   std::set<caf::actor_addr> alive;
   for (auto& a : local) {
     alive.insert(a.address());
     self->monitor(a);
   }
   if (ctx.process != 0) stop_all(local);
-  while (!alive.empty()) self->receive([&](const caf::down_msg& d) { alive.erase(d.source); });
+  const auto patience = std::chrono::seconds(5);
+  const auto until = std::chrono::steady_clock::now() + patience;
+  bool gave_up = false;
+  while (!alive.empty() && !gave_up) {
+    if (!failed) {
+      self->receive([&](const caf::down_msg& d) { alive.erase(d.source); });
+      continue;
+    }
+    const auto left = std::max(std::chrono::steady_clock::duration::zero(), until - std::chrono::steady_clock::now());
+    self->receive([&](const caf::down_msg& d) { alive.erase(d.source); },
+                  caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(left)) >> [&] { gave_up = true; });
+  }
+  if (!alive.empty()) {
+    std::string busy;
+    for (std::size_t r = 0; r < ctx.compute.size(); ++r)
+      if (ctx.compute[r] && alive.count(ctx.compute[r].address())) busy += (busy.empty() ? "" : ", ") + std::to_string(r);
+    log_warn(std::to_string(alive.size()) + " of this process's actors" +
+             (busy.empty() ? std::string() : " (the compute threads of rank " + busy + ")") + " still ran " +
+             std::to_string(patience.count()) +
+             " s after the run stopped: an action that does not return (a layer or a policy that blocks?) is left to "
+             "the process's exit");
+  }
   if (control) caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
   gate.close();
+  // An actor still running is abandoned to what it runs: the handles stay, the run's actor
+  // system is left undestroyed (shut_down), and the caller should end the process (train
+  // does): the run's state is gone, so the actor must not run again.
+  if (!alive.empty()) return;
   ctx.compute.clear(), ctx.chunk_actors.clear(), ctx.stage.clear(), ctx.optimizer_shards.clear(), ctx.feeders.clear();
   ctx.feeder = caf::actor{};
   ctx.supervisor = caf::actor{};
@@ -577,7 +625,7 @@ std::string run_in(caf::actor_system& sys, const std::shared_ptr<run_context>& c
   if (multi) send_targets(self, control, *ctx);
   const std::string error = ctx->process == 0 ? run_as_process_0(sys, self, control, *ctx, local)
                                               : run_as_worker(sys, self, control, *ctx, local);
-  tear_down(self, control, *ctx, local, *gate);
+  tear_down(self, control, *ctx, local, *gate, !error.empty());
   return error;
 }
 

@@ -73,6 +73,10 @@ struct run_context {
   // Per rank: F and I jobs posted to its compute actor and not started yet. A W run out of turn
   // pauses for them (chunk actor). Counted by the chunk actors, read on the compute thread.
   std::shared_ptr<std::atomic<int>[]> queued_forward_or_input;
+  // Per rank: since when (run clock) its stage actor has been handling one message, or -1.
+  // The actors share one scheduler thread: a policy that never returns stops them all, the
+  // supervisor's step deadline too, so process 0's own thread watches these (pipeline_runtime).
+  std::shared_ptr<std::atomic<double>[]> stage_busy_since;
   // Per local (virtual stage id, microbatch, F or B/I): 2 x the step in which it last started
   // on its compute thread (+ 1 once its output left), and when it started (run clock); per
   // (virtual stage id, F or B/I): how long the latest one took until its output left. Written

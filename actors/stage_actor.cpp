@@ -261,12 +261,37 @@ std::unique_ptr<rank_policy> run_context::make_policy(int rank) const {
 }
 
 caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const run_context> ctx, int rank) {
+  // What throws here is the rank's policy (its next, fill, finished or waiting_for): the job
+  // stops with its message, naming the rank, instead of CAF's "stopped unexpectedly".
+  self->set_exception_handler([ctx, rank](caf::scheduled_actor*, std::exception_ptr& e) -> caf::error {
+    std::string what = "an exception of unknown type";
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      what = error_text(x);
+    } catch (...) {
+    }
+    caf::anon_send(ctx->supervisor, msg::failure{"rank " + std::to_string(rank) + ": its schedule's policy failed: " + what});
+    return caf::make_error(caf::sec::runtime_error, what);
+  });
+  // Marks the rank's stage busy while it handles a message (run_context::stage_busy_since).
+  struct busy {
+    const run_context& ctx;
+    int rank;
+    busy(const run_context& c, int r) : ctx(c), rank(r) {
+      if (ctx.stage_busy_since) ctx.stage_busy_since[rank].store(ctx.now());
+    }
+    ~busy() {
+      if (ctx.stage_busy_since) ctx.stage_busy_since[rank].store(-1);
+    }
+  };
+  const run_context* c = ctx.get();
   auto s = std::make_shared<stage>(self, std::move(ctx), rank);
   return {
-      [s](msg::input_ready& r) { s->on_input_ready(r); },
-      [s](msg::replan& p) { s->on_replan(p); },
-      [s](msg::action_done& d) { s->on_action_done(d); },
-      [s](msg::try_fill&) { s->on_try_fill(); },
+      [s, c, rank](msg::input_ready& r) { busy b(*c, rank); s->on_input_ready(r); },
+      [s, c, rank](msg::replan& p) { busy b(*c, rank); s->on_replan(p); },
+      [s, c, rank](msg::action_done& d) { busy b(*c, rank); s->on_action_done(d); },
+      [s, c, rank](msg::try_fill&) { busy b(*c, rank); s->on_try_fill(); },
   };
 }
 

@@ -134,15 +134,7 @@ layer_chunk::layer_chunk(std::shared_ptr<const model_definition> model, const ch
     const int owner = l.tie_key.empty() ? i : first_of_key.at(l.tie_key);
     const bool copy = owner < spec.layer_begin;  // the key's owner is on an earlier stage
     const layer_spec& o = layers[owner];
-    seed_layer_init(m.model->seed, o.name);
-    layer_module module;
-    try {
-      module = o.build();
-    } catch (const std::exception& e) {
-      throw std::invalid_argument("layer '" + o.name + "': its build function failed: " + error_text(e));
-    }
-    if (module.empty()) throw std::invalid_argument("layer '" + o.name + "': its build function returned no module");
-    auto& slot = m.modules[i] = std::move(module);
+    auto& slot = m.modules[i] = build_layer(*m.model, o);
     if (!l.tie_key.empty()) built_for_key[l.tie_key] = i;
     if (owner != i) check_tie_shapes(*m.model, owner, slot, i);
     m.positions.push_back({&l, i, &slot});
@@ -216,6 +208,19 @@ tensor_box layer_chunk::evaluate(int microbatch, const tensor_box& input) {
     throw std::invalid_argument(m.where("evaluate", microbatch) +
                                 ": the input of a stage after the first must be a floating-point activation, got " +
                                 describe(in));
+  // Evaluation mode while it runs (dropout off, batch norm on its running statistics), as
+  // PyTorch's model.eval(); each module's own mode again after, whatever happens.
+  struct eval_mode {
+    std::vector<std::pair<std::shared_ptr<torch::nn::Module>, bool>> was;
+    explicit eval_mode(const std::map<int, layer_module>& modules) {
+      for (const auto& [i, module] : modules)
+        for (const auto& sub : module.ptr()->modules(true)) was.emplace_back(sub, sub->is_training());
+      for (auto& [sub, training] : was) sub->train(false);
+    }
+    ~eval_mode() {
+      for (auto& [sub, training] : was) sub->train(training);
+    }
+  } mode(m.modules);
   try {
     return box(m.run_layers(in));
   } catch (const std::exception& e) {
@@ -266,6 +271,10 @@ forward_result layer_chunk::forward(int microbatch, const tensor_box& input, con
     throw std::runtime_error(m.where("forward", microbatch) + ": " + e.what());
   }
   s.output_shape = out.sizes().vec();
+  if (m.spec.last && !m.spec.activation_checkpointing && !out.requires_grad())
+    throw std::invalid_argument(m.where("forward", microbatch) +
+                                ": the loss does not depend on any parameter (it requires no gradient): does the "
+                                "loss function or a layer detach its input?");
   if (m.spec.last) {
     result.loss = out.item<double>();
     if (!m.spec.activation_checkpointing) s.output = out * loss_scale;

@@ -11,6 +11,7 @@
 
 #include "core/median.hpp"
 #include "core/model/bert_task.hpp"
+#include "core/model/error_text.hpp"
 #include "core/model/gpt_model.hpp"
 #include "core/model/gpt_modules.hpp"
 #include "core/model/tensor_box_torch.hpp"
@@ -109,7 +110,11 @@ model_definition make_model(const train_options& options) {
     }
     if (!factory)
       throw std::invalid_argument("--model '" + options.model_name + "' is not a registered model (known: " + known_models() + ")");
-    m = factory(options);
+    try {
+      m = factory(options);
+    } catch (const std::exception& e) {  // refused before anything ran, naming the model
+      throw std::invalid_argument("--model '" + options.model_name + "': its factory failed: " + error_text(e));
+    }
   }
   if (m.name.empty()) m.name = options.model_name;
   validate_model(m);
@@ -147,6 +152,19 @@ void check_tie_shapes(const model_definition& model, int owner, const layer_modu
   }
 }
 
+layer_module build_layer(const model_definition& model, const layer_spec& layer) {
+  seed_layer_init(model.seed, layer.name);
+  if (!layer.build) throw std::invalid_argument("layer '" + layer.name + "' has no build function");
+  layer_module module;
+  try {
+    module = layer.build();
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("layer '" + layer.name + "': its build function failed: " + error_text(e));
+  }
+  if (module.empty()) throw std::invalid_argument("layer '" + layer.name + "': its build function returned no module");
+  return module;
+}
+
 built_layers build_all_layers(const model_definition& model) {
   built_layers b;
   std::map<std::string, std::size_t> by_key;
@@ -159,8 +177,7 @@ built_layers build_all_layers(const model_definition& model) {
       continue;
     }
     if (!l.tie_key.empty()) by_key[l.tie_key] = b.modules.size();
-    seed_layer_init(model.seed, l.name);
-    b.modules.push_back(l.build());
+    b.modules.push_back(build_layer(model, l));
   }
   return b;
 }

@@ -155,4 +155,8 @@ void check_tie_shapes(const model_definition& model, int owner, const layer_modu
 // Seeds torch's generator for building layer `name` (a pure function of seed and name).
 void seed_layer_init(std::uint64_t seed, const std::string& name);
 
+// Builds `layer`'s module as every part of the runtime does: its init seeded by name, and a
+// build function that throws or returns no module one std::invalid_argument naming the layer.
+layer_module build_layer(const model_definition& model, const layer_spec& layer);
+
 }  // namespace actorpipe

@@ -3,11 +3,16 @@
 // and the measured activation peaks are the validator's predictions.
 #include <torch/torch.h>
 
+#include <atomic>
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "actors/pipeline_runtime.hpp"
 #include "core/model/tensor_box_torch.hpp"
 #include "core/schedule/plan_validator.hpp"
+#include "core/schedule/policy.hpp"
+#include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/train/fixed_cost_chunk.hpp"
 #include "core/train/reference_trainer.hpp"
@@ -204,6 +209,57 @@ CATCH_TEST_CASE("a failing action or a stalled rank stops the job naming it, wit
                                    "(position 6); rank 1 waits for F1.2 to finish (handed to the compute thread at"));
   // Returns once the stalled action ends: nothing is left waiting forever.
   CATCH_CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10);
+
+  // An action that does not return (a layer that blocks) does not hold the error back: the
+  // run gives up on its thread after 5 s and reports (it hung until killed).
+  fc.stall_s = 120;
+  t0 = std::chrono::steady_clock::now();
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o, {}, fixed_cost_factory(fc)),
+                          Contains("step 0 did not finish within 0.3 s (--step-timeout): rank 0 waits for B0.2"));
+  CATCH_CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 20);
+}
+
+namespace {
+// gpipe's plan for rank 0, whose next() throws or blocks for ever from its 4th call.
+std::atomic<bool> blocked_policy_released{false};  // never set: the loop must not end
+struct faulty_policy : rank_policy {
+  std::unique_ptr<rank_policy> inner;
+  bool throws;
+  int calls = 0;
+  faulty_policy(const policy_request& r, bool t)
+      : inner(make_static_policy(make_schedule("gpipe", {r.place.ranks, r.microbatches, 1}), r.rank)), throws(t) {}
+  void reset() override { inner->reset(); }
+  std::optional<action> next(const std::function<bool(const action&)>& ready) override {
+    if (++calls > 3 && throws) throw std::runtime_error("no action for you");
+    while (calls > 3 && !throws && !blocked_policy_released) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return inner->next(ready);
+  }
+  void completed(const action& a) override { inner->completed(a); }
+  bool finished() const override { return inner->finished(); }
+  std::string waiting_for() const override { return inner->waiting_for(); }
+  std::vector<action> all_actions() const override { return inner->all_actions(); }
+};
+}  // namespace
+
+CATCH_TEST_CASE("a policy that throws or never returns stops the run naming the rank", "[actors][runtime][errors]") {
+  for (bool throws : {true, false})
+    register_policy(throws ? "test-throws" : "test-blocks", [throws](const policy_request& r) -> std::unique_ptr<rank_policy> {
+      if (r.rank == 0) return std::make_unique<faulty_policy>(r, throws);
+      return make_static_policy(make_schedule("gpipe", {r.place.ranks, r.microbatches, 1}), r.rank);
+    });
+  train_options o = tiny("test-throws", 2, 1);
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "rank 0: its schedule's policy failed: no action for you");
+  // Stuck in next(), it holds the scheduler thread every actor shares, the supervisor's too
+  // (the run hung until killed): process 0's own thread ends it after --step-timeout.
+  o = tiny("test-blocks", 2, 1);
+  o.step_timeout_s = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("rank 0's schedule policy has not returned for ") &&
+                                               Contains(" s (--step-timeout 1): it holds the thread every actor of the "
+                                                        "run shares"));
+  CATCH_CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 20);
+  // The policy stays stuck, as a real one that never returns: the run is abandoned to it, and
+  // its actors must not run again in this process (they would find the run's state gone).
 }
 
 // A stand-in's W in pieces pauses between them like a real chunk's W between its products.

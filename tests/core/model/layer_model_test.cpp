@@ -251,6 +251,16 @@ CATCH_TEST_CASE("bad models get one clear error each", "[model][layer_model]") {
   CATCH_CHECK_THROWS_WITH(register_model("my model", [](const train_options& t) { return mlp_model(t); }),
                           Catch::Contains("non-empty without whitespace"));
   CATCH_CHECK_THROWS_WITH(register_model("x", nullptr), Catch::Contains("needs a factory"));
+  // A factory that throws is named (refused, exit 2), not an anonymous failure.
+  static const bool registered = [] {
+    register_model("test-factory-throws", [](const train_options&) -> model_definition { throw std::runtime_error("no data"); });
+    return true;
+  }();
+  (void)registered;
+  train_options named = o;
+  named.model_name = "test-factory-throws";
+  CATCH_CHECK_THROWS_AS(make_model(named), std::invalid_argument);
+  CATCH_CHECK_THROWS_WITH(make_model(named), "--model 'test-factory-throws': its factory failed: no data");
 
   // A layer that fails in forward is named, with the stage and microbatch.
   model_definition broken = mlp_model(o);
@@ -260,4 +270,35 @@ CATCH_TEST_CASE("bad models get one clear error each", "[model][layer_model]") {
   CATCH_CHECK_THROWS_WITH(c.forward(0, d.inputs, d.targets, 1.0),
                           Catch::Contains("forward of microbatch 0 on virtual stage 0") && Catch::Contains("layer 'h3' (layer 5)"));
   CATCH_CHECK(c.live_stashes() == 0);
+
+  // A build function that returns no module, or throws: the same error from the partition
+  // methods (the default one segfaulted on it) as from a stage.
+  model_definition hollow = mlp_model(o);
+  hollow.layers[1].build = [] { return layer_module(); };
+  CATCH_CHECK_THROWS_WITH(build_all_layers(hollow), "layer 'h0': its build function returned no module");
+  CATCH_CHECK_THROWS_WITH(layer_chunk(std::make_shared<const model_definition>(hollow), slice(0, 0, 8, 8)),
+                          "layer 'h0': its build function returned no module");
+  hollow.layers[1].build = []() -> layer_module { return layer_module(torch::nn::Linear(nullptr)); };
+  CATCH_CHECK_THROWS_WITH(build_all_layers(hollow), Catch::Contains("layer 'h0': its build function failed: "));
+  // A loss that does not depend on the model: refused, not trained silently.
+  model_definition detached = mlp_model(o);
+  detached.loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::mse_loss(out.detach(), y); };
+  layer_chunk dc(std::make_shared<const model_definition>(detached), slice(0, 0, 8, 8));
+  CATCH_CHECK_THROWS_WITH(dc.forward(0, d.inputs, d.targets, 1.0),
+                          Catch::Contains("the loss does not depend on any parameter (it requires no gradient)"));
+}
+
+CATCH_TEST_CASE("evaluation runs the modules in eval mode, and gives them back in their own", "[model][layer_model]") {
+  model_definition m = mlp_model(mlp_train_options());
+  m.layers.insert(m.layers.begin() + 1,
+                  make_layer("drop", [] { return layer_module(torch::nn::Dropout(torch::nn::DropoutOptions(0.5))); }));
+  auto model = std::make_shared<const model_definition>(m);
+  layer_chunk c(model, slice(0, 0, 9, 9));
+  const auto d = m.data(0, 0);
+  const at::Tensor a = unbox(c.evaluate(0, d.inputs)), b = unbox(c.evaluate(0, d.inputs));
+  CATCH_CHECK(torch::equal(a, b));  // no dropout mask: the same outputs every time
+  // Training mode again after: the forward drops (its output differs from the evaluation's).
+  const double loss = c.forward(0, d.inputs, d.targets, 1.0).loss;
+  const double eval_loss = torch::mse_loss(a, unbox(d.targets)).item<double>();
+  CATCH_CHECK(loss != eval_loss);
 }
