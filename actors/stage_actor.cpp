@@ -247,6 +247,15 @@ void stage::on_action_done(const msg::action_done& d) {
     dispatch();
     return;
   }
+  // A policy that says it is finished before its rank ran all it listed would leave the step
+  // waiting for what never comes, until --step-timeout blamed something else.
+  const std::size_t ran = actions_in(events_), listed = current_->all_actions().size();
+  if (ran < listed) {
+    self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ", step " + std::to_string(step_) +
+                                               ": its schedule's policy said it was finished after " + std::to_string(ran) +
+                                               " of the " + std::to_string(listed) + " actions it lists"});
+    return;
+  }
   ACTORPIPE_LOG(debug, "rank " + std::to_string(rank_) + ": step " + std::to_string(step_ + 1) + " done, " +
                            std::to_string(actions_in(events_)) + " actions, peak " + std::to_string(peak_) + " live activations");
   self_->send(ctx_->supervisor, msg::flush{step_, rank_, std::move(events_), peak_, peak_pending_});

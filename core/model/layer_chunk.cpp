@@ -155,6 +155,17 @@ layer_chunk::layer_chunk(std::shared_ptr<const model_definition> model, const ch
       if (is_tied) m.tied[l.tie_key].push_back(p.value());
     }
   }
+  // Activation checkpointing runs each forward twice: a dropout mask drawn again would not be
+  // the one the loss saw (wrong gradients), and batch norm would count its batch twice.
+  if (spec.activation_checkpointing)
+    for (const auto& p : m.positions)
+      for (const auto& sub : p.module->ptr()->modules(true)) {
+        const std::string type = sub->name();
+        if (type.find("Dropout") != std::string::npos || type.find("BatchNorm") != std::string::npos)
+          throw std::invalid_argument("layer '" + p.spec->name + "' holds a " + type +
+                                      ", which --activation-checkpointing would run twice per microbatch (a new dropout "
+                                      "mask, or batch statistics counted twice): train this model without it");
+      }
 }
 
 layer_chunk::~layer_chunk() {

@@ -198,6 +198,22 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
       s.dp_optimizers.back() = std::make_shared<data_parallel_optimizer>(
           params, make_flat_layout(sizes, s.grid.replicas, bucket_elements), d, o.zero_stage, adamw, runner->tied_copies());
     }
+  // A parameter name two virtual stages both hold (outside a tie) would train as two tensors
+  // and then fail when they are saved under one name: refused now, naming both (among the
+  // stages this process holds; a stage checks its own layers itself).
+  std::map<std::string, int> holder;
+  for (int v = 0; v < S; ++v) {
+    if (!s.runners[v]) continue;
+    const auto copies = s.runners[v]->tied_copies();
+    for (const auto& [name, t] : s.runners[v]->named_parameters()) {
+      if (std::find(copies.begin(), copies.end(), name) != copies.end()) continue;
+      const auto [it, fresh] = holder.emplace(name, v);
+      if (!fresh)
+        throw std::invalid_argument("parameter '" + name + "' is held by virtual stages " + std::to_string(it->second) +
+                                    " and " + std::to_string(v) +
+                                    ": two layers give their parameters the same names (give them distinct param prefixes)");
+    }
+  }
   return s;
 }
 

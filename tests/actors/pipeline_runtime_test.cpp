@@ -220,35 +220,44 @@ CATCH_TEST_CASE("a failing action or a stalled rank stops the job naming it, wit
 }
 
 namespace {
-// gpipe's plan for rank 0, whose next() throws or blocks for ever from its 4th call.
+// gpipe's plan for rank 0, whose next() throws or blocks for ever from its 4th call, or which
+// says it is finished after 3 actions.
+enum class fault { throws, blocks, finishes_early };
 std::atomic<bool> blocked_policy_released{false};  // never set: the loop must not end
 struct faulty_policy : rank_policy {
   std::unique_ptr<rank_policy> inner;
-  bool throws;
-  int calls = 0;
-  faulty_policy(const policy_request& r, bool t)
-      : inner(make_static_policy(make_schedule("gpipe", {r.place.ranks, r.microbatches, 1}), r.rank)), throws(t) {}
-  void reset() override { inner->reset(); }
+  fault how;
+  int calls = 0, done = 0;
+  faulty_policy(const policy_request& r, fault f)
+      : inner(make_static_policy(make_schedule("gpipe", {r.place.ranks, r.microbatches, 1}), r.rank)), how(f) {}
+  void reset() override { inner->reset(), done = 0; }
   std::optional<action> next(const std::function<bool(const action&)>& ready) override {
-    if (++calls > 3 && throws) throw std::runtime_error("no action for you");
-    while (calls > 3 && !throws && !blocked_policy_released) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (++calls > 3 && how == fault::throws) throw std::runtime_error("no action for you");
+    while (calls > 3 && how == fault::blocks && !blocked_policy_released)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     return inner->next(ready);
   }
-  void completed(const action& a) override { inner->completed(a); }
-  bool finished() const override { return inner->finished(); }
+  void completed(const action& a) override { inner->completed(a), ++done; }
+  bool finished() const override { return inner->finished() || (how == fault::finishes_early && done >= 3); }
   std::string waiting_for() const override { return inner->waiting_for(); }
   std::vector<action> all_actions() const override { return inner->all_actions(); }
 };
 }  // namespace
 
-CATCH_TEST_CASE("a policy that throws or never returns stops the run naming the rank", "[actors][runtime][errors]") {
-  for (bool throws : {true, false})
-    register_policy(throws ? "test-throws" : "test-blocks", [throws](const policy_request& r) -> std::unique_ptr<rank_policy> {
-      if (r.rank == 0) return std::make_unique<faulty_policy>(r, throws);
+CATCH_TEST_CASE("a policy that throws, never returns or finishes early stops the run naming the rank", "[actors][runtime][errors]") {
+  for (auto [name, how] : {std::pair{"test-throws", fault::throws}, std::pair{"test-blocks", fault::blocks},
+                           std::pair{"test-finishes-early", fault::finishes_early}})
+    register_policy(name, [how = how](const policy_request& r) -> std::unique_ptr<rank_policy> {
+      if (r.rank == 0) return std::make_unique<faulty_policy>(r, how);
       return make_static_policy(make_schedule("gpipe", {r.place.ranks, r.microbatches, 1}), r.rank);
     });
   train_options o = tiny("test-throws", 2, 1);
   CATCH_CHECK_THROWS_WITH(run_pipeline(o), "rank 0: its schedule's policy failed: no action for you");
+  // Finished before its list is done: named at once (the step waited for --step-timeout, then
+  // blamed the gradient sync).
+  o = tiny("test-finishes-early", 2, 1);
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "rank 0, step 0: its schedule's policy said it was finished after 3 of the 8 "
+                                           "actions it lists");
   // Stuck in next(), it holds the scheduler thread every actor shares, the supervisor's too
   // (the run hung until killed): process 0's own thread ends it after --step-timeout.
   o = tiny("test-blocks", 2, 1);

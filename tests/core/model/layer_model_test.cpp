@@ -215,6 +215,24 @@ CATCH_TEST_CASE("prepare_run cuts a registered model by --partition and finds th
   o.model_name = "no-such-model";
   CATCH_CHECK_THROWS_WITH(prepare_run(o), Catch::Contains("--model 'no-such-model' is not a registered model") &&
                                               Catch::Contains("gpt") && Catch::Contains("test-mlp-setup"));
+  // Two layers of one type under one prefix on different stages: their parameters share names
+  // (it trained, then failed to save).
+  register_model("test-mlp-same-prefix", [](const train_options& t) {
+    model_definition m = mlp_model(t);
+    for (const char* layer : {"h0", "h3"}) {
+      auto& l = *std::find_if(m.layers.begin(), m.layers.end(), [&](const layer_spec& x) { return x.name == layer; });
+      l.has_param_prefix = true;
+      l.param_prefix = "hidden.";
+    }
+    return m;
+  });
+  o.model_name = "test-mlp-same-prefix";
+  o.stages = 2;
+  o.chunks = 1;
+  o.schedule = "1f1b";
+  o.microbatches = 4;
+  CATCH_CHECK_THROWS_WITH(prepare_run(o), "parameter 'hidden.fc.weight' is held by virtual stages 0 and 1: two layers give "
+                                          "their parameters the same names (give them distinct param prefixes)");
 }
 
 CATCH_TEST_CASE("bad models get one clear error each", "[model][layer_model]") {
@@ -301,4 +319,11 @@ CATCH_TEST_CASE("evaluation runs the modules in eval mode, and gives them back i
   const double loss = c.forward(0, d.inputs, d.targets, 1.0).loss;
   const double eval_loss = torch::mse_loss(a, unbox(d.targets)).item<double>();
   CATCH_CHECK(loss != eval_loss);
+  // Activation checkpointing would draw a second mask in its recompute: refused.
+  chunk_spec recomputed = slice(0, 0, 9, 9);
+  recomputed.activation_checkpointing = true;
+  CATCH_CHECK_THROWS_WITH(layer_chunk(model, recomputed),
+                          "layer 'drop' holds a torch::nn::DropoutImpl, which --activation-checkpointing would run twice "
+                          "per microbatch (a new dropout mask, or batch statistics counted twice): train this model "
+                          "without it");
 }
