@@ -170,6 +170,9 @@ job_config resolve_job(const train_cli_options& o) {
     unused.push_back("zero_stage=" + std::to_string(c.zero_stage) +
                      " splits the optimizer state over data-parallel replicas, and --dp 1 has one: each rank keeps all "
                      "of its own");
+  if (c.model == "bert" && (o.vocab || set_by_user("vocab")))
+    unused.push_back("--vocab is the GPT's: --model bert takes its vocabulary from --vocab-file (or builds one from the "
+                     "training file)");
   for (auto& n : unused) c.notes.push_back(std::move(n));
   return c;
 }
@@ -500,7 +503,10 @@ void print_setup(std::ostream& out, const train_cli_options& o, const train_opti
 void print_measured_vs_simulated(std::ostream& out, const train_result& r) {
   const sim_result& m = r.last_step;
   const sim_result& p = r.predicted;
-  out << "\nlast step, measured vs simulated (the same schedule on the measured per-stage costs):\n";
+  out << "\nlast step, measured vs simulated (the same schedule on the measured per-stage costs)"
+      << (r.last_step_all_ranks.events.empty()
+              ? ":\n"
+              : ", replica 0's ranks (the progress line, --metrics and --trace count every replica's):\n");
   out << "rank  busy %  idle %  peak activations  |  simulated busy %  idle %  peak activations\n";
   for (int rank = 0; rank < m.stages; ++rank) {
     char line[160];

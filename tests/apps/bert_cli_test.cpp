@@ -141,6 +141,11 @@ CATCH_TEST_CASE("train --model bert: a malformed TSV row or a missing file is on
   CATCH_CHECK_THAT(logged.str(), Contains(" warning: --data-file " + stray + ": labels 0..1000 make 1001 classes, "
                                           "998 of them with no training row (a stray label?)\n"));
   CATCH_CHECK_THAT(warned.out, Contains(stray + ": 41 rows (SST-2, 1001 labels: 0, 1, 2, 3, 4, 5, 6, 7, ...)"));
+  // --vocab is the GPT's: named, not silently dropped.
+  auto vocab = cli(with(small, {"--data-file", train, "--vocab", "50", "--steps", "1"}));
+  CATCH_CHECK(vocab.code == 0);
+  CATCH_CHECK_THAT(vocab.out, Contains("note: --vocab is the GPT's: --model bert takes its vocabulary from --vocab-file (or "
+                                       "builds one from the training file)\n"));
   // 0 means "the default" for these two; below it is refused, not taken as 0.
   auto positions = cli(with(small, {"--data-file", train, "--max-positions", "-1", "--steps", "1"}));
   CATCH_CHECK(positions.code == 2);

@@ -239,6 +239,9 @@ CATCH_TEST_CASE("train --dp prints the grid, the optimizer state per rank and th
   CATCH_REQUIRE(r.code == 0);
   // The trace has every rank of both replicas: 4 ranks x 4 microbatches x (F, B).
   CATCH_CHECK_THAT(r.out, Contains("wrote the last step's measured timeline on every rank of every replica to " + trace));
+  // The summary's table is one pipeline's (replica 0's), as the simulation beside it; it says so.
+  CATCH_CHECK_THAT(r.out, Contains("last step, measured vs simulated (the same schedule on the measured per-stage costs), "
+                                   "replica 0's ranks (the progress line, --metrics and --trace count every replica's):\n"));
   {
     std::ifstream t(trace);
     const auto tj = nlohmann::json::parse(t);
