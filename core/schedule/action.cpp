@@ -1,6 +1,7 @@
 // Text form of a single action.
 #include "core/schedule/action.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <stdexcept>
 
@@ -44,8 +45,14 @@ action parse_action(std::string_view token) {
   auto rest = token.substr(1);
   auto dot = rest.find('.');
   if (dot == std::string_view::npos) throw bad("missing '.'");
-  if (!parse_index(rest.substr(0, dot), a.virtual_stage)) throw bad("virtual stage is not a number");
-  if (!parse_index(rest.substr(dot + 1), a.microbatch)) throw bad("microbatch is not a number");
+  // Decimal digits past 9 of them are a number, but past any plan (max_plan_forwards).
+  const auto too_big = [](std::string_view s) {
+    return s.size() > 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!parse_index(rest.substr(0, dot), a.virtual_stage))
+    throw bad(too_big(rest.substr(0, dot)) ? "virtual stage is past any plan" : "virtual stage is not a number");
+  if (!parse_index(rest.substr(dot + 1), a.microbatch))
+    throw bad(too_big(rest.substr(dot + 1)) ? "microbatch is past any plan" : "microbatch is not a number");
   return a;
 }
 

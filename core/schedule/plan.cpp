@@ -139,7 +139,11 @@ plan parse_plan(const std::string& text, const std::string& name) {
     int rank = -1;
     bool digits = !rank_text.empty() && rank_text.size() <= 6 &&
                   std::all_of(rank_text.begin(), rank_text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits) throw fail("rank '" + printable(rank_text) + "' is not a non-negative integer");
+    const bool all_digits = !rank_text.empty() && std::all_of(rank_text.begin(), rank_text.end(),
+                                                               [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits)
+      throw fail("rank '" + printable(rank_text) + "' is " +
+                 (all_digits ? "past any plan (at most 999999 ranks)" : "not a non-negative integer"));
     rank = std::stoi(rank_text);
     if (line_of_rank.count(rank))
       throw fail("rank " + std::to_string(rank) + " is listed twice (first on line " +

@@ -18,7 +18,7 @@ CATCH_TEST_CASE("actions print and parse", "[schedule][text]") {
   CATCH_CHECK_THROWS_WITH(parse_action("F-1.0"), Contains("virtual stage is not a number"));
   CATCH_CHECK_THROWS_WITH(parse_action("F1.x"), Contains("microbatch is not a number"));
   CATCH_CHECK_THROWS_WITH(parse_action("F1."), Contains("too short"));
-  CATCH_CHECK_THROWS_WITH(parse_action("F1.99999999999"), Contains("microbatch is not a number"));
+  CATCH_CHECK_THROWS_WITH(parse_action("F1.99999999999"), Contains("microbatch is past any plan"));
 }
 
 CATCH_TEST_CASE("every built-in plan round-trips through its text form exactly", "[schedule][text]") {
@@ -68,6 +68,13 @@ CATCH_TEST_CASE("malformed plan text is rejected with the line and the reason", 
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0 F1.0\n1: F1.0 B1.0\n", "p.txt"),
                           Contains("virtual stage 1 is listed by rank 1 and by rank 0 (line 1)"));
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 Z0.0\n", "p.txt"), Contains("p.txt:1: bad action 'Z0.0'"));
+  // Numbers too big for any plan are named as such, not as "not a number".
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.4294967297\n", "p.txt"), Contains("microbatch is past any plan"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: F99999999999.0\n", "p.txt"), Contains("virtual stage is past any plan"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: Fx.0\n", "p.txt"), Contains("virtual stage is not a number"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("1000000: F0.0\n", "p.txt"),
+                          Contains("rank '1000000' is past any plan (at most 999999 ranks)"));
+  CATCH_CHECK_THROWS_WITH(parse_plan("-1: F0.0\n", "p.txt"), Contains("rank '-1' is not a non-negative integer"));
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n2: F2.0 B2.0\n", "p.txt"), Contains("rank 1 is missing"));
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n1: F2.0 B2.0\n", "p.txt"),
                           Contains("virtual stage 1 appears on no rank"));
