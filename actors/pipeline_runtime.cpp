@@ -602,9 +602,12 @@ void tear_down(caf::scoped_actor& self, const caf::actor& control, run_context& 
   if (control) caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
   gate.close();
   // An actor still running is abandoned to what it runs: the handles stay, the run's actor
-  // system is left undestroyed (shut_down), and the caller should end the process (train
-  // does): the run's state is gone, so the actor must not run again.
-  if (!alive.empty()) return;
+  // system is left undestroyed (shut_down) and its context alive (run_pipeline), so an action
+  // that returns after all finds them, not freed memory.
+  if (!alive.empty()) {
+    ctx.abandoned = true;
+    return;
+  }
   ctx.compute.clear(), ctx.chunk_actors.clear(), ctx.stage.clear(), ctx.optimizer_shards.clear(), ctx.feeders.clear();
   ctx.feeder = caf::actor{};
   ctx.supervisor = caf::actor{};
@@ -684,7 +687,17 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   auto gate = std::make_shared<transport_gate>();
   ctx->data = make_transport(*ctx, place, gate);
   const std::string error = run_actors(ctx, place, gate);
-  ctx->data.reset();
+  if (ctx->abandoned) {  // an actor may still return into the run: it must find it, not the caller's frame
+    static std::mutex kept_mutex;
+    static std::vector<std::shared_ptr<run_context>>* kept = new std::vector<std::shared_ptr<run_context>>;
+    ctx->result = nullptr;
+    ctx->on_step = nullptr;
+    ctx->on_eval = nullptr;
+    std::lock_guard<std::mutex> lock(kept_mutex);
+    kept->push_back(ctx);
+  } else {
+    ctx->data.reset();
+  }
   if (!error.empty()) throw std::runtime_error(error);
   if (place.process != 0) return result;
   if (place.processes == 1)  // replica 0's: every replica holds the same

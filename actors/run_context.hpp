@@ -77,6 +77,10 @@ struct run_context {
   // The actors share one scheduler thread: a policy that never returns stops them all, the
   // supervisor's step deadline too, so process 0's own thread watches these (pipeline_runtime).
   std::shared_ptr<std::atomic<double>[]> stage_busy_since;
+  // Set by the teardown when it gave up on an actor stuck in an action: the run's context and
+  // transport then stay alive (the actor may still return into them), and the caller's result
+  // and callbacks are unhooked.
+  bool abandoned = false;
   // Per local (virtual stage id, microbatch, F or B/I): 2 x the step in which it last started
   // on its compute thread (+ 1 once its output left), and when it started (run clock); per
   // (virtual stage id, F or B/I): how long the latest one took until its output left. Written
