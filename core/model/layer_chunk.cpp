@@ -135,6 +135,10 @@ layer_chunk::layer_chunk(std::shared_ptr<const model_definition> model, const ch
     const bool copy = owner < spec.layer_begin;  // the key's owner is on an earlier stage
     const layer_spec& o = layers[owner];
     auto& slot = m.modules[i] = build_layer(*m.model, o);
+    for (const auto& [j, other] : m.modules)  // one module under two layers is a tie, and must say so
+      if (j != i && other.ptr() == slot.ptr())
+        throw std::invalid_argument("layers '" + layers[j].name + "' and '" + l.name +
+                                    "' build the same module object: to share it, give both the same tie_key");
     if (!l.tie_key.empty()) built_for_key[l.tie_key] = i;
     if (owner != i) check_tie_shapes(*m.model, owner, slot, i);
     m.positions.push_back({&l, i, &slot});

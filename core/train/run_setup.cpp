@@ -199,15 +199,31 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
           params, make_flat_layout(sizes, s.grid.replicas, bucket_elements), d, o.zero_stage, adamw, runner->tied_copies());
     }
   // A parameter name two virtual stages both hold (outside a tie) would train as two tensors
-  // and then fail when they are saved under one name: refused now, naming both (among the
-  // stages this process holds; a stage checks its own layers itself).
-  std::map<std::string, int> holder;
-  for (int v = 0; v < S; ++v) {
-    if (!s.runners[v]) continue;
-    const auto copies = s.runners[v]->tied_copies();
-    for (const auto& [name, t] : s.runners[v]->named_parameters()) {
+  // and then fail when they are saved under one name; one tensor in two stages (a build
+  // function that hands out a module it built once) would be stepped by both: refused now,
+  // naming both (among the stages this process holds; a stage checks its own layers itself).
+  std::map<std::pair<int, std::string>, int> holder;              // (replica, name) -> virtual stage
+  std::map<const void*, std::pair<std::string, int>> storage;     // data -> (name, runner)
+  for (int k = 0; k < static_cast<int>(s.runners.size()); ++k) {
+    if (!s.runners[k]) continue;
+    const int d = k / S, v = k % S;
+    const auto where = [&](int runner) {
+      return "virtual stage " + std::to_string(runner % S) +
+             (s.grid.replicas > 1 ? " of replica " + std::to_string(runner / S) : std::string());
+    };
+    const auto copies = s.runners[k]->tied_copies();
+    for (const auto& [name, t] : s.runners[k]->named_parameters()) {
+      const at::Tensor& tensor = unbox(t);
+      if (tensor.numel() > 0) {
+        const auto [at, first] = storage.emplace(tensor.data_ptr(), std::make_pair(name, k));
+        if (!first && at->second.second != k)
+          throw std::invalid_argument("parameter '" + name + "' of " + where(k) + " is the tensor of '" + at->second.first +
+                                      "' on " + where(at->second.second) +
+                                      ": a layer's build function returns a module it built once (build a new one per "
+                                      "call; to share weights across layers, give them a tie_key)");
+      }
       if (std::find(copies.begin(), copies.end(), name) != copies.end()) continue;
-      const auto [it, fresh] = holder.emplace(name, v);
+      const auto [it, fresh] = holder.emplace(std::make_pair(d, name), v);
       if (!fresh)
         throw std::invalid_argument("parameter '" + name + "' is held by virtual stages " + std::to_string(it->second) +
                                     " and " + std::to_string(v) +

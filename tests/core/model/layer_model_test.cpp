@@ -233,6 +233,18 @@ CATCH_TEST_CASE("prepare_run cuts a registered model by --partition and finds th
   o.microbatches = 4;
   CATCH_CHECK_THROWS_WITH(prepare_run(o), "parameter 'hidden.fc.weight' is held by virtual stages 0 and 1: two layers give "
                                           "their parameters the same names (give them distinct param prefixes)");
+  register_model("test-mlp-one-module", [](const train_options& t) {
+    model_definition m = mlp_model(t);
+    auto one = std::make_shared<torch::nn::LinearImpl>(32, 32);  // built once, handed to every stage that asks
+    m.layers[3].build = [one] { return layer_module(one); };
+    return m;
+  });
+  o.model_name = "test-mlp-one-module";
+  o.stages = 2;
+  CATCH_CHECK_NOTHROW(prepare_run(o));  // one stage holds h1: nothing shared
+  o.dp = 2;  // both replicas build h1 from the one module
+  CATCH_CHECK_THROWS_WITH(prepare_run(o), Catch::Contains("is the tensor of 'h1.weight' on virtual stage ") &&
+                                              Catch::Contains("a layer's build function returns a module it built once"));
 }
 
 CATCH_TEST_CASE("bad models get one clear error each", "[model][layer_model]") {
@@ -298,6 +310,12 @@ CATCH_TEST_CASE("bad models get one clear error each", "[model][layer_model]") {
                           "layer 'h0': its build function returned no module");
   hollow.layers[1].build = []() -> layer_module { return layer_module(torch::nn::Linear(nullptr)); };
   CATCH_CHECK_THROWS_WITH(build_all_layers(hollow), Catch::Contains("layer 'h0': its build function failed: "));
+  // One module object under two layers without a tie: refused in a stage, and across stages.
+  model_definition shared = mlp_model(o);
+  auto one = std::make_shared<torch::nn::LinearImpl>(32, 32);
+  for (int i : {3, 4}) shared.layers[i].build = [one] { return layer_module(one); };
+  CATCH_CHECK_THROWS_WITH(layer_chunk(std::make_shared<const model_definition>(shared), slice(0, 0, 8, 8)),
+                          "layers 'h1' and 'h2' build the same module object: to share it, give both the same tie_key");
   // A loss that does not depend on the model: refused, not trained silently.
   model_definition detached = mlp_model(o);
   detached.loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::mse_loss(out.detach(), y); };
