@@ -135,6 +135,7 @@ void add_simulate(CLI::App& app, simulate_cli& c) {
   s->add_option("--trace", sim.trace_path, "Write the timeline as Chrome trace JSON (Perfetto, chrome://tracing)");
   s->add_option("--svg", sim.svg_path, "Write the timeline as an SVG picture");
   s->add_flag("--print-plan", sim.print_plan, "Also print the plan in its text form");
+  s->add_option("--budget", sim.budget, "Dynamic policies: as train --budget (0 = the policy's default)")->default_val(0);
   s->add_option("--width", sim.width, "Maximum width of the ASCII timeline in columns")->default_val(200);
   s->add_flag("--list", list, "List the registered schedules and dynamic policies and exit");
 }
@@ -276,7 +277,8 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--intermediate", tr.intermediate, "bert: the MLP's inner width (default: 4 x --hidden)")->default_val(0);
   t->add_option("--threads-per-stage", tr.threads_per_stage, "Torch threads on each rank's compute thread")->default_val(1);
   t->add_option("--budget", tr.budget,
-                "Dynamic policies: live activations a rank may hold (0 = the policy's default; greedy: stages - rank)")
+                "Dynamic policies: live activations a rank may hold (0 = the policy's default; greedy: stages - rank, "
+                "+ stages per chunk after the first)")
       ->default_val(0);
   t->add_flag("--activation-checkpointing", tr.activation_checkpointing, "Recompute each chunk's forward in backward");
   t->add_option("--step-timeout", tr.step_timeout_s, "Seconds a step may take before the job stops")->default_val(600);

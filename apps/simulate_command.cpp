@@ -138,6 +138,7 @@ void require_traced_stages(const simulate_options& opt, int traced, int stages, 
 
 // Refuses an output format, send latency or timeline width simulate cannot use.
 void check_output_options(const simulate_options& opt) {
+  if (opt.budget < 0) throw std::invalid_argument("--budget must be >= 0 (0 = the policy's default): got " + std::to_string(opt.budget));
   if (opt.format != "text" && opt.format != "json" && opt.format != "plan")
     throw std::invalid_argument("--format must be text, json or plan, got '" + opt.format + "'");
   if (!std::isfinite(opt.send_latency) || opt.send_latency < 0 || opt.send_latency > max_cost)
@@ -179,7 +180,7 @@ void simulate_dynamic_policy(const simulate_options& opt, const std::string& nam
     throw std::invalid_argument("stages, microbatches and chunks must be >= 1: got stages=" + std::to_string(P) +
                                 ", microbatches=" + std::to_string(M) + ", chunks=" + std::to_string(V));
   require_traced_stages(opt, s.traced_stages, P * V, P, V);
-  auto policies = make_policies(name, P, M, V);
+  auto policies = make_policies(name, P, M, V, opt.budget);
   auto res = simulate_policies(policy_placement(name, P, V), M, policies, costs, name);
   s.p = std::move(res.executed);
   s.r = std::move(res.timeline);
@@ -329,10 +330,14 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   const bool from_config = !opt.config_path.empty() || !opt.overrides.empty();
   std::string name = opt.schedule.value_or("1f1b");
   if (opt.schedule_file.empty() && from_config) name = resolve_config(opt).schedule;
-  if (opt.schedule_file.empty() && is_dynamic_policy(name))
+  if (opt.schedule_file.empty() && is_dynamic_policy(name)) {
     simulate_dynamic_policy(opt, name, costs, from_config, s);
-  else
+  } else {
+    if (opt.budget != 0)
+      throw std::invalid_argument("--budget " + std::to_string(opt.budget) + " is for a dynamic policy (--schedule greedy): " +
+                                  (opt.schedule_file.empty() ? name : opt.schedule_file) + " has no budget");
     simulate_plan(opt, costs, s);
+  }
 
   if (!opt.trace_path.empty()) write_file(opt.trace_path, "the Chrome trace", render_chrome_trace(s.r));
   if (!opt.svg_path.empty()) write_file(opt.svg_path, "the SVG timeline", render_svg_timeline(s.r));

@@ -26,6 +26,7 @@ struct simulate_options {
   std::string svg_path;
   bool print_plan = false;
   int width = 200;
+  int budget = 0;  // a dynamic policy's budget, as train --budget (0: the policy's default)
 };
 
 // With a config (--config and/or --set), the schedule comes from the resolved, validated job

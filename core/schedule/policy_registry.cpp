@@ -12,6 +12,13 @@
 namespace actorpipe {
 namespace {
 
+// greedy's default budget: 1F1B's warm-up on the rank's first chunk (stages - rank), plus a
+// microbatch per stage for each chunk after the first, as interleaved 1F1B's warm-up admits
+// (with stages - rank alone, a later rank of several chunks ran nearly one action at a time).
+int greedy_default_budget(const placement& place, int rank) {
+  return std::max(1, place.ranks - rank + (place.chunks() - 1) * place.ranks);
+}
+
 struct entry {
   policy_factory factory;
   policy_options options;
@@ -34,10 +41,10 @@ struct registry {
     add("greedy",
         [](const policy_request& r) {
           return make_greedy_policy(r.place, r.microbatches, r.rank,
-                                    r.budget > 0 ? r.budget : std::max(1, r.place.ranks - r.rank), r.split_backward);
+                                    r.budget > 0 ? r.budget : greedy_default_budget(r.place, r.rank), r.split_backward);
         },
         "backward first, forwards of new microbatches while the rank holds fewer than --budget "
-        "(default stages - rank); any chunks (loop placement)",
+        "(default stages - rank, + stages per chunk after the first); any chunks (loop placement)",
         policy_options{}, true);
   }
 };

@@ -44,7 +44,7 @@ void check_options(const train_options& o) {
   need(o.step_timeout_s > 0 && o.step_timeout_s <= max_timeout_s,
        "--step-timeout must be > 0 and at most " + number_text(max_timeout_s) + " seconds: got " +
            number_text(o.step_timeout_s));
-  need(o.greedy_budget >= 0, "--budget must be >= 0 (0 = stages - rank): got " + std::to_string(o.greedy_budget));
+  need(o.greedy_budget >= 0, "--budget must be >= 0 (0 = the policy's default): got " + std::to_string(o.greedy_budget));
   need(o.data == "synthetic" || o.data == "file", "--data must be synthetic or a file: got '" + o.data + "'");
   need(o.dp >= 1, "--dp must be >= 1: got " + std::to_string(o.dp));
   need(!(o.no_pipeline && o.dp > 1), "--no-pipeline trains one replica on one rank: got --dp=" + std::to_string(o.dp) +

@@ -267,6 +267,30 @@ CATCH_TEST_CASE("simulate takes its schedule from a job config, with overrides",
   CATCH_CHECK_THAT(sched.err, Contains("interleaved needs microbatches to be a multiple of stages: got stages=3"));
 }
 
+CATCH_TEST_CASE("simulate --budget shows a dynamic policy's budget; greedy's default suits several chunks", "[apps][simulate]") {
+  auto makespan = [](const std::vector<std::string>& args) {
+    auto r = cli(args);
+    CATCH_REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out)["makespan"].get<double>();
+  };
+  const std::vector<std::string> greedy = {"simulate", "--schedule", "greedy", "-P", "4", "-M", "8", "-V", "2", "--format", "json"};
+  auto with_budget = [&](const char* b) {
+    auto a = greedy;
+    a.insert(a.end(), {"--budget", b});
+    return a;
+  };
+  // stages - rank alone (its old default) let rank 3 hold one microbatch on its first chunk:
+  // makespan 143 against interleaved's 57. The default now adds a stage's worth per chunk.
+  CATCH_CHECK(makespan(with_budget("1")) == 192);
+  CATCH_CHECK(makespan(greedy) == 64);
+  CATCH_CHECK(makespan({"simulate", "--schedule", "greedy", "-P", "4", "-M", "8", "--format", "json"}) == 33);  // 1F1B's
+  auto refused = cli({"simulate", "--schedule", "1f1b", "--budget", "3"});
+  CATCH_CHECK(refused.code == 2);
+  CATCH_CHECK_THAT(refused.err, Contains("--budget 3 is for a dynamic policy (--schedule greedy): 1f1b has no budget"));
+  CATCH_CHECK_THAT(cli({"simulate", "--schedule", "greedy", "--budget", "-1"}).err,
+                   Contains("--budget must be >= 0 (0 = the policy's default): got -1"));
+}
+
 CATCH_TEST_CASE("simulate runs the greedy policy and prints the order it chose", "[apps][simulate]") {
   auto r = cli({"simulate", "--schedule", "greedy", "--stages", "4", "--microbatches", "8", "--print-plan"});
   CATCH_REQUIRE(r.code == 0);

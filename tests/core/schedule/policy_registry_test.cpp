@@ -61,13 +61,14 @@ CATCH_TEST_CASE("greedy is a built-in policy of the registry", "[schedule][polic
   CATCH_CHECK(all[6].dynamic);
   CATCH_CHECK(std::none_of(all.begin(), all.begin() + 6, [](const schedule_info& s) { return s.dynamic; }));
   CATCH_CHECK(policy_placement("greedy", 3, 2).kind == "loop");
-  // Through the registry, with the default budget (stages - rank), it is greedy as before.
+  // Through the registry, with the default budget (stages - rank, + stages per chunk after the
+  // first), it is greedy with that budget.
   for (int P : {2, 4})
     for (int V : {1, 2}) {
       CATCH_CAPTURE(P, V);
       auto got = run("greedy", P, 2 * P, V);
       std::vector<std::unique_ptr<rank_policy>> direct;
-      for (int r = 0; r < P; ++r) direct.push_back(make_greedy_policy(loop_placement(P, V), 2 * P, r, P - r, false));
+      for (int r = 0; r < P; ++r) direct.push_back(make_greedy_policy(loop_placement(P, V), 2 * P, r, P - r + (V - 1) * P, false));
       auto want = simulate_policies(loop_placement(P, V), 2 * P, direct, cost_model::uniform(1, 2, 1, 1, 0.25));
       CATCH_CHECK(got.executed.ranks == want.executed.ranks);
     }
