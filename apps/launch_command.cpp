@@ -333,6 +333,8 @@ struct watch_state {
   int alive = 0;
   int result = 0;  // the first failure's code
   std::string first_failure = std::string();  // which process, and how it ended
+  bool first_failure_final = false;           // exited 126, 127, 130 or 143 (attempt_end::not_restartable)
+  double kill_after_s = 0;                    // how long after a SIGTERM or SIGINT kill_at is
   int signals_received = 0;
   std::optional<steady::time_point> term_at = std::nullopt, kill_at = std::nullopt;
 };
@@ -370,12 +372,14 @@ bool reap_ended(watch_state& w) {
     c.running = false;
     --w.alive;
     const auto [code, how] = how_it_ended(r, status);
+    const bool exited = r > 0 && WIFEXITED(status);
     w.output.drain(c.rank);  // its last lines before the news of its end
     if (code == 0 || c.stopped_by_us) continue;
     say(w.output, log_level::error, c.name() + ' ' + how);
     if (w.result == 0) {
       w.result = code;
       w.first_failure = c.name() + ' ' + how;
+      w.first_failure_final = exited && (code == 126 || code == 127 || code == 128 + SIGINT || code == 128 + SIGTERM);
       first_failure_now = true;
     }
   }
@@ -402,7 +406,7 @@ void stop_when_due(watch_state& w, bool first_failure_now, steady::time_point no
     w.term_at = now + seconds(grace);
   }
   if (w.kill_at && now >= *w.kill_at) {
-    say(w.output, log_level::warn, "still running " + number_text(w.opt.kill_after_s) +
+    say(w.output, log_level::warn, "still running " + number_text(w.kill_after_s) +
                                        " s after being told to stop, sending SIGKILL to " + signal_running(w, SIGKILL));
     w.kill_at.reset();
   } else if (w.term_at && now >= *w.term_at) {
@@ -410,6 +414,7 @@ void stop_when_due(watch_state& w, bool first_failure_now, steady::time_point no
                                        " s grace period, sending SIGTERM to " + signal_running(w, SIGTERM));
     w.term_at.reset();
     w.kill_at = now + seconds(w.opt.kill_after_s);
+    w.kill_after_s = w.opt.kill_after_s;
   }
 }
 
@@ -423,6 +428,7 @@ void pass_on_signal(watch_state& w, int sig) {
                                        "; SIGKILL follows in " + number_text(w.opt.stop_timeout_s) + " s");
     w.term_at.reset();
     const auto k = steady::now() + seconds(w.opt.stop_timeout_s);
+    if (!w.kill_at || k < *w.kill_at) w.kill_after_s = w.opt.stop_timeout_s;
     w.kill_at = w.kill_at ? std::min(*w.kill_at, k) : k;
   } else {
     say(w.output, log_level::warn,
@@ -462,6 +468,10 @@ int with_late_stop_signals(const watch_scope& scope, int result) {
 struct attempt_end {
   int code = 0;
   bool stopped = false;
+  // The first failure was a process that stopped on request (it exited 130 or 143 after its
+  // checkpoint: someone sent it SIGINT or SIGTERM) or a command that cannot run (126, 127):
+  // a restart would undo the request, or fail the same way.
+  bool not_restartable = false;
   std::string failure;
   double seconds = 0;
 };
@@ -489,7 +499,13 @@ std::string attempt_history(const std::vector<attempt_end>& history) {
 void report_failure(process_output& output, const attempt_plan& p, const attempt_end& end) {
   const int n = p.restart + 1;
   if (p.opt.max_restarts == 0) return;  // no restarts asked for: the failure was reported
-  if (end.code == exit_refused) {
+  if (end.not_restartable) {
+    say(output, log_level::error,
+        "attempt " + std::to_string(n) + " failed (" + end.failure + "); not restarting: " +
+            (end.code == 126 || end.code == 127 ? "the command cannot run, and would not the next time"
+                                                : "it stopped on a SIGINT or SIGTERM it was sent, after its "
+                                                  "checkpoint, and a restart would undo that request"));
+  } else if (end.code == exit_refused) {
     say(output, log_level::error,
         "attempt " + std::to_string(n) + " failed (" + end.failure + "); not restarting: exit code " +
             std::to_string(exit_refused) +
@@ -556,6 +572,7 @@ attempt_end run_attempt(const attempt_plan& p, std::vector<child>& kids, watch_s
   // Told to stop: a signal during the watch, or one after every process ended cleanly.
   end.stopped = w.signals_received > 0 || (w.result == 0 && end.code != 0);
   end.failure = w.first_failure;
+  end.not_restartable = w.first_failure_final;
   end.seconds = std::chrono::duration<double>(steady::now() - started).count();
   if (end.code != 0 && !end.stopped) report_failure(output, p, end);
   return end;
@@ -581,7 +598,7 @@ int run_launch(const launch_options& opt, std::ostream& log) {
   for (int restart = 0;; ++restart) {
     attempt_plan plan{opt, token, generated, restart, history};
     const attempt_end end = run_attempt(plan, kids, scope, log);
-    if (end.code == 0 || end.stopped || end.code == exit_refused) return end.code;
+    if (end.code == 0 || end.stopped || end.code == exit_refused || end.not_restartable) return end.code;
     history.push_back(end);
     if (restart == opt.max_restarts) return end.code;
   }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <ctime>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -681,17 +682,47 @@ void check_save_dir_is_ours(const train_options& t, int restart) {
 }
 
 // SIGINT and SIGTERM while train runs. The first asks the run to stop after the step in flight
-// (train_options::stop_signal); SA_RESETHAND puts the default action back, so a second one ends
-// the process at once. A signal the process was started ignoring (nohup, a background job of
-// a script) stays ignored. Restored when the run is over (cli_main may run again in a process).
+// (train_options::stop_signal); a second one ends the process at once, as the signal's default
+// action. One exception: the same signal twice within 2 s, once from the parent process and
+// once from elsewhere, is one request delivered twice: a terminal's Ctrl-C (or a kill of the
+// process group) reaches every process of `launch` and launch passes it on too (the second
+// copy ended process 0 before its checkpoint). A signal the process was started ignoring
+// (nohup, a background job of a script) stays ignored. Restored when the run is over (cli_main
+// may run again in a process).
 std::atomic<int> stop_signal_received{0};
 // What the handler writes to stderr at once (write(2) is async-signal-safe), per signal.
 std::string stop_notice[2];
+// The first signal's sender (the parent or not) and time; whether a copy was let pass already.
+std::atomic<bool> stop_from_parent{false}, stop_copy_passed{false};
+std::atomic<long long> stop_at_ns{0};
 
-void note_stop_signal(int sig) {
-  stop_signal_received.store(sig);
-  const std::string& notice = stop_notice[sig == SIGINT ? 0 : 1];
-  [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, notice.data(), notice.size());
+long long monotonic_ns() {  // clock_gettime is async-signal-safe
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec;
+}
+
+void note_stop_signal(int sig, siginfo_t* info, void*) {
+  const bool from_parent = info != nullptr && info->si_pid != 0 && info->si_pid == getppid();
+  const int first = stop_signal_received.load();
+  if (first == 0) {
+    stop_from_parent.store(from_parent);
+    stop_at_ns.store(monotonic_ns());
+    stop_signal_received.store(sig);
+    const std::string& notice = stop_notice[sig == SIGINT ? 0 : 1];
+    [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, notice.data(), notice.size());
+    return;
+  }
+  if (first == sig && from_parent != stop_from_parent.load() && !stop_copy_passed.load() &&
+      monotonic_ns() - stop_at_ns.load() < 2000000000LL) {
+    stop_copy_passed.store(true);  // the same request again: still stopping after the step
+    return;
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);
 }
 
 class stop_signal_scope {
@@ -700,6 +731,7 @@ class stop_signal_scope {
   // progress line is being redrawn on a terminal, so the notice starts a line of its own.
   stop_signal_scope(bool follower, bool checkpoint, bool mid_line) {
     stop_signal_received.store(0);
+    stop_copy_passed.store(false);
     for (int i = 0; i < 2; ++i)
       stop_notice[i] = std::string(mid_line ? "\n" : "") + "actorpipe: " + signal_name(signals_[i]) +
                        (follower ? ": this process stops when the job does (its first process ends it after the "
@@ -711,9 +743,9 @@ class stop_signal_scope {
       sigaction(signals_[i], nullptr, &now);
       if (now.sa_handler == SIG_IGN) continue;
       struct sigaction on_stop {};
-      on_stop.sa_handler = note_stop_signal;
+      on_stop.sa_sigaction = note_stop_signal;
       sigemptyset(&on_stop.sa_mask);
-      on_stop.sa_flags = SA_RESETHAND;
+      on_stop.sa_flags = SA_SIGINFO;
       installed_[i] = sigaction(signals_[i], &on_stop, &before_[i]) == 0;
     }
   }

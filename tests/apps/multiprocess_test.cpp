@@ -347,6 +347,41 @@ CATCH_TEST_CASE("launch --max-restarts: a process killed mid-run is restarted wi
   CATCH_CHECK(read_bytes(out) == ref_bytes);
 }
 
+CATCH_TEST_CASE("Ctrl-C to launch's process group stops the job checkpointed, and a stop sent to one process is not "
+                "restarted", "[multiprocess][checkpoint][restart]") {
+  // A terminal's Ctrl-C reaches every process of the group, and launch passes it on too: the
+  // second copy ended process 0 at once, before its checkpoint (exit 130, nothing saved).
+  for (const bool whole_group : {true, false}) {
+    CATCH_CAPTURE(whole_group);
+    const std::string dir = temp_path(".cc"), log = temp_path(".cc.log");
+    std::vector<std::string> args = {bin, "launch", "--nproc-per-node", "2", "--master-port", std::to_string(free_port()),
+                                     "--max-restarts", "1", "--"};
+    for (const auto& a : job("1f1b", 1, 100000, "")) args.push_back(a);
+    args.insert(args.end(), {"--save-dir", dir, "--save-every", "50"});
+    // setsid: launch leads a process group of its own, as a shell's foreground job does.
+    const pid_t pid = start_process("/usr/bin/setsid", args, {{"UCX_TLS", "tcp,self"}}, log);
+    CATCH_REQUIRE(wait_for_file(dir + "/latest", 90) >= 0);
+    if (whole_group) {
+      kill(-pid, SIGINT);
+    } else {  // SIGINT to process 0 alone: it stops, checkpointed, and exits 130
+      std::string children = read_text("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+      CATCH_REQUIRE(!children.empty());
+      kill(std::stoi(children), SIGINT);  // the first child: process 0
+    }
+    const int code = wait_process(pid, 90);
+    CATCH_INFO(process_log(log));
+    CATCH_CHECK(code == 130);
+    CATCH_CHECK(read_text(log).find("stopped by SIGINT after step ") != std::string::npos);
+    CATCH_CHECK(read_text(log).find("restarting the job") == std::string::npos);
+    if (!whole_group)
+      CATCH_CHECK(read_text(log).find("not restarting: it stopped on a SIGINT or SIGTERM it was sent, after its "
+                                      "checkpoint") != std::string::npos);
+    const std::string latest = read_text(dir + "/latest");
+    CATCH_CHECK_NOTHROW(actorpipe::verify_checkpoint(dir + "/" + latest.substr(0, latest.find('\n'))));
+    std::filesystem::remove_all(dir);
+  }
+}
+
 CATCH_TEST_CASE("launch --max-restarts 2 with a process killed on every attempt gives up after 2 restarts with the history",
                 "[multiprocess][checkpoint][restart]") {
   const std::string dir = temp_path(".rsdir"), out = temp_path(".rs.safetensors");
