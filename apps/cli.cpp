@@ -553,13 +553,21 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   if (auto code = parse_command_line(app, argc, argv, out, err)) return *code;
 
   logging_scope logging;
+  // A report that could not be written (stdout on a full disk, /dev/full) is a failure, not
+  // exit 0 with the report silently lost.
+  const auto written = [&out](int code) {
+    errno = 0;
+    if (out.flush() || code != 0) return code;
+    throw std::runtime_error(std::string("could not write the report to standard output") +
+                             (errno ? std::string(" (") + std::strerror(errno) + ")" : std::string()));
+  };
   try {
 #ifdef ACTORPIPE_WITH_TORCH
-    if (train.command->parsed()) return run_train_cli(train, out, err, logging);
+    if (train.command->parsed()) return written(run_train_cli(train, out, err, logging));
 #endif
     if (launch.command->parsed()) return run_launch_cli(app, launch, argv[0], err, logging);
-    if (simulate.command->parsed()) return run_simulate_cli(simulate, out);
-    if (doctor.command->parsed()) return run_doctor(doctor.o, out);
+    if (simulate.command->parsed()) return written(run_simulate_cli(simulate, out));
+    if (doctor.command->parsed()) return written(run_doctor(doctor.o, out));
   } catch (const std::exception& e) {
 #ifdef ACTORPIPE_WITH_TORCH
     std::string what = error_text(e);  // a LibTorch error without its C++ backtrace

@@ -354,11 +354,21 @@ void check_jobs(report& r, const doctor_options& o) {
     else
       r.add(doctor_status::warn, "jobs", "master", where + ": cannot listen there: " + std::strerror(why));
   }
-  r.add(doctor_status::ok, "jobs", "job token",
-        std::getenv(job_token_variable) ? std::string(job_token_variable) + " is set (never printed)"
-                                        : std::string(job_token_variable) +
-                                              " is not set: launch makes one for a single node; a job of several nodes "
-                                              "needs the same one exported on every node (openssl rand -hex 32)");
+  const char* token = std::getenv(job_token_variable);
+  std::string weak;  // what launch and train would refuse
+  if (token) try {
+      check_job_token(token);
+    } catch (const std::invalid_argument& e) {
+      weak = e.what();
+    }
+  if (!weak.empty())
+    r.add(doctor_status::fail, "jobs", "job token", weak);
+  else
+    r.add(doctor_status::ok, "jobs", "job token",
+          token ? std::string(job_token_variable) + " is set (never printed)"
+                : std::string(job_token_variable) +
+                      " is not set: launch makes one for a single node; a job of several nodes needs the same one "
+                      "exported on every node (openssl rand -hex 32)");
 }
 
 // --dir: a folder that takes files, with its free space. One that does not exist yet is fine

@@ -92,6 +92,15 @@ CATCH_TEST_CASE("doctor fails a busy master port and a --dir that is missing or 
   CATCH_CHECK_THAT(r.out, Contains("'" + above + "/actorpipe-new/ckpt' does not exist yet, and would be made in '" + above +
                                    "', which is writable, "));
   CATCH_CHECK(!std::filesystem::exists(above + "/actorpipe-new"));
+  // A job token launch and train would refuse is a FAIL here too (it said "ok: set").
+  const char* before = std::getenv("ACTORPIPE_JOB_TOKEN");
+  const std::string kept = before ? before : "";
+  setenv("ACTORPIPE_JOB_TOKEN", "short", 1);
+  r = cli({"doctor", "--master-port", std::to_string(free_port())});
+  if (before) setenv("ACTORPIPE_JOB_TOKEN", kept.c_str(), 1); else unsetenv("ACTORPIPE_JOB_TOKEN");
+  CATCH_CHECK(status_of(r.out, "job token") == "FAIL");
+  CATCH_CHECK_THAT(r.out, Contains("ACTORPIPE_JOB_TOKEN must be at least 16 characters (it has 5)"));
+  CATCH_CHECK(r.code == 1);
 }
 
 CATCH_TEST_CASE("doctor checks launch's open files for --nproc-per-node against ulimit -n", "[apps][doctor]") {

@@ -363,6 +363,11 @@ CATCH_TEST_CASE("the actorpipe binary: help, success and failure exit codes", "[
   CATCH_CHECK(bad.out.empty());
   CATCH_CHECK(bad.err == "actorpipe simulate: error: zbv needs chunks == 2 (V-shape placement): got stages=4, "
                          "microbatches=8, chunks=3\n");
+  // A report that cannot be written is a failure, not a silent exit 0.
+  auto full = binary("simulate --schedule zbv --stages 2 --microbatches 4 > /dev/full");
+  CATCH_CHECK(full.code == 1);
+  CATCH_CHECK(full.err == "actorpipe simulate: error: could not write the report to standard output (No space left on "
+                          "device)\n");
 }
 
 CATCH_TEST_CASE("simulate --cost builds zero-bubble plans for those costs and shows the unit-cost plan beside",
