@@ -88,6 +88,7 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   add("max_positions", o.text.max_positions);
   add("intermediate", o.text.intermediate);
   add("data_seed", o.data_seed);
+  add("threads_per_stage", o.threads_per_stage);  // intra-op threads split reductions otherwise
   add("greedy_budget", o.greedy_budget);
   add("activation_checkpointing", o.activation_checkpointing);
   add("replan", o.plan_on_measured_costs);

@@ -15,6 +15,7 @@ namespace fs = std::filesystem;
 
 constexpr std::uintmax_t kPiece = 64 * 1024;
 constexpr int kPieces = 16;
+constexpr std::uintmax_t kWhole = std::uintmax_t{256} << 20;  // files up to this size are hashed whole
 constexpr std::size_t kMaxFiles = 4096;
 
 // The size, then the pieces; false when the file cannot be read.
@@ -30,7 +31,7 @@ bool add_file(sha256_stream& h, const fs::path& path, std::uintmax_t size) {
     if (f.gcount() > 0) h.update(buf.data(), static_cast<std::size_t>(f.gcount()));
     return static_cast<std::uintmax_t>(f.gcount()) == n;
   };
-  if (size <= kPiece * kPieces) {
+  if (size <= kWhole) {
     for (std::uintmax_t at = 0; at < size; at += kPiece)
       if (!read_at(at, std::min(kPiece, size - at))) return false;
     return true;

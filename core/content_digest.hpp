@@ -1,7 +1,7 @@
 // A cheap fingerprint of what a file or folder holds, for processes of one job to compare the
 // inputs each reads under its own path (a data file, weights, a vocabulary): the size and a
-// SHA-256 of up to 16 evenly spaced 64 KiB pieces (the whole file below 1 MiB). Two different
-// files of one size can only tie where they differ between the pieces.
+// SHA-256 of the whole file up to 256 MiB (about half a second), past that of 16 evenly spaced
+// 64 KiB pieces: two different files of one such size can tie where they differ between them.
 #pragma once
 
 #include <string>

@@ -306,6 +306,12 @@ glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns)
                       std::to_string(first_integer->example.line) + ") with other text ('" + first_text->label +
                       "' on line " + std::to_string(first_text->example.line) +
                       "): each distinct text is a class of its own, " + std::to_string(labels.count()) + " in all");
+  }
+  if (values.size() > 20 && 2 * values.size() > rows.size() && labels.integer)
+    notes.push_back("column " + std::to_string(columns.label) + " holds " + std::to_string(values.size()) +
+                    " distinct integer labels in " + std::to_string(rows.size()) +
+                    " rows: is it an index or a count rather than a label? (--text-columns A,LABEL names the columns)");
+  if (!labels.integer) {
     if (labels.count() > 20 && 2 * static_cast<std::size_t>(labels.count()) > rows.size())
       notes.push_back("column " + std::to_string(columns.label) + " holds " + std::to_string(labels.count()) +
                       " distinct labels in " + std::to_string(rows.size()) +

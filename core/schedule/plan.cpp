@@ -200,18 +200,26 @@ plan parse_plan(const std::string& text, const std::string& name) {
 }
 
 std::string weight_gradient_order_note(const plan& p) {
-  std::map<int, std::vector<int>> order;  // virtual stage -> microbatches of its B's or W's
+  std::map<std::pair<int, char>, std::vector<int>> order;  // (virtual stage, op) -> microbatches
   for (const auto& list : p.ranks)
     for (const action& a : list)
-      if (a.op == op_kind::backward || a.op == op_kind::weight_grad) order[a.virtual_stage].push_back(a.microbatch);
-  for (const auto& [v, ms] : order) {
+      if (a.op != op_kind::forward) order[{a.virtual_stage, static_cast<char>(a.op)}].push_back(a.microbatch);
+  std::string first;
+  int more = 0;
+  for (const auto& [key, ms] : order) {
     if (std::is_sorted(ms.begin(), ms.end())) continue;
+    if (!first.empty()) {
+      ++more;
+      continue;
+    }
     std::string listed;
     for (std::size_t i = 0; i < ms.size() && i < 8; ++i) listed += (i ? ", " : "") + std::to_string(ms[i]);
     if (ms.size() > 8) listed += ", ...";
-    return "virtual stage " + std::to_string(v) + " runs its weight gradients for microbatches " + listed;
+    first = "virtual stage " + std::to_string(key.first) + " runs its " + std::string(1, key.second) +
+            "'s (which add up gradients) for microbatches " + listed;
   }
-  return "";
+  if (more > 0) first += " (and " + std::to_string(more) + " more virtual stage or op" + (more == 1 ? "" : "s") + " out of order)";
+  return first;
 }
 
 plan load_plan_file(const std::string& path) {

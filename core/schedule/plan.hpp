@@ -62,10 +62,11 @@ plan parse_plan(const std::string& text, const std::string& name = "plan");
 // Reads and parses a plan file; errors name the path.
 plan load_plan_file(const std::string& path);
 
-// Gradients accumulate in the order a virtual stage's weight gradients run (its B's, or its
-// W's), which every built-in schedule lists in microbatch order. For a plan that does not: a
-// sentence naming the first such virtual stage and its order ("virtual stage 0 runs its weight
-// gradients for microbatches 3, 2, 1, 0"); else empty.
+// Gradients accumulate in the order a virtual stage's backwards run (its B's, or its I's and
+// W's: an I adds the gradients of what it does not defer to W), which every built-in schedule
+// lists in microbatch order. For a plan that does not: a sentence naming the first such
+// virtual stage and op, and how many more ("virtual stage 0 runs its B's (which add up
+// gradients) for microbatches 3, 2, 1, 0"); else empty.
 std::string weight_gradient_order_note(const plan& p);
 
 }  // namespace actorpipe

@@ -226,6 +226,13 @@ CATCH_TEST_CASE("a column of text read as labels is named", "[data][glue]") {
   CATCH_CHECK(d.num_labels() == 30);
   CATCH_CHECK(d.notes == strings{"column 1 holds 30 distinct labels in 30 rows: is it text rather than a label? "
                                  "(--text-columns A,LABEL names the columns)"});
+  // An index column read as the label: integers, as many as the rows.
+  std::string indexed = "sentence\tidx\n";
+  for (int i = 0; i < 30; ++i) indexed += "sentence number " + std::to_string(i) + "\t" + std::to_string(i) + "\n";
+  temp_file g("indexed.tsv", indexed);
+  const glue_dataset x = read_glue_tsv(g.path, glue_columns_from_file(g.path));
+  CATCH_CHECK(x.notes == strings{"column 1 holds 30 distinct integer labels in 30 rows: is it an index or a count rather "
+                                 "than a label? (--text-columns A,LABEL names the columns)"});
 }
 
 CATCH_TEST_CASE("a dev file's columns come from its own header, by the train file's column names", "[data][glue]") {
