@@ -267,7 +267,7 @@ CATCH_TEST_CASE("simulate takes its schedule from a job config, with overrides",
   CATCH_CHECK_THAT(sched.err, Contains("interleaved needs microbatches to be a multiple of stages: got stages=3"));
 }
 
-CATCH_TEST_CASE("simulate --budget shows a dynamic policy's budget; greedy's default suits several chunks", "[apps][simulate]") {
+CATCH_TEST_CASE("simulate --budget shows a dynamic policy's budget, and greedy's default suits several chunks", "[apps][simulate]") {
   auto makespan = [](const std::vector<std::string>& args) {
     auto r = cli(args);
     CATCH_REQUIRE(r.code == 0);
