@@ -307,16 +307,12 @@ glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns)
                       "' on line " + std::to_string(first_text->example.line) +
                       "): each distinct text is a class of its own, " + std::to_string(labels.count()) + " in all");
   }
-  if (values.size() > 20 && 2 * values.size() > rows.size() && labels.integer)
-    notes.push_back("column " + std::to_string(columns.label) + " holds " + std::to_string(values.size()) +
-                    " distinct integer labels in " + std::to_string(rows.size()) +
-                    " rows: is it an index or a count rather than a label? (--text-columns A,LABEL names the columns)");
-  if (!labels.integer) {
-    if (labels.count() > 20 && 2 * static_cast<std::size_t>(labels.count()) > rows.size())
-      notes.push_back("column " + std::to_string(columns.label) + " holds " + std::to_string(labels.count()) +
-                      " distinct labels in " + std::to_string(rows.size()) +
-                      " rows: is it text rather than a label? (--text-columns A,LABEL names the columns)");
-  }
+  const std::size_t distinct = labels.integer ? values.size() : labels.names.size();
+  if (distinct > 20 && 2 * distinct > rows.size())
+    notes.push_back("column " + std::to_string(columns.label) + " holds " + std::to_string(distinct) + " distinct " +
+                    (labels.integer ? "integer labels" : "labels") + " in " + std::to_string(rows.size()) + " rows: is it " +
+                    (labels.integer ? "an index or a count" : "text") +
+                    " rather than a label? (--text-columns A,LABEL names the columns)");
   glue_dataset d = make_dataset(path, columns, std::move(labels), std::move(rows));
   d.notes = std::move(notes);
   return d;

@@ -129,9 +129,7 @@ void check_tie_shapes(const model_definition& model, int owner, const layer_modu
   const layer_spec& o = model.layers[owner];
   const layer_spec& f = model.layers[follower];
   if (!f.build) return;
-  seed_layer_init(model.seed, f.name);
-  const layer_module mine = f.build();
-  if (mine.empty()) throw std::invalid_argument("layer '" + f.name + "': its build function returned no module");
+  const layer_module mine = build_layer(model, f);
   auto theirs = owner_module.ptr()->named_parameters(true);
   auto ours = mine.ptr()->named_parameters(true);
   auto shape = [](const at::Tensor& t) {

@@ -137,13 +137,10 @@ plan parse_plan(const std::string& text, const std::string& name) {
       throw fail("expected 'RANK: ACTION ...', got '" + printable(line) + "'");
     std::string rank_text = trim(line.substr(0, colon));
     int rank = -1;
-    bool digits = !rank_text.empty() && rank_text.size() <= 6 &&
-                  std::all_of(rank_text.begin(), rank_text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    const bool all_digits = !rank_text.empty() && std::all_of(rank_text.begin(), rank_text.end(),
-                                                               [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits)
-      throw fail("rank '" + printable(rank_text) + "' is " +
-                 (all_digits ? "past any plan (at most 999999 ranks)" : "not a non-negative integer"));
+    const bool digits = !rank_text.empty() &&
+                        std::all_of(rank_text.begin(), rank_text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) throw fail("rank '" + printable(rank_text) + "' is not a non-negative integer");
+    if (rank_text.size() > 6) throw fail("rank '" + printable(rank_text) + "' is past any plan (at most 999999 ranks)");
     rank = std::stoi(rank_text);
     if (line_of_rank.count(rank))
       throw fail("rank " + std::to_string(rank) + " is listed twice (first on line " +
@@ -199,7 +196,7 @@ plan parse_plan(const std::string& text, const std::string& name) {
   return p;
 }
 
-std::string weight_gradient_order_note(const plan& p) {
+std::string backward_order_note(const plan& p) {
   std::map<std::pair<int, char>, std::vector<int>> order;  // (virtual stage, op) -> microbatches
   for (const auto& list : p.ranks)
     for (const action& a : list)

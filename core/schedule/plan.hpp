@@ -67,6 +67,6 @@ plan load_plan_file(const std::string& path);
 // lists in microbatch order. For a plan that does not: a sentence naming the first such
 // virtual stage and op, and how many more ("virtual stage 0 runs its B's (which add up
 // gradients) for microbatches 3, 2, 1, 0"); else empty.
-std::string weight_gradient_order_note(const plan& p);
+std::string backward_order_note(const plan& p);
 
 }  // namespace actorpipe

@@ -87,7 +87,7 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
     mismatch("chunks (--chunks)", V, p.chunks());
     mismatch("microbatches (--microbatches, or --batch-size over --microbatch-size)", M, p.microbatches);
     require_valid(p);
-    const std::string order = weight_gradient_order_note(p);
+    const std::string order = backward_order_note(p);
     if (!order.empty())
       log_warn("schedule file '" + o.schedule_file + "': " + order +
                "; gradients add up in that order, so the run's numbers differ (by rounding) from a plan's in microbatch "
@@ -204,13 +204,13 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   // naming both (among the stages this process holds; a stage checks its own layers itself).
   std::map<std::pair<int, std::string>, int> holder;              // (replica, name) -> virtual stage
   std::map<const void*, std::pair<std::string, int>> storage;     // data -> (name, runner)
+  const auto where = [&](int runner) {  // runners are replica-major
+    return "virtual stage " + std::to_string(runner % S) +
+           (s.grid.replicas > 1 ? " of replica " + std::to_string(runner / S) : std::string());
+  };
   for (int k = 0; k < static_cast<int>(s.runners.size()); ++k) {
     if (!s.runners[k]) continue;
     const int d = k / S, v = k % S;
-    const auto where = [&](int runner) {
-      return "virtual stage " + std::to_string(runner % S) +
-             (s.grid.replicas > 1 ? " of replica " + std::to_string(runner / S) : std::string());
-    };
     const auto copies = s.runners[k]->tied_copies();
     for (const auto& [name, t] : s.runners[k]->named_parameters()) {
       const at::Tensor& tensor = unbox(t);
