@@ -219,7 +219,7 @@ std::string backward_order_note(const plan& p) {
   return first;
 }
 
-plan load_plan_file(const std::string& path) {
+std::string read_plan_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw std::invalid_argument("schedule file '" + path + "' is a directory");
   std::ifstream f(path, std::ios::binary);
@@ -237,7 +237,9 @@ plan load_plan_file(const std::string& path) {
   if (text.size() > limit)
     throw std::invalid_argument("schedule file '" + path + "' holds more than 128 MiB: no plan is that long (at most " +
                                 std::to_string(max_plan_forwards) + " forwards)");
-  return parse_plan(text, path);
+  return text;
 }
+
+plan load_plan_file(const std::string& path) { return parse_plan(read_plan_file(path), path); }
 
 }  // namespace actorpipe

@@ -59,6 +59,10 @@ std::string format_plan(const plan& p);
 // number and the offending text.
 plan parse_plan(const std::string& text, const std::string& name = "plan");
 
+// Reads a plan file's text (at most 128 MiB); errors name the path. A pipe can be read once
+// only: a caller that needs the plan twice reads its text once and parses that.
+std::string read_plan_file(const std::string& path);
+
 // Reads and parses a plan file; errors name the path.
 plan load_plan_file(const std::string& path);
 

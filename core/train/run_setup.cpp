@@ -78,7 +78,7 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
     s.place = loop_placement(1, 1);
     s.policy = "greedy";  // one rank, no plan: F and B of each microbatch in turn
   } else if (!o.schedule_file.empty()) {
-    plan p = load_plan_file(o.schedule_file);
+    plan p = o.schedule_text ? parse_plan(*o.schedule_text, o.schedule_file) : load_plan_file(o.schedule_file);
     auto mismatch = [&](const char* what, int given, int in_file) {
       need(given == in_file, "the run has " + std::to_string(given) + " " + what + " but schedule file '" +
                                  o.schedule_file + "' has " + std::to_string(in_file));

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,10 @@ struct train_options {
   // one user code registered: core/schedule/policy_registry.hpp).
   std::string schedule = "1f1b";
   std::string schedule_file;
+  // The plan file's text where the caller has read it (the CLI reads --schedule-file once, so
+  // that a pipe, `--schedule-file <(actorpipe simulate ... --format plan)`, works); unset:
+  // run_setup reads schedule_file. Errors still name schedule_file.
+  std::optional<std::string> schedule_text;
   int stages = 2;
   int chunks = 1;
   // Data parallel: dp replicas of the pipeline (stages x dp ranks, core/topology.hpp), each on
