@@ -11,6 +11,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<msg::waiting>("actorpipe.waiting");
   cfg.add_message_type<msg::replan>("actorpipe.replan");
   cfg.add_message_type<msg::failure>("actorpipe.failure");
+  cfg.add_message_type<msg::stop_request>("actorpipe.stop_request");
   cfg.add_message_type<msg::grad_sq_parts>("actorpipe.grad_sq_parts");
   cfg.add_message_type<msg::optimizer_step>("actorpipe.optimizer_step");
   cfg.add_message_type<msg::optimizer_done>("actorpipe.optimizer_done");

@@ -174,6 +174,14 @@ struct failure {
   std::string what;
 };
 
+// A process other than the first -> supervisor: it got a stop signal (SIGINT, SIGTERM) that
+// process 0 may not have (sent to that process alone: a scheduler preempting one node): the
+// job stops after the step in flight, as for process 0's own.
+struct stop_request {
+  int process;
+  int signal;
+};
+
 // Optimizer shard -> supervisor: its virtual stage's sum of squared gradients (under data
 // parallelism: of its reduced shard), when its gradient sync ran, and the AdamW state it holds.
 struct grad_sq_parts {
@@ -309,6 +317,10 @@ typename Inspector::result_type inspect(Inspector& f, waiting& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, failure& x) {
   return f(caf::meta::type_name("failure"), x.what);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stop_request& x) {
+  return f(caf::meta::type_name("stop_request"), x.process, x.signal);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, grad_sq_parts& x) {

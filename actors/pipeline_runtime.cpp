@@ -549,7 +549,8 @@ std::string run_as_worker(caf::actor_system& sys, caf::scoped_actor& self, const
   std::string error;
   const caf::actor_addr control_addr = control ? control.address() : caf::actor_addr{};
   for (auto& a : local) self->monitor(a);
-  bool done = false;
+  bool done = false, stop_passed_on = false;
+  const std::atomic<int>* stop = ctx.options.stop_signal;
   while (!done)
     self->receive([&](msg::run_finished& f) { error = std::move(f.error), done = true; },
                   [&](const caf::down_msg& d) {
@@ -560,6 +561,14 @@ std::string run_as_worker(caf::actor_system& sys, caf::scoped_actor& self, const
                     }
                     caf::anon_send(ctx.supervisor, msg::failure{"an actor of process " + std::to_string(ctx.process) +
                                                                 " stopped unexpectedly: " + sys.render(d.reason)});
+                  },
+                  // A stop signal this process got (perhaps it alone: a node preempted) stops
+                  // the job after the step in flight: process 0 decides when.
+                  caf::after(std::chrono::milliseconds(100)) >> [&] {
+                    const int sig = stop ? stop->load() : 0;
+                    if (sig == 0 || stop_passed_on) return;
+                    stop_passed_on = true;
+                    caf::anon_send(ctx.supervisor, msg::stop_request{ctx.process, sig});
                   });
   stop_all(local);
   return error;

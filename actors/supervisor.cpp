@@ -275,13 +275,23 @@ void supervisor::maybe_step_optimizers() {
   st_.optimizers_asked = true;
 }
 
+// Another process got a stop signal: the job stops after the step in flight, as for one of
+// this process's own (the first one wins).
+void supervisor::on_stop_request(const msg::stop_request& r) {
+  if (requested_signal_ != 0) return;
+  requested_signal_ = r.signal;
+  log_info("process " + std::to_string(r.process) + " got " + signal_name(r.signal) +
+           ": the job stops after the step in flight");
+}
+
 // The step is over: report it, maybe rebuild the plan, start the next step or finish.
 void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
   if (d.step != st_.step || ++st_.optimizers_done < shards_) return;
   const int k = st_.step;
   const auto& o = ctx_->options;
   const step_metrics m = step_report(*ctx_, st_);
-  const int signal = o.stop_signal ? o.stop_signal->load() : 0;
+  const int own = o.stop_signal ? o.stop_signal->load() : 0;
+  const int signal = own != 0 ? own : requested_signal_;
   if (signal != 0 && k + 1 < o.steps && !stopping_) {
     stopping_ = true;
     if (ctx_->result) ctx_->result->stopped_by_signal = signal;
@@ -473,6 +483,7 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
       [s](msg::optimizer_done& d) { s->on_optimizer_done(d); },
       [s](msg::step_deadline& d) { s->on_deadline(d); },
       [s](msg::failure& f) { s->stop(f.what); },
+      [s](const msg::stop_request& r) { s->on_stop_request(r); },
       [s](msg::parameter_names& n) { s->on_parameter_names(n); },
       [s](msg::parameter_arrived& p) { s->on_parameter_arrived(p); },
       [s](msg::state_snapshotted& x) { s->on_state_snapshotted(x); },

@@ -58,6 +58,7 @@ class supervisor {
   void on_flush(msg::flush& f);
   void on_grad_sq_parts(const msg::grad_sq_parts& g);
   void on_optimizer_done(const msg::optimizer_done& d);
+  void on_stop_request(const msg::stop_request& r);
   void on_deadline(const msg::step_deadline& d);
   void on_parameter_names(msg::parameter_names& n);
   void on_parameter_arrived(msg::parameter_arrived& p);
@@ -110,6 +111,7 @@ class supervisor {
   double deferred_at_ = 0;       // when it was due
   bool finish_after_save_ = false;
   bool stopping_ = false;  // a stop signal came: this step is the last (checkpointed with save_dir)
+  int requested_signal_ = 0;  // a stop signal another process got (msg::stop_request)
   // Plans rebuilt on measured costs (run_context::replan_from .. replan_until): the plan the
   // stages run (the static one until a rebuilt one replaces it) and the actions measured so far.
   std::shared_ptr<const plan> running_plan_;

@@ -336,6 +336,8 @@ struct watch_state {
   bool first_failure_final = false;           // exited 126, 127, 130 or 143 (attempt_end::not_restartable)
   double kill_after_s = 0;                    // how long after a SIGTERM or SIGINT kill_at is
   int signals_received = 0;
+  int first_signal = 0;
+  steady::time_point first_signal_at{};
   std::optional<steady::time_point> term_at = std::nullopt, kill_at = std::nullopt;
 };
 
@@ -421,7 +423,14 @@ void stop_when_due(watch_state& w, bool first_failure_now, steady::time_point no
 // Passes a SIGINT or SIGTERM launch got on to the processes: the first with SIGKILL to follow,
 // a second as SIGKILL at once.
 void pass_on_signal(watch_state& w, int sig) {
-  ++w.signals_received;
+  // The same signal within a second of the first is a copy of that request (a terminal's Ctrl-C
+  // reaches launch and its processes, GNU timeout signals its child and then its group): the
+  // processes have it already, and a SIGKILL now would cost them their checkpoint.
+  if (w.signals_received > 0 && sig == w.first_signal && steady::now() - w.first_signal_at < seconds(1)) return;
+  if (++w.signals_received == 1) {
+    w.first_signal = sig;
+    w.first_signal_at = steady::now();
+  }
   if (w.result == 0) w.result = 128 + sig;
   if (w.signals_received == 1) {
     say(w.output, log_level::warn, "got " + signal_name(sig) + ", passing it on to " + signal_running(w, sig) +

@@ -73,7 +73,7 @@ job_config default_job() {
 
 // Job config from --config (or the default job), --set and the flags (flags last), resolved
 // by the config rules.
-job_config resolve_job(const train_cli_options& o) {
+job_config resolve_job(const train_cli_options& o, const std::optional<std::string>& plan_text) {
   job_config c = o.config_path.empty() ? default_job() : load_config_file(o.config_path);
   for (const auto& kv : o.overrides) apply_override(c, kv);
   auto set = [&](const char* key, const auto& value) {
@@ -99,7 +99,7 @@ job_config resolve_job(const train_cli_options& o) {
   // microbatches, to be the reference of the plan's run.
   bool microbatches_from_file = false;
   if (!o.schedule_file.empty() && o.config_path.empty()) {
-    const plan p = load_plan_file(o.schedule_file);
+    const plan p = parse_plan(*plan_text, o.schedule_file);
     if (!o.no_pipeline && !o.stages && !set_by_user("pp")) c.pp = p.num_ranks();
     if (!o.no_pipeline && !chunks_given) c.chunks = p.chunks();
     if (!o.microbatches && !o.batch_size && !set_by_user("num_microbatches") && !set_by_user("batch_size") &&
@@ -648,6 +648,23 @@ void check_save_dir(const std::string& dir) {
     throw std::invalid_argument(named + ": cannot write in '" + p.string() + "' (" + probe.error + ")");
 }
 
+// An output file in --save-dir under a name the checkpoints use (latest, step-N, ...) would be
+// replaced by a checkpoint, or replace one.
+void check_outputs_beside_checkpoints(const train_cli_options& o, const std::string& save_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::weakly_canonical(save_dir, ec);
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--metrics", o.metrics_path},
+                                   {"--trace", o.trace_path},
+                                   {"--save-final", o.save_final_path}}) {
+    if (path.empty()) continue;
+    const fs::path full = fs::weakly_canonical(path, ec);
+    if (full.parent_path() == dir && is_checkpoint_store_name(full.filename().string()))
+      throw std::invalid_argument(std::string(flag) + " '" + path + "' is a name the checkpoints in --save-dir '" +
+                                  save_dir + "' use: a checkpoint would replace it, or it one; give another name");
+  }
+}
+
 // --save-dir holding another run's checkpoints: this run would write steps over them, and
 // --keep-last prune them. Taken only by the run that continues them: --resume from that folder
 // (or a checkpoint in it), or a restart of the job that wrote them.
@@ -683,18 +700,20 @@ void check_save_dir_is_ours(const train_options& t, int restart) {
 
 // SIGINT and SIGTERM while train runs. The first asks the run to stop after the step in flight
 // (train_options::stop_signal); a second one ends the process at once, as the signal's default
-// action. One exception: the same signal twice within 2 s, once from the parent process and
-// once from elsewhere, is one request delivered twice: a terminal's Ctrl-C (or a kill of the
-// process group) reaches every process of `launch` and launch passes it on too (the second
-// copy ended process 0 before its checkpoint). A signal the process was started ignoring
+// action. One exception: the same signal again within a second is one request delivered twice
+// (a terminal's Ctrl-C, or a kill of the process group, reaches every process of `launch` and
+// launch passes it on too; GNU timeout signals its child and then its group): the copy ended
+// the process before its checkpoint. A signal the process was started ignoring
 // (nohup, a background job of a script) stays ignored. Restored when the run is over (cli_main
 // may run again in a process).
 std::atomic<int> stop_signal_received{0};
 // What the handler writes to stderr at once (write(2) is async-signal-safe), per signal.
 std::string stop_notice[2];
-// The first signal's sender (the parent or not) and time; whether a copy was let pass already.
-std::atomic<bool> stop_from_parent{false}, stop_copy_passed{false};
+// When the first signal came. One request often arrives more than once: a terminal's Ctrl-C
+// reaches every process of the group and launch passes it on again; GNU timeout signals its
+// child and then its whole group. The same signal within a second of the first is such a copy.
 std::atomic<long long> stop_at_ns{0};
+constexpr long long stop_copy_window_ns = 1000000000LL;
 
 long long monotonic_ns() {  // clock_gettime is async-signal-safe
   timespec t{};
@@ -702,22 +721,16 @@ long long monotonic_ns() {  // clock_gettime is async-signal-safe
   return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec;
 }
 
-void note_stop_signal(int sig, siginfo_t* info, void*) {
-  const bool from_parent = info != nullptr && info->si_pid != 0 && info->si_pid == getppid();
+void note_stop_signal(int sig) {
   const int first = stop_signal_received.load();
   if (first == 0) {
-    stop_from_parent.store(from_parent);
     stop_at_ns.store(monotonic_ns());
     stop_signal_received.store(sig);
     const std::string& notice = stop_notice[sig == SIGINT ? 0 : 1];
     [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, notice.data(), notice.size());
     return;
   }
-  if (first == sig && from_parent != stop_from_parent.load() && !stop_copy_passed.load() &&
-      monotonic_ns() - stop_at_ns.load() < 2000000000LL) {
-    stop_copy_passed.store(true);  // the same request again: still stopping after the step
-    return;
-  }
+  if (first == sig && monotonic_ns() - stop_at_ns.load() < stop_copy_window_ns) return;  // still stopping after the step
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
@@ -731,21 +744,20 @@ class stop_signal_scope {
   // progress line is being redrawn on a terminal, so the notice starts a line of its own.
   stop_signal_scope(bool follower, bool checkpoint, bool mid_line) {
     stop_signal_received.store(0);
-    stop_copy_passed.store(false);
     for (int i = 0; i < 2; ++i)
       stop_notice[i] = std::string(mid_line ? "\n" : "") + "actorpipe: " + signal_name(signals_[i]) +
                        (follower ? ": this process stops when the job does (its first process ends it after the "
                                    "step in flight; before the job has formed, at once)\n"
                                  : std::string(": stopping after the step in flight") +
-                                       (checkpoint ? ", with a checkpoint of it" : "") + "; again to stop at once\n");
+                                       (checkpoint ? ", with a checkpoint of it" : "") +
+                                       "; again (a second or more later) to stop at once\n");
     for (int i = 0; i < 2; ++i) {
       struct sigaction now {};
       sigaction(signals_[i], nullptr, &now);
       if (now.sa_handler == SIG_IGN) continue;
       struct sigaction on_stop {};
-      on_stop.sa_sigaction = note_stop_signal;
+      on_stop.sa_handler = note_stop_signal;
       sigemptyset(&on_stop.sa_mask);
-      on_stop.sa_flags = SA_SIGINFO;
       installed_[i] = sigaction(signals_[i], &on_stop, &before_[i]) == 0;
     }
   }
@@ -803,8 +815,12 @@ class follower_stop_watch {
 int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {
   if (!o.schedule_file.empty() && o.schedule) throw std::invalid_argument("give --schedule or --schedule-file, not both");
   if (!o.trace_path.empty() && o.no_pipeline) throw std::invalid_argument("--trace needs the pipeline (not --no-pipeline)");
-  job_config c = resolve_job(o);
+  // The plan file is read once: it may be a pipe (`--schedule-file <(actorpipe simulate ...)`).
+  const std::optional<std::string> plan_text =
+      o.schedule_file.empty() ? std::nullopt : std::optional<std::string>(read_plan_file(o.schedule_file));
+  job_config c = resolve_job(o, plan_text);
   train_options t = to_train_options(c, o);
+  t.schedule_text = plan_text;
 
   // A multi-process job when the launcher says so. Process 0 reports; the others stay quiet.
   std::vector<int> layout;  // process of each rank (multi-process jobs)
@@ -826,8 +842,13 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path, false);
     if (!o.save_final_path.empty()) check_output_file("--save-final", o.save_final_path, true);
   }
+  std::optional<save_dir_lock> save_dir_held;  // for the whole run: one writer per folder
   if (!t.save_dir.empty()) {
     check_save_dir(t.save_dir);
+    if (place.process == 0) {
+      check_outputs_beside_checkpoints(o, t.save_dir);
+      save_dir_held.emplace(t.save_dir);
+    }
     check_save_dir_is_ours(t, restart);
   }
   // A restart adds to the lines of the attempts before it (steps after the checkpoint it
@@ -842,7 +863,10 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   std::optional<follower_stop_watch> follower;
   if (place.process != 0) follower.emplace(t.step_timeout_s);
   train_result r = o.no_pipeline ? run_reference(t, show, show_eval) : run_pipeline(t, show, {}, place, show_eval);
-  if (place.process != 0) return 0;  // process 0 reports and writes the files
+  if (place.process != 0) {  // process 0 reports and writes the files
+    const int sig = stop_signal_received.load();  // the job stopped early for it (msg::stop_request)
+    return sig != 0 ? 128 + sig : 0;
+  }
 
   print_setup(out, o, t, r);
   for (const auto& why : r.refused) out << "not resumed from a damaged checkpoint: " << why << '\n';

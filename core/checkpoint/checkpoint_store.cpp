@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -336,6 +337,45 @@ bool checkpoint_writes::settle(std::chrono::duration<double> limit) {
   for (const auto& d : discarded_) fs::remove_all(d, ec);  // a renamed (committed) one is gone: nothing to do
   discarded_.clear();
   return idle;
+}
+
+save_dir_lock::save_dir_lock(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("cannot make --save-dir '" + dir + "': " + ec.message());
+  const std::string path = (fs::path(dir) / ".lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("cannot make '" + path + "': " + errno_text());
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int why = errno;
+    char holder[256] = {0};
+    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    if (why != EWOULDBLOCK) fail("cannot lock '" + path + "': " + std::strerror(why));
+    std::string who = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : std::string();
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    throw std::invalid_argument("--save-dir '" + dir + "' is in use by another run" +
+                                (who.empty() ? std::string() : " (" + who + ")") +
+                                ", which holds its lock file .lock: two runs in one folder would write over and prune "
+                                "each other's checkpoints; save into another folder, or wait until that run ends");
+  }
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  const std::string who = "process " + std::to_string(getpid()) + " on " + host + "\n";
+  if (::ftruncate(fd_, 0) == 0) {
+    [[maybe_unused]] const ssize_t written = ::pwrite(fd_, who.data(), who.size(), 0);
+  }
+}
+
+save_dir_lock::~save_dir_lock() {
+  if (fd_ >= 0) ::close(fd_);  // and with it the lock
+}
+
+bool is_checkpoint_store_name(const std::string& name) {
+  for (const char* prefix : {"step-", ".partial-", ".latest-"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return name == "latest" || name == ".lock";
 }
 
 }  // namespace actorpipe

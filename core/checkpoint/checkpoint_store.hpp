@@ -114,6 +114,27 @@ struct resume_choice {
 // later in a directory of them are passed over (neither chosen nor refused).
 resume_choice find_resume_checkpoint(const std::string& where, long long before_step = LLONG_MAX);
 
+// One run at a time writes into a folder of checkpoints: two at once would write steps over
+// each other's, and each prune the other's partial ones. Holds an exclusive lock (flock) on
+// DIR/.lock, made with the folder where missing, for as long as it lives; the file names the
+// holder (pid and host), and a process that ends, however, lets go. Throws
+// std::invalid_argument naming the folder and the holder when another run holds it, and
+// checkpoint_error when the lock file cannot be made.
+class save_dir_lock {
+ public:
+  explicit save_dir_lock(const std::string& dir);
+  ~save_dir_lock();
+  save_dir_lock(const save_dir_lock&) = delete;
+  save_dir_lock& operator=(const save_dir_lock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// The names a folder of checkpoints uses (latest, step-N, .lock, and those of writes in
+// flight): a file of another kind under one of them would be replaced or removed.
+bool is_checkpoint_store_name(const std::string& name);
+
 // Keeps the newest `keep_last` complete checkpoints (and the one `latest` names) and removes
 // the older ones and every partial directory. keep_last <= 0 keeps all.
 void prune_checkpoints(const std::string& dir, int keep_last);

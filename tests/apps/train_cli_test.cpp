@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/blas_kernels.hpp"
+#include "core/checkpoint/checkpoint_store.hpp"
 #include "tests/apps/cli_runner.hpp"
 #include "tests/apps/process_runner.hpp"
 #include "core/model/safetensors.hpp"
@@ -365,6 +366,21 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
                                            "which this run would write over or mix with, and prune: continue that run "
                                            "with --resume " + dir + ", or save into another folder"));
   CATCH_CHECK(std::filesystem::exists(dir + "/step-00000004/manifest.json"));
+  {  // Nor while another run writes there (two at once replaced and pruned each other's steps).
+    const save_dir_lock held(dir);
+    auto beside = cli(with({"train", "--steps", "6", "--save-dir", dir, "--resume", dir}, tiny));
+    CATCH_CHECK(beside.code == 2);
+    CATCH_CHECK_THAT(beside.err, Contains("--save-dir '" + dir + "' is in use by another run (process " +
+                                          std::to_string(getpid()) + " on ") &&
+                                     Contains("), which holds its lock file .lock: two runs in one folder would write "
+                                              "over and prune each other's checkpoints"));
+  }
+  // An output under a name the checkpoints use would be replaced by one (or replace it).
+  auto clash = cli(with({"train", "--steps", "6", "--save-dir", dir, "--resume", dir, "--metrics", dir + "/latest"}, tiny));
+  CATCH_CHECK(clash.code == 2);
+  CATCH_CHECK_THAT(clash.err, Contains("--metrics '" + dir + "/latest' is a name the checkpoints in --save-dir '" + dir +
+                                       "' use: a checkpoint would replace it, or it one; give another name"));
+  CATCH_CHECK(std::filesystem::exists(dir + "/latest"));
   // Resuming from it, it goes on there.
   auto going_on = cli(with({"train", "--steps", "6", "--save-dir", dir, "--resume", dir + "/step-00000004"}, tiny));
   CATCH_CHECK(going_on.code == 0);
@@ -446,6 +462,22 @@ CATCH_TEST_CASE("train --schedule-file: the plan's own stages, chunks and microb
   CATCH_CHECK(reference.code == 0);
   CATCH_CHECK_THAT(reference.out, Contains("1 microbatches x 2 sequences"));
   CATCH_CHECK_THAT(reference.out, Contains("--schedule-file does not apply (but the plan's 1 microbatches do)\n"));
+  // A plan through a pipe, as `--schedule-file <(actorpipe simulate ... --format plan)` gives
+  // it: read once (a second read finds the pipe empty), the same run as from the file.
+  int fds[2];
+  CATCH_REQUIRE(::pipe(fds) == 0);
+  std::string text;
+  {
+    std::ifstream f(two_chunks);
+    text.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  CATCH_REQUIRE(::write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  ::close(fds[1]);
+  auto piped = cli(with({"train", "--schedule-file", "/dev/fd/" + std::to_string(fds[0])}, model));
+  ::close(fds[0]);
+  CATCH_CHECK(piped.err.find("error") == std::string::npos);
+  CATCH_REQUIRE(piped.code == 0);
+  CATCH_CHECK(final_loss(piped.out) == final_loss(file.out));
   // Backwards out of microbatch order add the gradients up in another order: it trains, and says so.
   const std::string reversed = temp_path(".txt"), log = temp_path(".log");
   std::ofstream(reversed) << "0: F0.0 F0.1 B0.1 B0.0\n1: F1.0 F1.1 B1.1 B1.0\n";
