@@ -94,10 +94,7 @@ void sum_tied_gradients(const run_context& ctx, int id, const std::vector<int>& 
 msg::parameter_names send_parameters(const run_context& ctx, int id, int step) {
   msg::parameter_names names{id, {}};
   int index = 0;
-  const auto& runner = *ctx.runners[id];
-  const auto copies = runner.tied_copies();
-  for (auto& [name, t] : runner.named_parameters()) {
-    if (std::find(copies.begin(), copies.end(), name) != copies.end()) continue;
+  for (auto& [name, t] : saved_tensors(*ctx.runners[id])) {
     names.names.push_back(name);
     ctx.send_tensor_to_process(0, tensor_kind::parameter, step, id, index++, ctx.rank_of_stage(id), t.contiguous());
   }

@@ -16,6 +16,7 @@
 #include "core/log.hpp"
 #include "core/model/error_text.hpp"
 #include "core/number_text.hpp"
+#include "core/optim/optimizer.hpp"
 #include "core/signal_name.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/plan_choice.hpp"
@@ -263,9 +264,8 @@ void supervisor::maybe_step_optimizers() {
   for (auto& [id, sums] : st_.sq_parts)  // id order
     for (double sq : sums) total += sq;
   st_.grad_norm = std::sqrt(total);
-  if (!std::isfinite(st_.grad_norm)) {
-    stop("step " + std::to_string(st_.step) + ": the gradient norm is " + std::to_string(st_.grad_norm) +
-         ": training diverged (try a lower --lr or --grad-clip)");
+  if (const std::string why = divergence_error(st_.step, st_.losses, st_.grad_norm); !why.empty()) {
+    stop(why);
     return;
   }
   const auto& o = ctx_->options;

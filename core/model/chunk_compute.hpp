@@ -3,6 +3,7 @@
 // that trains; a benchmark's fixed-cost stage is another. No torch here (tensors are tensor_box).
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -54,6 +55,10 @@ class chunk_compute {
   virtual int live_stashes() const = 0;
   virtual int pending_weight_grads() const = 0;
   virtual std::vector<std::pair<std::string, tensor_box>> named_parameters() const = 0;
+  // State of the model that is not trained but is part of it (a batch norm's running
+  // statistics): saved and restored with the parameters (checkpoints, --save-final,
+  // --init-from), by the same naming. A tied copy's are its owner's, and not listed.
+  virtual std::vector<std::pair<std::string, tensor_box>> named_buffers() const { return {}; }
   virtual void zero_grad() = 0;
   // Names (among named_parameters) of tied copies: parameters whose owner, by the model's
   // tie keys, is an earlier virtual stage. They are trained like the others but counted once
@@ -73,5 +78,23 @@ class chunk_compute {
     return false;
   }
 };
+
+// What a stage saves (checkpoints, --save-final): its parameters, less tied copies (their
+// owner saves them), then its buffers.
+inline std::vector<std::pair<std::string, tensor_box>> saved_tensors(const chunk_compute& runner) {
+  const auto copies = runner.tied_copies();
+  std::vector<std::pair<std::string, tensor_box>> out;
+  for (auto& p : runner.named_parameters())
+    if (std::find(copies.begin(), copies.end(), p.first) == copies.end()) out.push_back(std::move(p));
+  for (auto& b : runner.named_buffers()) out.push_back(std::move(b));
+  return out;
+}
+
+// What a stage takes from saved weights: every parameter (tied copies too), then its buffers.
+inline std::vector<std::pair<std::string, tensor_box>> loaded_tensors(const chunk_compute& runner) {
+  auto out = runner.named_parameters();
+  for (auto& b : runner.named_buffers()) out.push_back(std::move(b));
+  return out;
+}
 
 }  // namespace actorpipe

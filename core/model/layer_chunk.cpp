@@ -49,6 +49,17 @@ struct position {
   layer_module* module;
 };
 
+// What a stage's first layer gets: past the leaf that takes the input's gradient, as in the
+// whole model, where that layer's input comes out of the layer before it. A layer that works
+// in place (ReLU(inplace)) may not touch a leaf that requires a gradient, so it ran whole and
+// failed cut there. The copy changes no value and no gradient.
+at::Tensor past_leaf(const at::Tensor& x, bool first_stage) { return first_stage ? x : x.clone(); }
+
+// A last stage's loss without a graph: nothing would train.
+const char* const detached_loss =
+    ": the loss does not depend on any parameter (it requires no gradient): does the loss function or a layer detach "
+    "its input?";
+
 }  // namespace
 
 struct layer_chunk::impl {
@@ -57,6 +68,7 @@ struct layer_chunk::impl {
   std::map<int, layer_module> modules;  // by the index of the layer that built it
   std::vector<position> positions;
   std::vector<std::pair<std::string, at::Tensor>> params;
+  std::vector<std::pair<std::string, at::Tensor>> buffers;  // of the modules built here, less tied copies'
   std::vector<std::string> copies;
   std::map<std::string, std::vector<at::Tensor>> tied;  // key -> tied parameters held here
   bool module_defers = true;
@@ -157,6 +169,14 @@ layer_chunk::layer_chunk(std::shared_ptr<const model_definition> model, const ch
       m.params.emplace_back(name, p.value());
       if (copy) m.copies.push_back(name);
       if (is_tied) m.tied[l.tie_key].push_back(p.value());
+    }
+    if (copy) continue;  // a tied copy's buffers are its owner's
+    for (auto& b : slot.ptr()->named_buffers(true)) {
+      const std::string name = o.prefix() + b.key();
+      if (!names.insert(name).second)
+        throw std::invalid_argument("layer '" + l.name + "': buffer name '" + name +
+                                    "' is already used by an earlier layer of this stage (give the layers distinct param prefixes)");
+      m.buffers.emplace_back(name, b.value());
     }
   }
   // Activation checkpointing runs each forward twice: a dropout mask drawn again would not be
@@ -280,16 +300,14 @@ forward_result layer_chunk::forward(int microbatch, const tensor_box& input, con
       torch::NoGradGuard no_grad;  // nothing saved; backward recomputes the same ops
       out = m.run(x, s.targets);
     } else {
-      out = m.run(x, s.targets);
+      out = m.run(past_leaf(x, m.spec.first), s.targets);
     }
   } catch (const std::exception& e) {
     throw std::runtime_error(m.where("forward", microbatch) + ": " + e.what());
   }
   s.output_shape = out.sizes().vec();
   if (m.spec.last && !m.spec.activation_checkpointing && !out.requires_grad())
-    throw std::invalid_argument(m.where("forward", microbatch) +
-                                ": the loss does not depend on any parameter (it requires no gradient): does the "
-                                "loss function or a layer detach its input?");
+    throw std::invalid_argument(m.where("forward", microbatch) + detached_loss);
   if (m.spec.last) {
     result.loss = out.item<double>();
     if (!m.spec.activation_checkpointing) s.output = out * loss_scale;
@@ -322,8 +340,9 @@ tensor_box layer_chunk::backward(int microbatch, const tensor_box& grad_output, 
   m.stashes.erase(it);
 
   at::Tensor out = s.output;
-  if (m.spec.activation_checkpointing) {
-    out = m.run(s.input, s.targets);
+  if (m.spec.activation_checkpointing) {  // the forward again, with the graph its first run did not keep
+    out = m.run(past_leaf(s.input, m.spec.first), s.targets);
+    if (m.spec.last && !out.requires_grad()) throw std::invalid_argument(m.where("backward", microbatch) + detached_loss);
     if (m.spec.last) out = out * s.loss_scale;
   }
   if (!out.requires_grad()) {
@@ -389,6 +408,13 @@ std::vector<std::pair<std::string, tensor_box>> layer_chunk::named_parameters() 
   std::vector<std::pair<std::string, tensor_box>> out;
   out.reserve(impl_->params.size());
   for (auto& p : impl_->params) out.emplace_back(p.first, box(p.second));
+  return out;
+}
+
+std::vector<std::pair<std::string, tensor_box>> layer_chunk::named_buffers() const {
+  std::vector<std::pair<std::string, tensor_box>> out;
+  out.reserve(impl_->buffers.size());
+  for (auto& b : impl_->buffers) out.emplace_back(b.first, box(b.second));
   return out;
 }
 

@@ -57,6 +57,7 @@ class layer_chunk : public chunk_compute {
   // By global name (the layer's param prefix + the module's name), in layer order; a tied
   // module once, at its first layer in this slice.
   std::vector<std::pair<std::string, tensor_box>> named_parameters() const override;
+  std::vector<std::pair<std::string, tensor_box>> named_buffers() const override;
   void zero_grad() override;
   std::vector<std::string> tied_copies() const override;
 

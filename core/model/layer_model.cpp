@@ -70,6 +70,23 @@ void validate_model(const model_definition& m) {
   if (!m.data) throw std::invalid_argument(who + " has no data (batch function)");
   if (!(m.tokens_per_sample > 0))
     throw std::invalid_argument(who + ": tokens_per_sample must be > 0, got " + std::to_string(m.tokens_per_sample));
+  if (m.eval_microbatches < 0)
+    throw std::invalid_argument(who + ": eval_microbatches must be >= 0, got " + std::to_string(m.eval_microbatches));
+  if (m.eval_microbatches > 0) {
+    // Evaluation takes class indices: found after training, the run's result was lost.
+    if (!m.eval_data) throw std::invalid_argument(who + " has eval_microbatches but no eval_data");
+    microbatch_tensors first;
+    try {
+      first = m.eval_data(0, 0);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(who + ": its eval_data(0, 0) failed: " + error_text(e));
+    }
+    const at::Tensor& t = unbox(first.targets);
+    if (!t.defined() || t.scalar_type() != at::kLong)
+      throw std::invalid_argument(who + ": eval_data's targets must be int64 class indices (evaluation reports a "
+                                  "classifier's loss, accuracy and F1), got " +
+                                  (t.defined() ? std::string(c10::toString(t.scalar_type())) : std::string("none")));
+  }
 }
 
 void register_model(const std::string& name, model_factory factory, std::string description) {

@@ -21,7 +21,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <torch/torch.h>
@@ -32,14 +34,24 @@
 
 namespace actorpipe {
 
+// Whether Impl's forward(x) takes one tensor and gives one.
+template <class Impl, class = void>
+struct takes_one_tensor : std::false_type {};
+template <class Impl>
+struct takes_one_tensor<Impl, std::enable_if_t<std::is_convertible_v<
+                                  decltype(std::declval<Impl&>().forward(std::declval<const at::Tensor&>())), at::Tensor>>>
+    : std::true_type {};
+
 // A layer's LibTorch module: any module holder (torch::nn::Linear, torch::nn::Sequential, a
-// TORCH_MODULE of yours) or a std::shared_ptr to a module, whose forward takes one tensor.
+// TORCH_MODULE of yours) or a std::shared_ptr to a module. One whose forward takes one tensor
+// and returns one is called so; any other (an LSTM, which returns a tuple) needs the
+// layer_spec's forward to say how to call it.
 class layer_module {
  public:
   layer_module() = default;
   template <class Impl>
   layer_module(std::shared_ptr<Impl> impl)  // NOLINT: implicit, so factories return modules as they are
-      : module_(impl), forward_([impl](const at::Tensor& x) -> at::Tensor { return impl->forward(x); }) {}
+      : module_(impl), forward_(plain_forward(impl)) {}
   template <class Impl>
   layer_module(const torch::nn::ModuleHolder<Impl>& holder) : layer_module(holder.ptr()) {}  // NOLINT
 
@@ -51,6 +63,20 @@ class layer_module {
   Impl& as() const { return dynamic_cast<Impl&>(*module_); }
 
  private:
+  template <class Impl>
+  static std::function<at::Tensor(const at::Tensor&)> plain_forward(const std::shared_ptr<Impl>& impl) {
+    if constexpr (takes_one_tensor<Impl>::value) {
+      return [impl](const at::Tensor& x) -> at::Tensor { return impl->forward(x); };
+    } else {
+      return [](const at::Tensor&) -> at::Tensor {
+        throw std::invalid_argument(
+            "this layer's module does not take one tensor to one tensor (an LSTM returns a tuple): give its "
+            "layer_spec a forward that calls it, e.g. [](layer_module& m, const at::Tensor& x) { return "
+            "std::get<0>(m.as<torch::nn::LSTMImpl>().forward(x)); }");
+      };
+    }
+  }
+
   std::shared_ptr<torch::nn::Module> module_;
   std::function<at::Tensor(const at::Tensor&)> forward_;
 };
@@ -114,7 +140,8 @@ struct model_definition {
   double tokens_per_sample = 1;
   std::uint64_t seed = 1234;  // layer init: torch generator seeded from (seed, layer name)
   // Evaluation, optional: a forward-only pass over eval_data(0, m), m in [0, eval_microbatches)
-  // (a target of -100 marks a padding row), and the named numbers (accuracy, F1, ...) that
+  // of a classifier: int64 class indices for targets (a target of -100 marks a padding row),
+  // float32 outputs (the targets checked before training), and the named numbers (accuracy, F1, ...) that
   // eval_metrics makes of every output and target of the pass, concatenated in order.
   batch_function eval_data;
   int eval_microbatches = 0;

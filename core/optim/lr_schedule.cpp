@@ -50,4 +50,17 @@ double clip_coefficient(double global_norm, double max_norm) {
   return std::min(1.0, max_norm / (global_norm + 1e-6));
 }
 
+std::string divergence_error(int step, const std::vector<double>& losses, double grad_norm) {
+  const std::string at = "step " + std::to_string(step + 1) + ": ";
+  const auto what = [](double x) { return std::isnan(x) ? std::string("not a number") : std::string("infinite"); };
+  for (std::size_t m = 0; m < losses.size(); ++m)
+    if (!std::isfinite(losses[m]))
+      return at + "the loss of microbatch " + std::to_string(m) + " is " + what(losses[m]) +
+             ": training diverged (try a lower --lr or --grad-clip), or the microbatch has no loss to give (is it "
+             "empty?)";
+  if (!std::isfinite(grad_norm))
+    return at + "the gradient norm is " + what(grad_norm) + ": training diverged (try a lower --lr or --grad-clip)";
+  return "";
+}
+
 }  // namespace actorpipe

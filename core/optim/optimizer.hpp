@@ -60,4 +60,8 @@ double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double
 // max_norm <= 0 (clipping off).
 double clip_coefficient(double global_norm, double max_norm);
 
+// Why step `step` (from 0) must not update the weights: a microbatch's loss (by microbatch)
+// or the gradient norm that is not a finite number, in words naming it; "" when all are.
+std::string divergence_error(int step, const std::vector<double>& losses, double grad_norm);
+
 }  // namespace actorpipe

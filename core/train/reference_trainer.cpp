@@ -7,9 +7,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "core/data/microbatch.hpp"
 #include "core/model/compute_threads.hpp"
+#include "core/optim/optimizer.hpp"
 #include "core/train/run_setup.hpp"
 
 namespace actorpipe {
@@ -30,15 +34,18 @@ train_result run_reference(const train_options& options, const std::function<voi
   for (int k = 0; k < o.steps; ++k) {
     auto t0 = std::chrono::steady_clock::now();
     double loss = 0;
+    std::vector<double> losses(M);
     for (int m = 0; m < M; ++m) {
       microbatch_tensors mt = s.data(static_cast<std::uint64_t>(k), m);
-      loss += runner.forward(m, mt.inputs, mt.targets, 1.0 / M).loss;
+      losses[m] = runner.forward(m, mt.inputs, mt.targets, 1.0 / M).loss;
+      loss += losses[m];
       runner.backward(m, {}, false);
     }
     step_metrics sm;
     sm.step = k;
     sm.loss = loss / M;
     sm.grad_norm = std::sqrt(opt.grad_sq_sum());
+    if (const std::string why = divergence_error(k, losses, sm.grad_norm); !why.empty()) throw std::runtime_error(why);
     sm.lr = lr_at(k, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio);
     const double coef = clip_coefficient(sm.grad_norm, o.grad_clip);
     opt.step(sm.lr, coef);  // <= 1: 1 reads the gradients as they are

@@ -235,12 +235,9 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
 
 std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::vector<std::shared_ptr<chunk_compute>>& runners) {
   std::vector<std::pair<std::string, tensor_box>> out;
-  for (size_t v = 0; v < runners.size(); ++v) {
-    if (!runners[v]) continue;
-    const auto copies = runners[v]->tied_copies();
-    for (auto& [name, t] : runners[v]->named_parameters())
-      if (std::find(copies.begin(), copies.end(), name) == copies.end()) out.emplace_back(name, t);
-  }
+  for (size_t v = 0; v < runners.size(); ++v)
+    if (runners[v])
+      for (auto& t : saved_tensors(*runners[v])) out.push_back(std::move(t));
   return out;
 }
 

@@ -65,7 +65,7 @@ std::function<bool(const std::string&)> wanted_by(const run_state_view& state) {
   auto names = std::make_shared<std::set<std::string>>();
   for (const auto& runner : state.runners)
     if (runner)
-      for (const auto& [name, t] : runner->named_parameters()) names->insert(name);
+      for (const auto& [name, t] : loaded_tensors(*runner)) names->insert(name);
   return [names](const std::string& key) {
     const auto at = key.rfind('@');
     if (at == std::string::npos) return names->count(key) > 0;
@@ -83,8 +83,7 @@ named_tensors parameter_tensors(const run_state_view& state) {
   named_tensors out;
   for (int v = 0; v < state.virtual_stages && v < static_cast<int>(state.runners.size()); ++v) {
     if (!state.runners[v]) continue;
-    for (auto& [name, t] : state.runners[v]->named_parameters())
-      if (!is_copy(*state.runners[v], name)) out.emplace_back(name, box(unbox(t).detach().clone()));
+    for (auto& [name, t] : saved_tensors(*state.runners[v])) out.emplace_back(name, box(unbox(t).detach().clone()));
   }
   return out;
 }
@@ -117,7 +116,7 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   std::vector<std::string> missing, mismatched;
   for (const auto& runner : state.runners) {
     if (!runner) continue;
-    for (auto& [name, t] : runner->named_parameters()) {
+    for (auto& [name, t] : loaded_tensors(*runner)) {
       const at::Tensor& p = unbox(t);
       auto it = by_name.find(name);
       if (it == by_name.end()) {
@@ -186,7 +185,7 @@ std::string load_weights(const run_state_view& state, const std::string& path,
   // process's layers may hold.
   for (const auto& runner : state.runners)
     if (runner)
-      for (const auto& p : runner->named_parameters()) in_files.erase(p.first);
+      for (const auto& p : loaded_tensors(*runner)) in_files.erase(p.first);
   for (auto it = in_files.begin(); elsewhere && it != in_files.end();) it = elsewhere(*it) ? in_files.erase(it) : std::next(it);
   if (!in_files.empty())
     throw std::invalid_argument("the parameters do not fit the model: " + std::to_string(in_files.size()) +

@@ -13,7 +13,12 @@
 #include "tests/support/mlp_model.hpp"
 #include "tests/support/train_results.hpp"
 
+#include <atomic>
+#include <csignal>
+#include <filesystem>
 #include <mutex>
+
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -162,5 +167,95 @@ CATCH_TEST_CASE("a LibTorch error from the user's code stops the job with its me
     CATCH_CHECK_THAT(std::string(e.what()), Contains("Exception raised from"));
     CATCH_CHECK(error_text(e) == "the data source ran dry");
     CATCH_CHECK(error_text(std::runtime_error("plain")) == "plain");
+  }
+}
+
+// A batch norm's running statistics are the model's too: a checkpoint carried only the
+// parameters, so a resumed run evaluated with other statistics, and --save-final lacked them.
+// A microbatch whose loss is not a number (an empty one) stops the run, naming it.
+CATCH_TEST_CASE("buffers (batch norm's running statistics) are saved, resumed and returned with the parameters, and a loss "
+                "that is not a number stops the run",
+                "[actors][runtime][model_api][checkpoint]") {
+  static const bool registered = [] {
+    register_model(
+        "test-mlp-bn",
+        [](const train_options& o) {
+          model_definition m = testing::mlp_model(o);
+          m.layers.insert(m.layers.begin() + 2,
+                          make_layer("bn", [] { return layer_module(torch::nn::BatchNorm1d(32)); }));
+          return m;
+        },
+        "the tests' MLP with a batch norm");
+    register_model(
+        "test-mlp-empty-microbatch",
+        [](const train_options& o) {
+          model_definition m = testing::mlp_model(o);
+          m.data = [good = m.data](std::uint64_t step, int index) {
+            microbatch_tensors t = good(step, index);
+            if (step == 1 && index == 2) {
+              t.inputs = box(unbox(t.inputs).narrow(0, 0, 0));
+              t.targets = box(unbox(t.targets).narrow(0, 0, 0));
+            }
+            return t;
+          };
+          return m;
+        },
+        "the tests' MLP, microbatch 2 of step 2 empty");
+    return true;
+  }();
+  (void)registered;
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-bn";
+  const train_result straight = run_pipeline(o);
+  const auto want = by_name(straight);
+  for (const char* b : {"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}) {
+    CATCH_INFO(b);
+    CATCH_REQUIRE(want.count(b));
+  }
+  CATCH_CHECK(want.at("bn.num_batches_tracked").item<std::int64_t>() == 4 * 4);  // 4 steps of 4 microbatches
+  CATCH_CHECK(!torch::equal(want.at("bn.running_mean"), torch::zeros({32})));
+  // Stopped after step 2 or 3 and resumed: the same statistics, the same parameters.
+  const std::string dir = std::filesystem::temp_directory_path() / ("actorpipe-bn-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  train_options rest = o;
+  rest.resume = dir;
+  // The learning rate's schedule follows o.steps in both halves: only the stop differs.
+  std::atomic<int> stop{0};
+  train_options halted = o;
+  halted.save_dir = dir;
+  halted.stop_signal = &stop;
+  const train_result part = run_pipeline(halted, [&stop](const step_metrics& m) {
+    if (m.step == 1) stop.store(SIGTERM);
+  });
+  CATCH_REQUIRE(part.steps.size() >= 2);
+  CATCH_REQUIRE(part.steps.size() < 4);  // stopped early, checkpointed
+  const train_result resumed = run_pipeline(rest);
+  const auto got = by_name(resumed);
+  CATCH_REQUIRE(got.size() == want.size());
+  for (auto& [name, t] : want) {
+    CATCH_INFO(name);
+    CATCH_REQUIRE(got.count(name));
+    CATCH_CHECK(torch::equal(got.at(name), t));
+  }
+  std::filesystem::remove_all(dir);
+  // The unpipelined run holds the same statistics.
+  const auto reference = by_name(run_reference(o));
+  CATCH_CHECK(torch::allclose(reference.at("bn.running_mean"), want.at("bn.running_mean"), 1e-5, 1e-6));
+
+  train_options empty = mlp_options("1f1b", 1);
+  empty.model_name = "test-mlp-empty-microbatch";
+  for (const bool pipelined : {true, false}) {
+    CATCH_INFO("pipelined " << pipelined);
+    std::string message;
+    try {
+      if (pipelined)
+        run_pipeline(empty);
+      else
+        run_reference(empty);
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    CATCH_CHECK_THAT(message, Contains("step 2: the loss of microbatch 2 is not a number: training diverged (try a lower --lr or "
+                                       "--grad-clip), or the microbatch has no loss to give (is it empty?)"));
   }
 }

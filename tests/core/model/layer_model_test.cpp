@@ -322,6 +322,58 @@ CATCH_TEST_CASE("bad models get one clear error each", "[model][layer_model]") {
   layer_chunk dc(std::make_shared<const model_definition>(detached), slice(0, 0, 8, 8));
   CATCH_CHECK_THROWS_WITH(dc.forward(0, d.inputs, d.targets, 1.0),
                           Catch::Contains("the loss does not depend on any parameter (it requires no gradient)"));
+  // With activation checkpointing the forward keeps no graph: its recompute in the backward
+  // finds the loss detached (it trained nothing, without a word).
+  chunk_spec recomputed = slice(0, 0, 8, 8);
+  recomputed.activation_checkpointing = true;
+  layer_chunk ac(std::make_shared<const model_definition>(detached), recomputed);
+  ac.forward(0, d.inputs, d.targets, 1.0);
+  CATCH_CHECK_THROWS_WITH(ac.backward(0, {}, false),
+                          Catch::Contains("backward of microbatch 0 on virtual stage 0") &&
+                              Catch::Contains("the loss does not depend on any parameter (it requires no gradient)"));
+}
+
+CATCH_TEST_CASE("a stage's first layer may work in place, as it may in the whole model", "[model][layer_model]") {
+  // ReLU(inplace) first in a stage met the leaf that takes the stage's input gradient: "a leaf
+  // Variable that requires grad is being used in an in-place operation", cut there only.
+  mlp_options untied;
+  untied.tied = false;  // a tie's gradients are summed by the runtime, not by the chunks
+  model_definition m = mlp_model(mlp_train_options(), untied);
+  m.layers[2].forward = [](layer_module& l, const at::Tensor& x) { return l.forward(x); };  // no tanh: a Linear's
+  m.layers[3].build = [] {  // output, which its backward does not need
+    return layer_module(torch::nn::Sequential(torch::nn::ReLU(torch::nn::ReLUOptions(true)), torch::nn::Linear(32, 32)));
+  };
+  auto model = std::make_shared<const model_definition>(m);
+  layer_chunk whole(model, slice(0, 0, 8, 8));
+  run_step(*model, {&whole}, 2, false);
+  for (const bool split : {false, true}) {
+    CATCH_INFO("split " << split);
+    layer_chunk a(model, slice(0, 0, 3, 8)), b(model, slice(1, 3, 8, 8));
+    run_step(*model, {&a, &b}, 2, split);
+    if (split)
+      for (int mb = 0; mb < 2; ++mb) b.weight_grad(mb), a.weight_grad(mb);
+    std::map<std::string, at::Tensor> cut;
+    for (auto* c : {&a, &b})
+      for (auto& [name, t] : c->named_parameters()) cut[name] = unbox(t).grad();
+    for (auto& [name, t] : whole.named_parameters()) {
+      CATCH_INFO(name);
+      CATCH_REQUIRE(cut.count(name));
+      CATCH_CHECK(torch::equal(cut.at(name), unbox(t).grad()));
+    }
+  }
+}
+
+CATCH_TEST_CASE("a module whose forward is not one tensor to one (an LSTM) is a layer with a forward that calls it",
+                "[model][layer_model]") {
+  // It did not compile: layer_module called forward(x) as if it returned a tensor.
+  layer_module lstm(torch::nn::LSTM(torch::nn::LSTMOptions(4, 4)));
+  const at::Tensor x = torch::ones({3, 2, 4});
+  CATCH_CHECK_THROWS_WITH(lstm.forward(x), Catch::Contains("this layer's module does not take one tensor to one tensor "
+                                                           "(an LSTM returns a tuple): give its layer_spec a forward"));
+  layer_spec spec = make_layer("rnn", [] { return layer_module(torch::nn::LSTM(torch::nn::LSTMOptions(4, 4))); });
+  spec.forward = [](layer_module& m, const at::Tensor& in) { return std::get<0>(m.as<torch::nn::LSTMImpl>().forward(in)); };
+  layer_module built = spec.build();
+  CATCH_CHECK(spec.forward(built, x).sizes() == x.sizes());
 }
 
 CATCH_TEST_CASE("evaluation runs the modules in eval mode, and gives them back in their own", "[model][layer_model]") {
