@@ -74,6 +74,13 @@ void stage::enter(int step) {
   peak_ = peak_pending_ = 0;
   events_.clear();
   last_waiting_.clear();
+  // A policy whose reset() kept the last step's state says it is finished at once: the step
+  // then waited for nothing until --step-timeout blamed the inputs.
+  if (const std::size_t listed = current_->all_actions().size(); listed > 0 && current_->finished())
+    self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ", step " + std::to_string(step_) +
+                                               ": its schedule's policy says it is finished right after reset(), before "
+                                               "any of the " + std::to_string(listed) +
+                                               " actions it lists ran: does its reset() start a step afresh?"});
 }
 
 // An F counts as done once it is handed to the compute thread: that thread runs its jobs in

@@ -222,7 +222,7 @@ CATCH_TEST_CASE("a failing action or a stalled rank stops the job naming it, wit
 namespace {
 // gpipe's plan for rank 0, whose next() throws or blocks (until released) from its 4th call,
 // or which says it is finished after 3 actions.
-enum class fault { throws, blocks, finishes_early };
+enum class fault { throws, blocks, finishes_early, keeps_state };
 std::atomic<bool> blocked_policy_released{false};
 struct faulty_policy : rank_policy {
   std::unique_ptr<rank_policy> inner;
@@ -230,7 +230,11 @@ struct faulty_policy : rank_policy {
   int calls = 0, done = 0;
   faulty_policy(const policy_request& r, fault f)
       : inner(make_static_policy(make_schedule("gpipe", {r.place.ranks, r.microbatches, 1}), r.rank)), how(f) {}
-  void reset() override { inner->reset(), done = 0; }
+  bool reset_once = false;
+  void reset() override {
+    if (how != fault::keeps_state || !reset_once) inner->reset();  // keeps_state: the first step's state stays
+    reset_once = true, done = 0;
+  }
   std::optional<action> next(const std::function<bool(const action&)>& ready) override {
     if (++calls > 3 && how == fault::throws) throw std::runtime_error("no action for you");
     while (calls > 3 && how == fault::blocks && !blocked_policy_released)
@@ -246,7 +250,8 @@ struct faulty_policy : rank_policy {
 
 CATCH_TEST_CASE("a policy that throws, never returns or finishes early stops the run naming the rank", "[actors][runtime][errors]") {
   for (auto [name, how] : {std::pair{"test-throws", fault::throws}, std::pair{"test-blocks", fault::blocks},
-                           std::pair{"test-finishes-early", fault::finishes_early}})
+                           std::pair{"test-finishes-early", fault::finishes_early},
+                           std::pair{"test-keeps-state", fault::keeps_state}})
     register_policy(name, [how = how](const policy_request& r) -> std::unique_ptr<rank_policy> {
       if (r.rank == 0) return std::make_unique<faulty_policy>(r, how);
       return make_static_policy(make_schedule("gpipe", {r.place.ranks, r.microbatches, 1}), r.rank);
@@ -258,6 +263,11 @@ CATCH_TEST_CASE("a policy that throws, never returns or finishes early stops the
   o = tiny("test-finishes-early", 2, 1);
   CATCH_CHECK_THROWS_WITH(run_pipeline(o), "rank 0, step 0: its schedule's policy said it was finished after 3 of the 8 "
                                            "actions it lists");
+  // A reset() that does not start the step afresh: finished before step 1 began (it waited
+  // for --step-timeout, then blamed the inputs).
+  o = tiny("test-keeps-state", 2, 1);
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "rank 0, step 1: its schedule's policy says it is finished right after reset(), "
+                                           "before any of the 8 actions it lists ran: does its reset() start a step afresh?");
   // Stuck in next(), it holds the scheduler thread every actor shares, the supervisor's too
   // (the run hung until killed): process 0's own thread ends it after --step-timeout.
   o = tiny("test-blocks", 2, 1);
