@@ -102,6 +102,7 @@ struct traced_costs {
   cost_model costs;
   int virtual_stages = 0;
   size_t actions = 0;
+  std::string halved;  // the virtual stages whose I and W are half of their B (none timed apart)
 };
 
 traced_costs read_costs_from(const std::string& path) {
@@ -119,6 +120,15 @@ traced_costs read_costs_from(const std::string& path) {
   for (const auto& e : events) t.virtual_stages = std::max(t.virtual_stages, e.act.virtual_stage + 1);
   t.costs = median_costs(events, t.virtual_stages);
   t.actions = actions_in(events);
+  // Virtual stages whose backward the trace timed only whole (a plan without I and W, and a
+  // B that did not send its input gradient early): their I and W are half of B each.
+  std::vector<bool> timed_apart(static_cast<std::size_t>(t.virtual_stages), false);
+  for (const auto& e : events)
+    if (e.act.op == op_kind::input_grad || e.act.op == op_kind::weight_grad ||
+        (e.act.op == op_kind::backward && e.output_at >= 0))
+      timed_apart[static_cast<std::size_t>(e.act.virtual_stage)] = true;
+  for (int v = 0; v < t.virtual_stages; ++v)
+    if (!timed_apart[static_cast<std::size_t>(v)]) t.halved += (t.halved.empty() ? "" : ", ") + std::to_string(v);
   // Every virtual stage needs its F and its backward (B, or I and W) in the trace.
   for (int v = 0; v < t.virtual_stages; ++v)
     if (!(t.costs.forward[v] > 0) || !(t.costs.backward[v] > 0))
@@ -324,6 +334,9 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
     s.traced_stages = t.virtual_stages;
     s.summary.push_back("costs from " + opt.costs_from + ": the median of each op on each virtual stage over " +
                         std::to_string(t.actions) + " traced actions");
+    if (!t.halved.empty())
+      s.summary.push_back("the trace times the backward of virtual stage " + t.halved +
+                          " only whole (B): I and W are taken as half of it each, as --cost F,B takes them");
   }
   costs.send_latency = opt.send_latency;
   check_latency_against(costs);

@@ -116,8 +116,15 @@ std::vector<timeline_event> read_chrome_trace(const std::string& json_text, cons
     t.act.microbatch = args["microbatch"].get<int>();
     t.start = ts / 1000.0;
     t.end = t.start + dur / 1000.0;
-    if (args.contains("input_grad_sent_at") && args["input_grad_sent_at"].is_number())
-      t.output_at = args["input_grad_sent_at"].get<double>() / 1000.0;
+    if (args.contains("input_grad_sent_at") && args["input_grad_sent_at"].is_number()) {
+      // Within its B (a time outside gave negative I or W costs).
+      const double at = args["input_grad_sent_at"].get<double>();
+      const double slack = 1e-9 * (std::abs(ts) + dur + 1);  // the written numbers' rounding
+      if (!std::isfinite(at) || at < ts - slack || at > ts + dur + slack)
+        throw bad("has args.input_grad_sent_at " + args["input_grad_sent_at"].dump() + ", outside its action (ts " +
+                  e["ts"].dump() + ", dur " + e["dur"].dump() + ")");
+      t.output_at = at / 1000.0;
+    }
     t.continues = args.contains("continues") && args["continues"].is_boolean() && args["continues"].get<bool>();
     out.push_back(t);
   }

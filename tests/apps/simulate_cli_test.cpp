@@ -183,6 +183,18 @@ CATCH_TEST_CASE("simulate --costs-from takes a trace's per-stage medians and cho
   auto missing = cli({"simulate", "--costs-from", slow + ".missing"});
   CATCH_CHECK(missing.code == 2);
   CATCH_CHECK(missing.err == "actorpipe simulate: error: --costs-from: cannot read '" + slow + ".missing': no such file\n");
+  // A trace of a plan without I and W (1f1b, B of 2 and 3 whole) for zb-h1: I and W half of
+  // B each, as --cost F,B takes them (they were 0: the backwards cost nothing).
+  {
+    cost_model c;
+    c.forward = {1, 1}, c.backward = {2, 3}, c.input_grad = {1, 1}, c.weight_grad = {1, 1};
+    std::ofstream(slow) << render_chrome_trace(simulate(make_schedule("1f1b", {2, 4, 1}), c));
+  }
+  auto whole = cli({"simulate", "--schedule", "zb-h1", "--stages", "2", "--microbatches", "4", "--costs-from", slow});
+  CATCH_REQUIRE(whole.code == 0);
+  CATCH_CHECK_THAT(whole.out, Contains("I=1/1.5 W=1/1.5"));
+  CATCH_CHECK_THAT(whole.out, Contains("the trace times the backward of virtual stage 0, 1 only whole (B): I and W are "
+                                       "taken as half of it each, as --cost F,B takes them"));
   // A trace without virtual stage 1's backward (a partial or edited trace): one error naming it.
   {
     const plan p = make_schedule("1f1b", {2, 2, 1});

@@ -141,6 +141,11 @@ CATCH_TEST_CASE("a Chrome trace reads back as the timeline it was written from",
       {R"("tid": 0, "ts": 0, "dur": -5, "args": {"virtual_stage": 0, "microbatch": 0})",
        "has dur -5, not a duration >= 0"},
       {R"("tid": 0, "ts": 1e300, "dur": 1, "args": {"virtual_stage": 0, "microbatch": 0})", "has ts 1e+300, not a time"},
+      // An early input gradient sent outside its action gave negative I or W costs.
+      {R"("tid": 0, "ts": 10, "dur": 5, "args": {"virtual_stage": 0, "microbatch": 0, "input_grad_sent_at": 4})",
+       "has args.input_grad_sent_at 4, outside its action (ts 10, dur 5)"},
+      {R"("tid": 0, "ts": 10, "dur": 5, "args": {"virtual_stage": 0, "microbatch": 0, "input_grad_sent_at": 16})",
+       "has args.input_grad_sent_at 16, outside its action (ts 10, dur 5)"},
   };
   for (const auto& [fields, why] : absurd) {
     const std::string text = R"({"traceEvents": [{"ph": "X", "name": "F0.0", "cat": "forward", )" + fields + "}]}";
