@@ -231,7 +231,9 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
        "ZeRO stage with --dp: 1 splits each stage's AdamW state over the replicas, 0 keeps it whole [default: 0]"},
       {"--microbatches,-M", &train_cli_options::microbatches, "Microbatches per step M (per replica) [default: 8]"},
       {"--microbatch-size,-B", &train_cli_options::microbatch_size, "Sequences per microbatch [default: 4]"},
-      {"--batch-size", &train_cli_options::batch_size, "Sequences per step (= microbatches x microbatch size)"},
+      {"--batch-size", &train_cli_options::batch_size,
+       "Sequences per step per replica (= microbatches x microbatch size); alone: 8 microbatches, or the largest of 4, "
+       "2, 1 that divides it (a --schedule-file's own)"},
       {"--steps", &train_cli_options::steps, "Optimizer steps [default: 60]"},
       {"--layers", &train_cli_options::layers, "Transformer blocks [default: 4]"},
       {"--hidden", &train_cli_options::hidden, "Hidden size [default: 128]"},

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <ostream>
 #include <sstream>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -102,8 +103,11 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
     const plan p = parse_plan(*plan_text, o.schedule_file);
     if (!o.no_pipeline && !o.stages && !set_by_user("pp")) c.pp = p.num_ranks();
     if (!o.no_pipeline && !chunks_given) c.chunks = p.chunks();
-    if (!o.microbatches && !o.batch_size && !set_by_user("num_microbatches") && !set_by_user("batch_size") &&
-        !set_by_user("global_batch_size")) {
+    // A batch size alone is cut into the plan's microbatches; with a microbatch size, it
+    // gives their count itself (which must then match the plan's).
+    const bool batch_given = o.batch_size || set_by_user("batch_size") || set_by_user("global_batch_size");
+    const bool size_given = o.microbatch_size || set_by_user("microbatch_size");
+    if (!o.microbatches && !set_by_user("num_microbatches") && !(batch_given && size_given)) {
       c.num_microbatches = p.microbatches;
       microbatches_from_file = true;
     }
@@ -129,10 +133,15 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   if (o.lr) apply_override(c, "lr", printf_text("%.17g", *o.lr));
   if (o.grad_clip) apply_override(c, "grad_clip", printf_text("%.17g", *o.grad_clip));
   if (o.weight_decay) apply_override(c, "weight_decay", printf_text("%.17g", *o.weight_decay));
-  // Without a batch size, 8 microbatches of 4 sequences unless one of them was given.
+  // Without a batch size, 8 microbatches of 4 sequences unless one of them was given. A batch
+  // size alone is cut into 8 microbatches, or the largest of 4, 2, 1 that divides it: the same
+  // for a pipeline and for its reference (--no-pipeline), which took it as one microbatch.
   if (c.batch_size == 0 && c.global_batch_size == 0) {
     if (c.num_microbatches == 0) c.num_microbatches = 8;
     if (c.microbatch_size == 0) c.microbatch_size = 4;
+  } else if (c.batch_size > 0 && (o.batch_size || set_by_user("batch_size")) && c.num_microbatches == 0 &&
+             c.microbatch_size == 0) {
+    c.num_microbatches = std::gcd(c.batch_size, 8);
   }
   // Flags this run has no use for are named, not silently dropped.
   std::vector<std::string> unused;

@@ -550,6 +550,30 @@ CATCH_TEST_CASE("a restart of a job stopped after its final save trains no more,
   for (const auto& f : {first, again, log}) std::remove(f.c_str());
 }
 
+CATCH_TEST_CASE("train --batch-size alone is cut into 8 microbatches (or 4, 2, 1), a plan file's own, the same for the "
+                "reference", "[apps][train]") {
+  // It was refused for a pipeline ("pp=2 needs num_microbatches or microbatch_size") and taken
+  // as one microbatch by --no-pipeline, so a run and its reference could not share the flags.
+  const std::vector<std::string> model = {"train", "--layers", "4", "--hidden", "32", "--heads", "2", "--seq-len", "16",
+                                          "--vocab", "64", "--steps", "1"};
+  for (const auto& [batch, cut] : std::vector<std::pair<std::string, std::string>>{
+           {"16", "8 microbatches x 2 sequences"}, {"12", "4 microbatches x 3 sequences"}, {"7", "1 microbatches x 7 sequences"}}) {
+    CATCH_INFO("--batch-size " << batch);
+    auto piped = cli(with(model, {"--batch-size", batch, "--schedule", "gpipe"}));
+    CATCH_CHECK(piped.code == 0);
+    CATCH_CHECK_THAT(piped.out, Contains(cut));
+    auto reference = cli(with(model, {"--batch-size", batch, "--no-pipeline"}));
+    CATCH_CHECK(reference.code == 0);
+    CATCH_CHECK_THAT(reference.out, Contains(cut));
+  }
+  const std::string file = temp_path(".txt");
+  std::ofstream(file) << "0: F0.0 F0.1 B0.0 B0.1\n1: F1.0 B1.0 F1.1 B1.1\n";  // 2 microbatches
+  auto planned = cli(with(model, {"--batch-size", "6", "--schedule-file", file}));
+  CATCH_CHECK(planned.code == 0);
+  CATCH_CHECK_THAT(planned.out, Contains("2 microbatches x 3 sequences"));
+  std::remove(file.c_str());
+}
+
 CATCH_TEST_CASE("train names the flags a run has no use for instead of dropping them", "[apps][train]") {
   const std::vector<std::string> run = with({"train", "--steps", "1", "--warmup-steps", "0"}, tiny);
   auto budget = cli(with(run, {"--budget", "3"}));
