@@ -28,6 +28,8 @@ void on_compute_thread(caf::event_based_actor* self, const run_context& ctx, int
                  job();
                } catch (const std::exception& e) {
                  caf::anon_send(sup, msg::failure{where + ": " + what + " failed: " + error_text(e)});
+               } catch (...) {
+                 caf::anon_send(sup, msg::failure{where + ": " + what + " failed: an exception that is not a std::exception"});
                }
              }});
 }
@@ -305,6 +307,8 @@ struct action_job {
       }
     } catch (const std::exception& e) {
       d.error = error_text(e);
+    } catch (...) {  // a user's layer may throw anything
+      d.error = "an exception that is not a std::exception";
     }
     d.end = ctx->now();
     if (producer) {

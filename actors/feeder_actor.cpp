@@ -25,10 +25,19 @@ void feed(caf::event_based_actor* self, const run_context& ctx, int step,
     const bool feeds_first = ctx.is_local_stage(first_id), feeds_last = ctx.is_local_stage(last_id);
     for (int m = 0; m < M && (feeds_first || feeds_last); ++m) {
       microbatch_tensors mt;
+      std::string why;
       try {
         mt = data(d * M + m);
       } catch (const std::exception& e) {
-        self->send(ctx.supervisor, msg::failure{std::string("feeder: ") + error_text(e)});
+        why = error_text(e);
+      } catch (...) {
+        why = "an exception that is not a std::exception";
+      }
+      if (!why.empty()) {
+        const std::string which = run_context::is_eval_step(step)
+                                      ? "evaluation microbatch " + std::to_string(d * M + m)
+                                      : "step " + std::to_string(step + 1) + ", microbatch " + std::to_string(d * M + m);
+        self->send(ctx.supervisor, msg::failure{"feeder: " + why + " (the data of " + which + ")"});
         return;
       }
       if (feeds_last) self->send(ctx.chunk_actors[last_id], msg::targets{step, m, std::move(mt.targets)});

@@ -128,7 +128,10 @@ traced_costs read_costs_from(const std::string& path) {
         (e.act.op == op_kind::backward && e.output_at >= 0))
       timed_apart[static_cast<std::size_t>(e.act.virtual_stage)] = true;
   for (int v = 0; v < t.virtual_stages; ++v)
-    if (!timed_apart[static_cast<std::size_t>(v)]) t.halved += (t.halved.empty() ? "" : ", ") + std::to_string(v);
+    if (!timed_apart[static_cast<std::size_t>(v)]) {  // 0 (unknown) made a plan's I and W free
+      t.costs.input_grad[v] = t.costs.weight_grad[v] = t.costs.backward[v] / 2;
+      t.halved += (t.halved.empty() ? "" : ", ") + std::to_string(v);
+    }
   // Every virtual stage needs its F and its backward (B, or I and W) in the trace.
   for (int v = 0; v < t.virtual_stages; ++v)
     if (!(t.costs.forward[v] > 0) || !(t.costs.backward[v] > 0))

@@ -19,6 +19,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -103,6 +104,12 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
     const plan p = parse_plan(*plan_text, o.schedule_file);
     if (!o.no_pipeline && !o.stages && !set_by_user("pp")) c.pp = p.num_ranks();
     if (!o.no_pipeline && !chunks_given) c.chunks = p.chunks();
+    // Before the rules on them (layers over stages x chunks) blame something else.
+    for (const auto& [what, given, in_file] : {std::tuple<const char*, int, int>{"stages (--stages)", c.pp, p.num_ranks()},
+                                                {"chunks (--chunks)", c.chunks, p.chunks()}})
+      if (!o.no_pipeline && given != in_file)
+        throw std::invalid_argument("the run has " + std::to_string(given) + " " + what + " but schedule file '" +
+                                    o.schedule_file + "' has " + std::to_string(in_file));
     // A batch size alone is cut into the plan's microbatches; with a microbatch size, it
     // gives their count itself (which must then match the plan's).
     const bool batch_given = o.batch_size || set_by_user("batch_size") || set_by_user("global_batch_size");
@@ -149,6 +156,10 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
     unused.push_back("--budget " + std::to_string(o.budget) + " is for a dynamic policy (--schedule greedy): " +
                      (o.no_pipeline ? std::string("--no-pipeline") : o.schedule_file.empty() ? c.schedule : o.schedule_file) +
                      " has no budget, and runs without it");
+  if (o.save_dir.empty() && (o.save_every != 0 || o.keep_last != 0))
+    unused.push_back(std::string(o.save_every != 0 ? "--save-every" : "--keep-last") +
+                     (o.save_every != 0 && o.keep_last != 0 ? " and --keep-last are" : " is") +
+                     " for checkpoints, and without --save-dir this run saves none");
   if (o.no_pipeline) {
     std::string dropped;
     for (const auto& [flag, given] : {std::pair<const char*, bool>{"--stages", o.stages.has_value()},
@@ -447,7 +458,8 @@ struct step_reporter {
     if (metrics) {
       nlohmann::json j = {{"step", m.step},          {"loss", m.loss},         {"lr", m.lr},
                           {"grad_norm", m.grad_norm}, {"seconds", m.seconds},   {"tokens_per_s", m.tokens_per_s},
-                          {"bubble_ratio", m.bubble_ratio}, {"peak_activations", m.peak_activations}};
+                          {"bubble_ratio", m.bubble_ratio}};
+      if (!o.no_pipeline) j["peak_activations"] = m.peak_activations;  // per rank: the reference has none
       if (!m.optimizer_state_bytes.empty()) j["optimizer_state_bytes"] = m.optimizer_state_bytes;
       if (!m.busy_seconds.empty()) j["busy_seconds"] = m.busy_seconds;
       if (dp > 1) {

@@ -135,8 +135,6 @@ cost_model costs_of(const std::vector<timeline_event>& events, int virtual_stage
     const bool split_ran = ran(op_kind::input_grad, v) || ran(op_kind::weight_grad, v);
     if (auto it = parts.find(v); it != parts.end() && !split_ran)
       costs.input_grad[v] = stat(it->second.first), costs.weight_grad[v] = stat(it->second.second);
-    else if (!split_ran)  // B ran whole: half each, as --cost F,B takes them (0 made I and W free)
-      costs.input_grad[v] = costs.weight_grad[v] = costs.backward[v] / 2;
   }
   costs.early_input_grad = !parts.empty();
   return costs;

@@ -83,8 +83,8 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
       need(given == in_file, "the run has " + std::to_string(given) + " " + what + " but schedule file '" +
                                  o.schedule_file + "' has " + std::to_string(in_file));
     };
-    mismatch("stages (--stages)", P, p.num_ranks());
-    mismatch("chunks (--chunks)", V, p.chunks());
+    mismatch("stages (--stages, or pp in a config)", P, p.num_ranks());
+    mismatch("chunks (--chunks, or chunks in a config)", V, p.chunks());
     mismatch("microbatches (--microbatches, or --batch-size over --microbatch-size)", M, p.microbatches);
     require_valid(p);
     const std::string order = backward_order_note(p);

@@ -157,8 +157,31 @@ CATCH_TEST_CASE("a LibTorch error from the user's code stops the job with its me
   } catch (const std::exception& e) {
     message = e.what();
   }
-  CATCH_CHECK_THAT(message, Contains("feeder: the data source ran dry at microbatch 2"));
+  CATCH_CHECK_THAT(message, Contains("feeder: the data source ran dry at microbatch 2 (the data of step 1, microbatch 2)"));
   CATCH_CHECK_THAT(message, !Contains("frame #") && !Contains("Exception raised from"));
+
+  // A layer that throws what is not a std::exception: the same one error (CAF's "unhandled
+  // exception" and "stopped unexpectedly" were all it said).
+  static const bool thrower = [] {
+    register_model(
+        "test-mlp-throws-int",
+        [](const train_options& o) {
+          model_definition m = testing::mlp_model(o);
+          m.layers.back().forward = [](layer_module&, const at::Tensor&) -> at::Tensor { throw 42; };
+          return m;
+        },
+        "the tests' MLP, its last layer throwing an int");
+    return true;
+  }();
+  (void)thrower;
+  o.model_name = "test-mlp-throws-int";
+  message.clear();
+  try {
+    run_pipeline(o);
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  CATCH_CHECK_THAT(message, Contains("an exception that is not a std::exception"));
 
   // The same error as LibTorch throws it has the backtrace that error_text leaves out.
   try {

@@ -155,10 +155,20 @@ CATCH_TEST_CASE("train's trace marks when each B sent its input gradient, inside
 }
 
 CATCH_TEST_CASE("train --no-pipeline is the reference and matches the pipeline", "[apps][train]") {
-  const std::string a = temp_path(".safetensors"), b = temp_path(".safetensors");
-  auto ref = cli(with({"train", "--no-pipeline", "--steps", "2", "--save-final", a}, tiny));
+  const std::string a = temp_path(".safetensors"), b = temp_path(".safetensors"), m = temp_path(".jsonl");
+  auto ref = cli(with({"train", "--no-pipeline", "--steps", "2", "--save-final", a, "--metrics", m}, tiny));
   CATCH_REQUIRE(ref.code == 0);
   CATCH_CHECK_THAT(ref.out, Contains("reference (--no-pipeline"));
+  {  // no ranks, so none of the per-rank fields (it wrote peak_activations [1])
+    std::ifstream lines(m);
+    std::string first;
+    CATCH_REQUIRE(std::getline(lines, first));
+    const auto j = nlohmann::json::parse(first);
+    CATCH_CHECK(j.contains("loss"));
+    CATCH_CHECK(!j.contains("peak_activations"));
+    CATCH_CHECK(!j.contains("busy_seconds"));
+  }
+  std::remove(m.c_str());
   // The pipeline's rules (1f1b on 2 stages needs 2 microbatches) do not apply to the reference.
   CATCH_CHECK(cli({"train", "--no-pipeline", "--steps", "1", "--layers", "4", "--hidden", "32", "--heads", "2",
                    "--seq-len", "16", "--vocab", "64", "--microbatches", "1", "--microbatch-size", "2"})
@@ -457,6 +467,10 @@ CATCH_TEST_CASE("train --schedule-file: the plan's own stages, chunks and microb
   CATCH_CHECK(mismatch.code == 2);
   CATCH_CHECK_THAT(mismatch.err, Contains("the run has 4 microbatches (--microbatches, or --batch-size over --microbatch-size) but schedule "
                                           "file '" + two_chunks + "' has 2"));
+  // Named before the rules on stages blame the layers ("layers=4 cannot be split over 8").
+  auto stages = cli(with({"train", "--schedule-file", two_chunks, "--stages", "4"}, model));
+  CATCH_CHECK(stages.code == 2);
+  CATCH_CHECK_THAT(stages.err, Contains("the run has 4 stages (--stages) but schedule file '" + two_chunks + "' has 2"));
   // --no-pipeline is the reference of the plan's run: the plan's microbatches, not the default 8.
   auto reference = cli(with({"train", "--schedule-file", one, "--no-pipeline"}, model));
   CATCH_CHECK(reference.code == 0);
@@ -580,6 +594,10 @@ CATCH_TEST_CASE("train names the flags a run has no use for instead of dropping 
   CATCH_CHECK(budget.code == 0);
   CATCH_CHECK_THAT(budget.out, Contains("note: --budget 3 is for a dynamic policy (--schedule greedy): 1f1b has no budget, "
                                         "and runs without it\n"));
+  auto unsaved = cli(with(run, {"--save-every", "5", "--keep-last", "2"}));
+  CATCH_CHECK(unsaved.code == 0);
+  CATCH_CHECK_THAT(unsaved.out, Contains("note: --save-every and --keep-last are for checkpoints, and without --save-dir "
+                                         "this run saves none\n"));
   auto greedy = cli(with(run, {"--budget", "3", "--schedule", "greedy"}));
   CATCH_CHECK(greedy.code == 0);
   CATCH_CHECK(greedy.out.find("note: --budget") == std::string::npos);
