@@ -225,32 +225,58 @@ std::vector<double> profile_layers(const model_definition& model, const built_la
   const at::Tensor& targets = unbox(sample.targets);
   std::vector<std::vector<double>> runs(L);
   torch::AutoGradMode enable_grad(true);
+  // What fails here is the user's layer or loss, run as --partition profile runs it: named.
+  const auto failed = [&model](std::size_t i, const char* pass, const std::exception& e) {
+    return std::invalid_argument("--partition profile: layer '" + model.layers[i].name + "' (layer " + std::to_string(i) +
+                                 ") failed in its " + pass + ": " + error_text(e));
+  };
   for (int r = 0; r < repeats + 1; ++r) {
     std::vector<at::Tensor> ins(L), outs(L);
     std::vector<double> t(L, 0.0);
     at::Tensor h = inputs;
     for (std::size_t i = 0; i < L; ++i) {
-      // Each layer on its own leaf, so its backward can be timed alone.
+      // Each layer on its own leaf, so its backward can be timed alone; the layer gets a copy
+      // past the leaf, as a stage's first layer does (it may work in place).
       ins[i] = h.is_floating_point() ? h.detach().requires_grad_(true) : h;
       auto t0 = clock::now();
       auto& module = const_cast<layer_module&>(built.modules[i]);
       const layer_spec& l = model.layers[i];
-      h = l.forward ? l.forward(module, ins[i]) : module.forward(ins[i]);
-      if (i + 1 == L) h = model.loss(h, targets);
+      const at::Tensor in = ins[i].requires_grad() ? ins[i].clone() : ins[i];
+      try {
+        h = l.forward ? l.forward(module, in) : module.forward(in);
+      } catch (const std::exception& e) {
+        throw failed(i, "forward", e);
+      }
+      if (i + 1 == L) {
+        try {
+          h = model.loss(h, targets);
+        } catch (const std::exception& e) {
+          throw std::invalid_argument("--partition profile: the loss failed: " + error_text(e));
+        }
+        if (!h.defined() || h.numel() != 1 || !h.is_floating_point())
+          throw std::invalid_argument("--partition profile: the loss must return a floating-point scalar");
+        h = h.reshape({});
+      }
       outs[i] = h;
       t[i] += std::chrono::duration<double>(clock::now() - t0).count();
     }
     at::Tensor g;
     for (std::size_t i = L; i-- > 0;) {
       auto t0 = clock::now();
-      if (g.defined()) {
-        torch::autograd::backward({outs[i]}, {g});
-      } else {
-        torch::autograd::backward({outs[i]});
+      if (outs[i].requires_grad()) {  // else nothing before it needs a gradient (an integer output)
+        try {
+          if (g.defined()) {
+            torch::autograd::backward({outs[i]}, {g});
+          } else {
+            torch::autograd::backward({outs[i]});
+          }
+        } catch (const std::exception& e) {
+          throw failed(i, "backward", e);
+        }
       }
       g = ins[i].requires_grad() ? ins[i].grad() : at::Tensor();
       t[i] += std::chrono::duration<double>(clock::now() - t0).count();
-      if (!g.defined() && i > 0) g = at::zeros_like(outs[i - 1]);
+      if (!g.defined() && i > 0 && outs[i - 1].is_floating_point()) g = at::zeros_like(outs[i - 1]);
     }
     for (const auto& m : built.modules) m.ptr()->zero_grad();
     if (r == 0) continue;  // warm-up: first-touch allocations

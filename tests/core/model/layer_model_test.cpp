@@ -179,6 +179,24 @@ CATCH_TEST_CASE("partition methods on a model: parameters counts, profile measur
   };
   CATCH_INFO("most expensive stage: uniform " << bottleneck(uniform) << ", profile " << bottleneck(profile));
   CATCH_CHECK(bottleneck(profile) < bottleneck(uniform));
+
+  // What the user's code does wrong while profiled is named (LibTorch's bare text was all), and
+  // what trains cut also profiles: a layer working in place, an integer tensor between layers.
+  model_definition bad = mlp_model(o, m);
+  bad.layers[3].forward = [](layer_module&, const at::Tensor&) -> at::Tensor { throw std::runtime_error("boom"); };
+  CATCH_CHECK_THROWS_WITH(profile_layers(bad, build_all_layers(bad)),
+                          "--partition profile: layer 'h1' (layer 3) failed in its forward: boom");
+  bad = mlp_model(o, m);
+  bad.loss = [](const at::Tensor& out, const at::Tensor& y) { return (out - y).pow(2); };  // not reduced
+  CATCH_CHECK_THROWS_WITH(profile_layers(bad, build_all_layers(bad)),
+                          "--partition profile: the loss must return a floating-point scalar");
+  model_definition odd = mlp_model(o, m);
+  odd.layers[2].forward = [](layer_module& l, const at::Tensor& x) { return l.forward(x); };
+  odd.layers[3].build = [] {
+    return layer_module(torch::nn::Sequential(torch::nn::ReLU(torch::nn::ReLUOptions(true)), torch::nn::Linear(32, 32)));
+  };
+  const auto odd_costs = profile_layers(odd, build_all_layers(odd));
+  CATCH_CHECK(odd_costs.size() == 8);
 }
 
 CATCH_TEST_CASE("prepare_run cuts a registered model by --partition and finds the ties", "[model][layer_model]") {
