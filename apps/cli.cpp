@@ -514,6 +514,9 @@ void check_value_texts(CLI::App& app) {
     opt->transform(CLI::Validator(
         [integer, real, type](std::string& text) -> std::string {
           if (text.empty()) return "must not be empty (leave the flag out for its default)";
+          // "--svg --print-plan" wrote a file named --print-plan, and dropped the flag.
+          if (!integer && !real && text.size() > 2 && text.compare(0, 2, "--") == 0)
+            return "needs a value, and got the flag '" + text + "' (a file of that name: write ./" + text + ")";
           if (integer && !decimal_integer_text(text)) return "must be a whole number in decimal digits, got '" + text + "'";
           if (integer) {
             // Past 64 bits (CLI11 would clamp it, reading 2^64 as 2^64 - 1).

@@ -67,6 +67,9 @@ CATCH_TEST_CASE("every flag's value is read as written: empty, hex and octal-loo
       {{"simulate", "--stages", ""}, "actorpipe simulate: error: --stages: must not be empty (leave the flag out for its default)"},
       {{"simulate", "--svg", ""}, "--svg: must not be empty"},
       {{"simulate", "--set", ""}, "--set: must not be empty"},
+      // A value left out took the next flag as its value (a file named --print-plan).
+      {{"simulate", "--svg", "--print-plan"},
+       "--svg: needs a value, and got the flag '--print-plan' (a file of that name: write ./--print-plan)"},
       {{"doctor", "--master-port", ""}, "actorpipe doctor: error: --master-port: must not be empty"},
       {{"launch", "--nproc-per-node", "", "--", "simulate"}, "--nproc-per-node: must not be empty"},
       // Integers were read with base 0, reals took hex.
