@@ -117,7 +117,11 @@ std::string printable(const std::string& s, std::size_t limit = 80) {
 
 }  // namespace
 
-plan parse_plan(const std::string& text, const std::string& name) {
+plan parse_plan(const std::string& given, const std::string& name) {
+  // A UTF-8 byte-order mark (an editor's) and old Mac line ends (CR alone) are taken as text.
+  std::string text = given.compare(0, 3, "\xEF\xBB\xBF") == 0 ? given.substr(3) : given;
+  for (std::size_t i = 0; i < text.size(); ++i)
+    if (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n')) text[i] = '\n';
   std::map<int, std::vector<action>> by_rank;
   std::map<int, int> line_of_rank;
   std::map<int, std::pair<int, int>> owner;  // virtual stage -> (rank, line)
@@ -151,6 +155,8 @@ plan parse_plan(const std::string& text, const std::string& name) {
     std::string tok;
     while (tokens >> tok) {
       action a;
+      if (std::any_of(tok.begin(), tok.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+        throw fail("bad action '" + printable(tok) + "': it holds a control character");
       try {
         a = parse_action(tok);
       } catch (const std::invalid_argument& e) {

@@ -78,6 +78,10 @@ CATCH_TEST_CASE("malformed plan text is rejected with the line and the reason", 
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n2: F2.0 B2.0\n", "p.txt"), Contains("rank 1 is missing"));
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n1: F2.0 B2.0\n", "p.txt"),
                           Contains("virtual stage 1 appears on no rank"));
+  // A byte-order mark and CR-only line ends are text; a NUL inside an action is named.
+  CATCH_CHECK(parse_plan("\xEF\xBB\xBF" "0: F0.0 B0.0\r1: F1.0 B1.0\r", "p.txt").num_ranks() == 2);
+  CATCH_CHECK_THROWS_WITH(parse_plan(std::string("0: F0.0 B0\0.0\n", 14), "p.txt"),
+                          "p.txt:1: bad action 'B0\\x00.0': it holds a control character");
   // A huge index is found missing its lower neighbours without a table of that size (4 GB).
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F999999999.0 B999999999.0\n", "p.txt"),
                           Contains("virtual stage 0 appears on no rank (virtual stages go 0..999999999)"));
