@@ -52,9 +52,16 @@ std::string escape(const std::string& s) {
 
 std::string render_svg_timeline(const sim_result& r) {
   const double left = 64, top = 40, lane = 26, gap = 4;
-  const double scale = r.makespan > 0 ? std::clamp(1100.0 / r.makespan, 2.0, 40.0) : 1.0;  // px per time unit
+  // About 1100 px for the whole step, but the shortest action 2 to 40 px wide: a long plan
+  // grows wider, a short one stays legible, in whatever unit the costs are (a fixed 2-40 px per
+  // time unit drew costs of 0.02 as 1 px boxes in a 105 px picture).
+  double shortest = 0;
+  for (const auto& e : r.events)
+    if (e.end > e.start && (shortest == 0 || e.end - e.start < shortest)) shortest = e.end - e.start;
+  const double unit = shortest > 0 ? shortest : 1;
+  const double scale = r.makespan > 0 ? std::clamp(1100.0 / r.makespan, 2.0 / unit, 40.0 / unit) : 1.0;  // px per time unit
   const double plot_w = r.makespan * scale;
-  const double width = left + plot_w + 20;
+  const double width = std::max(left + plot_w + 20, 560.0);  // room for the title and the legend
   const double lanes_h = r.stages * (lane + gap);
   const double height = top + lanes_h + 70;
   std::string s;

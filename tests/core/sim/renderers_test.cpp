@@ -162,6 +162,17 @@ CATCH_TEST_CASE("SVG draws a box per action and a lane per rank", "[sim][render]
   CATCH_CHECK(count(svg, ">rank ") == 4);
   CATCH_CHECK_THAT(svg, Contains("zbv: stages=4, chunks=2, microbatches=8"));
   CATCH_CHECK_THAT(svg, Contains("<title>W7.7 on rank 0"));
+  // The same plan on costs in another unit (seconds, say) draws the same picture: it drew
+  // costs of 0.02 as 1 px boxes in a picture 105 px wide.
+  const auto width_of = [](const std::string& svg) {
+    const auto at = svg.find("width=\"") + 7;
+    return std::stod(svg.substr(at, svg.find('"', at) - at));
+  };
+  const double unit_width = width_of(svg);
+  const auto small = simulate(make_schedule("zbv", {4, 8, 2}), cost_model::uniform(0.01, 0.02, 0.01, 0.01));
+  CATCH_CHECK(width_of(render_svg_timeline(small)) == Approx(unit_width).epsilon(0.01));
+  const auto big = simulate(make_schedule("zbv", {4, 8, 2}), cost_model::uniform(1000, 2000, 1000, 1000));
+  CATCH_CHECK(width_of(render_svg_timeline(big)) == Approx(unit_width).epsilon(0.01));
 }
 
 CATCH_TEST_CASE("a name that is not UTF-8 gives well-formed SVG and JSON", "[sim][render]") {
