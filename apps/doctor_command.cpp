@@ -440,12 +440,19 @@ doctor_status judge_matmul(double gflops, simd_level cpu, double mhz) {
   return gflops >= 0.3 * peak ? doctor_status::ok : doctor_status::warn;
 }
 
-std::vector<doctor_finding> run_doctor_checks(const doctor_options& o) {
+namespace {
+// Bad input is refused before the report starts.
+void check_doctor_options(const doctor_options& o) {
   if (o.dir.empty()) throw std::invalid_argument("--dir must not be empty");
   if (o.master_port < 0 || o.master_port > 65535)
     throw std::invalid_argument("--master-port=" + std::to_string(o.master_port) + " must be in 1..65535");
   if (o.nproc_per_node < 0)
     throw std::invalid_argument("--nproc-per-node=" + std::to_string(o.nproc_per_node) + " must be >= 1");
+}
+}  // namespace
+
+std::vector<doctor_finding> run_doctor_checks(const doctor_options& o) {
+  check_doctor_options(o);
   std::vector<doctor_finding> all;
   report r(all);
   const simd_level cpu = cpu_simd_level();
@@ -460,6 +467,7 @@ std::vector<doctor_finding> run_doctor_checks(const doctor_options& o) {
 }
 
 int run_doctor(const doctor_options& o, std::ostream& out) {
+  check_doctor_options(o);
   out << "actorpipe doctor: what this machine gives a training run (ok; note; warn: slower than it could be; "
          "FAIL: a run would stop)\n";
   const auto findings = run_doctor_checks(o);

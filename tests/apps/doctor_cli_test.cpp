@@ -189,6 +189,7 @@ CATCH_TEST_CASE("doctor refuses bad flags naming them", "[apps][doctor]") {
   auto r = cli({"doctor", "--master-port", "70000"});
   CATCH_CHECK(r.code == 2);
   CATCH_CHECK_THAT(r.err, Contains("actorpipe doctor: error: --master-port=70000 must be in 1..65535"));
+  CATCH_CHECK(r.out.empty());  // refused before the report starts (its header came first)
   r = cli({"doctor", "--master-port", "0"});  // 0 is "not given" inside; given, it is refused as launch refuses it
   CATCH_CHECK(r.code == 2);
   CATCH_CHECK_THAT(r.err, Contains("--master-port=0 must be in 1..65535"));
