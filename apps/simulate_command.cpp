@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -32,10 +34,17 @@ void write_file(const std::string& path, const std::string& what, const std::str
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw std::invalid_argument("cannot write " + what + " to '" + path + "': it is a directory, give a file name");
+  errno = 0;
   std::ofstream f(path, std::ios::binary);
-  if (!f) throw std::invalid_argument("cannot write " + what + " to '" + path + "'");
-  f << content;
-  if (!f.flush()) throw std::invalid_argument("cannot write " + what + " to '" + path + "'");
+  if (!f)
+    throw std::invalid_argument("cannot write " + what + " to '" + path + "'" +
+                                (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+  if (!(f << content << std::flush)) {  // a full disk: no cut file left, and a failure (exit 1), as train's --trace
+    const std::string why = errno ? std::string(": ") + std::strerror(errno) : std::string();
+    f.close();
+    if (std::filesystem::is_regular_file(path, ec)) std::filesystem::remove(path, ec);
+    throw std::runtime_error("cannot write " + what + " to '" + path + "'" + why);
+  }
 }
 
 void require_match(const char* flag, const std::optional<int>& given, int in_file, const std::string& path) {

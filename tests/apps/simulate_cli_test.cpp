@@ -378,6 +378,11 @@ CATCH_TEST_CASE("the actorpipe binary: help, success and failure exit codes", "[
   CATCH_CHECK(bad.out.empty());
   CATCH_CHECK(bad.err == "actorpipe simulate: error: zbv needs chunks == 2 (V-shape placement): got stages=4, "
                          "microbatches=8, chunks=3\n");
+  // A picture that cannot be written is a failure too, with its reason (exit 2 without one).
+  auto no_room = binary("simulate --schedule zbv --stages 2 --microbatches 4 --svg /dev/full");
+  CATCH_CHECK(no_room.code == 1);
+  CATCH_CHECK(no_room.err == "actorpipe simulate: error: cannot write the SVG timeline to '/dev/full': No space left on "
+                             "device\n");
   // A report that cannot be written is a failure, not a silent exit 0.
   auto full = binary("simulate --schedule zbv --stages 2 --microbatches 4 > /dev/full");
   CATCH_CHECK(full.code == 1);
