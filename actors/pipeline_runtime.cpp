@@ -262,6 +262,11 @@ std::shared_ptr<run_context> make_context(const train_options& o, const std::fun
   result.data_description = setup.data_description;
   result.partition = setup.partition;
   result.split = describe_partition(setup.layers, setup.layer_names);
+  if (setup.partition.rfind("profile", 0) == 0) {  // measured in this process: the split a job of several can take
+    std::string counts;
+    for (const auto& l : setup.layers) counts += (counts.empty() ? "" : ",") + std::to_string(l.end - l.start);
+    result.split += " (as --partition counts:" + counts + ")";
+  }
   result.grid = setup.grid.describe();
   ctx->result = place.process == 0 ? &result : nullptr;
   return ctx;

@@ -250,7 +250,7 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
             return text.find('-') == std::string::npos ? std::string() : "must be 0 or more, got '" + text + "'";
           },
           ""));
-  t->add_option("--lr", tr.lr, "Peak learning rate [default: 3e-3]");
+  t->add_option("--lr", tr.lr, "Peak learning rate [default: 3e-3; 2e-4 with --model bert]");
   t->add_option("--grad-clip", tr.grad_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
   t->add_option("--weight-decay", tr.weight_decay, "AdamW weight decay on matrices [default: 0.1]");
 }

@@ -138,6 +138,8 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   set("warmup_steps", o.warmup_steps);
   set("seed", o.seed);
   if (o.lr) apply_override(c, "lr", printf_text("%.17g", *o.lr));
+  // BERT does not learn at the GPT's 3e-3 (its loss stays at chance): its own default.
+  if (c.model == "bert" && !o.lr && !set_by_user("lr") && o.config_path.empty()) c.lr = 2e-4;
   if (o.grad_clip) apply_override(c, "grad_clip", printf_text("%.17g", *o.grad_clip));
   if (o.weight_decay) apply_override(c, "weight_decay", printf_text("%.17g", *o.weight_decay));
   // Without a batch size, 8 microbatches of 4 sequences unless one of them was given. A batch
@@ -379,7 +381,7 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
   }
   out << "actorpipe train: " << what << "; " << t.microbatches << (t.dp > 1 ? " microbatches per replica x " : " microbatches x ") << t.microbatch_size
       << (t.model_name == "gpt" ? " sequences of " + std::to_string(t.model.seq_len) + " tokens; " : " samples; ")
-      << t.steps << " steps\n";
+      << t.steps << (t.steps == 1 ? " step\n" : " steps\n");
   for (auto& n : c.notes) out << "note: " << n << '\n';
   // Intra-op threads past the CPUs take turns: each step gets slower, not faster.
   const long long ranks_here = o.no_pipeline ? 1

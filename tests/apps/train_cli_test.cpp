@@ -812,6 +812,9 @@ CATCH_TEST_CASE("train --log-level and --log-file: a bad level is one error, the
   // The progress and the summary are where they always are.
   CATCH_CHECK_THAT(r.err, Contains("step 2/2 [########################] loss "));
   CATCH_CHECK_THAT(r.out, Contains("final loss"));
+  // The split it measured, as a job of several processes takes it (it said to copy a line it
+  // did not print).
+  CATCH_CHECK(std::regex_search(r.out, std::regex("partition: profile[^\n]*\\(as --partition counts:[0-9]+,[0-9]+\\)\n")));
   std::ifstream f(file);
   std::stringstream s;
   s << f.rdbuf();
