@@ -580,7 +580,10 @@ void print_busy(std::ostream& out, const train_result& r) {
     const size_t fast = std::min_element(mid.begin(), mid.end()) - mid.begin();
     ranks = "slowest " + one(slow) + ", fastest " + one(fast);
   }
-  const std::string steps = first ? "steps 2.." + std::to_string(r.steps.size()) : "step 1";
+  // Numbered as the run's steps are (after a resume they start past 1).
+  const std::string steps = first ? "steps " + std::to_string(r.steps[first].step + 1) + ".." +
+                                        std::to_string(r.steps.back().step + 1)
+                                  : "step " + std::to_string(r.steps.front().step + 1);
   out << "busy per step, " << steps << " (median, range): " << ranks << '\n';
 }
 

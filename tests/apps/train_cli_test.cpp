@@ -394,6 +394,7 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   // Resuming from it, it goes on there.
   auto going_on = cli(with({"train", "--steps", "6", "--save-dir", dir, "--resume", dir + "/step-00000004"}, tiny));
   CATCH_CHECK(going_on.code == 0);
+  CATCH_CHECK_THAT(going_on.out, Contains("busy per step, steps 6..6 (median, range)"));  // the run's numbers (was 2..2)
   CATCH_CHECK(std::filesystem::exists(dir + "/step-00000006/manifest.json"));
   // From an older one there, it would start a second line of steps beside the first.
   auto fork = cli(with({"train", "--steps", "8", "--save-dir", dir, "--resume", dir + "/step-00000004"}, tiny));
