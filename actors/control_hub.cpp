@@ -195,7 +195,9 @@ class hub final : public control_role {
       return;
     }
     if (!verify_answer(o_.token, c.challenge, h.joiner, h.answer)) {
-      refuse(hdl, std::string(control_wire::refusal_wrong_token) + " (from '" + h.joiner + "'; check ACTORPIPE_JOB_TOKEN)");
+      refuse(hdl, std::string(control_wire::refusal_wrong_token) + " (from '" + h.joiner +
+                      "'; check ACTORPIPE_JOB_TOKEN, or whether this is another job's process 0 on the same "
+                      "MASTER_PORT: give each job its own --master-port)");
       return;
     }
     if (h.process < 1 || h.process >= o_.processes) {

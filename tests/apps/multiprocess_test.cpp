@@ -1007,6 +1007,9 @@ CATCH_TEST_CASE("a member with the wrong job token is refused (exit 2) while pro
   CATCH_INFO(member_text << hub_text);
   CATCH_CHECK(member_code == 2);  // launch would not restart it: the token is the same next time
   CATCH_CHECK_THAT(member_text, Contains("refused this process: wrong job token"));
+  // Reaching another job's process 0 on a shared port reads the same: the hint says so.
+  CATCH_CHECK_THAT(member_text, Contains("or whether this is another job's process 0 on the same MASTER_PORT: give each "
+                                         "job its own --master-port"));
   CATCH_CHECK_THAT(hub_text, Contains("refused a connection from"));
   CATCH_CHECK(hub_code == 1);  // stopped while forming: not a refusal of its own
 }
