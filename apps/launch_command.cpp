@@ -381,7 +381,11 @@ bool reap_ended(watch_state& w) {
     if (w.result == 0) {
       w.result = code;
       w.first_failure = c.name() + ' ' + how;
-      w.first_failure_final = exited && (code == 126 || code == 127 || code == 128 + SIGINT || code == 128 + SIGTERM);
+      // Exited 130/143 after its checkpoint, or ended by SIGINT/SIGTERM itself (a second one,
+      // or one before its handler was in place): a stop someone asked for, not restarted.
+      const bool signalled = r > 0 && WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM);
+      w.first_failure_final = (exited && (code == 126 || code == 127 || code == 128 + SIGINT || code == 128 + SIGTERM)) ||
+                              signalled;
       first_failure_now = true;
     }
   }
@@ -512,8 +516,9 @@ void report_failure(process_output& output, const attempt_plan& p, const attempt
     say(output, log_level::error,
         "attempt " + std::to_string(n) + " failed (" + end.failure + "); not restarting: " +
             (end.code == 126 || end.code == 127 ? "the command cannot run, and would not the next time"
-                                                : "it stopped on a SIGINT or SIGTERM it was sent, after its "
-                                                  "checkpoint, and a restart would undo that request"));
+                                                : "it stopped on a SIGINT or SIGTERM it was sent (after its "
+                                                  "checkpoint where it could take one), and a restart would undo that "
+                                                  "request"));
   } else if (end.code == exit_refused) {
     say(output, log_level::error,
         "attempt " + std::to_string(n) + " failed (" + end.failure + "); not restarting: exit code " +

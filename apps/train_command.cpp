@@ -841,7 +841,18 @@ class follower_stop_watch {
 int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {
   if (!o.schedule_file.empty() && o.schedule) throw std::invalid_argument("give --schedule or --schedule-file, not both");
   if (!o.trace_path.empty() && o.no_pipeline) throw std::invalid_argument("--trace needs the pipeline (not --no-pipeline)");
-  // The plan file is read once: it may be a pipe (`--schedule-file <(actorpipe simulate ...)`).
+  // The plan file is read once: it may be a pipe (`--schedule-file <(actorpipe simulate ...)`),
+  // but not for a job of several processes (one of them would get it) or a restart (read).
+  if (!o.schedule_file.empty()) {
+    const launch_env launched = read_launch_env();
+    std::error_code ec;
+    if ((launched.processes > 1 || launched.restart_count > 0) && std::filesystem::exists(o.schedule_file, ec) &&
+        !std::filesystem::is_regular_file(o.schedule_file, ec))
+      throw std::invalid_argument("--schedule-file '" + o.schedule_file + "' is not a regular file (a pipe?): " +
+                                  (launched.processes > 1 ? "each process of a job reads the plan, and a pipe gives it to one"
+                                                          : "a restart reads the plan again, and a pipe gives it once") +
+                                  "; write the plan to a file");
+  }
   const std::optional<std::string> plan_text =
       o.schedule_file.empty() ? std::nullopt : std::optional<std::string>(read_plan_file(o.schedule_file));
   job_config c = resolve_job(o, plan_text);

@@ -136,8 +136,12 @@ tensor_meta decode_frame(const std::uint8_t* data, std::size_t size, const frame
   if (!known_dtype(data[5])) fail("unknown dtype " + std::to_string(data[5]));
   if (!known_kind(data[6])) fail("unknown kind " + std::to_string(data[6]));
   const std::size_t ndims = data[7];
-  if (ndims == 0 || ndims > static_cast<std::size_t>(limits.max_dims < 0 ? 0 : limits.max_dims)) {
-    fail("ndims=" + std::to_string(ndims) + " outside [1, " + std::to_string(limits.max_dims) + "]");
+  // A parameter may be a scalar (a batch norm's num_batches_tracked, gathered for --save-final);
+  // what flows through the pipeline has at least one dimension.
+  const std::size_t least = data[6] == static_cast<std::uint8_t>(tensor_kind::parameter) ? 0 : 1;
+  if (ndims < least || ndims > static_cast<std::size_t>(limits.max_dims < 0 ? 0 : limits.max_dims)) {
+    fail("ndims=" + std::to_string(ndims) + " outside [" + std::to_string(least) + ", " + std::to_string(limits.max_dims) +
+         "]");
   }
   const std::size_t frame_bytes = fixed_header_bytes + dim_bytes * ndims;
   if (size < frame_bytes) {

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
@@ -422,6 +423,22 @@ CATCH_TEST_CASE("launch does not restart a job whose process was refused (exit 2
 CATCH_TEST_CASE("launch with max restarts: a job that fails once and then succeeds exits 0, and a stop launch is told is never restarted",
                 "[apps][launch][restart]") {
   env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  for (const int sig : {SIGINT, SIGTERM}) {
+    // A process ended by SIGINT or SIGTERM itself (a second Ctrl-C to it, or one before its
+    // handler is in place), not by launch: asked for, so not restarted (it was, from step 0).
+    CATCH_CAPTURE(sig);
+    auto o = shell_job(2, "if [ \"$LOCAL_RANK\" = 1 ]; then trap - INT TERM; kill -" + std::to_string(sig) +
+                              " $$; fi; exec /bin/sleep 30");
+    o.max_restarts = 3;
+    o.grace_s = 0.1;
+    std::ostringstream log;
+    CATCH_CHECK(run_launch(o, log) == 128 + sig);
+    CATCH_CAPTURE(log.str());
+    CATCH_CHECK_THAT(log.str(), Contains("attempt 1 failed (process 1 (local 1) was killed by signal " + std::to_string(sig) +
+                                         "); not restarting: it stopped on a SIGINT or SIGTERM it was sent"));
+    CATCH_CHECK(log.str().find("restart 1") == std::string::npos);
+    CATCH_CHECK(no_children_left());
+  }
   {
     auto o = shell_job(2, "if [ \"$ACTORPIPE_RESTART_COUNT\" = 0 ] && [ \"$LOCAL_RANK\" = 1 ]; then kill -9 $$; fi; exit 0");
     o.max_restarts = 3;

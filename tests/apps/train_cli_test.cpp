@@ -493,6 +493,16 @@ CATCH_TEST_CASE("train --schedule-file: the plan's own stages, chunks and microb
   CATCH_CHECK(piped.err.find("error") == std::string::npos);
   CATCH_REQUIRE(piped.code == 0);
   CATCH_CHECK(final_loss(piped.out) == final_loss(file.out));
+  // Not for a restart (launch --max-restarts), which would find the pipe read: named, at once.
+  CATCH_REQUIRE(::pipe(fds) == 0);
+  ::close(fds[1]);
+  ::setenv("ACTORPIPE_RESTART_COUNT", "1", 1);
+  auto restarted = cli(with({"train", "--schedule-file", "/dev/fd/" + std::to_string(fds[0])}, model));
+  ::unsetenv("ACTORPIPE_RESTART_COUNT");
+  ::close(fds[0]);
+  CATCH_CHECK(restarted.code == 2);
+  CATCH_CHECK_THAT(restarted.err, Contains("is not a regular file (a pipe?): a restart reads the plan again, and a pipe "
+                                           "gives it once; write the plan to a file"));
   // Backwards out of microbatch order add the gradients up in another order: it trains, and says so.
   const std::string reversed = temp_path(".txt"), log = temp_path(".log");
   std::ofstream(reversed) << "0: F0.0 F0.1 B0.1 B0.0\n1: F1.0 F1.1 B1.1 B1.0\n";

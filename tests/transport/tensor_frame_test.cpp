@@ -58,7 +58,7 @@ void put_le(std::vector<std::uint8_t>& bytes, std::size_t offset, std::uint64_t 
 bool satisfies_limits(const tensor_meta& m, const frame_limits& l) {
   const int d = static_cast<int>(m.dtype), k = static_cast<int>(m.kind);
   if (d < 1 || d > 5 || k < 1 || k > 9) return false;
-  if (m.shape.empty() || static_cast<int>(m.shape.size()) > l.max_dims) return false;
+  if ((m.shape.empty() && m.kind != tensor_kind::parameter) || static_cast<int>(m.shape.size()) > l.max_dims) return false;
   unsigned __int128 bytes = element_size(m.dtype);
   for (std::int64_t dim : m.shape) {
     if (dim <= 0) return false;
@@ -254,6 +254,16 @@ CATCH_TEST_CASE("decode rejects each malformed field with a named error", "[tran
     auto b = std::vector<std::uint8_t>(good.begin(), good.begin() + 40);
     b[7] = 0;
     CATCH_CHECK_THROWS_WITH(decode(b), "frame: ndims=0 outside [1, 4]");
+  }
+  {  // A parameter may be a scalar (batch norm's num_batches_tracked, gathered for --save-final).
+    auto m = base_meta();
+    m.kind = tensor_kind::parameter;
+    m.microbatch = 0;  // the parameter's index
+    m.shape = {};
+    m.nbytes = 4;
+    const tensor_meta back = decode_meta(m);
+    CATCH_CHECK(back.shape.empty());
+    CATCH_CHECK(back.nbytes == 4);
   }
   {
     auto m = base_meta();
