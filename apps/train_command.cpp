@@ -148,9 +148,12 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   if (c.batch_size == 0 && c.global_batch_size == 0) {
     if (c.num_microbatches == 0) c.num_microbatches = 8;
     if (c.microbatch_size == 0) c.microbatch_size = 4;
-  } else if (c.batch_size > 0 && (o.batch_size || set_by_user("batch_size")) && c.num_microbatches == 0 &&
-             c.microbatch_size == 0) {
+  }
+  bool batch_cut = false;  // a batch size alone, cut into microbatches here
+  if (c.batch_size > 0 && (o.batch_size || set_by_user("batch_size")) && c.num_microbatches == 0 &&
+      c.microbatch_size == 0) {
     c.num_microbatches = std::gcd(c.batch_size, 8);
+    batch_cut = true;
   }
   // Flags this run has no use for are named, not silently dropped.
   std::vector<std::string> unused;
@@ -184,7 +187,14 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
     c.chunks = 1;
     c.schedule = "gpipe";
   }
-  resolve_and_validate(c, !o.schedule_file.empty() && !o.no_pipeline);
+  try {
+    resolve_and_validate(c, !o.schedule_file.empty() && !o.no_pipeline);
+  } catch (const std::invalid_argument& e) {
+    if (!batch_cut) throw;
+    throw std::invalid_argument(std::string(e.what()) + " (--batch-size " + std::to_string(c.batch_size) +
+                                " alone is cut into " + std::to_string(c.num_microbatches) +
+                                " microbatches, the largest of 8, 4, 2, 1 that divides it: give --microbatches)");
+  }
   if (c.tp != 1)
     throw std::invalid_argument("tp=" + std::to_string(c.tp) + ": this build has no tensor parallelism (tp = 1)");
   if (c.precision != "fp32")

@@ -373,9 +373,11 @@ save_dir_lock::~save_dir_lock() {
 }
 
 bool is_checkpoint_store_name(const std::string& name) {
-  for (const char* prefix : {"step-", ".partial-", ".latest-"})
+  for (const char* prefix : {".partial-", ".latest-"})
     if (name.rfind(prefix, 0) == 0) return true;
-  return name == "latest" || name == ".lock";
+  const bool step_dir = name.size() > 5 && name.rfind("step-", 0) == 0 &&
+                        std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return step_dir || name == "latest" || name == ".lock";
 }
 
 }  // namespace actorpipe

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "core/checkpoint/checkpoint_store.hpp"
+#include "core/log.hpp"
 #include "core/model/layer_model.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/model/tensor_box_torch.hpp"
@@ -114,13 +115,19 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   std::map<std::string, at::Tensor> by_name;
   for (auto& [name, t] : parameters) by_name[name] = unbox(t);
   std::vector<std::string> missing, mismatched;
+  std::set<std::string> buffers_missing;  // saved before buffers were: they keep their values
   for (const auto& runner : state.runners) {
     if (!runner) continue;
+    std::set<std::string> buffers;
+    for (const auto& b : runner->named_buffers()) buffers.insert(b.first);
     for (auto& [name, t] : loaded_tensors(*runner)) {
       const at::Tensor& p = unbox(t);
       auto it = by_name.find(name);
       if (it == by_name.end()) {
-        missing.push_back(name);
+        if (buffers.count(name))
+          buffers_missing.insert(name);
+        else
+          missing.push_back(name);
         continue;
       }
       if (it->second.sizes() != p.sizes()) {
@@ -137,6 +144,9 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   // A tied parameter is held by its owner and its copies: listed once.
   std::sort(mismatched.begin(), mismatched.end());
   mismatched.erase(std::unique(mismatched.begin(), mismatched.end()), mismatched.end());
+  if (!buffers_missing.empty() && missing.empty() && mismatched.empty())
+    log_warn(std::to_string(buffers_missing.size()) + " buffers of the model are not in the saved weights (saved before "
+             "buffers were?): they keep their initial values: " + list({buffers_missing.begin(), buffers_missing.end()}));
   if (missing.empty() && mismatched.empty()) return;
   std::string why;
   if (!missing.empty()) why += std::to_string(missing.size()) + " missing: " + list(missing);

@@ -391,6 +391,8 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   CATCH_CHECK_THAT(clash.err, Contains("--metrics '" + dir + "/latest' is a name the checkpoints in --save-dir '" + dir +
                                        "' use: a checkpoint would replace it, or it one; give another name"));
   CATCH_CHECK(std::filesystem::exists(dir + "/latest"));
+  CATCH_CHECK(is_checkpoint_store_name("step-00000012"));
+  CATCH_CHECK(!is_checkpoint_store_name("step-times.jsonl"));  // only a step's own folder name
   // Resuming from it, it goes on there.
   auto going_on = cli(with({"train", "--steps", "6", "--save-dir", dir, "--resume", dir + "/step-00000004"}, tiny));
   CATCH_CHECK(going_on.code == 0);
@@ -591,6 +593,12 @@ CATCH_TEST_CASE("train --batch-size alone is cut into 8 microbatches (or 4, 2, 1
     CATCH_CHECK(reference.code == 0);
     CATCH_CHECK_THAT(reference.out, Contains(cut));
   }
+  // Where the cut is too few for the schedule, the error says where its count came from.
+  auto prime = cli(with(model, {"--batch-size", "7"}));
+  CATCH_CHECK(prime.code == 2);
+  CATCH_CHECK_THAT(prime.err, Contains("1f1b needs microbatches >= stages") &&
+                                  Contains("(--batch-size 7 alone is cut into 1 microbatches, the largest of 8, 4, 2, 1 "
+                                           "that divides it: give --microbatches)"));
   const std::string file = temp_path(".txt");
   std::ofstream(file) << "0: F0.0 F0.1 B0.0 B0.1\n1: F1.0 B1.0 F1.1 B1.1\n";  // 2 microbatches
   auto planned = cli(with(model, {"--batch-size", "6", "--schedule-file", file}));
