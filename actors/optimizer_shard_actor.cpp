@@ -49,6 +49,7 @@ named_tensors snapshot_of(const run_context& ctx, int id) {
   one.dp_optimizers = {ctx.dp_optimizers.empty() ? nullptr : ctx.dp_optimizers[id]};
   one.virtual_stages = ctx.replica_of_stage(id) == 0 ? 1 : 0;
   named_tensors all = parameter_tensors(one);
+  for (auto& t : replica_buffer_tensors(*ctx.runners[id], ctx.replica_of_stage(id))) all.push_back(std::move(t));
   for (auto& t : optimizer_tensors(one)) all.push_back(std::move(t));
   return all;
 }

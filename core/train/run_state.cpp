@@ -62,6 +62,22 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
 
 }  // namespace
 
+namespace {
+
+std::string replica_prefix(int replica) { return "replica" + std::to_string(replica) + "/"; }
+
+// "replica3/bn.running_mean" -> "bn.running_mean"; other names as they are.
+std::string without_replica(const std::string& name) {
+  if (name.rfind("replica", 0) != 0) return name;
+  const auto slash = name.find('/');
+  if (slash == std::string::npos || slash == 7 ||
+      !std::all_of(name.begin() + 7, name.begin() + static_cast<std::ptrdiff_t>(slash), [](char c) { return c >= '0' && c <= '9'; }))
+    return name;
+  return name.substr(slash + 1);
+}
+
+}  // namespace
+
 std::function<bool(const std::string&)> wanted_by(const run_state_view& state) {
   auto names = std::make_shared<std::set<std::string>>();
   for (const auto& runner : state.runners)
@@ -69,7 +85,7 @@ std::function<bool(const std::string&)> wanted_by(const run_state_view& state) {
       for (const auto& [name, t] : loaded_tensors(*runner)) names->insert(name);
   return [names](const std::string& key) {
     const auto at = key.rfind('@');
-    if (at == std::string::npos) return names->count(key) > 0;
+    if (at == std::string::npos) return names->count(without_replica(key)) > 0;
     const auto dot = key.rfind('.', at);
     return dot != std::string::npos && names->count(key.substr(0, dot)) > 0;
   };
@@ -86,6 +102,15 @@ named_tensors parameter_tensors(const run_state_view& state) {
     if (!state.runners[v]) continue;
     for (auto& [name, t] : saved_tensors(*state.runners[v])) out.emplace_back(name, box(unbox(t).detach().clone()));
   }
+  return out;
+}
+
+named_tensors replica_buffer_tensors(const chunk_compute& runner, int replica) {
+  torch::NoGradGuard no_grad;
+  named_tensors out;
+  if (replica <= 0) return out;
+  for (auto& [name, t] : runner.named_buffers())
+    out.emplace_back(replica_prefix(replica) + name, box(unbox(t).detach().clone()));
   return out;
 }
 
@@ -116,13 +141,17 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   for (auto& [name, t] : parameters) by_name[name] = unbox(t);
   std::vector<std::string> missing, mismatched;
   std::set<std::string> buffers_missing;  // saved before buffers were: they keep their values
-  for (const auto& runner : state.runners) {
+  for (std::size_t i = 0; i < state.runners.size(); ++i) {
+    const auto& runner = state.runners[i];
     if (!runner) continue;
+    const int replica = state.virtual_stages > 0 ? static_cast<int>(i) / state.virtual_stages : 0;
     std::set<std::string> buffers;
     for (const auto& b : runner->named_buffers()) buffers.insert(b.first);
     for (auto& [name, t] : loaded_tensors(*runner)) {
       const at::Tensor& p = unbox(t);
-      auto it = by_name.find(name);
+      auto it = by_name.end();
+      if (replica > 0 && buffers.count(name)) it = by_name.find(replica_prefix(replica) + name);  // its own, if saved
+      if (it == by_name.end()) it = by_name.find(name);
       if (it == by_name.end()) {
         if (buffers.count(name))
           buffers_missing.insert(name);
@@ -196,6 +225,8 @@ std::string load_weights(const run_state_view& state, const std::string& path,
   for (const auto& runner : state.runners)
     if (runner)
       for (const auto& p : loaded_tensors(*runner)) in_files.erase(p.first);
+  for (auto it = in_files.begin(); it != in_files.end();)  // other replicas' buffers (a data-parallel run's)
+    it = without_replica(*it) != *it ? in_files.erase(it) : std::next(it);
   for (auto it = in_files.begin(); elsewhere && it != in_files.end();) it = elsewhere(*it) ? in_files.erase(it) : std::next(it);
   if (!in_files.empty())
     throw std::invalid_argument("the parameters do not fit the model: " + std::to_string(in_files.size()) +

@@ -36,10 +36,15 @@ using named_tensors = std::vector<std::pair<std::string, tensor_box>>;
 
 // Copies, so training may go on while they are written.
 named_tensors parameter_tensors(const run_state_view& state);
+// Data-parallel replica r > 0's copies of a stage's buffers, named "replica<r>/<name>": each
+// replica keeps its own running statistics (it sees its own microbatches), and its share of
+// an evaluation reads them, so a checkpoint holds every replica's (--save-final replica 0's).
+named_tensors replica_buffer_tensors(const chunk_compute& runner, int replica);
 named_tensors optimizer_tensors(const run_state_view& state);
 
 // Loads parameters (every holder of a name, tied copies included, takes its value) and the
-// moments. Throws std::invalid_argument listing the parameters the tensors lack and those
+// moments; a replica's buffers from its own "replica<r>/" copies where there are (else
+// replica 0's), state.virtual_stages telling a runner's replica. Throws std::invalid_argument listing the parameters the tensors lack and those
 // whose shapes differ (at most 10 of each, then a count).
 void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters);
 void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer);

@@ -276,6 +276,45 @@ CATCH_TEST_CASE("buffers (batch norm's running statistics) are saved, resumed an
     CATCH_CHECK_NOTHROW(run_pipeline(fresh));
     std::filesystem::remove(file);
   }
+  {  // With --dp 2 each replica keeps its own statistics (its own microbatches): a checkpoint
+     // holds every replica's, and a resumed run ends with each replica's, not replica 0's.
+    auto buffers_of = [](chunk_catcher& c) {
+      std::vector<std::vector<at::Tensor>> out;
+      for (const auto& chunk : c.chunks) {
+        std::vector<at::Tensor> b;
+        for (auto& [name, t] : chunk->named_buffers()) b.push_back(unbox(t).clone());
+        out.push_back(std::move(b));
+      }
+      return out;
+    };
+    auto same = [](const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+      if (a.size() != b.size()) return false;
+      for (std::size_t i = 0; i < a.size(); ++i)
+        if (!torch::equal(a[i], b[i])) return false;
+      return true;
+    };
+    train_options dp = o;
+    dp.dp = 2;
+    dp.save_dir = dir;
+    dp.save_every = 2;
+    chunk_catcher whole, second;
+    whole.model = second.model = std::make_shared<const model_definition>(make_model(dp));
+    run_pipeline(dp, {}, whole.factory());
+    train_options again = dp;
+    again.save_dir.clear();
+    again.resume = dir + "/step-00000002";
+    run_pipeline(again, {}, second.factory());
+    const auto a = buffers_of(whole), b = buffers_of(second);
+    CATCH_REQUIRE(a.size() == 4);  // 2 stages x 2 replicas
+    int with_buffers = 0;
+    for (const auto& x : a) {
+      if (x.empty()) continue;
+      ++with_buffers;
+      CATCH_CHECK(std::any_of(b.begin(), b.end(), [&](const auto& y) { return same(x, y); }));
+    }
+    CATCH_CHECK(with_buffers == 2);  // the batch norm's stage, in each replica
+    std::filesystem::remove_all(dir);
+  }
   // The unpipelined run holds the same statistics.
   const auto reference = by_name(run_reference(o));
   CATCH_CHECK(torch::allclose(reference.at("bn.running_mean"), want.at("bn.running_mean"), 1e-5, 1e-6));
