@@ -17,6 +17,7 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 
 #include <unistd.h>
@@ -51,6 +52,16 @@ train_options mlp_options(const std::string& schedule, int chunks) {
 }
 
 std::map<std::string, at::Tensor> by_name(const train_result& r) { return testing::parameters_by_name(r); }
+
+// What `run` throws ("" when it does not).
+std::string error_of(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // Every chunk a run builds, kept for a look after the run.
 struct chunk_catcher {
@@ -152,12 +163,7 @@ CATCH_TEST_CASE("a LibTorch error from the user's code stops the job with its me
   (void)registered;
   train_options o = mlp_options("1f1b", 1);
   o.model_name = "test-mlp-bad-data";
-  std::string message;
-  try {
-    run_pipeline(o);
-  } catch (const std::exception& e) {
-    message = e.what();
-  }
+  std::string message = error_of([&] { run_pipeline(o); });
   CATCH_CHECK_THAT(message, Contains("feeder: the data source ran dry at microbatch 2 (the data of step 1, microbatch 2)"));
   CATCH_CHECK_THAT(message, !Contains("frame #") && !Contains("Exception raised from"));
 
@@ -176,13 +182,7 @@ CATCH_TEST_CASE("a LibTorch error from the user's code stops the job with its me
   }();
   (void)thrower;
   o.model_name = "test-mlp-throws-int";
-  message.clear();
-  try {
-    run_pipeline(o);
-  } catch (const std::exception& e) {
-    message = e.what();
-  }
-  CATCH_CHECK_THAT(message, Contains("an exception that is not a std::exception"));
+  CATCH_CHECK_THAT(error_of([&] { run_pipeline(o); }), Contains("an exception that is not a std::exception"));
 
   // The same error as LibTorch throws it has the backtrace that error_text leaves out.
   try {
@@ -323,15 +323,7 @@ CATCH_TEST_CASE("buffers (batch norm's running statistics) are saved, resumed an
   empty.model_name = "test-mlp-empty-microbatch";
   for (const bool pipelined : {true, false}) {
     CATCH_INFO("pipelined " << pipelined);
-    std::string message;
-    try {
-      if (pipelined)
-        run_pipeline(empty);
-      else
-        run_reference(empty);
-    } catch (const std::exception& e) {
-      message = e.what();
-    }
+    const std::string message = error_of([&] { pipelined ? (void)run_pipeline(empty) : (void)run_reference(empty); });
     CATCH_CHECK_THAT(message, Contains("step 2: the loss of microbatch 2 is not a number: training diverged (try a lower --lr or "
                                        "--grad-clip), or the microbatch has no loss to give (is it empty?)"));
   }
