@@ -53,6 +53,19 @@ train_options mlp_options(const std::string& schedule, int chunks) {
 
 std::map<std::string, at::Tensor> by_name(const train_result& r) { return testing::parameters_by_name(r); }
 
+// Registers the tests' MLP as `name`, changed by `change` (registering again replaces it).
+void register_mlp_variant(const std::string& name, const std::string& description,
+                          const std::function<void(model_definition&)>& change) {
+  register_model(
+      name,
+      [change](const train_options& o) {
+        model_definition m = testing::mlp_model(o);
+        change(m);
+        return m;
+      },
+      "the tests' MLP, " + description);
+}
+
 // What `run` throws ("" when it does not).
 std::string error_of(const std::function<void()>& run) {
   try {
@@ -146,21 +159,12 @@ CATCH_TEST_CASE("the GPT through the model API trains bit-identically to its pre
 // message alone, as one line (the feeder's data, a layer's forward).
 CATCH_TEST_CASE("a LibTorch error from the user's code stops the job with its message, not its backtrace",
                 "[actors][runtime][model_api][errors]") {
-  static const bool registered = [] {
-    register_model(
-        "test-mlp-bad-data",
-        [](const train_options& o) {
-          model_definition m = testing::mlp_model(o);
-          m.data = [good = m.data](std::uint64_t step, int index) {
-            TORCH_CHECK(index < 2, "the data source ran dry at microbatch ", index);
-            return good(step, index);
-          };
-          return m;
-        },
-        "the tests' MLP, its data failing at microbatch 2");
-    return true;
-  }();
-  (void)registered;
+  register_mlp_variant("test-mlp-bad-data", "its data failing at microbatch 2", [](model_definition& m) {
+    m.data = [good = m.data](std::uint64_t step, int index) {
+      TORCH_CHECK(index < 2, "the data source ran dry at microbatch ", index);
+      return good(step, index);
+    };
+  });
   train_options o = mlp_options("1f1b", 1);
   o.model_name = "test-mlp-bad-data";
   std::string message = error_of([&] { run_pipeline(o); });
@@ -169,18 +173,9 @@ CATCH_TEST_CASE("a LibTorch error from the user's code stops the job with its me
 
   // A layer that throws what is not a std::exception: the same one error (CAF's "unhandled
   // exception" and "stopped unexpectedly" were all it said).
-  static const bool thrower = [] {
-    register_model(
-        "test-mlp-throws-int",
-        [](const train_options& o) {
-          model_definition m = testing::mlp_model(o);
-          m.layers.back().forward = [](layer_module&, const at::Tensor&) -> at::Tensor { throw 42; };
-          return m;
-        },
-        "the tests' MLP, its last layer throwing an int");
-    return true;
-  }();
-  (void)thrower;
+  register_mlp_variant("test-mlp-throws-int", "its last layer throwing an int", [](model_definition& m) {
+    m.layers.back().forward = [](layer_module&, const at::Tensor&) -> at::Tensor { throw 42; };
+  });
   o.model_name = "test-mlp-throws-int";
   CATCH_CHECK_THAT(error_of([&] { run_pipeline(o); }), Contains("an exception that is not a std::exception"));
 
@@ -200,34 +195,19 @@ CATCH_TEST_CASE("a LibTorch error from the user's code stops the job with its me
 CATCH_TEST_CASE("buffers (batch norm's running statistics) are saved, resumed and returned with the parameters, and a loss "
                 "that is not a number stops the run",
                 "[actors][runtime][model_api][checkpoint]") {
-  static const bool registered = [] {
-    register_model(
-        "test-mlp-bn",
-        [](const train_options& o) {
-          model_definition m = testing::mlp_model(o);
-          m.layers.insert(m.layers.begin() + 2,
-                          make_layer("bn", [] { return layer_module(torch::nn::BatchNorm1d(32)); }));
-          return m;
-        },
-        "the tests' MLP with a batch norm");
-    register_model(
-        "test-mlp-empty-microbatch",
-        [](const train_options& o) {
-          model_definition m = testing::mlp_model(o);
-          m.data = [good = m.data](std::uint64_t step, int index) {
-            microbatch_tensors t = good(step, index);
-            if (step == 1 && index == 2) {
-              t.inputs = box(unbox(t.inputs).narrow(0, 0, 0));
-              t.targets = box(unbox(t.targets).narrow(0, 0, 0));
-            }
-            return t;
-          };
-          return m;
-        },
-        "the tests' MLP, microbatch 2 of step 2 empty");
-    return true;
-  }();
-  (void)registered;
+  register_mlp_variant("test-mlp-bn", "with a batch norm", [](model_definition& m) {
+    m.layers.insert(m.layers.begin() + 2, make_layer("bn", [] { return layer_module(torch::nn::BatchNorm1d(32)); }));
+  });
+  register_mlp_variant("test-mlp-empty-microbatch", "microbatch 2 of step 2 empty", [](model_definition& m) {
+    m.data = [good = m.data](std::uint64_t step, int index) {
+      microbatch_tensors t = good(step, index);
+      if (step == 1 && index == 2) {
+        t.inputs = box(unbox(t.inputs).narrow(0, 0, 0));
+        t.targets = box(unbox(t.targets).narrow(0, 0, 0));
+      }
+      return t;
+    };
+  });
   train_options o = mlp_options("1f1b", 1);
   o.model_name = "test-mlp-bn";
   const train_result straight = run_pipeline(o);
