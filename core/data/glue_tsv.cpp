@@ -27,6 +27,10 @@ namespace {
 std::ifstream open(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a TSV file");
+  // Read more than once (its header, then its rows): a pipe would give its header only, a
+  // FIFO with no writer would hang, /dev/zero would fill the memory.
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    fail(path, "is not a regular file (a pipe or a device?): give a file");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path, "cannot be opened (missing or unreadable)");
   return f;
@@ -166,9 +170,12 @@ glue_dataset make_dataset(const std::string& path, const glue_columns& columns, 
   d.examples.reserve(rows.size());
   for (raw_row& r : rows) {
     r.example.label = d.labels.id_of(r.label);
-    if (r.example.label < 0)
+    const bool gap = std::find(d.labels.without_rows.begin(), d.labels.without_rows.end(), r.example.label) !=
+                     d.labels.without_rows.end();
+    if (r.example.label < 0 || gap)
       fail_line(path, r.example.line,
-                "label '" + r.label + "' is not one of the train file's labels (" + list_labels(d.labels) + ")");
+                "label '" + r.label + "' is not one of the train file's labels (" + list_labels(d.labels) + ")" +
+                    (gap ? ": no training row has it" : ""));
     d.examples.push_back(std::move(r.example));
   }
   return d;
@@ -267,6 +274,20 @@ glue_columns glue_columns_for_eval(const std::string& eval_path, const std::stri
   } catch (const std::invalid_argument& e) {
     fail_line(eval_path, 1, e.what());
   }
+  // The generic layout takes the last column for the label where none is named so: in GLUE's
+  // test.tsv (index, sentence) that is the sentence.
+  const auto named_label = [&] {
+    for (const auto& h : header) {
+      std::string lower = h;
+      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (lower == "label") return true;
+    }
+    return false;
+  };
+  if (c.layout == "generic" && !named_label() && !name(train.label).empty())
+    fail_line(eval_path, 1,
+              "the header has no column '" + name(train.label) + "', the train file's label: an eval file needs its "
+              "labels (GLUE's test.tsv has none; evaluate on dev.tsv)");
   if ((c.text_b >= 0) != (train.text_b >= 0))
     fail_line(eval_path, 1,
               "the header reads as " + c.layout + " (" + (c.text_b >= 0 ? "a sentence pair" : "one sentence") +
@@ -291,7 +312,10 @@ glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns)
   labels.integer = first_text == nullptr;
   std::vector<std::string> notes;
   if (labels.integer && *values.begin() >= 0) {
-    for (std::int32_t i = 0; i <= *values.rbegin(); ++i) labels.names.push_back(std::to_string(i));
+    for (std::int32_t i = 0; i <= *values.rbegin(); ++i) {
+      labels.names.push_back(std::to_string(i));
+      if (!values.count(i)) labels.without_rows.push_back(i);
+    }
     const std::size_t empty = labels.names.size() - values.size();
     if (empty > 0)
       notes.push_back("labels 0.." + labels.names.back() + " make " + std::to_string(labels.names.size()) + " classes, " +

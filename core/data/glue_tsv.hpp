@@ -47,6 +47,7 @@ glue_columns glue_columns_for_eval(const std::string& eval_path, const std::stri
 struct glue_labels {
   bool integer = false;
   std::vector<std::string> names;  // id -> label as written (integers in decimal)
+  std::vector<std::int32_t> without_rows;  // integer classes no training row has (0 and 2 make a class 1)
   int count() const { return static_cast<int>(names.size()); }
   // -1 when `label` is not one of these labels.
   std::int32_t id_of(const std::string& label) const;

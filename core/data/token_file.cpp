@@ -1,14 +1,15 @@
 // Token sources backed by a file: flat little-endian uint16 tokens (the nanoGPT / Megatron .bin
-// convention) or raw bytes of a text file. The file is memory-mapped read-only and checked once.
+// convention) or raw bytes of a text file. The file is read at offsets and checked once.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/data/splitmix64.hpp"
 #include "core/data/token_source.hpp"
@@ -22,46 +23,54 @@ namespace {
   throw std::invalid_argument("data file '" + path + "' " + what);
 }
 
-// A read-only mapping of a whole file, unmapped on destruction. An empty file has no mapping.
-class mapped_file {
+// A file open for reading at offsets (pread: thread-safe), its size as it was opened. Not a
+// memory mapping: a file cut short while a run reads it (nanoGPT's prepare script writing
+// train.bin again) made a mapped read fault (SIGBUS); a short read here is an error naming it.
+class open_file {
  public:
-  explicit mapped_file(const std::string& path) {
+  explicit open_file(const std::string& path) : path_(path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       if (errno == ENOENT || errno == ENOTDIR) fail(path, "does not exist");
       fail(path, std::string("cannot be read: ") + std::strerror(errno));
     }
     if (!S_ISREG(st.st_mode)) fail(path, "is not a regular file");
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(path, std::string("cannot be read: ") + std::strerror(errno));
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) fail(path, std::string("cannot be read: ") + std::strerror(errno));
     struct stat fst {};
-    if (::fstat(fd, &fst) != 0) {
+    if (::fstat(fd_, &fst) != 0) {
       const int err = errno;
-      ::close(fd);
+      ::close(fd_);
       fail(path, std::string("cannot be read: ") + std::strerror(err));
     }
     size_ = static_cast<std::size_t>(fst.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      const int err = errno;
-      ::close(fd);  // the mapping keeps the file alive
-      if (p == MAP_FAILED) fail(path, std::string("cannot be memory-mapped: ") + std::strerror(err));
-      data_ = static_cast<const unsigned char*>(p);
-    } else {
-      ::close(fd);
-    }
   }
-  ~mapped_file() {
-    if (data_ != nullptr) ::munmap(const_cast<unsigned char*>(data_), size_);
+  ~open_file() {
+    if (fd_ >= 0) ::close(fd_);
   }
-  mapped_file(const mapped_file&) = delete;
-  mapped_file& operator=(const mapped_file&) = delete;
+  open_file(const open_file&) = delete;
+  open_file& operator=(const open_file&) = delete;
 
-  const unsigned char* data() const { return data_; }
   std::size_t size() const { return size_; }
 
+  // `n` bytes at `offset` into `out`; throws naming the file when they are no longer there.
+  void read(std::size_t offset, std::size_t n, unsigned char* out) const {
+    std::size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd_, out + got, n - got, static_cast<off_t>(offset + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        throw std::runtime_error("data file '" + path_ + "' cannot be read at byte " + std::to_string(offset + got) +
+                                 (r < 0 ? std::string(": ") + std::strerror(errno)
+                                        : std::string(": it is shorter than the ") + std::to_string(size_) +
+                                              " bytes it held when the run began (written again while training?)"));
+      got += static_cast<std::size_t>(r);
+    }
+  }
+
  private:
-  const unsigned char* data_ = nullptr;
+  std::string path_;
+  int fd_ = -1;
   std::size_t size_ = 0;
 };
 
@@ -85,15 +94,18 @@ class file_source final : public token_source {
     // Check every token once here, so sequence() never has to and a bad file fails at start-up
     // instead of mid-run.
     if (token_bytes_ == 2 && vocab_ < 65536) {
-      const unsigned char* b = file_.data();
-      for (std::int64_t i = 0; i < tokens_; ++i) {
-        const int tok = b[2 * i] | (b[2 * i + 1] << 8);
-        if (tok >= vocab_)
-          fail(path_, "token " + std::to_string(tok) + " at position " + std::to_string(i) + " is >= vocab " +
-                          std::to_string(vocab_));
+      std::vector<unsigned char> chunk(std::size_t{1} << 20);
+      for (std::size_t at = 0; at < file_.size(); at += chunk.size()) {
+        const std::size_t n = std::min(chunk.size(), file_.size() - at);
+        file_.read(at, n, chunk.data());
+        for (std::size_t j = 0; j + 1 < n; j += 2) {
+          const int tok = chunk[j] | (chunk[j + 1] << 8);
+          if (tok >= vocab_)
+            fail(path_, "token " + std::to_string(tok) + " at position " + std::to_string((at + j) / 2) + " is >= vocab " +
+                            std::to_string(vocab_));
+        }
       }
     }
-    if (file_.data() != nullptr) ::madvise(const_cast<unsigned char*>(file_.data()), file_.size(), MADV_RANDOM);
   }
 
   int vocab() const override { return vocab_; }
@@ -106,15 +118,13 @@ class file_source final : public token_source {
                       " needs at least " + std::to_string(static_cast<std::int64_t>(seq_len) + 1));
     const std::uint64_t span = static_cast<std::uint64_t>(tokens_ - seq_len);
     const std::uint64_t offset = splitmix64(splitmix64(step) ^ index) % span;
-    const unsigned char* b = file_.data();
+    std::vector<unsigned char> b(static_cast<std::size_t>(seq_len + 1) * static_cast<std::size_t>(token_bytes_));
+    file_.read(static_cast<std::size_t>(offset) * static_cast<std::size_t>(token_bytes_), b.size(), b.data());
     if (token_bytes_ == 2) {
-      // Byte by byte: independent of host endianness and of the mapping's alignment.
-      for (int i = 0; i <= seq_len; ++i) {
-        const std::uint64_t p = 2 * (offset + i);
-        out[i] = b[p] | (b[p + 1] << 8);
-      }
+      // Byte by byte: independent of host endianness.
+      for (int i = 0; i <= seq_len; ++i) out[i] = b[2 * static_cast<std::size_t>(i)] | (b[2 * static_cast<std::size_t>(i) + 1] << 8);
     } else {
-      for (int i = 0; i <= seq_len; ++i) out[i] = b[offset + i];
+      for (int i = 0; i <= seq_len; ++i) out[i] = b[static_cast<std::size_t>(i)];
     }
   }
 
@@ -127,7 +137,7 @@ class file_source final : public token_source {
   std::string path_;
   int vocab_;
   int token_bytes_;
-  mapped_file file_;
+  open_file file_;
   std::int64_t tokens_ = 0;
 };
 

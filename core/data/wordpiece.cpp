@@ -244,12 +244,15 @@ wordpiece_tokenizer wordpiece_tokenizer::from_vocab_file(const std::string& path
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw std::invalid_argument("vocab file '" + path + "' is a directory, not a vocab.txt");
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw std::invalid_argument("vocab file '" + path + "' is not a regular file (a pipe or a device?): give a file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw std::invalid_argument("vocab file '" + path + "' cannot be opened (missing or unreadable)");
   std::vector<std::string> tokens;
   std::string line;
   while (std::getline(f, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();  // a vocab.txt saved with CRLF
+    if (tokens.empty() && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);  // an editor's byte-order mark
     tokens.push_back(line);
   }
   if (f.bad()) throw std::invalid_argument("vocab file '" + path + "' could not be read to the end");

@@ -181,6 +181,12 @@ CATCH_TEST_CASE("integer labels are ids as written, mixed labels are all strings
   CATCH_CHECK(g.examples[0].label == 2);
   // ... which the reader says: a stray 1000 among 0/1 labels makes a 1001-way classifier.
   CATCH_CHECK(g.notes == strings{"labels 0..2 make 3 classes, 1 of them with no training row (a stray label?)"});
+  // A dev row with that class, which the model never saw: refused, naming the line (it was
+  // taken, and scored as a class no prediction could be right about).
+  temp_file gap_dev("gap_dev.tsv", "sentence\tlabel\na\t1\nb\t0\n");
+  CATCH_CHECK_THROWS_WITH(read_glue_tsv(gap_dev.path, sst2_columns(), g.labels),
+                          Contains("line 2: label '1' is not one of the train file's labels") &&
+                              Contains(": no training row has it"));
   temp_file stray("stray.tsv", "sentence\tlabel\na\t1\nb\t0\nc\t1000\n");
   CATCH_CHECK(read_glue_tsv(stray.path, sst2_columns()).notes ==
               strings{"labels 0..1000 make 1001 classes, 998 of them with no training row (a stray label?)"});
@@ -233,6 +239,18 @@ CATCH_TEST_CASE("a column of text read as labels is named", "[data][glue]") {
   const glue_dataset x = read_glue_tsv(g.path, glue_columns_from_file(g.path));
   CATCH_CHECK(x.notes == strings{"column 1 holds 30 distinct integer labels in 30 rows: is it an index or a count rather "
                                  "than a label? (--text-columns A,LABEL names the columns)"});
+}
+
+CATCH_TEST_CASE("a dev file without the train file's label column, or not a file, is one error naming it", "[data][glue]") {
+  temp_file train("lab_train.tsv", "sentence\tlabel\ngood\t1\nbad\t0\n");
+  temp_file test("lab_test.tsv", "index\tsentence\n0\tgood\n1\tbad\n");  // GLUE's test.tsv: no labels
+  const glue_columns tc = glue_columns_from_file(train.path);
+  CATCH_CHECK_THROWS_WITH(glue_columns_for_eval(test.path, train.path, tc),
+                          Contains("line 1: the header has no column 'label', the train file's label: an eval file needs "
+                                   "its labels (GLUE's test.tsv has none; evaluate on dev.tsv)"));
+  // A pipe gave its header, then nothing; a FIFO without a writer hung; /dev/zero filled memory.
+  CATCH_CHECK_THROWS_WITH(glue_columns_from_file("/dev/zero"),
+                          "glue file '/dev/zero' is not a regular file (a pipe or a device?): give a file");
 }
 
 CATCH_TEST_CASE("a dev file's columns come from its own header, by the train file's column names", "[data][glue]") {

@@ -187,6 +187,13 @@ CATCH_TEST_CASE("token file: sequences are the file slices at the documented off
   CATCH_CHECK(whole[1] == 258);
   CATCH_CHECK_THROWS_WITH(seq(*src, 0, 0, static_cast<int>(n)),
                           Contains("holds 5000 tokens; seq_len 5000 needs at least 5001"));
+
+  // The file cut short while it is read (written again by a prepare script): an error naming
+  // it, where the memory-mapped read faulted (SIGBUS).
+  CATCH_REQUIRE(::truncate(f.path.c_str(), 40) == 0);
+  CATCH_CHECK_THROWS_WITH(seq(*src, 0, 0, static_cast<int>(n) - 1),
+                          "data file '" + f.path + "' cannot be read at byte 40: it is shorter than the 10000 bytes it "
+                          "held when the run began (written again while training?)");
 }
 
 CATCH_TEST_CASE("token file: every error names the file and the problem", "[data]") {

@@ -164,6 +164,11 @@ CATCH_TEST_CASE("a vocab.txt without the BERT special tokens is an error naming 
   CATCH_CHECK_THROWS_WITH(wordpiece_tokenizer::from_vocab_file(f.path + ".missing"),
                           Contains(f.path + ".missing") && Contains("cannot be opened"));
   CATCH_CHECK_THROWS_WITH(wordpiece_tokenizer::from_vocab_file("/tmp"), "vocab file '/tmp' is a directory, not a vocab.txt");
+  CATCH_CHECK_THROWS_WITH(wordpiece_tokenizer::from_vocab_file("/dev/zero"),
+                          "vocab file '/dev/zero' is not a regular file (a pipe or a device?): give a file");
+  // An editor's byte-order mark before [PAD] (it read as lacking [PAD]).
+  f.write("\xEF\xBB\xBF[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n");
+  CATCH_CHECK(wordpiece_tokenizer::from_vocab_file(f.path).vocab_size() == 5);
   CATCH_CHECK_THROWS_WITH(wordpiece_tokenizer::from_tokens({"[PAD]", "[UNK]", "[CLS]"}, "my tokens"),
                           Contains("my tokens lacks [SEP]"));
 }
