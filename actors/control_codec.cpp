@@ -93,7 +93,8 @@ std::string check_frame_length(std::uint32_t length, std::uint32_t cap) {
 }
 
 bool refusal_is_final(const std::string& why) {
-  return why.rfind(refusal_wrong_token, 0) == 0 || why.rfind(refusal_bad_index, 0) == 0;
+  return why.rfind(refusal_wrong_token, 0) == 0 || why.rfind(refusal_bad_index, 0) == 0 ||
+         why.rfind(refusal_world_size, 0) == 0;
 }
 
 std::string frame_type_text(char type) {
@@ -112,6 +113,9 @@ std::string decode_hello(const char* data, std::size_t size, hello_frame& out) {
   out.answer.assign(data, data + answer_bytes);
   out.process = wire::get_i32(data + answer_bytes);
   out.joiner.assign(data + answer_bytes + 4, data + size);
+  // A stranger's text goes into log lines: no line breaks or terminal escapes of its own.
+  for (char& c : out.joiner)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   return "";
 }
 

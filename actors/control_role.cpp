@@ -103,7 +103,7 @@ std::string control_role::ranks_label(int process) const {
 
 std::string control_role::master() const { return o_.master_addr + ":" + std::to_string(o_.master_port); }
 
-std::string control_role::join_timeout_text() const { return std::to_string(static_cast<int>(o_.join_timeout_s)); }
+std::string control_role::join_timeout_text() const { return number_text(o_.join_timeout_s); }
 
 caf::timespan seconds_span(double s) {
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));

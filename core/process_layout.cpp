@@ -1,6 +1,7 @@
 // process_layout: see process_layout.hpp.
 #include "core/process_layout.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
@@ -43,22 +44,21 @@ std::vector<int> assign_ranks_to_processes(int ranks, int processes, const std::
 }
 
 std::vector<int> parse_ranks_per_process(const std::string& text) {
+  if (text.empty()) throw std::invalid_argument("--ranks-per-process is empty (expected e.g. 1,3)");
   std::vector<int> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size())
+  // As written: digits only between the commas (stoi took " 1" and "+1", and getline dropped a
+  // trailing empty entry).
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const bool digits = !item.empty() && item.size() <= 9 &&
+                        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits)
       throw std::invalid_argument("--ranks-per-process='" + text + "': '" + item + "' is not an integer (expected e.g. 1,3)");
-    out.push_back(v);
+    out.push_back(std::stoi(item));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
-  if (out.empty()) throw std::invalid_argument("--ranks-per-process is empty (expected e.g. 1,3)");
   return out;
 }
 

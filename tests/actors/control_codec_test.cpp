@@ -43,6 +43,9 @@ CATCH_TEST_CASE("refusals a restart would meet again are told from those it may 
   CATCH_CHECK_FALSE(refusal_is_final("process 1 has already joined (two processes with RANK=1?)"));
   CATCH_CHECK_FALSE(refusal_is_final("the job has already formed"));
   CATCH_CHECK_FALSE(refusal_is_final("process 1 runs a different job: --steps 4 against 5"));
+  // Another world size a restart brings again (it was restarted, each attempt waiting --join-timeout).
+  CATCH_CHECK(refusal_is_final(std::string(refusal_world_size) + "process 2 runs a different job: world_size=6 against "
+                               "process 0's world_size=4"));
   CATCH_CHECK_FALSE(refusal_is_final("no valid hello within 10 s"));
 }
 
@@ -63,6 +66,12 @@ CATCH_TEST_CASE("a hello round-trips, and a short one is refused", "[actors][con
   const std::vector<char> negative = encode_hello(h);
   CATCH_REQUIRE(decode_hello(negative.data(), negative.size(), back) == "");
   CATCH_CHECK(back.process == -5);
+
+  // A stranger's name is logged: its line breaks and escapes are not (it forged log lines).
+  h.joiner = "x\n[p0 r0] actorpipe: the job has formed\x1b[31m";
+  const std::vector<char> forged = encode_hello(h);
+  CATCH_REQUIRE(decode_hello(forged.data(), forged.size(), back) == "");
+  CATCH_CHECK(back.joiner == "x?[p0 r0] actorpipe: the job has formed?[31m");
 
   CATCH_CHECK(decode_hello(body.data(), answer_bytes + 3, back) == "a hello of 35 bytes (protocol error)");
   CATCH_CHECK(decode_hello(body.data(), 0, back) == "a hello of 0 bytes (protocol error)");

@@ -35,4 +35,8 @@ CATCH_TEST_CASE("bad layouts are one error naming the values", "[process_layout]
   CATCH_CHECK_THROWS_WITH(parse_ranks_per_process("1,2.5"),
                           "--ranks-per-process='1,2.5': '2.5' is not an integer (expected e.g. 1,3)");
   CATCH_CHECK_THROWS_WITH(parse_ranks_per_process(""), "--ranks-per-process is empty (expected e.g. 1,3)");
+  // Read as written (a trailing empty entry, a blank and a sign were taken).
+  for (const auto& [text, item] : std::vector<std::pair<std::string, std::string>>{{"1,1,", ""}, {" 1,1", " 1"}, {"1,+1", "+1"}})
+    CATCH_CHECK_THROWS_WITH(parse_ranks_per_process(text),
+                            "--ranks-per-process='" + text + "': '" + item + "' is not an integer (expected e.g. 1,3)");
 }
