@@ -487,6 +487,7 @@ struct attempt_end {
   bool not_restartable = false;
   std::string failure;
   double seconds = 0;
+  std::string output_lost;  // process_output::lost(): the job's lines could not all be written
 };
 
 // What an attempt needs: the options, the token, which restart it is (0: the first attempt)
@@ -588,6 +589,7 @@ attempt_end run_attempt(const attempt_plan& p, std::vector<child>& kids, watch_s
   end.failure = w.first_failure;
   end.not_restartable = w.first_failure_final;
   end.seconds = std::chrono::duration<double>(steady::now() - started).count();
+  end.output_lost = output.lost();
   if (end.code != 0 && !end.stopped) report_failure(output, p, end);
   return end;
 }
@@ -612,6 +614,10 @@ int run_launch(const launch_options& opt, std::ostream& log) {
   for (int restart = 0;; ++restart) {
     attempt_plan plan{opt, token, generated, restart, history};
     const attempt_end end = run_attempt(plan, kids, scope, log);
+    if (end.code == 0 && !end.output_lost.empty()) {  // the run's report is lost: no success (train exits 1 so)
+      log << "actorpipe launch: error: the processes' output could not be written (" << end.output_lost << ")\n";
+      return exit_failed;
+    }
     if (end.code == 0 || end.stopped || end.code == exit_refused || end.not_restartable) return end.code;
     history.push_back(end);
     if (restart == opt.max_restarts) return end.code;

@@ -56,6 +56,10 @@ class process_output {
   // on (below any progress line), and to the log file.
   void own_line(log_level level, const std::string& text);
 
+  // Why the processes' lines could not all be written ("standard output: No space left on
+  // device"), or "": a reader that went away (EPIPE, `| head`) is no failure.
+  const std::string& lost() const { return lost_; }
+
  private:
   struct stream {
     int fd = -1, write_fd = -1;
@@ -81,6 +85,7 @@ class process_output {
   std::string progress_;  // the shown progress line, prefixed
   const stream* progress_owner_ = nullptr;  // whose it is (streams_ does not grow once pumping)
   std::vector<int> dead_fds_;  // outputs that failed (EPIPE): written to no more
+  std::string lost_;           // the first failure other than a closed pipe, in words
 };
 
 }  // namespace actorpipe

@@ -540,6 +540,26 @@ CATCH_TEST_CASE("launch prefixes each line of each process with its index, on st
   CATCH_CHECK(no_children_left());
 }
 
+CATCH_TEST_CASE("launch exits 1 when the processes' output cannot be written, as train does, and 0 when its reader left",
+                "[apps][launch]") {
+  env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  captured_job job(2, "echo the summary");
+  close(job.opt.out_fd);
+  job.opt.out_fd = open("/dev/full", O_WRONLY);  // a full disk: the report is lost (launch said 0)
+  std::ostringstream log;
+  CATCH_CHECK(run_launch(job.opt, log) == 1);
+  CATCH_CHECK_THAT(log.str(), Contains("actorpipe launch: error: the processes' output could not be written (standard "
+                                       "output: No space left on device)"));
+  int ends[2];
+  CATCH_REQUIRE(pipe(ends) == 0);
+  close(ends[0]);  // `| head` that has read what it wanted
+  close(job.opt.out_fd);
+  job.opt.out_fd = ends[1];
+  std::ostringstream quiet;
+  CATCH_CHECK(run_launch(job.opt, quiet) == 0);
+  CATCH_CHECK(quiet.str().find("could not be written") == std::string::npos);
+}
+
 CATCH_TEST_CASE("a huge line, a process dying mid-line or a pipe held open do not hang launch", "[apps][launch]") {
   env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
   // Process 0: 200000 bytes without a newline, then a line. Process 1: half a line, then
