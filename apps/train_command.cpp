@@ -296,15 +296,24 @@ job_place place_in_job(const train_cli_options& o, const train_options& t, const
   if (!o.ranks_per_process.empty()) place.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
   if (place.processes > 1) {
     set_log_prefix(process_prefix(place.process));  // its ranks follow once they are assigned
-    if (o.no_pipeline) throw std::invalid_argument("--no-pipeline runs in one process, but WORLD_SIZE=" + std::to_string(place.processes));
+    // Named as the launcher set it (SLURM_NTASKS, OMPI_COMM_WORLD_SIZE), not always WORLD_SIZE.
+    const std::string size_is = env.size_variable + "=" + std::to_string(place.processes);
+    if (o.no_pipeline) throw std::invalid_argument("--no-pipeline runs in one process, but " + size_is);
     const char* token = std::getenv(job_token_variable);
     if (!token || !*token)
-      throw std::invalid_argument("WORLD_SIZE=" + std::to_string(place.processes) +
+      throw std::invalid_argument(size_is +
                                   " but ACTORPIPE_JOB_TOKEN is not set: start the job with actorpipe launch (which makes one), "
                                   "or export the same token to every process");
     check_job_token(token);
     place.token = token;
-    layout = ranks_over_processes(t, place.processes, place.ranks_per_process);  // errors before training
+    try {
+      layout = ranks_over_processes(t, place.processes, place.ranks_per_process);  // errors before training
+    } catch (const std::invalid_argument& e) {
+      std::string why = e.what();
+      for (std::size_t at; env.size_variable != "WORLD_SIZE" && (at = why.find("WORLD_SIZE")) != std::string::npos;)
+        why.replace(at, 10, env.size_variable);
+      throw std::invalid_argument(why);
+    }
     std::vector<int> own_ranks;
     for (int r = 0; r < static_cast<int>(layout.size()); ++r)
       if (layout[r] == place.process) own_ranks.push_back(r);

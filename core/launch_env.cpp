@@ -38,6 +38,7 @@ launch_env read_launch_env(const std::function<const char*(const char*)>& env) {
     if (!rank) throw std::invalid_argument(std::string(f.size) + " is set but " + f.rank + " is not");
     if (!size) throw std::invalid_argument(std::string(f.rank) + " is set but " + f.size + " is not");
     out.launcher = f.launcher;
+    out.size_variable = f.size;
     out.process = parse_int(f.rank, rank);
     out.processes = parse_int(f.size, size);
     if (out.processes < 1) throw std::invalid_argument(std::string(f.size) + "=" + size + " must be >= 1");

@@ -20,6 +20,7 @@ constexpr const char* kRestartCountVariable = "ACTORPIPE_RESTART_COUNT";
 struct launch_env : job_place {
   int local_rank = 0;
   std::string launcher = "none";  // "torchrun", "slurm", "openmpi" or "none"
+  std::string size_variable = "WORLD_SIZE";  // the variable the world size came from, for messages
   int restart_count = 0;          // ACTORPIPE_RESTART_COUNT, set by actorpipe launch
 };
 

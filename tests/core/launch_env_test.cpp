@@ -36,10 +36,12 @@ CATCH_TEST_CASE("torchrun, srun and mpirun variables", "[launch]") {
   CATCH_CHECK(t.master_port == 6000);
   auto s = read({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"}});
   CATCH_CHECK(s.launcher == "slurm");
+  CATCH_CHECK(s.size_variable == "SLURM_NTASKS");  // messages name it (they said WORLD_SIZE)
   CATCH_CHECK(s.process == 5);
   CATCH_CHECK(s.local_rank == 2);
   auto o = read({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
   CATCH_CHECK(o.launcher == "openmpi");
+  CATCH_CHECK(o.size_variable == "OMPI_COMM_WORLD_SIZE");
   CATCH_CHECK(o.local_rank == 0);  // defaults to the rank
   // srun starting torchrun: torchrun's variables describe this process.
   auto both = read({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
