@@ -3,11 +3,37 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <tuple>
 
+#include "core/content_digest.hpp"
 #include "core/number_text.hpp"
 
 namespace actorpipe {
 namespace {
+
+// content_digest of an input file, once per (path, size, modification time): a checkpoint is
+// written every --save-every steps, a digest of a big data file takes a second.
+std::string input_digest(const std::string& path) {
+  if (path.empty()) return "";
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) return content_digest(path);
+  const auto when = fs::last_write_time(path, ec).time_since_epoch().count();
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, std::uintmax_t, long long>, std::string> known;
+  const auto key = std::make_tuple(path, size, static_cast<long long>(when));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+  }
+  std::string digest = content_digest(path);
+  std::lock_guard<std::mutex> lock(mutex);
+  return known.emplace(key, std::move(digest)).first->second;
+}
 
 std::string shown(const nlohmann::json& v) {
   if (v.is_string()) return "'" + v.get<std::string>() + "'";
@@ -37,6 +63,10 @@ nlohmann::json checkpoint_meta(const train_options& o, int step) {
           {"weight_decay", o.weight_decay},
           {"data", o.data},
           {"data_file", o.data_file},
+          {"data_content", o.data == "file" ? input_digest(o.data_file) : std::string()},
+          {"vocab_file_content", input_digest(o.text.vocab_file)},
+          {"lower_case", o.text.lower_case},
+          {"text_columns", o.text.columns},
           {"data_seed", o.data_seed},
           {"rng", "none: the data and the initial parameters are functions of the seeds and the step"}};
 }
@@ -53,6 +83,11 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   };
   compare("data", o.data);
   if (o.data == "file" || meta.value("data", std::string()) == "file") compare("data_file", o.data_file);
+  if (o.data == "file" && meta.value("data", std::string()) == "file")
+    compare("data_content", input_digest(o.data_file));  // the same path, other contents
+  compare("vocab_file_content", input_digest(o.text.vocab_file));  // BERT: the embeddings' rows mean other words
+  compare("lower_case", o.text.lower_case);
+  compare("text_columns", o.text.columns);
   compare("data_seed", o.data_seed);
   // The global batch: microbatches of microbatch_size on each of dp replicas.
   const auto mb = meta.find("microbatches"), size = meta.find("microbatch_size"), dp = meta.find("dp");

@@ -3,6 +3,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
 using namespace actorpipe;
 
 CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps differ", "[checkpoint][resume]") {
@@ -47,6 +53,31 @@ CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps d
   CATCH_CHECK(resume_changes(meta, o) ==
               std::vector<std::string>{"data 'synthetic' -> 'file'", "data_file '' -> 'tokens.bin'", "warmup_steps 0 -> 3",
                                        "min_lr_ratio 0.1 -> 0.5", "grad_clip 1 -> 0"});
+
+  // The same data path with other contents, or another vocab.txt (BERT): named (a resume took
+  // them without a word, and the embeddings' rows then meant other words).
+  {
+    const std::string data = "/tmp/actorpipe_run_meta_" + std::to_string(::getpid()) + ".txt";
+    const std::string vocab = data + ".vocab";
+    std::ofstream(data) << "some text to train on";
+    std::ofstream(vocab) << "[PAD]\n[UNK]\nhello\n";
+    train_options files = saved;
+    files.data = "file";
+    files.data_file = data;
+    files.text.vocab_file = vocab;
+    const nlohmann::json with_files = checkpoint_meta(files, 6);
+    CATCH_CHECK(resume_changes(with_files, files).empty());
+    std::ofstream(data) << "other text, of another length";
+    std::ofstream(vocab) << "[PAD]\n[UNK]\nworld\n";
+    files.text.lower_case = false;
+    const auto changes = resume_changes(with_files, files);
+    CATCH_REQUIRE(changes.size() == 3);
+    CATCH_CHECK_THAT(changes[0], Catch::StartsWith("data_content '21 bytes, digest "));
+    CATCH_CHECK_THAT(changes[1], Catch::StartsWith("vocab_file_content '18 bytes, digest "));
+    CATCH_CHECK(changes[2] == "lower_case true -> false");
+    std::remove(data.c_str());
+    std::remove(vocab.c_str());
+  }
 
   // A checkpoint written before a key existed: that key is not compared.
   nlohmann::json older = meta;
