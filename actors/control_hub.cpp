@@ -4,6 +4,13 @@
 // processes and delivers those for process 0. A lost process is reported to the supervisor.
 #include <caf/io/all.hpp>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <chrono>
 #include <memory>
 #include <set>
@@ -37,6 +44,31 @@ namespace {
 
 using caf::io::connection_handle;
 
+// Why binding addr:port fails, in words ("" when it does not, or the address does not
+// resolve): CAF's error says only that the socket could not be made.
+std::string bind_error(const std::string& addr, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr) return "";
+  std::string why;
+  const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
+  if (fd >= 0) {
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, found->ai_addr, found->ai_addrlen) != 0) {
+      const int err = errno;
+      why = std::strerror(err);
+      if (err == EADDRINUSE) why += " (another job, or another program, listens there: give this job its own port)";
+      if (err == EADDRNOTAVAIL) why += " (not an address of this host: process 0 runs where MASTER_ADDR points)";
+    }
+    ::close(fd);
+  }
+  freeaddrinfo(found);
+  return why;
+}
+
 class hub final : public control_role {
  public:
   using control_role::control_role;
@@ -45,9 +77,10 @@ class hub final : public control_role {
   void start() {
     auto listening = self_->add_tcp_doorman(static_cast<std::uint16_t>(o_.master_port), o_.master_addr.c_str(), true);
     if (!listening) {
+      const std::string why = bind_error(o_.master_addr, o_.master_port);
       fail_setup("cannot listen on " + master() +
                  " (MASTER_ADDR / MASTER_PORT, or --master-addr / --master-port of actorpipe launch): " +
-                 self_->system().render(listening.error()),
+                 (why.empty() ? self_->system().render(listening.error()) : why),
                  true);
     } else if (o_.processes == 1) {
       all_joined();

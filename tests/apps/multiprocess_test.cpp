@@ -986,6 +986,10 @@ CATCH_TEST_CASE("a master port already taken refuses the job (exit 2): launch st
   CATCH_INFO(text);
   CATCH_CHECK(code == 2);
   CATCH_CHECK_THAT(text, Contains("error: cannot listen on 127.0.0.1:" + std::to_string(taken.port())));
+  // Why, in words (CAF's "tcp socket creation failed" said it for a port taken and for an
+  // address of another host alike).
+  CATCH_CHECK_THAT(text, Contains("Address already in use (another job, or another program, listens there: give this job "
+                                  "its own port)"));
   CATCH_CHECK_THAT(text, Contains("process 0 (local 0) exited with code 2"));
   CATCH_CHECK_THAT(text, Contains("the job cannot form: giving the other 1 running process 2 s to exit"));
   CATCH_CHECK_THAT(text, Contains("not restarting: exit code 2"));
