@@ -99,7 +99,7 @@ void validate(const launch_options& o) {
 // The token every process of the job shares. Several nodes cannot agree on a token made here.
 std::string job_token(const launch_options& o, bool& generated) {
   generated = false;
-  if (const char* env = std::getenv(job_token_variable)) {
+  if (const char* env = std::getenv(job_token_variable); env && *env) {  // set but empty reads as unset, as in train
     check_job_token(env);
     return env;
   }

@@ -244,29 +244,33 @@ CATCH_TEST_CASE("each process gets its rank, the world, the master and one share
   env_var stale_rank("RANK", "99");  // what launch inherited must not leak through
   env_var stale_world("WORLD_SIZE", "99");
 
-  CATCH_SECTION("one node: a new token, never printed") {
-    env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
-    auto o = shell_job(2, "env > " + dir + "/env.$LOCAL_RANK");
-    o.master_addr = "10.1.2.3";
-    o.master_port = 1234;
-    std::ostringstream log;
-    CATCH_REQUIRE(run_launch(o, log) == 0);
-    auto e0 = read_env_file(dir + "/env.0"), e1 = read_env_file(dir + "/env.1");
-    const std::map<std::string, std::string> want0 = {{"RANK", "0"},        {"WORLD_SIZE", "2"},
-                                                      {"LOCAL_RANK", "0"},  {"LOCAL_WORLD_SIZE", "2"},
-                                                      {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "1234"}};
-    for (const auto& [key, value] : want0) {
-      CATCH_CAPTURE(key);
-      CATCH_CHECK(e0[key] == value);
-      CATCH_CHECK(e1[key] == (key == "RANK" || key == "LOCAL_RANK" ? "1" : value));
+  CATCH_SECTION("one node: a new token, never printed (unset, or set but empty as train reads it)") {
+    for (const char* unset : {static_cast<const char*>(nullptr), ""}) {
+      CATCH_CAPTURE(unset == nullptr);
+      env_var no_token("ACTORPIPE_JOB_TOKEN", unset);
+      auto o = shell_job(2, "env > " + dir + "/env.$LOCAL_RANK");
+      o.master_addr = "10.1.2.3";
+      o.master_port = 1234;
+      std::ostringstream log;
+      CATCH_REQUIRE(run_launch(o, log) == 0);
+      auto e0 = read_env_file(dir + "/env.0"), e1 = read_env_file(dir + "/env.1");
+      const std::map<std::string, std::string> want0 = {{"RANK", "0"},        {"WORLD_SIZE", "2"},
+                                                        {"LOCAL_RANK", "0"},  {"LOCAL_WORLD_SIZE", "2"},
+                                                        {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "1234"}};
+      for (const auto& [key, value] : want0) {
+        CATCH_CAPTURE(key);
+        CATCH_CHECK(e0[key] == value);
+        CATCH_CHECK(e1[key] == (key == "RANK" || key == "LOCAL_RANK" ? "1" : value));
+      }
+      const std::string token = e0["ACTORPIPE_JOB_TOKEN"];
+      CATCH_CHECK(token.size() == 64);
+      CATCH_CHECK(e1["ACTORPIPE_JOB_TOKEN"] == token);
+      const char* own = std::getenv("ACTORPIPE_JOB_TOKEN");  // launch's own environment is untouched
+      CATCH_CHECK((unset == nullptr ? own == nullptr : own != nullptr && std::string(own).empty()));
+      CATCH_CHECK(log.str().find(token) == std::string::npos);
+      CATCH_CHECK_THAT(log.str(), Contains("a new job token"));
+      CATCH_CHECK_THAT(log.str(), Contains("master 10.1.2.3:1234"));
     }
-    const std::string token = e0["ACTORPIPE_JOB_TOKEN"];
-    CATCH_CHECK(token.size() == 64);
-    CATCH_CHECK(e1["ACTORPIPE_JOB_TOKEN"] == token);
-    CATCH_CHECK(std::getenv("ACTORPIPE_JOB_TOKEN") == nullptr);  // launch's own environment is untouched
-    CATCH_CHECK(log.str().find(token) == std::string::npos);
-    CATCH_CHECK_THAT(log.str(), Contains("a new job token"));
-    CATCH_CHECK_THAT(log.str(), Contains("master 10.1.2.3:1234"));
   }
   CATCH_SECTION("second of two nodes: ranks after node 0's, the token from the environment") {
     const std::string token = "0123456789abcdef-shared-by-all-nodes";
