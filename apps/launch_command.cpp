@@ -383,9 +383,9 @@ bool reap_ended(watch_state& w) {
       w.first_failure = c.name() + ' ' + how;
       // Exited 130/143 after its checkpoint, or ended by SIGINT/SIGTERM itself (a second one,
       // or one before its handler was in place): a stop someone asked for, not restarted.
-      const bool signalled = r > 0 && WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM);
-      w.first_failure_final = (exited && (code == 126 || code == 127 || code == 128 + SIGINT || code == 128 + SIGTERM)) ||
-                              signalled;
+      const auto asked = [](int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; };
+      const bool signalled = r > 0 && WIFSIGNALED(status) && asked(WTERMSIG(status));
+      w.first_failure_final = (exited && (code == 126 || code == 127 || (code > 128 && asked(code - 128)))) || signalled;
       first_failure_now = true;
     }
   }

@@ -743,7 +743,8 @@ void check_save_dir_is_ours(const train_options& t, int restart) {
                               ": continue that run with --resume " + t.save_dir + ", or save into another folder");
 }
 
-// SIGINT and SIGTERM while train runs. The first asks the run to stop after the step in flight
+// SIGINT, SIGTERM and SIGHUP (a closed terminal; not under nohup) while train runs. The first
+// asks the run to stop after the step in flight
 // (train_options::stop_signal); a second one ends the process at once, as the signal's default
 // action. One exception: the same signal again within a second is one request delivered twice
 // (a terminal's Ctrl-C, or a kill of the process group, reaches every process of `launch` and
@@ -753,7 +754,19 @@ void check_save_dir_is_ours(const train_options& t, int restart) {
 // may run again in a process).
 std::atomic<int> stop_signal_received{0};
 // What the handler writes to stderr at once (write(2) is async-signal-safe), per signal.
-std::string stop_notice[2];
+std::string stop_notice[3];
+
+// SIGHUP's disposition when the process began, recorded before any library's initialiser
+// runs (.preinit_array): UCX installs a handler of its own for SIGHUP when it loads (its
+// debug signal), over the SIG_IGN of nohup, so a run could not tell the two apart and a
+// hangup was swallowed. 1: ignored at start (nohup: stays so), 0: not (a hangup is a stop
+// request like SIGTERM), -1: not recorded (a program that links this otherwise).
+int hangup_at_start = -1;
+void record_hangup_at_start(int, char**, char**) {
+  struct sigaction now {};
+  if (sigaction(SIGHUP, nullptr, &now) == 0) hangup_at_start = now.sa_handler == SIG_IGN ? 1 : 0;
+}
+__attribute__((section(".preinit_array"), used)) void (*const record_hangup)(int, char**, char**) = record_hangup_at_start;
 // When the first signal came. One request often arrives more than once: a terminal's Ctrl-C
 // reaches every process of the group and launch passes it on again; GNU timeout signals its
 // child and then its whole group. The same signal within a second of the first is such a copy.
@@ -771,7 +784,7 @@ void note_stop_signal(int sig) {
   if (first == 0) {
     stop_at_ns.store(monotonic_ns());
     stop_signal_received.store(sig);
-    const std::string& notice = stop_notice[sig == SIGINT ? 0 : 1];
+    const std::string& notice = stop_notice[sig == SIGINT ? 0 : sig == SIGTERM ? 1 : 2];
     [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, notice.data(), notice.size());
     return;
   }
@@ -789,14 +802,15 @@ class stop_signal_scope {
   // progress line is being redrawn on a terminal, so the notice starts a line of its own.
   stop_signal_scope(bool follower, bool checkpoint, bool mid_line) {
     stop_signal_received.store(0);
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < 3; ++i)
       stop_notice[i] = std::string(mid_line ? "\n" : "") + "actorpipe: " + signal_name(signals_[i]) +
                        (follower ? ": this process stops when the job does (its first process ends it after the "
                                    "step in flight; before the job has formed, at once)\n"
                                  : std::string(": stopping after the step in flight") +
                                        (checkpoint ? ", with a checkpoint of it" : "") +
                                        "; again (a second or more later) to stop at once\n");
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 3; ++i) {
+      if (signals_[i] == SIGHUP && hangup_at_start != 0) continue;  // nohup'd, or not known
       struct sigaction now {};
       sigaction(signals_[i], nullptr, &now);
       if (now.sa_handler == SIG_IGN) continue;
@@ -807,16 +821,16 @@ class stop_signal_scope {
     }
   }
   ~stop_signal_scope() {
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < 3; ++i)
       if (installed_[i]) sigaction(signals_[i], &before_[i], nullptr);
   }
   stop_signal_scope(const stop_signal_scope&) = delete;
   stop_signal_scope& operator=(const stop_signal_scope&) = delete;
 
  private:
-  const int signals_[2] = {SIGINT, SIGTERM};
-  bool installed_[2] = {false, false};
-  struct sigaction before_[2] {};
+  const int signals_[3] = {SIGINT, SIGTERM, SIGHUP};
+  bool installed_[3] = {false, false, false};
+  struct sigaction before_[3] {};
 };
 
 // A process other than a job's first has no say in when the job stops: its first process stops

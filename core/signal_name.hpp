@@ -1,4 +1,4 @@
-// How signals appear in messages: "SIGINT", "SIGTERM", "SIGKILL", else "signal N" (launch's
+// How signals appear in messages: "SIGINT", "SIGTERM", "SIGHUP", "SIGKILL", else "signal N" (launch's
 // lines, and train's when a signal stops it).
 #pragma once
 
@@ -11,6 +11,7 @@ inline std::string signal_name(int sig) {
   switch (sig) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
     case SIGKILL: return "SIGKILL";
     default: return "signal " + std::to_string(sig);
   }

@@ -865,6 +865,37 @@ CATCH_TEST_CASE("SIGTERM stops train after the step in flight with a checkpoint 
   }
 }
 
+// A closed terminal (SIGHUP) stops train as SIGTERM does, with a checkpoint (UCX's debug
+// handler took it: the run went on, unseen); under nohup (SIGHUP ignored from the start) it
+// goes on.
+CATCH_TEST_CASE("SIGHUP stops train after its step with a checkpoint, exit 129, and nohup keeps it running",
+                "[multiprocess][signal]") {
+  {
+    const std::string metrics = temp_path(".hup.jsonl"), dir = temp_path(".hup.ckpt");
+    auto args = slow_job(metrics);
+    args.insert(args.end(), {"--save-dir", dir});
+    const auto [code, text] = run_and_signal(args, {}, metrics, 2, SIGHUP);
+    CATCH_INFO(text);
+    CATCH_CHECK(code == 128 + SIGHUP);
+    CATCH_CHECK_THAT(text, Contains("actorpipe: SIGHUP: stopping after the step in flight, with a checkpoint of it"));
+    const int n = stopped_after(text, "SIGHUP", 500);
+    CATCH_CHECK(actorpipe::find_resume_checkpoint(dir).path == step_dir(dir, n));
+  }
+  {
+    const std::string metrics = temp_path(".nohup.jsonl"), log = temp_path(".nohup.log");
+    std::vector<std::string> args = {"-c", "trap '' HUP; exec \"$0\" \"$@\"", bin};
+    for (const auto& a : slow_job(metrics)) args.push_back(a);
+    const pid_t pid = start_process("/bin/sh", args, {}, log);
+    CATCH_REQUIRE(wait_for([&] { return lines_in(metrics) >= 1; }, 120));
+    kill(pid, SIGHUP);
+    const int before = lines_in(metrics);
+    CATCH_CHECK(wait_for([&] { return lines_in(metrics) >= before + 2; }, 60));  // it trains on
+    kill(pid, SIGKILL);
+    wait_process(pid, 30);
+    CATCH_CHECK(read_text(log).find("SIGHUP") == std::string::npos);
+  }
+}
+
 // A crash is reported on standard error (apps/crash_report); from outside, the report says who
 // sent the signal. The executable exports its functions, so the frames in it are named.
 CATCH_TEST_CASE("train ended by a SIGSEGV from outside says who sent it, with frames, and exits by it", "[signal]") {
