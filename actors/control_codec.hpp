@@ -65,8 +65,9 @@ std::string check_frame_length(std::uint32_t length, std::uint32_t cap);
 std::string frame_type_text(char type);
 
 // How the refusals a restart would meet again begin: the joiner's job token, its process
-// index against the world size, or its world size (WORLD_SIZE) against process 0's. Other refusals (a process that has already joined, a job that
-// has already formed) can pass while a job's processes restart one node at a time.
+// index against the world size, or its world size against process 0's. Other refusals (a
+// process that has already joined, a job that has already formed) can pass while a job's
+// processes restart one node at a time.
 inline constexpr char refusal_wrong_token[] = "wrong job token";
 inline constexpr char refusal_bad_index[] = "process index ";
 inline constexpr char refusal_world_size[] = "another world size: ";

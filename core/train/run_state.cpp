@@ -60,10 +60,6 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 std::string replica_prefix(int replica) { return "replica" + std::to_string(replica) + "/"; }
 
 // "replica3/bn.running_mean" -> "bn.running_mean"; other names as they are.
@@ -145,28 +141,28 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
     const auto& runner = state.runners[i];
     if (!runner) continue;
     const int replica = state.virtual_stages > 0 ? static_cast<int>(i) / state.virtual_stages : 0;
-    std::set<std::string> buffers;
-    for (const auto& b : runner->named_buffers()) buffers.insert(b.first);
-    for (auto& [name, t] : loaded_tensors(*runner)) {
+    const auto take = [&](const std::string& name, const tensor_box& t, bool buffer) {
       const at::Tensor& p = unbox(t);
       auto it = by_name.end();
-      if (replica > 0 && buffers.count(name)) it = by_name.find(replica_prefix(replica) + name);  // its own, if saved
+      if (buffer && replica > 0) it = by_name.find(replica_prefix(replica) + name);  // its own, if saved
       if (it == by_name.end()) it = by_name.find(name);
       if (it == by_name.end()) {
-        if (buffers.count(name))
+        if (buffer)
           buffers_missing.insert(name);
         else
           missing.push_back(name);
-        continue;
+        return;
       }
       if (it->second.sizes() != p.sizes()) {
         std::ostringstream s;
         s << name << " (has " << p.sizes() << ", given " << it->second.sizes() << ")";
         mismatched.push_back(s.str());
-        continue;
+        return;
       }
       p.copy_(it->second);
-    }
+    };
+    for (const auto& [name, t] : runner->named_parameters()) take(name, t, false);
+    for (const auto& [name, t] : runner->named_buffers()) take(name, t, true);
   }
   std::sort(missing.begin(), missing.end());
   missing.erase(std::unique(missing.begin(), missing.end()), missing.end());

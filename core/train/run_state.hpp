@@ -44,8 +44,9 @@ named_tensors optimizer_tensors(const run_state_view& state);
 
 // Loads parameters (every holder of a name, tied copies included, takes its value) and the
 // moments; a replica's buffers from its own "replica<r>/" copies where there are (else
-// replica 0's), state.virtual_stages telling a runner's replica. Throws std::invalid_argument listing the parameters the tensors lack and those
-// whose shapes differ (at most 10 of each, then a count).
+// replica 0's), state.virtual_stages telling a runner's replica. Throws
+// std::invalid_argument listing the parameters the tensors lack and those whose shapes
+// differ (at most 10 of each, then a count); buffers missing are a warning.
 void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters);
 void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer);
 
