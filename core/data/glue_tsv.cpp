@@ -194,6 +194,18 @@ std::int32_t glue_labels::id_of(const std::string& label) const {
   return it == names.end() ? -1 : static_cast<std::int32_t>(it - names.begin());
 }
 
+namespace {
+// The column a generic header names "label" (in any case), or -1.
+int column_named_label(const std::vector<std::string>& header) {
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    std::string name = header[i];
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (name == "label") return static_cast<int>(i);
+  }
+  return -1;
+}
+}  // namespace
+
 glue_columns glue_columns_for_header(const std::vector<std::string>& header) {
   struct layout {
     const char* name;
@@ -222,15 +234,8 @@ glue_columns glue_columns_for_header(const std::vector<std::string>& header) {
     throw std::invalid_argument("a GLUE header needs at least two columns (a sentence and a label): got " +
                                 std::to_string(header.size()));
   glue_columns c;
-  c.label = static_cast<int>(header.size()) - 1;
-  for (std::size_t i = 0; i < header.size(); ++i) {
-    std::string name = header[i];
-    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (name == "label") {
-      c.label = static_cast<int>(i);
-      break;
-    }
-  }
+  const int named = column_named_label(header);
+  c.label = named >= 0 ? named : static_cast<int>(header.size()) - 1;
   c.text_a = c.label == 0 ? 1 : 0;
   c.layout = "generic";
   return c;
@@ -276,15 +281,7 @@ glue_columns glue_columns_for_eval(const std::string& eval_path, const std::stri
   }
   // The generic layout takes the last column for the label where none is named so: in GLUE's
   // test.tsv (index, sentence) that is the sentence.
-  const auto named_label = [&] {
-    for (const auto& h : header) {
-      std::string lower = h;
-      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      if (lower == "label") return true;
-    }
-    return false;
-  };
-  if (c.layout == "generic" && !named_label() && !name(train.label).empty())
+  if (c.layout == "generic" && column_named_label(header) < 0 && !name(train.label).empty())
     fail_line(eval_path, 1,
               "the header has no column '" + name(train.label) + "', the train file's label: an eval file needs its "
               "labels (GLUE's test.tsv has none; evaluate on dev.tsv)");
