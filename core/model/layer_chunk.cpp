@@ -25,13 +25,6 @@
 namespace actorpipe {
 namespace {
 
-std::string describe(const at::Tensor& t) {
-  if (!t.defined()) return "an undefined tensor";
-  std::ostringstream os;
-  os << c10::toString(t.scalar_type()) << " " << t.sizes();
-  return os.str();
-}
-
 // Building modules seeds torch's global generator first: one build at a time.
 std::mutex build_mutex;
 
@@ -99,16 +92,7 @@ struct layer_chunk::impl {
   }
   at::Tensor run(const at::Tensor& x, const at::Tensor& targets) {
     at::Tensor h = run_layers(x);
-    if (!spec.last) return h;
-    at::Tensor loss;
-    try {
-      loss = model->loss(h, targets);
-    } catch (const std::exception& e) {
-      throw std::runtime_error("loss: " + error_text(e));
-    }
-    if (!loss.defined() || loss.numel() != 1 || !loss.is_floating_point())
-      throw std::runtime_error("loss: must return a floating-point scalar, got " + describe(loss));
-    return loss.reshape({});
+    return spec.last ? checked_loss(*model, h, targets) : h;
   }
 };
 
@@ -242,7 +226,7 @@ tensor_box layer_chunk::evaluate(int microbatch, const tensor_box& input) {
   if (!m.spec.first && !in.is_floating_point())
     throw std::invalid_argument(m.where("evaluate", microbatch) +
                                 ": the input of a stage after the first must be a floating-point activation, got " +
-                                describe(in));
+                                describe_tensor(in));
   // Evaluation mode while it runs (dropout off, batch norm on its running statistics), as
   // PyTorch's model.eval(); each module's own mode again after, whatever happens.
   struct eval_mode {
@@ -277,7 +261,7 @@ forward_result layer_chunk::forward(int microbatch, const tensor_box& input, con
     if (!in.is_floating_point()) {
       throw std::invalid_argument(m.where("forward", microbatch) +
                                   ": the input of a stage after the first must be a floating-point activation, got " +
-                                  describe(in));
+                                  describe_tensor(in));
     }
     // Our own leaf: the caller's tensor is never touched, and backward's d/dinput lands here.
     x = in.detach().requires_grad_(true);
@@ -333,7 +317,7 @@ tensor_box layer_chunk::backward(int microbatch, const tensor_box& grad_output, 
       std::ostringstream expected;
       expected << at::IntArrayRef(it->second.output_shape);
       throw std::invalid_argument(m.where("backward", microbatch) + ": grad_output must be " + expected.str() +
-                                  " like the forward output, got " + describe(g));
+                                  " like the forward output, got " + describe_tensor(g));
     }
   }
   stash s = std::move(it->second);
@@ -459,8 +443,8 @@ void set_tied_gradient_sums(const chunk_compute& chunk, const std::string& key,
                                     " tensors, this one holds " + std::to_string(params.size()));
       const at::Tensor& g = unbox(holder[j]);
       if (!g.defined() || g.sizes() != p.sizes() || g.scalar_type() != p.scalar_type())
-        throw std::invalid_argument("tied gradient sync of '" + key + "': a copy's gradient is " + describe(g) +
-                                    ", the parameter is " + describe(p));
+        throw std::invalid_argument("tied gradient sync of '" + key + "': a copy's gradient is " + describe_tensor(g) +
+                                    ", the parameter is " + describe_tensor(p));
       sum = sum.defined() ? sum + g : g.clone();
     }
     // The parameter's grad is replaced, never accumulated into in place: each holder owns its own.

@@ -217,6 +217,25 @@ std::vector<double> layer_parameter_counts(const model_definition& model, const 
   return counts;
 }
 
+std::string describe_tensor(const at::Tensor& t) {
+  if (!t.defined()) return "an undefined tensor";
+  std::ostringstream os;
+  os << c10::toString(t.scalar_type()) << " " << t.sizes();
+  return os.str();
+}
+
+at::Tensor checked_loss(const model_definition& model, const at::Tensor& output, const at::Tensor& targets) {
+  at::Tensor loss;
+  try {
+    loss = model.loss(output, targets);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("loss: " + error_text(e));
+  }
+  if (!loss.defined() || loss.numel() != 1 || !loss.is_floating_point())
+    throw std::runtime_error("loss: must return a floating-point scalar, got " + describe_tensor(loss));
+  return loss.reshape({});
+}
+
 std::vector<double> profile_layers(const model_definition& model, const built_layers& built, int repeats) {
   using clock = std::chrono::steady_clock;
   const std::size_t L = model.layers.size();
@@ -249,13 +268,10 @@ std::vector<double> profile_layers(const model_definition& model, const built_la
       }
       if (i + 1 == L) {
         try {
-          h = model.loss(h, targets);
+          h = checked_loss(model, h, targets);
         } catch (const std::exception& e) {
-          throw std::invalid_argument("--partition profile: the loss failed: " + error_text(e));
+          throw std::invalid_argument(std::string("--partition profile: ") + e.what());
         }
-        if (!h.defined() || h.numel() != 1 || !h.is_floating_point())
-          throw std::invalid_argument("--partition profile: the loss must return a floating-point scalar");
-        h = h.reshape({});
       }
       outs[i] = h;
       t[i] += std::chrono::duration<double>(clock::now() - t0).count();

@@ -186,4 +186,11 @@ void seed_layer_init(std::uint64_t seed, const std::string& name);
 // build function that throws or returns no module one std::invalid_argument naming the layer.
 layer_module build_layer(const model_definition& model, const layer_spec& layer);
 
+// The model's loss on the last layer's output, as a stage and --partition profile take it:
+// a floating-point scalar (reshaped to 0-d), or std::runtime_error "loss: ..." saying why not.
+at::Tensor checked_loss(const model_definition& model, const at::Tensor& output, const at::Tensor& targets);
+
+// A tensor for a message: "Float [4, 16]", or "an undefined tensor".
+std::string describe_tensor(const at::Tensor& t);
+
 }  // namespace actorpipe

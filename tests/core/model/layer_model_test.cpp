@@ -189,7 +189,7 @@ CATCH_TEST_CASE("partition methods on a model: parameters counts, profile measur
   bad = mlp_model(o, m);
   bad.loss = [](const at::Tensor& out, const at::Tensor& y) { return (out - y).pow(2); };  // not reduced
   CATCH_CHECK_THROWS_WITH(profile_layers(bad, build_all_layers(bad)),
-                          "--partition profile: the loss must return a floating-point scalar");
+                          "--partition profile: loss: must return a floating-point scalar, got Float [4, 16]");
   model_definition odd = mlp_model(o, m);
   odd.layers[2].forward = [](layer_module& l, const at::Tensor& x) { return l.forward(x); };
   odd.layers[3].build = [] {
