@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/log.hpp"
+
 namespace actorpipe {
 
 namespace {
@@ -44,18 +46,74 @@ void strip_bom(std::string& line) {
   if (line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
 }
 
-// The file's lines without line ends; line i is lines[i - 1]. Trailing empty lines are dropped.
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream f = open(path);
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(f, line)) {
-    strip_line_end(line);
-    lines.push_back(std::move(line));
+// Whether `s` is valid UTF-8 by the tokenizer's rules (no overlong forms, no surrogates, nothing
+// above U+10FFFF): bytes that are not are dropped when the text is tokenized.
+bool valid_utf8(const std::string& s) {
+  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned char c = b[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int extra = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the first continuation byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (n - i <= static_cast<std::size_t>(extra)) return false;
+    for (int k = 1; k <= extra; ++k) {
+      const unsigned char cc = b[i + k];
+      if (cc < (k == 1 ? lo : 0x80) || cc > (k == 1 ? hi : 0xBF)) return false;
+    }
+    i += static_cast<std::size_t>(extra) + 1;
   }
+  return true;
+}
+
+// The file's lines without line ends; line i is lines[i - 1]. Trailing empty lines are dropped.
+// Lines end with LF or CRLF; a file with no LF at all but CRs (old Mac line ends) has CR line
+// ends. In a file with LF line ends a CR alone stays text (the tokenizer takes it for a space).
+// A file with lines that are not valid UTF-8 is read (such bytes vanish in tokenization) with a
+// warning naming it, the first such line and their count, which *invalid_utf8 and
+// *first_invalid_utf8 get.
+std::vector<std::string> read_lines(const std::string& path, int* invalid_utf8 = nullptr,
+                                    int* first_invalid_utf8 = nullptr) {
+  std::ifstream f = open(path);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (f.bad()) fail(path, "could not be read to the end");
+  const char end = text.find('\n') == std::string::npos && text.find('\r') != std::string::npos ? '\r' : '\n';
+  std::vector<std::string> lines;
+  for (std::size_t start = 0; start < text.size();) {
+    std::size_t stop = text.find(end, start);
+    if (stop == std::string::npos) stop = text.size();
+    lines.push_back(text.substr(start, stop - start));
+    if (end == '\n') strip_line_end(lines.back());
+    start = stop + 1;
+  }
   if (!lines.empty()) strip_bom(lines.front());
   while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  int bad = 0, first_bad = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (!valid_utf8(lines[i]) && bad++ == 0) first_bad = static_cast<int>(i + 1);
+  if (bad > 0)
+    log_warn("glue file '" + path + "': " + std::to_string(bad) + (bad == 1 ? " line holds" : " lines hold") +
+             " bytes that are not valid UTF-8, the first on line " + std::to_string(first_bad) +
+             "; the tokenizer drops them (\"caf\\xe9\" reads as \"caf\"). Is the file Latin-1 or another "
+             "encoding? Convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8)");
+  if (invalid_utf8 != nullptr) *invalid_utf8 = bad;
+  if (first_invalid_utf8 != nullptr) *first_invalid_utf8 = first_bad;
   return lines;
 }
 
@@ -118,10 +176,17 @@ struct raw_row {
   std::string label;
 };
 
+struct raw_rows {
+  std::vector<raw_row> rows;
+  int invalid_utf8_lines = 0;
+  int first_invalid_utf8_line = 0;
+};
+
 // Every example with its label as written; the label ids are filled in by the caller.
-std::vector<raw_row> read_rows(const std::string& path, const glue_columns& columns) {
+raw_rows read_rows(const std::string& path, const glue_columns& columns) {
   check_columns(columns);
-  const std::vector<std::string> lines = read_lines(path);
+  raw_rows out;
+  const std::vector<std::string> lines = read_lines(path, &out.invalid_utf8_lines, &out.first_invalid_utf8_line);
   if (lines.empty()) fail(path, "is empty: expected tab-separated rows");
   if (columns.header && lines.size() == 1) fail(path, "has a header (line 1) but no examples");
 
@@ -137,7 +202,7 @@ std::vector<raw_row> read_rows(const std::string& path, const glue_columns& colu
                   " (0-based), so at least " + std::to_string(last_needed + 1) + " are needed");
   const std::string like = columns.header ? "the header (line 1)" : "line 1";
 
-  std::vector<raw_row> rows;
+  std::vector<raw_row>& rows = out.rows;
   rows.reserve(lines.size() - first_row);
   for (std::size_t i = first_row; i < lines.size(); ++i) {
     const int line = static_cast<int>(i + 1);
@@ -158,13 +223,15 @@ std::vector<raw_row> read_rows(const std::string& path, const glue_columns& colu
     r.example.line = line;
     rows.push_back(std::move(r));
   }
-  return rows;
+  return out;
 }
 
-glue_dataset make_dataset(const std::string& path, const glue_columns& columns, glue_labels labels,
-                          std::vector<raw_row> rows) {
+glue_dataset make_dataset(const std::string& path, const glue_columns& columns, glue_labels labels, raw_rows raw) {
+  std::vector<raw_row>& rows = raw.rows;
   glue_dataset d;
   d.path = path;
+  d.invalid_utf8_lines = raw.invalid_utf8_lines;
+  d.first_invalid_utf8_line = raw.first_invalid_utf8_line;
   d.columns = columns;
   d.labels = std::move(labels);
   d.examples.reserve(rows.size());
@@ -237,7 +304,9 @@ glue_columns glue_columns_for_header(const std::vector<std::string>& header) {
   const int named = column_named_label(header);
   c.label = named >= 0 ? named : static_cast<int>(header.size()) - 1;
   c.text_a = c.label == 0 ? 1 : 0;
-  c.layout = "generic";
+  // Named in the summary: an id column first is taken as the text ("id, text, label"), which
+  // trained on the ids without a word.
+  c.layout = "generic: text '" + header[c.text_a] + "', label '" + header[c.label] + "'";
   return c;
 }
 
@@ -246,7 +315,11 @@ std::vector<std::string> header_of(const std::string& path) {
   std::ifstream f = open(path);
   std::string line;
   if (!std::getline(f, line)) fail(path, "is empty: expected a header line");
-  strip_line_end(line);
+  if (f.eof() && line.find('\r') != std::string::npos) {
+    line.erase(line.find('\r'));  // no LF in the file: CR line ends, as read_lines reads them
+  } else {
+    strip_line_end(line);
+  }
   strip_bom(line);
   return split_tabs(line);
 }
@@ -281,7 +354,7 @@ glue_columns glue_columns_for_eval(const std::string& eval_path, const std::stri
   }
   // The generic layout takes the last column for the label where none is named so: in GLUE's
   // test.tsv (index, sentence) that is the sentence.
-  if (c.layout == "generic" && column_named_label(header) < 0 && !name(train.label).empty())
+  if (c.layout.rfind("generic", 0) == 0 && column_named_label(header) < 0 && !name(train.label).empty())
     fail_line(eval_path, 1,
               "the header has no column '" + name(train.label) + "', the train file's label: an eval file needs its "
               "labels (GLUE's test.tsv has none; evaluate on dev.tsv)");
@@ -295,7 +368,8 @@ glue_columns glue_columns_for_eval(const std::string& eval_path, const std::stri
 }
 
 glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns) {
-  std::vector<raw_row> rows = read_rows(path, columns);
+  raw_rows raw = read_rows(path, columns);
+  const std::vector<raw_row>& rows = raw.rows;
   glue_labels labels;
   const raw_row* first_integer = nullptr;
   const raw_row* first_text = nullptr;
@@ -334,7 +408,7 @@ glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns)
                     (labels.integer ? "integer labels" : "labels") + " in " + std::to_string(rows.size()) + " rows: is it " +
                     (labels.integer ? "an index or a count" : "text") +
                     " rather than a label? (--text-columns A,LABEL names the columns)");
-  glue_dataset d = make_dataset(path, columns, std::move(labels), std::move(rows));
+  glue_dataset d = make_dataset(path, columns, std::move(labels), std::move(raw));
   d.notes = std::move(notes);
   return d;
 }

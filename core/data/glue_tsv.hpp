@@ -63,6 +63,10 @@ struct glue_example {
 struct glue_dataset {
   std::string path;
   glue_columns columns;
+  // Lines holding bytes that are not valid UTF-8 (the tokenizer drops those bytes; reading the
+  // file warned), and the first of them (1-based; 0 when there is none).
+  int invalid_utf8_lines = 0;
+  int first_invalid_utf8_line = 0;
   glue_labels labels;
   std::vector<glue_example> examples;
   // What a user should know about the labels (a class with no training row, integers mixed with
@@ -75,7 +79,9 @@ struct glue_dataset {
 // A train file: its labels make the label map. Throws std::invalid_argument naming the file and
 // the 1-based line for a malformed row (fewer columns than needed, more columns than the header,
 // an empty label, an empty line before the end), and naming the file when it cannot be read, is
-// empty or has a header only. CRLF line ends, a UTF-8 BOM and trailing empty lines are fine.
+// empty or has a header only. CRLF line ends, a UTF-8 BOM and trailing empty lines are fine, and
+// so are CR line ends (old Mac) in a file without LF. Lines that are not valid UTF-8 are read with
+// one warning (log_warn) naming the file, the first such line and how many there are.
 glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns);
 // A dev / test file read with the train file's labels; a label not among them is an error naming
 // the file, the line and the label.

@@ -1,11 +1,14 @@
-// BERT's tokenizer (google-research/bert tokenization.py, restated): UTF-8 decoding, basic
-// tokenization with small hand-written character classes instead of a Unicode database, WordPiece,
-// and the classifier encoding with _truncate_seq_pair.
+// BERT's tokenizer (google-research/bert tokenization.py as Hugging Face's Python BertTokenizer
+// runs it): UTF-8 decoding, basic tokenization with character classes, case mapping and NFC / NFD
+// from tables generated out of Python's unicodedata (unicode_tables.inc, written by
+// scripts/gen_unicode_tables.py), WordPiece, and the classifier encoding with _truncate_seq_pair.
 #include "core/data/wordpiece.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -93,81 +96,220 @@ void append_utf8(char32_t cp, std::string& out) {
   }
 }
 
-bool in(char32_t cp, char32_t lo, char32_t hi) { return cp >= lo && cp <= hi; }
+// The character tables, generated from Python's unicodedata by scripts/gen_unicode_tables.py.
+struct cp_range {
+  char32_t first, last;
+};
+struct ccc_range {
+  char32_t first, last;
+  unsigned char ccc;
+};
+struct lower_run {  // first, first + stride, ... <= last lower-case to c + delta
+  char32_t first, last;
+  std::int32_t delta;
+  unsigned char stride;
+};
+struct lower_multi_entry {
+  char32_t cp;
+  char32_t to[2];
+};
+struct decomposition {  // one level of canonical decomposition
+  char32_t cp, first, second;  // second 0: a singleton
+  bool composes;               // NFC composes first + second back into cp
+};
 
-// BERT's _is_whitespace: tab, newline, carriage return and the space separators (Zs).
+#include "core/data/unicode_tables.inc"
+
+template <std::size_t N>
+bool in_table(const cp_range (&table)[N], char32_t cp) {
+  // The first range that does not end before cp.
+  const cp_range* r = std::lower_bound(std::begin(table), std::end(table), cp,
+                                       [](const cp_range& x, char32_t c) { return x.last < c; });
+  return r != std::end(table) && r->first <= cp;
+}
+
+// ASCII is decided here, the rest by the tables.
+// BERT's _is_whitespace (space, \t, \n, \r, category Zs), plus U+2028 and U+2029: Hugging Face
+// splits words with Python's str.split(), which also splits there (the other characters
+// str.split() takes for space, U+001C..U+001F, U+0085, \v and \f, are controls, dropped first).
 bool is_whitespace(char32_t cp) {
-  return cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r' || cp == 0xA0 || cp == 0x1680 ||
-         in(cp, 0x2000, 0x200A) || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+  if (cp < 0x80) return cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r';
+  return in_table(whitespace_ranges, cp);
 }
-
-// BERT's _is_control (categories Cc, Cf, Co) for the characters that occur in practice: C0/C1
-// controls, the common format characters (soft hyphen, zero-width and bidi marks, BOM) and
-// private use. Tab, newline and carriage return are whitespace, tested first.
+// What BERT's _clean_text drops: U+0000, U+FFFD, and _is_control: every category C* (Cc, Cf, Cs,
+// Co and unassigned Cn) but \t, \n and \r.
 bool is_control(char32_t cp) {
-  return cp < 0x20 || in(cp, 0x7F, 0x9F) || cp == 0xAD || in(cp, 0x600, 0x605) || cp == 0x61C || cp == 0x6DD ||
-         cp == 0x70F || cp == 0x180E || in(cp, 0x200B, 0x200F) || in(cp, 0x202A, 0x202E) ||
-         in(cp, 0x2060, 0x206F) || cp == 0xFEFF || in(cp, 0xFFF9, 0xFFFB) || in(cp, 0xE000, 0xF8FF) ||
-         cp >= 0xF0000;
+  if (cp < 0x80) return (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || cp == 0x7F;
+  return in_table(control_ranges, cp);
 }
-
-// BERT's _is_chinese_char: the CJK Unified Ideographs blocks (not Hiragana, Katakana or Hangul,
-// which are written with spaces or split by WordPiece).
-bool is_cjk(char32_t cp) {
-  return in(cp, 0x4E00, 0x9FFF) || in(cp, 0x3400, 0x4DBF) || in(cp, 0x20000, 0x2A6DF) ||
-         in(cp, 0x2A700, 0x2B73F) || in(cp, 0x2B740, 0x2B81F) || in(cp, 0x2B820, 0x2CEAF) ||
-         in(cp, 0xF900, 0xFAFF) || in(cp, 0x2F800, 0x2FA1F);
-}
-
-// BERT's _is_punctuation: every non-alphanumeric printable ASCII character, plus (instead of the
-// full Unicode P* categories) Latin-1 punctuation, General and Supplemental Punctuation, CJK
-// punctuation and the full-width forms of ASCII punctuation.
+// BERT's _is_chinese_char: its CJK Unified Ideographs blocks (not Hiragana, Katakana or Hangul).
+bool is_cjk(char32_t cp) { return cp >= 0x3400 && in_table(cjk_ranges, cp); }
+// BERT's _is_punctuation: ASCII 33-47, 58-64, 91-96, 123-126 (symbols such as $ ^ ` too), else
+// category P*.
 bool is_punctuation(char32_t cp) {
-  return in(cp, 33, 47) || in(cp, 58, 64) || in(cp, 91, 96) || in(cp, 123, 126) || cp == 0xA1 || cp == 0xA7 ||
-         cp == 0xAB || cp == 0xB6 || cp == 0xB7 || cp == 0xBB || cp == 0xBF || in(cp, 0x2000, 0x206F) ||
-         in(cp, 0x2E00, 0x2E7F) || in(cp, 0x3001, 0x3003) || in(cp, 0x3008, 0x3011) || in(cp, 0x3014, 0x301F) ||
-         cp == 0x30FB || in(cp, 0xFF01, 0xFF0F) || in(cp, 0xFF1A, 0xFF20) || in(cp, 0xFF3B, 0xFF40) ||
-         in(cp, 0xFF5B, 0xFF65);
+  if (cp < 0x80)
+    return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126);
+  return in_table(punctuation_ranges, cp);
+}
+// Category Mn, what stripping accents drops after NFD (enclosing marks, Me, stay).
+bool is_nonspacing_mark(char32_t cp) { return cp >= 0x300 && in_table(nonspacing_mark_ranges, cp); }
+
+unsigned combining_class(char32_t cp) {
+  if (cp < 0x300) return 0;
+  const ccc_range* r =
+      std::lower_bound(std::begin(combining_class_ranges), std::end(combining_class_ranges), cp,
+                       [](const ccc_range& x, char32_t c) { return x.last < c; });
+  return r != std::end(combining_class_ranges) && r->first <= cp ? r->ccc : 0;
 }
 
-// Combining marks that NFD splits off accented letters; stripping accents drops them.
-bool is_combining_mark(char32_t cp) {
-  return in(cp, 0x300, 0x36F) || in(cp, 0x1AB0, 0x1AFF) || in(cp, 0x1DC0, 0x1DFF) || in(cp, 0x20D0, 0x20FF) ||
-         in(cp, 0xFE20, 0xFE2F);
+const decomposition* find_decomposition(char32_t cp) {
+  const decomposition* d = std::lower_bound(std::begin(decompositions), std::end(decompositions), cp,
+                                            [](const decomposition& x, char32_t c) { return x.cp < c; });
+  return d != std::end(decompositions) && d->cp == cp ? d : nullptr;
 }
 
-// Lower-case and strip the accent of one character, for ASCII, Latin-1 and Latin Extended-A:
-// what Python's lower() then NFD and dropping Mn give. A letter in these tables names its base
-// letter; '*' is a letter without a decomposition (æ, ø, đ, ł, œ, ...) that is only lower-cased.
-char32_t fold_accent_and_case(char32_t cp) {
-  if (cp < 0x80) return (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
-  static const char latin1[] =  // U+00C0..U+00FF
-      "aaaaaa*ceeeeiiii*nooooo**uuuuy**"
-      "aaaaaa*ceeeeiiii*nooooo**uuuuy*y";
-  static const char latin_ext_a[] =  // U+0100..U+017F
-      "aaaaaaccccccccdd**eeeeeeeeeegggggggghh**iiiiiiiii***jjkk*"
-      "llllll****nnnnnn***oooooo**rrrrrrsssssssstttt**uuuuuuuuuuuuwwyyyzzzzzz*";
-  static_assert(sizeof(latin1) == 64 + 1, "one entry per U+00C0..U+00FF");
-  static_assert(sizeof(latin_ext_a) == 128 + 1, "one entry per U+0100..U+017F");
-  if (in(cp, 0xC0, 0xFF)) {
-    const char base = latin1[cp - 0xC0];
-    if (base != '*') return static_cast<char32_t>(base);
-    // Æ Ð Ø Þ lower-case to æ ð ø þ; × ß æ ð ÷ ø þ stay.
-    return (cp <= 0xDE && cp != 0xD7) ? cp + 0x20 : cp;
+// Hangul syllables decompose and compose by arithmetic (Unicode 3.12).
+constexpr char32_t hangul_s = 0xAC00, hangul_l = 0x1100, hangul_v = 0x1161, hangul_t = 0x11A7;
+constexpr char32_t hangul_l_count = 19, hangul_v_count = 21, hangul_t_count = 28;
+constexpr char32_t hangul_n_count = hangul_v_count * hangul_t_count, hangul_s_count = hangul_l_count * hangul_n_count;
+
+void append_canonical_decomposition(char32_t cp, std::u32string& out) {
+  if (cp >= hangul_s && cp < hangul_s + hangul_s_count) {
+    const char32_t s = cp - hangul_s;
+    out.push_back(hangul_l + s / hangul_n_count);
+    out.push_back(hangul_v + (s % hangul_n_count) / hangul_t_count);
+    if (s % hangul_t_count != 0) out.push_back(hangul_t + s % hangul_t_count);
+    return;
   }
-  if (in(cp, 0x100, 0x17F)) {
-    const char base = latin_ext_a[cp - 0x100];
-    if (base != '*') return static_cast<char32_t>(base);
-    switch (cp) {
-      case 0x110: case 0x126: case 0x132: case 0x14A: case 0x152: case 0x166:  // Đ Ħ Ĳ Ŋ Œ Ŧ
-        return cp + 1;
-      case 0x13F: case 0x141:  // Ŀ Ł
-        return cp + 1;
-      default:  // already lower case: đ ħ ı ĳ ĸ ŀ ł ŉ ŋ œ ŧ ſ
-        return cp;
+  const decomposition* d = cp < 0xC0 ? nullptr : find_decomposition(cp);
+  if (d == nullptr) {
+    out.push_back(cp);
+    return;
+  }
+  append_canonical_decomposition(d->first, out);
+  if (d->second != 0) append_canonical_decomposition(d->second, out);
+}
+
+// NFD: full canonical decomposition, then marks put in canonical order (a stable sort by
+// combining class of every run of non-starters).
+std::u32string nfd(const std::u32string& s) {
+  // Below U+00C0 nothing decomposes.
+  if (std::all_of(s.begin(), s.end(), [](char32_t cp) { return cp < 0xC0; })) return s;
+  std::u32string out;
+  out.reserve(s.size());
+  for (char32_t cp : s) append_canonical_decomposition(cp, out);
+  for (std::size_t i = 1; i < out.size(); ++i) {
+    const unsigned cc = combining_class(out[i]);
+    if (cc == 0) continue;
+    std::size_t j = i;
+    for (; j > 0; --j) {
+      const unsigned prev = combining_class(out[j - 1]);
+      if (prev == 0 || prev <= cc) break;
+    }
+    if (j != i) std::rotate(out.begin() + static_cast<std::ptrdiff_t>(j), out.begin() + static_cast<std::ptrdiff_t>(i),
+                            out.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+  }
+  return out;
+}
+
+// The primary composite of a + b, or 0.
+char32_t compose_pair(char32_t a, char32_t b) {
+  if (a >= hangul_l && a < hangul_l + hangul_l_count && b >= hangul_v && b < hangul_v + hangul_v_count)
+    return hangul_s + ((a - hangul_l) * hangul_v_count + (b - hangul_v)) * hangul_t_count;
+  if (a >= hangul_s && a < hangul_s + hangul_s_count && (a - hangul_s) % hangul_t_count == 0 && b > hangul_t &&
+      b < hangul_t + hangul_t_count)
+    return a + (b - hangul_t);
+  struct pair {
+    char32_t a, b, composite;
+  };
+  static const std::vector<pair> pairs = [] {
+    std::vector<pair> p;
+    for (const decomposition& d : decompositions)
+      if (d.composes) p.push_back({d.first, d.second, d.cp});
+    std::sort(p.begin(), p.end(), [](const pair& x, const pair& y) { return x.a != y.a ? x.a < y.a : x.b < y.b; });
+    return p;
+  }();
+  const auto it = std::lower_bound(pairs.begin(), pairs.end(), std::make_pair(a, b), [](const pair& x, const auto& key) {
+    return x.a != key.first ? x.a < key.first : x.b < key.second;
+  });
+  return it != pairs.end() && it->a == a && it->b == b ? it->composite : 0;
+}
+
+// NFC, as Python's unicodedata.normalize("NFC"): NFD, then every character not blocked from the
+// last starter is composed with it where a primary composite exists.
+std::u32string nfc(const std::u32string& s) {
+  // Below U+0300 nothing decomposes to anything else in NFC and nothing combines.
+  if (std::all_of(s.begin(), s.end(), [](char32_t cp) { return cp < 0x300; })) return s;
+  std::u32string d = nfd(s);
+  if (d.empty()) return d;
+  std::size_t starter = 0, kept = 1;
+  unsigned last_class = combining_class(d[0]) == 0 ? 0 : 256;  // 256: no starter to compose with
+  for (std::size_t i = 1; i < d.size(); ++i) {
+    const char32_t cp = d[i];
+    const unsigned cc = combining_class(cp);
+    const char32_t composite = last_class == 256 ? 0 : compose_pair(d[starter], cp);
+    // Not blocked: nothing between the starter and cp, or everything between of a lower class.
+    if (composite != 0 && (last_class < cc || last_class == 0)) {
+      d[starter] = composite;
+      continue;
+    }
+    if (cc == 0) {
+      starter = kept;
+      last_class = 0;
+    } else if (last_class != 256) {
+      last_class = cc;
+    }
+    d[kept++] = cp;
+  }
+  d.resize(kept);
+  return d;
+}
+
+// Python's str.lower() of one character but U+03A3 (sigma, which depends on its neighbours).
+void append_lower(char32_t cp, std::u32string& out) {
+  if (cp < 0x80) {
+    out.push_back(cp >= 'A' && cp <= 'Z' ? cp + 32 : cp);
+    return;
+  }
+  for (const lower_multi_entry& m : lower_multi)
+    if (m.cp == cp) {
+      for (char32_t c : m.to) out.push_back(c);
+      return;
+    }
+  // The last run that starts at or before cp.
+  const lower_run* r = std::upper_bound(std::begin(lower_runs), std::end(lower_runs), cp,
+                                        [](char32_t c, const lower_run& x) { return c < x.first; });
+  if (r != std::begin(lower_runs)) {
+    --r;
+    if (cp <= r->last && (cp - r->first) % r->stride == 0) {
+      out.push_back(static_cast<char32_t>(static_cast<std::int32_t>(cp) + r->delta));
+      return;
     }
   }
-  return cp;
+  out.push_back(cp);
+}
+
+// Python's str.lower() of a word: per character, and capital sigma is final sigma (U+03C2) when a
+// cased letter comes before it and none after it (case-ignorable characters skipped both ways).
+std::u32string python_lower(const std::u32string& s) {
+  std::u32string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != 0x3A3) {
+      append_lower(s[i], out);
+      continue;
+    }
+    std::size_t j = i;
+    while (j > 0 && in_table(case_ignorable_ranges, s[j - 1])) --j;
+    bool final_sigma = j > 0 && in_table(cased_ranges, s[j - 1]);
+    if (final_sigma) {
+      std::size_t k = i + 1;
+      while (k < s.size() && in_table(case_ignorable_ranges, s[k])) ++k;
+      final_sigma = k == s.size() || !in_table(cased_ranges, s[k]);
+    }
+    out.push_back(final_sigma ? 0x3C2 : 0x3C3);
+  }
+  return out;
 }
 
 std::string to_utf8(const std::u32string& s) {
@@ -182,38 +324,52 @@ const char* const special_tokens[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK
 }  // namespace
 
 std::vector<std::string> basic_tokenize(const std::string& text, bool lower_case) {
-  // One pass does what BERT does in steps (clean, space out CJK, split on whitespace, lower-case
-  // and strip accents, split off punctuation): every step decides per character.
-  std::vector<std::string> words;
-  std::u32string word;
-  const auto end_word = [&] {
-    if (!word.empty()) words.push_back(to_utf8(word));
-    word.clear();
-  };
+  // Hugging Face's BasicTokenizer.tokenize, step by step: clean (drop controls, whitespace to a
+  // space) and space out CJK ideographs; NFC; split on whitespace; lower-case, NFD and drop Mn
+  // (lower_case only); split off punctuation.
+  std::u32string cleaned;
   for (char32_t cp : decode_utf8(text)) {
-    if (cp == 0 || cp == replacement_char) continue;
+    if (is_control(cp)) continue;  // U+0000 and U+FFFD (invalid UTF-8) included
     if (is_whitespace(cp)) {
-      end_word();
-      continue;
+      cleaned.push_back(' ');
+    } else if (is_cjk(cp)) {
+      cleaned.push_back(' ');
+      cleaned.push_back(cp);
+      cleaned.push_back(' ');
+    } else {
+      cleaned.push_back(cp);
     }
-    if (is_control(cp)) continue;
-    if (is_cjk(cp)) {
-      end_word();
-      words.push_back(to_utf8(std::u32string(1, cp)));
-      continue;
-    }
-    if (lower_case) {
-      if (is_combining_mark(cp)) continue;
-      cp = fold_accent_and_case(cp);
-    }
-    if (is_punctuation(cp)) {
-      end_word();
-      words.push_back(to_utf8(std::u32string(1, cp)));
-      continue;
-    }
-    word.push_back(cp);
   }
-  end_word();
+  const std::u32string normalized = nfc(cleaned);
+
+  std::vector<std::string> words;
+  std::u32string piece;
+  const auto end_piece = [&] {
+    if (!piece.empty()) words.push_back(to_utf8(piece));
+    piece.clear();
+  };
+  std::size_t start = 0;
+  while (start < normalized.size()) {
+    std::size_t end = start;
+    while (end < normalized.size() && !is_whitespace(normalized[end])) ++end;
+    if (end > start) {
+      std::u32string word = normalized.substr(start, end - start);
+      if (lower_case) {
+        word = nfd(python_lower(word));
+        word.erase(std::remove_if(word.begin(), word.end(), is_nonspacing_mark), word.end());
+      }
+      for (char32_t cp : word) {
+        if (is_punctuation(cp)) {
+          end_piece();
+          words.push_back(to_utf8(std::u32string(1, cp)));
+        } else {
+          piece.push_back(cp);
+        }
+      }
+      end_piece();
+    }
+    start = end + 1;
+  }
   return words;
 }
 

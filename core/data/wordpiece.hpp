@@ -1,6 +1,6 @@
-// BERT's tokenizer: basic tokenization (clean, split on whitespace and punctuation, lower-case and
-// strip accents, space out CJK ideographs) then greedy longest-match WordPiece sub-words, and the
-// fixed-length [CLS] a [SEP] b [SEP] encoding a BERT classifier reads. No torch.
+// BERT's tokenizer: basic tokenization (clean, space out CJK ideographs, NFC, split on whitespace
+// and punctuation, lower-case and strip accents) then greedy longest-match WordPiece sub-words,
+// and the fixed-length [CLS] a [SEP] b [SEP] encoding a BERT classifier reads. No torch.
 #pragma once
 
 #include <cstddef>
@@ -12,10 +12,9 @@
 namespace actorpipe {
 
 struct wordpiece_options {
-  // Lower-case and strip accents, as bert-base-uncased does. Limit: only ASCII, Latin-1
-  // (U+00C0..U+00FF) and Latin Extended-A (U+0100..U+017F) letters are lower-cased / unaccented,
-  // and only the combining-mark blocks (U+0300..U+036F and kin) are dropped; other scripts pass
-  // through unchanged, where BERT would apply full Unicode lower() and NFD.
+  // Lower-case and strip accents, as bert-base-uncased does: Python's str.lower() (final sigma
+  // included), NFD, and every nonspacing mark (Mn) dropped, for all of Unicode (tables from
+  // Python's unicodedata, Unicode 14.0.0: core/data/unicode_tables.inc).
   bool lower_case = true;
   // A word of more code points than this becomes [UNK] (BERT's max_input_chars_per_word).
   int max_word_chars = 100;
@@ -28,8 +27,11 @@ struct encoded_text {
   std::vector<std::int32_t> attention_mask;  // 1: real token, 0: padding
 };
 
-// Basic tokenization alone (no vocabulary): UTF-8 in (invalid bytes are dropped), words and
-// single punctuation / CJK characters out, as UTF-8.
+// Basic tokenization alone (no vocabulary), as Hugging Face's Python BasicTokenizer for every
+// code point: UTF-8 in (invalid bytes are dropped); controls (category C*) dropped; CJK ideographs
+// spaced out; NFC; split on whitespace (Zs, \t, \n, \r, U+2028, U+2029); lower_case: lower(), NFD,
+// Mn dropped; punctuation (ASCII symbols and P*) split off. Words and single punctuation / CJK
+// characters out, as UTF-8.
 std::vector<std::string> basic_tokenize(const std::string& text, bool lower_case);
 
 class wordpiece_tokenizer {

@@ -1,14 +1,18 @@
 // GLUE TSV files: the SST-2, MRPC and other header layouts, integer and string labels (a dev file
-// with the train file's labels), literal quotes, CRLF, and every malformed-row error.
+// with the train file's labels), literal quotes, CRLF and CR line ends, the warning for lines that
+// are not valid UTF-8, and every malformed-row error.
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "core/data/glue_tsv.hpp"
+#include "core/log.hpp"
 
 using namespace actorpipe;
 using Catch::Contains;
@@ -120,7 +124,7 @@ CATCH_TEST_CASE("header names pick the columns of the known layouts, else first 
   CATCH_CHECK(rte.layout == "RTE/WNLI");
   CATCH_CHECK(rte.text_b == 2);
   const glue_columns generic = glue_columns_for_header({"text", "source", "y"});
-  CATCH_CHECK(generic.layout == "generic");
+  CATCH_CHECK(generic.layout == "generic: text 'text', label 'y'");  // the summary names the columns it took
   CATCH_CHECK(generic.text_a == 0);
   CATCH_CHECK(generic.text_b == -1);
   CATCH_CHECK(generic.label == 2);
@@ -378,4 +382,59 @@ CATCH_TEST_CASE("every malformed row is an error naming the file and the line", 
   glue_columns negative = c;
   negative.text_a = -1;
   CATCH_CHECK_THAT(error_of("negative.tsv", sst2, negative), Contains("text_a=-1"));
+}
+
+CATCH_TEST_CASE("CR line ends (an old Mac file) read like LF, and in an LF file a lone CR is text", "[data][glue]") {
+  temp_file f("cr.tsv", "sentence\tlabel\rfine film\t1\rbad film\t0\r\r");
+  const glue_columns c = glue_columns_from_file(f.path);
+  CATCH_CHECK(c.layout == "SST-2");
+  const glue_dataset d = read_glue_tsv(f.path, c);
+  CATCH_REQUIRE(d.examples.size() == 2);
+  CATCH_CHECK(d.examples[0].text_a == "fine film");
+  CATCH_CHECK(d.examples[0].line == 2);
+  CATCH_CHECK(d.examples[1].text_a == "bad film");
+  CATCH_CHECK(d.examples[1].label == 0);
+  CATCH_CHECK(d.labels.names == strings{"0", "1"});
+  // A dev file with CR line ends, read with the train labels; and one without a final CR.
+  temp_file dev("cr_dev.tsv", "\xEF\xBB\xBFsentence\tlabel\rok film\t1");
+  const glue_dataset e = read_glue_tsv(dev.path, glue_columns_for_eval(dev.path, f.path, c), d.labels);
+  CATCH_REQUIRE(e.examples.size() == 1);
+  CATCH_CHECK(e.examples[0].text_a == "ok film");
+  CATCH_CHECK(e.examples[0].label == 1);
+
+  temp_file g("lone_cr.tsv", "sentence\tlabel\na\rb\t1\n");
+  const glue_dataset x = read_glue_tsv(g.path, sst2_columns());
+  CATCH_REQUIRE(x.examples.size() == 1);
+  CATCH_CHECK(x.examples[0].text_a == "a\rb");
+}
+
+CATCH_TEST_CASE("lines that are not valid UTF-8 are read, with one warning naming the file, line and count",
+                "[data][glue]") {
+  // A Latin-1 file: "caf\xe9" would train as "caf".
+  temp_file f("latin1.tsv", "sentence\tlabel\ngood\t1\ncaf\xE9 cr\xE8me\t1\nbad\t0\nna\xEFve\t0\n");
+  temp_file log("latin1.log", "");
+  setup_logging({log_level::warn, log.path});
+  const glue_dataset d = read_glue_tsv(f.path, sst2_columns());
+  reset_logging();
+  CATCH_REQUIRE(d.examples.size() == 4);
+  CATCH_CHECK(d.examples[1].text_a == "caf\xE9 cr\xE8me");  // the bytes as they are
+  CATCH_CHECK(d.invalid_utf8_lines == 2);
+  CATCH_CHECK(d.first_invalid_utf8_line == 3);
+  std::ifstream in(log.path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CATCH_CHECK_THAT(text, Contains("glue file '" + f.path + "': 2 lines hold bytes that are not valid UTF-8, the first on "
+                                  "line 3; the tokenizer drops them"));
+  CATCH_CHECK_THAT(text, Contains("Convert it to UTF-8"));
+  CATCH_CHECK(std::count(text.begin(), text.end(), '\n') == 1);  // once per file
+
+  // Valid UTF-8 (and a BOM) gives no warning; neither does a dev file read with the labels.
+  temp_file ok("utf8.tsv", "\xEF\xBB\xBFsentence\tlabel\ncaf\xC3\xA9\t1\n");
+  setup_logging({log_level::warn, log.path});
+  const glue_dataset e = read_glue_tsv(ok.path, sst2_columns(), d.labels);
+  reset_logging();
+  CATCH_CHECK(e.invalid_utf8_lines == 0);
+  CATCH_CHECK(e.first_invalid_utf8_line == 0);
+  std::ifstream again(log.path);
+  const std::string after((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  CATCH_CHECK(after == text);
 }

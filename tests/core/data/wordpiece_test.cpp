@@ -1,11 +1,13 @@
 // BERT's tokenizer, by hand-checked cases: sub-word splits and [UNK] with a small vocab.txt
 // written here, cleaning, lower-casing and accent stripping, punctuation and CJK splitting, UTF-8
-// that is not valid, the fixed-length encoding with BERT's pair truncation, word vocabularies.
+// that is not valid, the fixed-length encoding with BERT's pair truncation, word vocabularies;
+// and the character classes, NFC and lower-casing against Hugging Face's Python BertTokenizer.
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -264,4 +266,130 @@ CATCH_TEST_CASE("a word vocabulary from texts puts specials first, then words by
   const wordpiece_tokenizer back = wordpiece_tokenizer::from_vocab_file(f.path);
   CATCH_CHECK(back.vocab() == t.vocab());
   CATCH_CHECK(back.ids("The bird sat!") == ids{5, 1, 11, 7});
+}
+
+// Hugging Face's Python BertTokenizer (BasicTokenizer: google-research/bert's rules with Python's
+// unicodedata, then NFC) gives the expected tokens below; they were computed with it.
+namespace {
+
+std::string utf8(const std::u32string& s) {
+  std::string out;
+  for (char32_t cp : s) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  return out;
+}
+
+strings words(std::initializer_list<std::u32string> ws) {
+  strings out;
+  for (const std::u32string& w : ws) out.push_back(utf8(w));
+  return out;
+}
+
+strings uncased(const std::u32string& text) { return basic_tokenize(utf8(text), true); }
+strings cased(const std::u32string& text) { return basic_tokenize(utf8(text), false); }
+
+}  // namespace
+
+CATCH_TEST_CASE("punctuation is BERT's: ASCII symbols and category P*, not other symbols", "[data][wordpiece]") {
+  // Full-width + $ < = > ^ ` | ~ are symbols (Sm, Sc, Sk), not P*: they stay inside the word.
+  const std::u32string fullwidth_symbols = U"a\uFF0Bb\uFF04c\uFF1Cd\uFF1De\uFF1Ef\uFF3Eg\uFF40h\uFF5Ci\uFF5Ej";
+  CATCH_CHECK(uncased(fullwidth_symbols) == words({fullwidth_symbols}));
+  // U+2044 fraction slash, U+2052 commercial minus, U+2E50/U+2E51 crosses, U+2E2F vertical tilde.
+  CATCH_CHECK(uncased(U"1\u20442 a\u2052b c\u2E50d\u2E51e f\u2E2Fg") ==
+              words({U"1\u20442", U"a\u2052b", U"c\u2E50d\u2E51e", U"f\u2E2Fg"}));
+  // Full-width ! ( ) are punctuation.
+  CATCH_CHECK(uncased(U"a\uFF01b\uFF08c\uFF09") == words({U"a", U"\uFF01", U"b", U"\uFF08", U"c", U"\uFF09"}));
+  // Devanagari danda, Arabic comma and question mark, Armenian comma and full stop, Hebrew maqaf
+  // and sof pasuq.
+  CATCH_CHECK(uncased(U"\u0915\u0964 a\u060Cb\u061F \u0570\u055D\u0589 \u05D0\u05BE\u05D1\u05C3") ==
+              words({U"\u0915", U"\u0964", U"a", U"\u060C", U"b", U"\u061F", U"\u0570", U"\u055D", U"\u0589", U"\u05D0",
+                     U"\u05BE", U"\u05D1", U"\u05C3"}));
+  // The Greek question mark and ano teleia are split off as what NFC makes of them: ';' and U+00B7.
+  CATCH_CHECK(uncased(U"a\u037Eb c\u0387d") == words({U"a", U";", U"b", U"c", U"\u00B7", U"d"}));
+  CATCH_CHECK(cased(U"a\u037Eb c\u0387d") == words({U"a", U";", U"b", U"c", U"\u00B7", U"d"}));
+  // Wavy dash U+3030, katakana double hyphen U+30A0, vertical and small forms, angle brackets
+  // U+27E8/9, ceilings U+2308/9.
+  CATCH_CHECK(uncased(U"a\u3030b\u30A0c") == words({U"a", U"\u3030", U"b", U"\u30A0", U"c"}));
+  CATCH_CHECK(uncased(U"a\uFE10b\uFE19c\uFE30d\uFE50e\uFE6Bf") ==
+              words({U"a", U"\uFE10", U"b", U"\uFE19", U"c", U"\uFE30", U"d", U"\uFE50", U"e", U"\uFE6B", U"f"}));
+  CATCH_CHECK(uncased(U"\u27E8x\u27E9 \u2308y\u2309") == words({U"\u27E8", U"x", U"\u27E9", U"\u2308", U"y", U"\u2309"}));
+}
+
+CATCH_TEST_CASE("whitespace is BERT's plus what Python's str.split() splits on after cleaning", "[data][wordpiece]") {
+  // Line and paragraph separators (Zl, Zp) are not BERT whitespace but Hugging Face's
+  // whitespace_tokenize (str.split()) splits on them.
+  CATCH_CHECK(uncased(U"x\u2028y\u2029z") == words({U"x", U"y", U"z"}));
+  CATCH_CHECK(cased(U"x\u2028y\u2029z") == words({U"x", U"y", U"z"}));
+  // NEL, the information separators, \v and \f are Cc: dropped before str.split() sees them.
+  CATCH_CHECK(uncased(U"x\u0085y\u001Cz\u000Bw\u000C") == words({U"xyzw"}));
+  // Ogham space mark and narrow no-break space are Zs.
+  CATCH_CHECK(uncased(U"x\u1680y\u202Fz") == words({U"x", U"y", U"z"}));
+}
+
+CATCH_TEST_CASE("every C* character is dropped: format, tag, private-use and unassigned", "[data][wordpiece]") {
+  CATCH_CHECK(uncased(U"a\U000E0001b\U000E0041c") == words({U"abc"}));
+  // The flag of Scotland: a black flag and tag characters; the tags go.
+  CATCH_CHECK(uncased(U"\U0001F3F4\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F") ==
+              words({U"\U0001F3F4"}));
+  const std::u32string format_chars =
+      U"a\u0890b\u0891c\u08E2d\U000110BDe\U000110CDf\U00013430g\U0001343Fh\U0001BCA0i\U0001BCA3j\U0001D173k\U0001D17Al";
+  CATCH_CHECK(uncased(format_chars) == words({U"abcdefghijkl"}));
+  CATCH_CHECK(cased(format_chars) == words({U"abcdefghijkl"}));
+  // Unassigned (Cn) U+0378 and private use (Co) U+E000, U+F0000.
+  CATCH_CHECK(uncased(U"a\u0378b\uE000c\U000F0000d") == words({U"abcd"}));
+}
+
+CATCH_TEST_CASE("stripping accents drops Mn after NFD: variation selectors go, enclosing marks stay",
+                "[data][wordpiece]") {
+  CATCH_CHECK(uncased(U"a\u20DDb\u20E2c\u1ABEd") == words({U"a\u20DDb\u20E2c\u1ABEd"}));
+  CATCH_CHECK(uncased(U"I \u2764\uFE0F it") == words({U"i", U"\u2764", U"it"}));
+  CATCH_CHECK(cased(U"I \u2764\uFE0F it") == words({U"I", U"\u2764\uFE0F", U"it"}));
+}
+
+CATCH_TEST_CASE("CJK ideographs are BERT's list of blocks, as NFC writes them", "[data][wordpiece]") {
+  // In: U+4DBF, U+2A6DF, U+2CEAF, U+2F800 (NFC: U+4E3D), U+F900 (NFC: U+8C48). Out: U+4DC0 (a
+  // hexagram), U+2CEB0 (Extension F) and U+30000 (Extension G), which BERT's list lacks.
+  const strings expected = words({U"\u4DBF", U"a\u4DC0b", U"\U0002A6DF", U"cd\U0002CEB0e\U00030000f", U"\u4E3D", U"g",
+                                  U"\u8C48", U"h"});
+  const std::u32string text = U"\u4DBFa\u4DC0b\U0002A6DFc\U0002CEAFd\U0002CEB0e\U00030000f\U0002F800g\uF900h";
+  CATCH_CHECK(uncased(text) == expected);
+  CATCH_CHECK(cased(text) == expected);
+}
+
+CATCH_TEST_CASE("text is NFC, and lower-casing is Python's str.lower() for every script", "[data][wordpiece]") {
+  // Cased: e + combining acute composes to U+00E9; the angstrom sign is U+00C5.
+  CATCH_CHECK(cased(U"Cafe\u0301 \u212B") == words({U"Caf\u00E9", U"\u00C5"}));
+  CATCH_CHECK(uncased(U"Cafe\u0301 \u212B") == words({U"cafe", U"a"}));
+  // Hangul jamo compose into a syllable; lower-casing decomposes them again.
+  CATCH_CHECK(cased(U"\u1100\u1161\u11A8 \uAC00") == words({U"\uAC01", U"\uAC00"}));
+  CATCH_CHECK(uncased(U"\u1100\u1161\u11A8 \uAC00") == words({U"\u1100\u1161\u11A8", U"\u1100\u1161"}));
+  // A composition exclusion stays decomposed; its nukta is Mn.
+  CATCH_CHECK(cased(U"\u0958") == words({U"\u0915\u093C"}));
+  CATCH_CHECK(uncased(U"\u0958") == words({U"\u0915"}));
+  // Greek varia is a grave accent (punctuation) in NFC.
+  CATCH_CHECK(cased(U"\u1FEF") == words({U"`"}));
+  // Greek capital sigma at the end of a word is final sigma (an apostrophe is case-ignorable).
+  CATCH_CHECK(uncased(U"\u039F\u0394\u039F\u03A3 \u03A3\u0391\u03A3. \u03A3 A\u03A3'") ==
+              words({U"\u03BF\u03B4\u03BF\u03C2", U"\u03C3\u03B1\u03C2", U".", U"\u03C3", U"a\u03C2", U"'"}));
+  CATCH_CHECK(cased(U"\u039F\u0394\u039F\u03A3") == words({U"\u039F\u0394\u039F\u03A3"}));
+  // Cyrillic; U+0401 loses its diaeresis.
+  CATCH_CHECK(uncased(U"\u041F\u0420\u0418\u0412\u0415\u0422 \u0401\u0416") ==
+              words({U"\u043F\u0440\u0438\u0432\u0435\u0442", U"\u0435\u0436"}));
+  // U+0130 lowers to i + U+0307 (dropped); capital sharp s to U+00DF.
+  CATCH_CHECK(uncased(U"\u0130stanbul \u1E9E") == words({U"istanbul", U"\u00DF"}));
 }
