@@ -94,7 +94,7 @@ class hub final : public control_role {
   // A stranger connected: challenge it, and give it 10 s to prove the token.
   void on_new_connection(const caf::io::new_connection_msg& m) {
     auto& c = conns_[m.handle];
-    c.remote = self_->remote_addr(m.handle) + ":" + std::to_string(self_->remote_port(m.handle));
+    c.remote = endpoint_text(self_->remote_addr(m.handle), self_->remote_port(m.handle));
     c.challenge = make_challenge();
     write_frame(m.handle, control_wire::challenge, std::vector<char>(c.challenge.begin(), c.challenge.end()));
     start_reading(m.handle);

@@ -101,7 +101,7 @@ std::string control_role::ranks_label(int process) const {
   return (ranks.find(',') != std::string::npos ? "ranks " : "rank ") + ranks;
 }
 
-std::string control_role::master() const { return o_.master_addr + ":" + std::to_string(o_.master_port); }
+std::string control_role::master() const { return endpoint_text(o_.master_addr, o_.master_port); }
 
 std::string control_role::join_timeout_text() const { return number_text(o_.join_timeout_s); }
 

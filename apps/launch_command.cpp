@@ -29,6 +29,7 @@
 
 #include "apps/exit_codes.hpp"
 #include "apps/process_output.hpp"
+#include "apps/train_command.hpp"
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
 #include "core/number_text.hpp"
@@ -139,6 +140,9 @@ struct child {
   }
 };
 
+// What launch passes on to its processes as a request to stop (after their step, checkpointed).
+bool is_stop_signal(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; }
+
 // Blocks the signals launch waits for and makes sure children are not reaped behind its back
 // (SIGCHLD ignored); restores both on the way out. Also owns the children: whatever ends the
 // watch early (an exception), none is left running or unreaped.
@@ -152,6 +156,9 @@ class watch_scope {
       sigaction(sig, nullptr, &current);
       if (current.sa_handler != SIG_IGN) sigaddset(&waited_, sig);  // launched with it ignored (nohup, &): keep so
     }
+    // SIGHUP's handler is UCX's by now (its debug signal), which swallowed a hangup: what it
+    // was at start says whether one is a stop (not under nohup).
+    if (hangup_is_a_stop()) sigaddset(&waited_, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &waited_, &old_mask_);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
@@ -183,13 +190,13 @@ class watch_scope {
   const sigset_t& old_mask() const { return old_mask_; }
 
   // Waits up to `timeout` for one of the signals, forwarding the processes' output meanwhile;
-  // returns SIGINT/SIGTERM when launch got one, else 0.
+  // returns SIGINT/SIGTERM/SIGHUP when launch got one, else 0.
   int wait(steady::duration timeout, process_output& output) {
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(std::max(timeout, steady::duration::zero()));
     if (!output.pump(static_cast<int>(ms.count()), signal_fd_)) return 0;
     signalfd_siginfo info;
     while (read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info))
-      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) return static_cast<int>(info.ssi_signo);
+      if (is_stop_signal(static_cast<int>(info.ssi_signo))) return static_cast<int>(info.ssi_signo);
     return 0;  // SIGCHLD: the caller reaps
   }
 
@@ -319,8 +326,7 @@ void announce(process_output& output, const launch_options& opt, bool generated_
           std::to_string(opt.nnodes) +
           (n > 1 ? ": ranks " + std::to_string(first_rank) + "-" + std::to_string(first_rank + n - 1)
                  : ": rank " + std::to_string(first_rank)) +
-          " of world size " + std::to_string(opt.nnodes * n) + ", master " + opt.master_addr + ':' +
-          std::to_string(opt.master_port) + ", " +
+          " of world size " + std::to_string(opt.nnodes * n) + ", master " + endpoint_text(opt.master_addr, opt.master_port) + ", " +
           (generated_token ? "a new job token" : "job token from ACTORPIPE_JOB_TOKEN") + "; each runs: " + what);
 }
 
@@ -424,7 +430,7 @@ void stop_when_due(watch_state& w, bool first_failure_now, steady::time_point no
   }
 }
 
-// Passes a SIGINT or SIGTERM launch got on to the processes: the first with SIGKILL to follow,
+// Passes a SIGINT, SIGTERM or SIGHUP launch got on to the processes: the first with SIGKILL to follow,
 // a second as SIGKILL at once.
 void pass_on_signal(watch_state& w, int sig) {
   // The same signal within a second of the first is a copy of that request (a terminal's Ctrl-C
@@ -466,13 +472,13 @@ void watch_until_all_ended(watch_state& w, watch_scope& scope) {
   }
 }
 
-// `result`, or 128 + signal for a SIGINT/SIGTERM that came after the last process ended when
+// `result`, or 128 + signal for a SIGINT/SIGTERM/SIGHUP that came after the last process ended when
 // nothing failed before: such a signal still counts, and must not be left pending for when
 // the mask is restored.
 int with_late_stop_signals(const watch_scope& scope, int result) {
   const timespec zero{0, 0};
   for (int sig; (sig = sigtimedwait(&scope.waited(), nullptr, &zero)) > 0;)
-    if ((sig == SIGINT || sig == SIGTERM) && result == 0) result = 128 + sig;
+    if (is_stop_signal(sig) && result == 0) result = 128 + sig;
   return result;
 }
 

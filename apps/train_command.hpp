@@ -55,4 +55,8 @@ struct train_cli_options {
 // for a run a signal stopped early.
 int run_train(const train_cli_options& options, std::ostream& out, std::ostream& progress);
 
+// Whether a SIGHUP asks this process to stop: it was not ignored (nohup) when the process
+// began, as recorded before any library's initialiser ran (UCX takes SIGHUP when it loads).
+bool hangup_is_a_stop();
+
 }  // namespace actorpipe

@@ -15,6 +15,12 @@ inline constexpr char default_master_addr[] = "127.0.0.1";
 inline constexpr char job_token_variable[] = "ACTORPIPE_JOB_TOKEN";
 constexpr int default_master_port = 29500;
 
+// "host:port" as users write it: an IPv6 address in brackets ("[::1]:29500").
+inline std::string endpoint_text(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
 struct job_place {
   int processes = 1;                              // WORLD_SIZE; 1: the whole job in this process
   int process = 0;                                // RANK; 0 hosts rank 0 and the supervisor

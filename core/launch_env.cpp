@@ -1,6 +1,8 @@
 // Reading the launcher's environment variables.
 #include "core/launch_env.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -9,10 +11,13 @@ namespace {
 
 int parse_int(const char* name, const char* text) {
   const std::string s = text;
-  bool digits = !s.empty() && s.size() <= 9;
+  bool digits = !s.empty();
   for (char c : s) digits = digits && c >= '0' && c <= '9';
   if (!digits) throw std::invalid_argument(std::string(name) + "='" + s + "' is not a non-negative integer");
-  return std::stoi(s);
+  const std::size_t first = std::min(s.find_first_not_of('0'), s.size() - 1);  // "007" is 7
+  if (s.size() - first > 10 || std::stoll(s.substr(first)) > INT_MAX)
+    throw std::invalid_argument(std::string(name) + "=" + s + " is more than " + std::to_string(INT_MAX));
+  return std::stoi(s.substr(first));
 }
 
 struct family {

@@ -49,7 +49,7 @@ using wire::put_i64;
 using wire::put_u64;
 using wire::put_u8;
 
-bool known_dtype(std::uint8_t v) { return v >= 1 && v <= 5; }
+bool known_dtype(std::uint8_t v) { return v >= 1 && v <= 6; }
 bool known_kind(std::uint8_t v) { return v >= 1 && v <= 9; }
 
 const char* dtype_name(wire_dtype dtype) {
@@ -59,6 +59,7 @@ const char* dtype_name(wire_dtype dtype) {
     case wire_dtype::bf16: return "bf16";
     case wire_dtype::i64: return "i64";
     case wire_dtype::i32: return "i32";
+    case wire_dtype::f64: return "f64";
   }
   return "?";
 }
@@ -88,6 +89,7 @@ std::size_t element_size(wire_dtype dtype) {
     case wire_dtype::bf16: return 2;
     case wire_dtype::i64: return 8;
     case wire_dtype::i32: return 4;
+    case wire_dtype::f64: return 8;
   }
   throw std::invalid_argument("element_size: unknown wire_dtype " +
                               std::to_string(static_cast<unsigned>(dtype)));

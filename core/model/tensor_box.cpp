@@ -22,6 +22,7 @@ tensor_dtype tensor_box::dtype() const {
   if (!defined()) throw std::invalid_argument("tensor_box::dtype: undefined tensor");
   switch (impl_->tensor.scalar_type()) {
     case at::kFloat: return tensor_dtype::f32;
+    case at::kDouble: return tensor_dtype::f64;
     case at::kHalf: return tensor_dtype::f16;
     case at::kBFloat16: return tensor_dtype::bf16;
     case at::kLong: return tensor_dtype::i64;
@@ -54,6 +55,7 @@ at::ScalarType scalar_type_of(tensor_dtype dtype) {
     case tensor_dtype::bf16: return at::kBFloat16;
     case tensor_dtype::i64: return at::kLong;
     case tensor_dtype::i32: return at::kInt;
+    case tensor_dtype::f64: return at::kDouble;
   }
   return at::kFloat;
 }

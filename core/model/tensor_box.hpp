@@ -11,7 +11,7 @@
 namespace actorpipe {
 
 // Element types that cross process boundaries (values are part of the wire format).
-enum class tensor_dtype : std::uint8_t { f32 = 1, f16 = 2, bf16 = 3, i64 = 4, i32 = 5 };
+enum class tensor_dtype : std::uint8_t { f32 = 1, f16 = 2, bf16 = 3, i64 = 4, i32 = 5, f64 = 6 };
 
 class tensor_box {
  public:

@@ -56,6 +56,12 @@ CATCH_TEST_CASE("bad launcher variables name the variable and the value", "[laun
   CATCH_CHECK_THROWS_WITH(read({{"RANK", "-1"}, {"WORLD_SIZE", "2"}}), "RANK='-1' is not a non-negative integer");
   CATCH_CHECK_THROWS_WITH(read({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), "RANK=2 is not below WORLD_SIZE=2");
   CATCH_CHECK_THROWS_WITH(read({{"RANK", "0"}, {"WORLD_SIZE", "0"}}), "WORLD_SIZE=0 must be >= 1");
+  // Ten digits are a world size (launch --nnodes 600000000 --nproc-per-node 2); past INT_MAX, said so.
+  CATCH_CHECK(read({{"RANK", "0"}, {"WORLD_SIZE", "1200000000"}}).processes == 1200000000);
+  CATCH_CHECK(read({{"RANK", "0"}, {"WORLD_SIZE", "0002"}}).processes == 2);
+  CATCH_CHECK_THROWS_WITH(read({{"RANK", "0"}, {"WORLD_SIZE", "2147483648"}}), "WORLD_SIZE=2147483648 is more than 2147483647");
+  CATCH_CHECK_THROWS_WITH(read({{"RANK", "0"}, {"WORLD_SIZE", "99999999999999999999"}}),
+                          "WORLD_SIZE=99999999999999999999 is more than 2147483647");
   CATCH_CHECK_THROWS_WITH(read({{"MASTER_PORT", "70000"}}), "MASTER_PORT=70000 is not a port (1..65535)");
   CATCH_CHECK_THROWS_WITH(read({{"MASTER_PORT", "0"}}), Contains("is not a port"));
   CATCH_CHECK_THROWS_WITH(read({{"MASTER_ADDR", ""}}), "MASTER_ADDR is set but empty");
@@ -68,4 +74,11 @@ CATCH_TEST_CASE("the restart count actorpipe launch sets: 0 without it, a bad va
   CATCH_CHECK(read({{"ACTORPIPE_RESTART_COUNT", "2"}}).restart_count == 2);
   CATCH_CHECK_THROWS_WITH(read({{"ACTORPIPE_RESTART_COUNT", "-1"}}),
                           "ACTORPIPE_RESTART_COUNT='-1' is not a non-negative integer");
+}
+
+CATCH_TEST_CASE("an endpoint in messages: an IPv6 address in brackets", "[launch]") {
+  CATCH_CHECK(actorpipe::endpoint_text("127.0.0.1", 29500) == "127.0.0.1:29500");
+  CATCH_CHECK(actorpipe::endpoint_text("node-7", 1) == "node-7:1");
+  CATCH_CHECK(actorpipe::endpoint_text("::1", 29500) == "[::1]:29500");
+  CATCH_CHECK(actorpipe::endpoint_text("fe80::1%eth0", 80) == "[fe80::1%eth0]:80");
 }

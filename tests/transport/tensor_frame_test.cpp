@@ -57,7 +57,7 @@ void put_le(std::vector<std::uint8_t>& bytes, std::size_t offset, std::uint64_t 
 // reuse the decoder's own logic.
 bool satisfies_limits(const tensor_meta& m, const frame_limits& l) {
   const int d = static_cast<int>(m.dtype), k = static_cast<int>(m.kind);
-  if (d < 1 || d > 5 || k < 1 || k > 9) return false;
+  if (d < 1 || d > 6 || k < 1 || k > 9) return false;  // dtypes f32 .. f64
   if ((m.shape.empty() && m.kind != tensor_kind::parameter) || static_cast<int>(m.shape.size()) > l.max_dims) return false;
   unsigned __int128 bytes = element_size(m.dtype);
   for (std::int64_t dim : m.shape) {
@@ -83,6 +83,7 @@ CATCH_TEST_CASE("element_size covers every wire dtype", "[transport][frame]") {
   CATCH_CHECK(element_size(wire_dtype::bf16) == 2);
   CATCH_CHECK(element_size(wire_dtype::i64) == 8);
   CATCH_CHECK(element_size(wire_dtype::i32) == 4);
+  CATCH_CHECK(element_size(wire_dtype::f64) == 8);  // a double model's activations cross processes too
   CATCH_CHECK_THROWS_AS(element_size(static_cast<wire_dtype>(0)), std::invalid_argument);
 }
 
@@ -359,7 +360,7 @@ CATCH_TEST_CASE("fuzzed frames are accepted whole or rejected with frame_error",
 
   auto random_meta = [&](const frame_limits& l) {
     tensor_meta m;
-    m.dtype = static_cast<wire_dtype>(1 + below(5));
+    m.dtype = static_cast<wire_dtype>(1 + below(6));
     m.kind = static_cast<tensor_kind>(1 + below(6));
     m.step = static_cast<std::int32_t>(below(1u << 20));
     m.microbatch = static_cast<std::int32_t>(below(l.microbatches));

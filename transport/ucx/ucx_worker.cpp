@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <sstream>
@@ -25,6 +26,14 @@ constexpr auto shutdown_grace = std::chrono::seconds(2);  // flush/cancel budget
 [[noreturn]] void throw_status(const char* what, ucs_status_t status) {
   throw std::runtime_error(std::string("ucx_worker: ") + what + " failed: " +
                            ucs_status_string(status));
+}
+
+// The UCX variables that choose transports, as set ("UCX_TLS=bogus"; "" when none is).
+std::string transport_settings() {
+  std::string out;
+  for (const char* name : {"UCX_TLS", "UCX_NET_DEVICES"})
+    if (const char* v = std::getenv(name)) out += (out.empty() ? "" : " ") + std::string(name) + "=" + v;
+  return out;
 }
 
 std::string describe(const char* what, std::uint64_t tag, ucs_status_t status) {
@@ -73,7 +82,13 @@ ucx_worker::ucx_worker(const std::vector<std::pair<std::string, std::string>>& s
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   status = ucp_init(&params, config, &context_);
   ucp_config_release(config);
-  if (status != UCS_OK) throw_status("ucp_init", status);
+  if (status != UCS_OK) {
+    // A setting that leaves no transport is the environment's: a restart meets it again.
+    if (const std::string set = transport_settings(); !set.empty())
+      throw std::invalid_argument("ucx_worker: ucp_init failed: " + std::string(ucs_status_string(status)) + " with " +
+                                  set + ": no usable transport in it (keep tcp, or unset it)");
+    throw_status("ucp_init", status);
+  }
 
   auto cleanup = [this] {
     if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -214,9 +229,10 @@ int ucx_worker::connect_on_progress_thread(int id, const std::vector<std::uint8_
     status = ucp_ep_create(worker_, &params, &p->ep);
   }
   if (status == UCS_ERR_UNREACHABLE) {
-    throw std::runtime_error("ucx_worker: ucp_ep_create failed: " +
-                             std::string(ucs_status_string(status)) +
-                             " (no transport in UCX_TLS reaches this peer)");
+    const std::string set = transport_settings();
+    throw std::invalid_argument("ucx_worker: ucp_ep_create failed: " + std::string(ucs_status_string(status)) +
+                                " (no transport " + (set.empty() ? "UCX found" : "in " + set) +
+                                " reaches this peer: keep tcp in UCX_TLS)");
   }
   if (status != UCS_OK) throw_status("ucp_ep_create", status);
   peers_.emplace(id, std::move(p));
