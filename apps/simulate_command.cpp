@@ -1,5 +1,6 @@
 // `actorpipe simulate` implementation (no CLI parsing here; see cli.cpp).
 #include "apps/simulate_command.hpp"
+#include "apps/file_roles.hpp"
 #include "core/number_text.hpp"
 
 #include <algorithm>
@@ -334,6 +335,8 @@ void list_schedules_command(std::ostream& out) {
 
 void run_simulate(const simulate_options& opt, std::ostream& out) {
   check_output_options(opt);
+  check_distinct_files({{"--trace", opt.trace_path}, {"--svg", opt.svg_path}},
+                       {{"--schedule-file", opt.schedule_file}, {"--costs-from", opt.costs_from}, {"--config", opt.config_path}});
   simulation s;
   cost_model costs;
   if (opt.costs_from.empty()) {

@@ -21,12 +21,18 @@ class static_policy final : public rank_policy {
     if (handed_ >= actions_.size() || !ready(actions_[handed_])) return std::nullopt;
     return take(handed_);
   }
-  // The first W not yet handed out, if it comes after the next listed action and is ready.
+  // The first W not yet handed out, if it comes after the next listed action and is ready,
+  // and no whole B of its virtual stage is listed before it (a plan that mixes B with I and W
+  // on one virtual stage): both add into the same weight gradients, which must add up in the
+  // plan's order (it varied with the timing, and the trained bits with it).
   std::optional<action> fill(const std::function<bool(const action&)>& ready) override {
     if (!fill_ || in_flight_ > 0) return std::nullopt;
     for (size_t i = handed_; i < actions_.size(); ++i) {
       if (taken_[i] || actions_[i].op != op_kind::weight_grad) continue;
       if (i == handed_ || !ready(actions_[i])) return std::nullopt;  // the next listed one, or not ready
+      for (size_t j = handed_; j < i; ++j)
+        if (!taken_[j] && actions_[j].op == op_kind::backward && actions_[j].virtual_stage == actions_[i].virtual_stage)
+          return std::nullopt;
       return take(i);
     }
     return std::nullopt;

@@ -59,7 +59,10 @@ std::string render_svg_timeline(const sim_result& r) {
   for (const auto& e : r.events)
     if (e.end > e.start && (shortest == 0 || e.end - e.start < shortest)) shortest = e.end - e.start;
   const double unit = shortest > 0 ? shortest : 1;
-  const double scale = r.makespan > 0 ? std::clamp(1100.0 / r.makespan, 2.0 / unit, 40.0 / unit) : 1.0;  // px per time unit
+  // At most 16000 px: one action far shorter than the rest (a cost of 0.0001 beside 1s) made
+  // pictures hundreds of thousands of pixels wide; past the cap such actions are 1 px.
+  const double scale = r.makespan > 0 ? std::min(std::clamp(1100.0 / r.makespan, 2.0 / unit, 40.0 / unit), 16000.0 / r.makespan)
+                                      : 1.0;  // px per time unit
   const double plot_w = r.makespan * scale;
   const double width = std::max(left + plot_w + 20, 560.0);  // room for the title and the legend
   const double lanes_h = r.stages * (lane + gap);

@@ -552,3 +552,22 @@ CATCH_TEST_CASE("simulate --config refuses a key given twice", "[apps][simulate]
   CATCH_CHECK_THAT(ok.out, Contains("schedule 1f1b: stages=2, chunks=1, microbatches=4;"));
   std::remove(path.c_str());
 }
+
+// An output under an input's name replaced what the user wrote, and two outputs under one name
+// kept one of them; both are refused before anything runs.
+CATCH_TEST_CASE("simulate refuses an output that is an input or another output", "[apps][simulate][errors]") {
+  const std::string plan = temp_path(".plan.txt");
+  std::ofstream(plan) << "0: F0.0 B0.0\n";
+  auto over_input = cli({"simulate", "--schedule-file", plan, "--trace", plan});
+  CATCH_CHECK(over_input.code == 2);
+  CATCH_CHECK_THAT(over_input.err, Contains("--trace '" + plan + "' is the --schedule-file this run reads ('" + plan +
+                                            "'): writing it would replace it; give the output another name"));
+  std::ifstream kept(plan);
+  CATCH_CHECK(std::string(std::istreambuf_iterator<char>(kept), {}) == "0: F0.0 B0.0\n");
+  const std::string out = temp_path(".out");
+  auto twice = cli({"simulate", "--trace", out, "--svg", out});
+  CATCH_CHECK(twice.code == 2);
+  CATCH_CHECK_THAT(twice.err, Contains("--trace '" + out + "' is also --svg ('" + out + "'): each output needs a file of its own"));
+  CATCH_CHECK(cli({"simulate", "--trace", "/dev/null", "--svg", "/dev/null"}).code == 0);  // a device, twice
+  std::remove(plan.c_str());
+}

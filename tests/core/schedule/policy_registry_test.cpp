@@ -152,6 +152,19 @@ CATCH_TEST_CASE("policy registration errors are clear", "[schedule][policy][regi
   CATCH_CHECK_THROWS_WITH(make_policy("greedy", 2, 4, 1, 2), "policy 'greedy': rank 2 is not in 0..1");
   CATCH_CHECK_THROWS_WITH(make_policy("greedy", 2, 0, 1, 0), "policy 'greedy' needs microbatches >= 1: got microbatches=0");
   CATCH_CHECK_THROWS_WITH(make_policy("greedy", 2, 4, 1, 0, -1), "policy 'greedy': budget=-1 must be >= 0");
+  // A user's generator or factory that fails: named, and a refusal (exit 2), whatever it threw.
+  register_schedule("test-throwing", [](const schedule_request&) -> plan { throw std::runtime_error("generator exploded"); });
+  CATCH_CHECK_THROWS_AS(make_schedule("test-throwing", {2, 4, 1}), std::invalid_argument);
+  CATCH_CHECK_THROWS_WITH(make_schedule("test-throwing", {2, 4, 1}),
+                          "schedule 'test-throwing': its generator failed: generator exploded");
+  register_policy("test-factory-throws", [](const policy_request& r) -> std::unique_ptr<rank_policy> {
+    if (r.rank == 1) throw 7;
+    return greedy_factory()(r);
+  });
+  CATCH_CHECK_THROWS_AS(make_policies("test-factory-throws", 2, 4, 1), std::invalid_argument);
+  CATCH_CHECK_THROWS_WITH(make_policies("test-factory-throws", 2, 4, 1),
+                          "policy 'test-factory-throws': its factory failed for rank 1: an exception that is not a "
+                          "std::exception");
   CATCH_CHECK_THROWS_WITH(make_policy("greedy", 100000, 100000, 1, 0),
                           "policy 'greedy': stages x chunks x microbatches = 100000 x 1 x 100000 = 10000000000 forward "
                           "passes in one step, more than a plan may hold (1048576)");

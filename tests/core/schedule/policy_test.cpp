@@ -158,4 +158,20 @@ CATCH_TEST_CASE("a static policy with W fill runs the next W while its listed ac
   arrived.clear();
   CATCH_CHECK_FALSE(pol->next(ready));
   CATCH_CHECK_FALSE(pol->fill(ready));
+  // A whole B of the W's virtual stage listed before it: both add into its weight gradients,
+  // so the W keeps its place (it ran ahead of B1.1 and B1.2 as the timing fell, and the bits
+  // varied run to run); a W of another virtual stage may still fill.
+  auto mixed = make_static_policy(parse_plan("0: F0.0 I0.0 F0.1 B0.1 W0.0\n", "hand"), 0, true);
+  arrived = {"F0.0", "I0.0", "W0.0"};
+  for (int k = 0; k < 2; ++k) mixed->completed(*mixed->next(ready));
+  CATCH_CHECK_FALSE(mixed->next(ready));  // F0.1 waits for its input
+  CATCH_CHECK_FALSE(mixed->fill(ready));  // W0.0 is ready, but B0.1 comes first
+  auto other = make_static_policy(
+      parse_plan("0: F0.0 F1.0 I1.0 I0.0 F0.1 F1.1 I1.1 B0.1 W1.0 W1.1 W0.0\n", "hand"), 0, true);
+  arrived = {"F0.0", "F1.0", "I1.0", "I0.0", "W1.0"};
+  for (int k = 0; k < 4; ++k) other->completed(*other->next(ready));
+  CATCH_CHECK_FALSE(other->next(ready));  // F0.1 waits
+  auto w = other->fill(ready);  // B0.1 is another virtual stage's: W1.0 may go ahead
+  CATCH_REQUIRE(w);
+  CATCH_CHECK(to_string(*w) == "W1.0");
 }

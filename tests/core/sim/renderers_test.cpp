@@ -173,6 +173,12 @@ CATCH_TEST_CASE("SVG draws a box per action and a lane per rank", "[sim][render]
   CATCH_CHECK(width_of(render_svg_timeline(small)) == Approx(unit_width).epsilon(0.01));
   const auto big = simulate(make_schedule("zbv", {4, 8, 2}), cost_model::uniform(1000, 2000, 1000, 1000));
   CATCH_CHECK(width_of(render_svg_timeline(big)) == Approx(unit_width).epsilon(0.01));
+  // One W far shorter than the rest: the picture stays at most 16000 px plus its margins (it
+  // was 440094 px wide), the W's drawn at 1 px.
+  const auto tiny_w = simulate(make_schedule("zb-h1", {4, 8, 1}), cost_model::uniform(1, 2, 1, 0.0001));
+  const double capped = width_of(render_svg_timeline(tiny_w));
+  CATCH_CHECK(capped <= 16100);
+  CATCH_CHECK(capped > 1100);
 }
 
 CATCH_TEST_CASE("a name that is not UTF-8 gives well-formed SVG and JSON", "[sim][render]") {
