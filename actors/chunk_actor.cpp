@@ -285,6 +285,13 @@ struct action_job {
   void operator()() const {
     msg::job_done d{step, a, {}, 0, 0, 0, 0, 0, {}, nullptr, -1, earlier_parts};
     d.start = ctx->now();
+    if (!eval && ctx->backward_done && (a.op == op_kind::backward || a.op == op_kind::weight_grad)) {
+      // The step's last backward action of this chunk: after it, every microbatch's is done.
+      const std::atomic<int>* done = &ctx->backward_done[3 * id];
+      const int b = done[0], i = done[1], w = done[2];
+      const bool last = b + w + 1 == ctx->microbatches && (a.op == op_kind::backward ? i == w : i == w + 1);
+      ctx->in_last_backward[id].store(last);
+    }
     if (counted) ctx->queued_forward_or_input[rank].fetch_sub(1);
     const bool producer = !eval && a.op != op_kind::weight_grad && ctx->started_step;  // of another stage's input
     const bool back = a.op != op_kind::forward;
@@ -311,12 +318,26 @@ struct action_job {
       d.error = "an exception that is not a std::exception";
     }
     d.end = ctx->now();
+    if (!eval && a.op != op_kind::forward && ctx->backward_done) {
+      std::atomic<int>* done = &ctx->backward_done[3 * id];  // B, I, W
+      ++done[a.op == op_kind::backward ? 0 : a.op == op_kind::input_grad ? 1 : 2];
+      ctx->in_last_backward[id].store(false);
+      if (done[0] + done[2] == ctx->microbatches && done[1] == done[2])  // every microbatch's backward: the next step's
+        done[0] = done[1] = done[2] = 0;
+    }
     if (producer) {
       ctx->last_took[ctx->took_slot(id, back)].store((d.output_at >= 0 ? d.output_at : d.end) - d.start);
       ctx->started_step[slot].store(2 * step + 1);  // its output is on its way
     }
-    d.live_stashes = runner->live_stashes();
-    d.pending_weight_grads = runner->pending_weight_grads();
+    // The rank's counts, read on the thread that runs each of its chunks: the chunks' reports
+    // reach the stage actor each through its own chunk actor, so in another order than they
+    // ran, and a sum of each chunk's last report counted an F before the B that ran ahead of it
+    // (interleaved's peak came out one too high).
+    for (int other = 0; other < static_cast<int>(ctx->runners.size()); ++other) {
+      if (ctx->rank_of_stage(other) != rank || !ctx->runners[other]) continue;
+      d.live_stashes += ctx->runners[other]->live_stashes();
+      d.pending_weight_grads += ctx->runners[other]->pending_weight_grads();
+    }
     caf::anon_send(chunk, std::move(d));
   }
 
@@ -413,7 +434,7 @@ void chunk::send_outputs(msg::job_done& d) {
 void chunk::on_job_done(msg::job_done& d) {
   const action a = d.act;
   if (!d.error.empty()) {
-    self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ", step " + std::to_string(d.step) +
+    self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ", " + run_context::step_name(d.step) +
                                                 ": " + to_string(a) + " failed: " + d.error});
     return;
   }

@@ -131,7 +131,7 @@ struct action_done {
   int step;
   action act;
   double start = 0, end = 0;
-  int live_stashes = 0;  // of that chunk, after the action
+  int live_stashes = 0;  // of the rank (every chunk of it), after the action
   int pending_weight_grads = 0;
   double output_at = -1;  // see job_done
   std::vector<double> earlier_parts;  // see job_done

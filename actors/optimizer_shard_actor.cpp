@@ -65,7 +65,8 @@ void listen_for_final_buckets(const std::shared_ptr<const run_context>& ctx, int
     auto c = weak.lock();
     if (!c) return;
     auto& o = *c->dp_optimizers[id];
-    for (int b : o.gradient_accumulated(p)) {
+    const bool last_pass = c->in_last_backward && c->in_last_backward[id].load();
+    for (int b : o.gradient_accumulated(p, last_pass)) {
       const double at = c->now();
       send_gradient_bucket(*c, id, o.step_index(), b);
       caf::anon_send(c->optimizer_shards[id], msg::shard_work_done{o.step_index(), work::sent_early, b, at});

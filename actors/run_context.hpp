@@ -50,6 +50,11 @@ struct run_context {
   // microbatch m evaluates eval microbatch r*M*D + d*M + m.
   static constexpr int eval_step_base = 1 << 30;
   static bool is_eval_step(int step) { return step >= eval_step_base; }
+  // A step as messages name it: counted from 1, as the progress line counts; an evaluation
+  // round's id as what it is.
+  static std::string step_name(int step) {
+    return is_eval_step(step) ? "an evaluation pass" : "step " + std::to_string(step + 1);
+  }
   std::shared_ptr<const plan> eval_plan;
   batch_function eval_batches;
   int eval_microbatches = 0;
@@ -73,6 +78,15 @@ struct run_context {
   // Per rank: F and I jobs posted to its compute actor and not started yet. A W run out of turn
   // pauses for them (chunk actor). Counted by the chunk actors, read on the compute thread.
   std::shared_ptr<std::atomic<int>[]> queued_forward_or_input;
+  // Per stage id: this step's B, I and W finished on its rank's compute thread (3 counters per
+  // id, back to 0 once the step's backward work is done), and whether the action running now is
+  // the step's last of them (a B, or the W of the last split one; never an I, a W follows it).
+  // Only during that last action may a data-parallel bucket leave before the step's end
+  // (optimizer_shard_actor): no action after it touches the gradients. A count of the first
+  // step's contributions decided before, and a layer used more often in a later step (a
+  // conditional layer, an expert) lost the rest of its gradient.
+  std::shared_ptr<std::atomic<int>[]> backward_done;
+  std::shared_ptr<std::atomic<bool>[]> in_last_backward;
   // Per rank: since when (run clock) its stage actor has been handling one message, or -1.
   // The actors share one scheduler thread: a policy that never returns stops them all, the
   // supervisor's step deadline too, so process 0's own thread watches these (pipeline_runtime).

@@ -51,7 +51,6 @@ class stage {
   int step_ = -1;
   std::set<std::pair<int, int>> fwd_in_, grad_in_, f_done_, i_done_;  // (virtual stage, microbatch)
   std::vector<std::pair<action, double>> running_;  // handed to the compute thread, with start times
-  std::map<int, int> live_, pending_;  // per virtual stage, as the chunk runners last reported
   int peak_ = 0, peak_pending_ = 0;
   std::vector<timeline_event> events_;
   std::string last_waiting_;
@@ -70,14 +69,13 @@ void stage::enter(int step) {
   current_->reset();
   fwd_in_.clear(), grad_in_.clear(), f_done_.clear(), i_done_.clear();
   running_.clear();
-  live_.clear(), pending_.clear();
   peak_ = peak_pending_ = 0;
   events_.clear();
   last_waiting_.clear();
   // A policy whose reset() kept the last step's state says it is finished at once: the step
   // then waited for nothing until --step-timeout blamed the inputs.
   if (const std::size_t listed = current_->all_actions().size(); listed > 0 && current_->finished())
-    self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ", step " + std::to_string(step_) +
+    self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ", " + run_context::step_name(step_) +
                                                ": its schedule's policy says it is finished right after reset(), before "
                                                "any of the " + std::to_string(listed) +
                                                " actions it lists ran: does its reset() start a step afresh?"});
@@ -231,13 +229,8 @@ void stage::record(const msg::action_done& d) {
   const auto key = std::make_pair(a.virtual_stage, a.microbatch);
   if (a.op == op_kind::forward) f_done_.insert(key);
   if (produces_input_grad(a.op)) i_done_.insert(key);
-  live_[a.virtual_stage] = d.live_stashes;
-  pending_[a.virtual_stage] = d.pending_weight_grads;
-  int live = 0, pending = 0;
-  for (auto& [v, n] : live_) live += n;
-  for (auto& [v, n] : pending_) pending += n;
-  peak_ = std::max(peak_, live);
-  peak_pending_ = std::max(peak_pending_, pending);
+  peak_ = std::max(peak_, d.live_stashes);  // the rank's, as the action left it (chunk_actor)
+  peak_pending_ = std::max(peak_pending_, d.pending_weight_grads);
   const int chunk = ctx_->place.chunk_of[a.virtual_stage];
   double took = d.end - d.start;
   for (size_t i = 0; i + 1 < d.earlier_parts.size(); i += 2) {  // a W that paused: its parts before the last
@@ -258,7 +251,7 @@ void stage::on_action_done(const msg::action_done& d) {
   // waiting for what never comes, until --step-timeout blamed something else.
   const std::size_t ran = actions_in(events_), listed = current_->all_actions().size();
   if (ran < listed) {
-    self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ", step " + std::to_string(step_) +
+    self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ", " + run_context::step_name(step_) +
                                                ": its schedule's policy said it was finished after " + std::to_string(ran) +
                                                " of the " + std::to_string(listed) + " actions it lists"});
     return;

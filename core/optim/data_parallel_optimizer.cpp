@@ -23,7 +23,7 @@ struct data_parallel_optimizer::impl {
   // Reduced gradients and moments, shard after shard (only this replica's under ZeRO-1).
   at::Tensor reduced, exp_avg, exp_avg_sq;
   long long steps = 0;
-  // Early buckets: contributions per parameter this step, and in a whole step (the first's).
+  // Early buckets: contributions per parameter in this step's last pass, and in the first step's.
   std::vector<long long> counts, per_step;
   std::vector<bool> late, bucket_out;
   std::vector<std::vector<int>> params_of_bucket, buckets_of_param;
@@ -100,13 +100,14 @@ tensor_box data_parallel_optimizer::gradient_bucket(int b) const {
   return box(out);
 }
 
-std::vector<int> data_parallel_optimizer::gradient_accumulated(int p) {
+std::vector<int> data_parallel_optimizer::gradient_accumulated(int p, bool last_pass) {
   auto& s = *impl_;
   std::vector<int> out;
   if (p < 0 || p >= static_cast<int>(s.counts.size())) return out;
+  if (!last_pass) return out;
   ++s.counts[p];
   if (!s.learned) return out;
-  auto complete = [&](int q) { return !s.late[q] && s.counts[q] == s.per_step[q]; };
+  auto complete = [&](int q) { return !s.late[q] && s.per_step[q] > 0 && s.counts[q] == s.per_step[q]; };
   if (!complete(p)) return out;
   for (int b : s.buckets_of_param[p]) {
     if (s.bucket_out[b]) continue;

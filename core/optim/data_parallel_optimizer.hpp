@@ -35,11 +35,15 @@ class data_parallel_optimizer {
   // a parameter without a gradient counts as zeros.
   tensor_box gradient_bucket(int b) const;
   // Buckets that may leave before the step's last backward ends. Parameter p just had a
-  // contribution accumulated: the buckets that are complete because of it, each once per
-  // step. A bucket is complete once each of its parameters has had as many contributions as
-  // in the first step (which sends every bucket at its end, and counts), and none is in
-  // `late` (tied parameters: their gradients change again in the tied sum).
-  std::vector<int> gradient_accumulated(int p);
+  // contribution accumulated, in the step's last weight-gradient pass of its stage or before
+  // it (`last_pass`): the buckets that are complete because of it, each once per step. A
+  // bucket is complete once each of its parameters has had, in the last pass, as many
+  // contributions as in the first step's last pass (the first step sends every bucket at its
+  // end, and counts), and none is in `late` (tied parameters: their gradients change again in
+  // the tied sum). A parameter the last pass does not touch completes at the step's end only:
+  // how often the passes before it use a parameter may differ from step to step (a layer used
+  // by some microbatches and not others), the last pass's own count does not for a given layer.
+  std::vector<int> gradient_accumulated(int p, bool last_pass);
   void set_late_parameters(const std::vector<tensor_box>& late);
   // The buckets not handed out yet this step (all of them in the first); starts the next step.
   std::vector<int> take_remaining_buckets();

@@ -268,7 +268,7 @@ CATCH_TEST_CASE("the chunk actor reports ready inputs, runs on the compute threa
   expect<msg::input_ready>(stage);
   stage->send(c0, msg::run{0, parse_action("F0.1")});
   const auto failure = expect<msg::failure>(sup);
-  CATCH_CHECK_THAT(failure.what, Contains("rank 0, step 0: F0.1 failed: boom"));
+  CATCH_CHECK_THAT(failure.what, Contains("rank 0, step 1: F0.1 failed: boom"));
 
   for (auto& a : {c0, c1, ctx->compute[0], ctx->compute[1]}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   ctx->compute.clear(), ctx->chunk_actors.clear();

@@ -141,24 +141,32 @@ CATCH_TEST_CASE("the data-parallel optimizer refuses what it cannot do") {
   CATCH_CHECK_THROWS_WITH(opt.step(1.0, -1), Contains("lr="));
 }
 
-CATCH_TEST_CASE("a bucket leaves early once each of its parameters had a full step's contributions, tied ones late") {
+CATCH_TEST_CASE("a bucket leaves early once each of its parameters had its last pass's contributions, tied ones late") {
   auto r = make_replica(0, 0);  // w: 30, b: 5, head: 12 elements; buckets of 16 over 2 replicas
   const flat_layout layout = make_flat_layout(sizes(r), 2, 16);
   CATCH_REQUIRE(layout.buckets.size() == 3);  // [0, 16) w | [16, 32) w, b | [32, 47) b, head
   data_parallel_optimizer opt(r.named(), layout, 0, 1, adamw_options{}, {});
   opt.set_late_parameters({r.named()[2].second});  // head: tied
-  // Step 0 counts and sends nothing early: every bucket at the end.
+  // Step 0 (2 microbatches) counts the last pass and sends nothing early: every bucket at the end.
   for (int m = 0; m < 2; ++m)
-    for (int p : {2, 1, 0}) CATCH_CHECK(opt.gradient_accumulated(p).empty());
+    for (int p : {2, 1, 0}) CATCH_CHECK(opt.gradient_accumulated(p, m == 1).empty());
   CATCH_CHECK(opt.take_remaining_buckets() == std::vector<int>{0, 1, 2});
-  // Step 1: w's second contribution completes buckets 0; bucket 1 needs b too; bucket 2 holds
-  // the tied head, so it waits for the end.
-  for (int p : {2, 1, 0}) CATCH_CHECK(opt.gradient_accumulated(p).empty());
-  CATCH_CHECK(opt.gradient_accumulated(2).empty());
-  CATCH_CHECK(opt.gradient_accumulated(1).empty());
-  CATCH_CHECK(opt.gradient_accumulated(0) == std::vector<int>{0, 1});
-  CATCH_CHECK(opt.gradient_accumulated(0).empty());  // past a full step: nothing more
+  // Step 1: nothing leaves before the last pass; in it, w's contribution completes buckets 0
+  // and 1 (b's came first); bucket 2 holds the tied head, so it waits for the end.
+  for (int p : {2, 1, 0}) CATCH_CHECK(opt.gradient_accumulated(p, false).empty());
+  CATCH_CHECK(opt.gradient_accumulated(2, true).empty());
+  CATCH_CHECK(opt.gradient_accumulated(1, true).empty());
+  CATCH_CHECK(opt.gradient_accumulated(0, true) == std::vector<int>{0, 1});
+  CATCH_CHECK(opt.gradient_accumulated(0, true).empty());  // past its count: nothing more
   CATCH_CHECK(opt.take_remaining_buckets() == std::vector<int>{2});
+  // Step 2: w used by more microbatches than in step 0 (a layer some microbatches skip) counts
+  // the same in the last pass; b, which the last pass does not touch this step, holds buckets
+  // 1 and 2 to the end (it was final by the count of every contribution, and b's gradient
+  // still changed after: the bucket left without it).
+  for (int m = 0; m < 3; ++m) CATCH_CHECK(opt.gradient_accumulated(0, false).empty());
+  CATCH_CHECK(opt.gradient_accumulated(1, false).empty());
+  CATCH_CHECK(opt.gradient_accumulated(0, true) == std::vector<int>{0});
+  CATCH_CHECK(opt.take_remaining_buckets() == std::vector<int>{1, 2});
 }
 
 namespace {
