@@ -4,6 +4,7 @@
 // Replica d takes microbatches d*M .. d*M+M-1 of the step, so D replicas of M microbatches
 // cover the samples one pipeline of D*M would. Eval rounds are fed the same way from the eval
 // data.
+#include <algorithm>
 #include <functional>
 
 #include "actors/messages.hpp"
@@ -17,8 +18,10 @@ namespace {
 
 // Feeds step `step` (a training step, or an eval round) to this process's first and last
 // chunks of every replica: microbatch m of replica d is data(d * M + m).
+// `first`: the index of this step's microbatch 0 in what `data` is asked for (an evaluation
+// round's), for messages.
 void feed(caf::event_based_actor* self, const run_context& ctx, int step,
-          const std::function<microbatch_tensors(int)>& data) {
+          const std::function<microbatch_tensors(int)>& data, int first = 0) {
   const int M = ctx.microbatches, last = ctx.virtual_stages - 1;
   for (int d = 0; d < ctx.replicas; ++d) {
     const int first_id = ctx.stage_id(d, 0), last_id = ctx.stage_id(d, last);
@@ -35,7 +38,7 @@ void feed(caf::event_based_actor* self, const run_context& ctx, int step,
       }
       if (!why.empty()) {
         const std::string which = run_context::is_eval_step(step)
-                                      ? "evaluation microbatch " + std::to_string(d * M + m)
+                                      ? "evaluation microbatch " + std::to_string(first + d * M + m)
                                       : "step " + std::to_string(step + 1) + ", microbatch " + std::to_string(d * M + m);
         self->send(ctx.supervisor, msg::failure{"feeder: " + why + " (the data of " + which + ")"});
         return;
@@ -54,8 +57,11 @@ caf::behavior feeder_actor(caf::event_based_actor* self, std::shared_ptr<const r
         feed(self, *ctx, s.step, [&](int i) { return ctx->batches(static_cast<std::uint64_t>(s.step), i); });
       },
       [=](msg::start_eval& e) {
+        // The last round fills its M x D microbatches past the eval set's end with copies of its
+        // last one (eval_data is asked only for [0, eval_microbatches)); their outputs are left.
         const int first = e.round * ctx->microbatches * ctx->replicas;
-        feed(self, *ctx, e.step, [&](int i) { return ctx->eval_batches(0, first + i); });
+        feed(self, *ctx, e.step,
+             [&](int i) { return ctx->eval_batches(0, std::min(first + i, ctx->eval_microbatches - 1)); }, first);
       },
   };
 }

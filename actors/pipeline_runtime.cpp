@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -323,10 +324,20 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
 
 // --init-from: weights by global name into every local runner (fine-tuning); the optimizer
 // starts fresh.
-void init_from_weights(const run_setup& setup, const std::string& path) {
+void init_from_weights(const run_setup& setup, const train_options& o) {
+  const std::string& path = o.init_from;
   std::string from;
   try {
-    from = load_weights(state_view(setup), path, held_elsewhere(setup));
+    // From a checkpoint, the checks --resume makes of it: a damaged newer one said, and a model
+    // of another shape (the weights could fit one: --heads) refused.
+    const auto check = [&o, &path](const resume_choice& c) {
+      for (const auto& why : c.refused) log_warn("not initialising from a damaged checkpoint: " + why);
+      if (const std::string why = resume_model_mismatch(c.manifest.meta, o); !why.empty())
+        throw std::invalid_argument((std::filesystem::path(c.path) == std::filesystem::path(path)
+                                         ? std::string()
+                                         : "its newest valid checkpoint " + c.path + ": ") + why);
+    };
+    from = load_weights(state_view(setup), path, held_elsewhere(setup), setup.model.get(), check);
   } catch (const std::exception& e) {
     throw std::invalid_argument("--init-from " + path + ": " + error_text(e));
   }
@@ -428,7 +439,13 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
     throw std::runtime_error(ready.error);
   }
   if (place.process != 0) ctx->epoch = aligned_epoch(ready, c.boot_id);
-  ctx->data->connect(ready.addresses);
+  try {
+    ctx->data->connect(ready.addresses);
+  } catch (...) {
+    // The control plane would heartbeat on, and the actor system's end wait for it, for ever.
+    caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
+    throw;
+  }
   log_debug("data plane (" + ctx->data->name() + ") connected to the other " + std::to_string(place.processes - 1) +
             (place.processes == 2 ? " process" : " processes"));
   return control;
@@ -442,6 +459,8 @@ void spawn_actors(caf::actor_system& sys, const caf::actor& control, const std::
   auto proxy = [&](int p, target_kind kind, int index) { return spawn_remote_proxy(sys, control, p, kind, index); };
   ctx->compute.resize(ctx->world_ranks());
   ctx->queued_forward_or_input.reset(new std::atomic<int>[ctx->world_ranks()]());
+  ctx->backward_done.reset(new std::atomic<int>[3 * ctx->stage_ids()]());
+  ctx->in_last_backward.reset(new std::atomic<bool>[ctx->stage_ids()]());
   ctx->stage_busy_since.reset(new std::atomic<double>[ctx->world_ranks()]);
   for (int r = 0; r < ctx->world_ranks(); ++r) ctx->stage_busy_since[r].store(-1);
   ctx->track_producers();
@@ -635,12 +654,28 @@ std::string run_in(caf::actor_system& sys, const std::shared_ptr<run_context>& c
   const bool multi = place.processes > 1;
   caf::scoped_actor self{sys};
   const caf::actor control = multi ? form_job(sys, self, ctx, place) : caf::actor{};
-  spawn_actors(sys, control, ctx);
-  open_gate(*gate, ctx);
-  // This process's actors, for shutdown and for reporting one that dies.
-  std::vector<caf::actor> local = ctx->local_actors();
-  if (ctx->process == 0) local.push_back(ctx->supervisor);
-  if (multi) send_targets(self, control, *ctx);
+  std::vector<caf::actor> local;  // this process's actors, for shutdown and for reporting one that dies
+  try {
+    if (multi && ctx->options.after_join) ctx->options.after_join();
+    spawn_actors(sys, control, ctx);
+    open_gate(*gate, ctx);
+    local = ctx->local_actors();
+    if (ctx->process == 0) local.push_back(ctx->supervisor);
+    if (multi) send_targets(self, control, *ctx);
+  } catch (...) {
+    // Whatever was spawned ends, so the actor system's end does not wait for it.
+    // (Not the proxies of other processes' actors: an exit would travel to them.)
+    const auto end = [&sys](const caf::actor& a) {
+      if (a && a.node() == sys.node()) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    };
+    for (const auto* group : {&ctx->compute, &ctx->stage, &ctx->chunk_actors, &ctx->optimizer_shards, &ctx->feeders})
+      for (const auto& a : *group) end(a);
+    end(ctx->feeder);
+    end(ctx->supervisor);
+    if (control) caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
+    gate->close();
+    throw;
+  }
   const std::string error = ctx->process == 0 ? run_as_process_0(sys, self, control, *ctx, local)
                                               : run_as_worker(sys, self, control, *ctx, local);
   tear_down(self, control, *ctx, local, *gate, !error.empty());
@@ -697,7 +732,7 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   train_result result;
   auto ctx = make_context(o, on_step, place, process_of_rank, setup, result);
   ctx->on_eval = on_eval;
-  if (!o.init_from.empty()) init_from_weights(setup, o.init_from);
+  if (!o.init_from.empty()) init_from_weights(setup, o);
   if (!o.resume.empty()) resume_state(*ctx, setup, result);
   auto gate = std::make_shared<transport_gate>();
   ctx->data = make_transport(*ctx, place, gate);

@@ -80,7 +80,7 @@ sim_result measured_timeline(const run_context& ctx, const std::vector<msg::flus
     if (f.rank < P) flushes.push_back(f);
   const double first = span_of(flushes).first;
   sim_result t;
-  t.schedule = ctx.options.schedule;
+  t.schedule = ctx.options.schedule_file.empty() ? ctx.options.schedule : ctx.options.schedule_file;  // as the summary names it
   t.stages = P;
   t.chunks = ctx.place.chunks();
   t.microbatches = ctx.microbatches;
@@ -284,25 +284,33 @@ void supervisor::on_stop_request(const msg::stop_request& r) {
            ": the job stops after the step in flight");
 }
 
+// A stop signal (this process's, or one a follower passed on) with steps left after `done`:
+// step `done` is the run's last (checkpointed where there is a --save-dir).
+void supervisor::stop_if_signalled(int done) {
+  const auto& o = ctx_->options;
+  const int own = o.stop_signal ? o.stop_signal->load() : 0;
+  const int signal = own != 0 ? own : requested_signal_;
+  if (signal == 0 || done >= o.steps || stopping_) return;
+  stopping_ = true;
+  if (ctx_->result) ctx_->result->stopped_by_signal = signal;
+  log_info(signal_name(signal) + ": step " + std::to_string(done) + " of " + std::to_string(o.steps) +
+           " is this run's last" + (o.save_dir.empty() ? "" : "; its checkpoint follows"));
+}
+
 // The step is over: report it, maybe rebuild the plan, start the next step or finish.
 void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
   if (d.step != st_.step || ++st_.optimizers_done < shards_) return;
   const int k = st_.step;
   const auto& o = ctx_->options;
   const step_metrics m = step_report(*ctx_, st_);
-  const int own = o.stop_signal ? o.stop_signal->load() : 0;
-  const int signal = own != 0 ? own : requested_signal_;
-  if (signal != 0 && k + 1 < o.steps && !stopping_) {
-    stopping_ = true;
-    if (ctx_->result) ctx_->result->stopped_by_signal = signal;
-    log_info(signal_name(signal) + ": step " +
-             std::to_string(k + 1) + " of " + std::to_string(o.steps) + " is this run's last" +
-             (o.save_dir.empty() ? "" : "; its checkpoint follows"));
-  }
+  stop_if_signalled(k + 1);
   if (ctx_->result) {
     if (k == 0) ctx_->result->optimizer_state_bytes = m.optimizer_state_bytes;
     ctx_->result->steps.push_back(m);
-    if (k + 1 == o.steps || stopping_) {
+    // The last step's timeline; and before an evaluation pass or a checkpoint, after which the
+    // run may end (a stop asked for during the pass, a checkpoint that fails).
+    const bool save_due = !o.save_dir.empty() && o.save_every > 0 && (k + 1) % o.save_every == 0;
+    if (k + 1 == o.steps || stopping_ || save_due || (ctx_->eval_microbatches > 0 && eval_due(o, k + 1))) {
       ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes, ctx_->ranks);
       if (ctx_->replicas > 1)
         ctx_->result->last_step_all_ranks = measured_timeline(*ctx_, st_.flushes, ctx_->world_ranks());
@@ -320,12 +328,15 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
 // or the end.
 void supervisor::after_step(int done) {
   const auto& o = ctx_->options;
-  if (!stopping_ && ctx_->eval_microbatches > 0 && eval_due(o, done) && evaluated_after_ != done) {
-    start_eval(done);  // comes back here when the pass is over
-    return;
+  if (ctx_->eval_microbatches > 0 && eval_due(o, done) && evaluated_after_ != done) {
+    if (!stopping_) {
+      start_eval(done);  // comes back here when the pass is over
+      return;
+    }
+    log_info("the evaluation due after step " + std::to_string(done) + " is skipped: the run stops");
   }
-  const bool due =
-      !o.save_dir.empty() && ((o.save_every > 0 && done % o.save_every == 0) || done == o.steps || stopping_);
+  const bool due = !saves_failed_ && !o.save_dir.empty() &&
+                   ((o.save_every > 0 && done % o.save_every == 0) || done == o.steps || stopping_);
   if (!due) {
     go_on(done);
     return;
@@ -466,7 +477,7 @@ void supervisor::on_deadline(const msg::step_deadline& d) {
          stall_detail());
     return;
   }
-  stop("step " + std::to_string(d.step) + " did not finish within " + secs + " s (--step-timeout): " + stall_detail());
+  stop(run_context::step_name(d.step) + " of " + std::to_string(ctx_->options.steps) + " did not finish within " + secs + " s (--step-timeout): " + stall_detail());
 }
 
 }  // namespace detail

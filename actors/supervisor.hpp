@@ -73,6 +73,9 @@ class supervisor {
   void after_step(int done);
   void go_on(int done);
   void start_save(int done, double due_at);
+  void stop_if_signalled(int done);
+  void checkpoint_failed(const std::string& why);
+  void save_ended();
   void start_eval(int done);
   void begin_eval_round();
   void maybe_eval_round_done();
@@ -93,6 +96,7 @@ class supervisor {
     int step = 0;
     std::string partial;
     int snapshots_left = 0, writes_left = 0;
+    bool failed = false;  // a part or the commit failed: it is not committed, its directory goes
     std::vector<checkpoint_file> files;
     double due_at = 0, started_at = 0, resumed_at = 0;  // step done; snapshot asked; training went on
   };
@@ -108,6 +112,7 @@ class supervisor {
   int next_eval_id_ = 0;      // eval rounds so far (their step ids follow eval_step_base)
   int evaluated_after_ = -1;  // the step count the last pass came after
   int deferred_save_ = -1;       // a save due while the previous one was still being written
+  bool saves_failed_ = false;    // a checkpoint failed: no more are taken, the run stops
   double deferred_at_ = 0;       // when it was due
   bool finish_after_save_ = false;
   bool stopping_ = false;  // a stop signal came: this step is the last (checkpointed with save_dir)

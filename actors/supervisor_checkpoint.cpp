@@ -22,7 +22,9 @@ void supervisor::start_save(int done, double due_at) {
   try {
     checkpoint_writer make_dir(ctx_->options.save_dir, done, save_->partial);  // creates the partial directory
   } catch (const std::exception& e) {
-    stop(std::string("checkpoint at step ") + std::to_string(done) + ": " + error_text(e));
+    checkpoint_failed(std::string("checkpoint at step ") + std::to_string(done) + ": " + error_text(e));
+    save_.reset();
+    go_on(done);  // no snapshot comes: on to the end
     return;
   }
   const std::string path = ctx_->options.save_dir + "/" + save_->partial;
@@ -36,14 +38,33 @@ void supervisor::on_state_snapshotted(const msg::state_snapshotted& s) {
 }
 
 // Every part is durable: the manifest, the rename, `latest`, pruning.
+// A checkpoint that cannot be written (a full disk): what the run trained must not go with it,
+// nor the checkpoints before it. The run takes no more checkpoints and stops after the step in
+// flight, finishing as a stopped run does (its parameters gathered for --save-final); the
+// error goes with the result, and the command reports it once its files are written. The
+// checkpoint's directory goes (the parts still being written find it gone).
+void supervisor::checkpoint_failed(const std::string& why) {
+  log_error(why + ": no more checkpoints are taken; the run stops after the step in flight");
+  if (ctx_->result && ctx_->result->checkpoint_error.empty()) ctx_->result->checkpoint_error = why;
+  saves_failed_ = true;
+  stopping_ = true;
+  if (save_ && !save_->failed) {
+    save_->failed = true;
+    ctx_->checkpoint_parts->discard(ctx_->options.save_dir + "/" + save_->partial);
+  }
+}
+
 void supervisor::on_state_written(const msg::state_written& w) {
   if (!save_ || w.step != save_->step) return;
-  if (!w.error.empty()) {
-    stop("checkpoint at step " + std::to_string(w.step) + ": writing " + w.file + " failed: " + w.error);
+  if (!w.error.empty())
+    checkpoint_failed("checkpoint at step " + std::to_string(w.step) + ": writing " + w.file + " failed: " + w.error);
+  else
+    save_->files.push_back({w.file, w.bytes, w.sha256});
+  if (--save_->writes_left > 0) return;
+  if (save_->failed) {
+    save_ended();
     return;
   }
-  save_->files.push_back({w.file, w.bytes, w.sha256});
-  if (--save_->writes_left > 0) return;
   const auto& o = ctx_->options;
   try {
     checkpoint_writer writer(o.save_dir, save_->step, save_->partial);
@@ -61,14 +82,23 @@ void supervisor::on_state_written(const msg::state_written& w) {
       ctx_->result->checkpoints.push_back(r);
     }
   } catch (const std::exception& e) {
-    stop("checkpoint at step " + std::to_string(save_->step) + ": " + error_text(e));
-    return;
+    checkpoint_failed("checkpoint at step " + std::to_string(save_->step) + ": " + error_text(e));
   }
+  save_ended();
+}
+
+// The checkpoint in flight is over (committed or failed): the save that waited for it, or the
+// end the run waited for. After a failed one, a save that waited is skipped and the run goes on
+// to its end.
+void supervisor::save_ended() {
   save_.reset();
   if (deferred_save_ >= 0) {
     const int done = deferred_save_;
     deferred_save_ = -1;
-    start_save(done, deferred_at_);
+    if (saves_failed_)
+      go_on(done);
+    else
+      start_save(done, deferred_at_);
   } else if (finish_after_save_) {
     finish_after_save_ = false;
     finish();

@@ -73,6 +73,7 @@ void supervisor::finish_eval() {
   evaluated_after_ = done;
   if (ctx_->on_eval) ctx_->on_eval(r);
   if (ctx_->result) ctx_->result->evals.push_back(std::move(r));
+  stop_if_signalled(done);  // a stop asked for during the pass: no further step
   after_step(done);
 }
 

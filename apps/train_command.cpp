@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "actors/pipeline_runtime.hpp"
+#include "apps/file_roles.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/config.hpp"
@@ -190,7 +191,8 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   try {
     resolve_and_validate(c, !o.schedule_file.empty() && !o.no_pipeline);
   } catch (const std::invalid_argument& e) {
-    if (!batch_cut) throw;
+    // The hint where the count it chose is what the rule refuses (not "steps=0", say).
+    if (!batch_cut || std::string(e.what()).find("microbatch") == std::string::npos) throw;
     throw std::invalid_argument(std::string(e.what()) + " (--batch-size " + std::to_string(c.batch_size) +
                                 " alone is cut into " + std::to_string(c.num_microbatches) +
                                 " microbatches, the largest of 8, 4, 2, 1 that divides it: give --microbatches)");
@@ -375,7 +377,7 @@ void finish_from_checkpoint(std::ostream& out, const train_cli_options& o, const
     for (const auto& f : last.manifest.files) parts.push_back(checkpoint + "/" + f.name);
     const auto parameters = load_parameters(parts, [](const std::string&) { return true; });
     save_safetensors(o.save_final_path, parameters);
-    out << "wrote " << parameters.size() << " parameters to " << o.save_final_path << " (from " << checkpoint << ")\n";
+    out << "wrote " << parameters.size() << " tensors to " << o.save_final_path << " (from " << checkpoint << ")\n";
   }
   if (!o.trace_path.empty())
     log_warn("--trace " + o.trace_path + " is not written: the job stopped after its last step, and this restart runs none");
@@ -396,7 +398,7 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
   if (place.processes > 1) {
     out << "processes: " << place.processes << " (this one hosts the supervisor); ranks per process";
     for (int p = 0; p < place.processes; ++p) out << ' ' << std::count(layout.begin(), layout.end(), p);
-    out << "; control port " << place.master_addr << ':' << place.master_port << '\n';
+    out << "; control port " << endpoint_text(place.master_addr, place.master_port) << '\n';
   }
   out << "actorpipe train: " << what << "; " << t.microbatches << (t.dp > 1 ? " microbatches per replica x " : " microbatches x ") << t.microbatch_size
       << (t.model_name == "gpt" ? " sequences of " + std::to_string(t.model.seq_len) + " tokens; " : " samples; ")
@@ -419,7 +421,7 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
 
 // The --metrics file, opened at its first line: a run refused before its first step leaves a
 // file that was there as it was, and makes none. (Whether the path takes writes is checked
-// before the job starts.) A restart of a launched job appends.
+// before the job starts.) A restart of a launched job, and a resumed run, append.
 class metrics_file {
  public:
   metrics_file(std::string path, bool append) : path_(std::move(path)), append_(append) {}
@@ -573,6 +575,13 @@ void print_measured_vs_simulated(std::ostream& out, const train_result& r) {
 // Each rank's busy time per step (the first step aside when there are others): a pipeline keeps
 // the pace of its slowest rank, and ranks with the same work that differ here ran on cores of
 // different speed. Up to 8 ranks by name, else the slowest and the fastest.
+// The steps the summary's lines cover, those after the run's first (its only one where it ran
+// one), numbered as the run's steps are: after a resume they start past 1.
+std::string steps_after_first(const train_result& r) {
+  if (r.steps.size() <= 1) return r.steps.empty() ? std::string() : "step " + std::to_string(r.steps.front().step + 1);
+  return "steps " + std::to_string(r.steps[1].step + 1) + ".." + std::to_string(r.steps.back().step + 1);
+}
+
 void print_busy(std::ostream& out, const train_result& r) {
   const size_t first = r.steps.size() > 1 ? 1 : 0;
   if (r.steps.empty() || r.steps.back().busy_seconds.empty()) return;
@@ -599,11 +608,7 @@ void print_busy(std::ostream& out, const train_result& r) {
     const size_t fast = std::min_element(mid.begin(), mid.end()) - mid.begin();
     ranks = "slowest " + one(slow) + ", fastest " + one(fast);
   }
-  // Numbered as the run's steps are (after a resume they start past 1).
-  const std::string steps = first ? "steps " + std::to_string(r.steps[first].step + 1) + ".." +
-                                        std::to_string(r.steps.back().step + 1)
-                                  : "step " + std::to_string(r.steps.front().step + 1);
-  out << "busy per step, " << steps << " (median, range): " << ranks << '\n';
+  out << "busy per step, " << steps_after_first(r) << " (median, range): " << ranks << '\n';
 }
 
 // Data parallel: how much of the gradient sync the pipeline hid, over the steps after the first.
@@ -612,7 +617,7 @@ void print_sync(std::ostream& out, const train_result& r) {
   for (size_t k = r.steps.size() > 1 ? 1 : 0; k < r.steps.size(); ++k) total += r.steps[k].sync_seconds, exposed += r.steps[k].exposed_sync_seconds;
   out << "gradient sync: " << printf_text("%.4f", total) << " s in all, " << printf_text("%.4f", exposed) << " s exposed ("
       << printf_text("%.1f%%", total > 0 ? 100 * exposed / total : 0.0) << ") after the pipeline's last action"
-      << (r.steps.size() > 1 ? ", steps 2.." + std::to_string(r.steps.size()) : "") << '\n';
+      << (r.steps.size() > 1 ? ", " + steps_after_first(r) : "") << '\n';
 }
 
 // Writes the --trace and --save-final files and says where they and the metrics went.
@@ -620,7 +625,7 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
   // The trained parameters first: a trace that cannot be written must not cost them.
   if (!o.save_final_path.empty()) {
     save_safetensors(o.save_final_path, r.parameters);
-    out << "wrote " << r.parameters.size() << " parameters to " << o.save_final_path << '\n';
+    out << "wrote " << r.parameters.size() << " tensors to " << o.save_final_path << '\n';
   }
   if (!o.trace_path.empty()) {
     // With replicas, every rank of every one: rank = replica x stages + pipeline rank.
@@ -679,6 +684,15 @@ void check_output_file(const char* flag, const std::string& path, bool replaced)
 // --save-dir: checked before training starts, where the first checkpoint would otherwise find
 // it cannot be made, after --save-every steps of work: an existing folder that takes files, or
 // one that can be made in the nearest folder above it that exists. Nothing is left behind here.
+// What process 0's lock file of a multi-process job says of the job: a digest of its token
+// (never the token).
+std::string save_dir_job_mark(const std::string& token) {
+  sha256_stream h;
+  const std::string text = "actorpipe save-dir " + token;
+  h.update(text.data(), text.size());
+  return h.hex().substr(0, 16);
+}
+
 void check_save_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -784,6 +798,13 @@ void note_stop_signal(int sig) {
   if (first == 0) {
     stop_at_ns.store(monotonic_ns());
     stop_signal_received.store(sig);
+    // The step in flight and its checkpoint go on even where no one reads this process's
+    // output any more: launch's SIGTERM as it dies (PR_SET_PDEATHSIG) leaves its pipes without
+    // a reader, and the notice below, or any line after it, would end the process by SIGPIPE.
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, nullptr);
     const std::string& notice = stop_notice[sig == SIGINT ? 0 : sig == SIGTERM ? 1 : 2];
     [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, notice.data(), notice.size());
     return;
@@ -908,6 +929,9 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;
   // Output paths first: a typo in one should not cost a training run.
   if (place.process == 0) {  // process 0 writes these
+    check_distinct_files({{"--metrics", o.metrics_path}, {"--trace", o.trace_path}, {"--save-final", o.save_final_path}},
+                         {{"--schedule-file", o.schedule_file}, {"--data-file", o.data_file}, {"--eval-file", o.eval_file},
+                          {"--vocab-file", o.vocab_file}, {"--init-from", o.init_from}, {"--config", o.config_path}});
     if (!o.metrics_path.empty()) check_output_file("--metrics", o.metrics_path, false);
     if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path, false);
     if (!o.save_final_path.empty()) check_output_file("--save-final", o.save_final_path, true);
@@ -915,20 +939,43 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   std::optional<save_dir_lock> save_dir_held;  // for the whole run: one writer per folder
   if (!t.save_dir.empty()) {
     check_save_dir(t.save_dir);
+    // Every process writes its parts into the folder process 0 holds: on several machines it
+    // must be one they share. Process 0's lock names the job; the others look for it there once
+    // the job has formed (a folder of each machine's own failed at the first save, after
+    // training, a restart failing alike).
+    const std::string mark = place.processes > 1 ? save_dir_job_mark(place.token) : std::string();
     if (place.process == 0) {
       check_outputs_beside_checkpoints(o, t.save_dir);
-      save_dir_held.emplace(t.save_dir);
+      save_dir_held.emplace(t.save_dir, mark);
+    } else {
+      t.after_join = [dir = t.save_dir, mark, process = place.process] {
+        if (!save_dir_marked_by(dir, mark))
+          throw std::invalid_argument("--save-dir '" + dir + "': process " + std::to_string(process) +
+                                      " does not see the folder process 0 saves into (its .lock does not name this "
+                                      "job): every process writes its parts there, so on several machines it must "
+                                      "be a folder they share (a network filesystem), at the same path");
+      };
     }
     check_save_dir_is_ours(t, restart);
   }
-  // A restart adds to the lines of the attempts before it (steps after the checkpoint it
-  // resumes from appear again: they ran again).
-  metrics_file metrics(place.process == 0 ? o.metrics_path : std::string(), restart > 0);
+  // A restart, or a run resumed by hand, adds to the lines of the run before it (steps after the
+  // checkpoint it resumes from appear again: they ran again); a new run starts the file afresh.
+  metrics_file metrics(place.process == 0 ? o.metrics_path : std::string(), restart > 0 || !t.resume.empty());
 
   print_job(out, o, t, c, place, layout);
   const step_reporter show{o, t.steps, t.dp, progress, metrics};
   const eval_reporter show_eval{o.interactive_progress, t.steps, progress, metrics};
   const stop_signal_scope signals(place.process != 0, !t.save_dir.empty(), o.interactive_progress);
+  // Started by actorpipe launch, this process writes into launch's pipes. Should launch die
+  // (SIGKILL, the OOM killer), its SIGTERM (PR_SET_PDEATHSIG) asks for a checkpointed stop,
+  // but the next line written, often before that handler runs (SIGPIPE comes first), ended
+  // the process by SIGPIPE and lost the checkpoint: a closed pipe is an output lost instead.
+  if (std::getenv(kRestartCountVariable) != nullptr) {
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, nullptr);
+  }
   t.stop_signal = &stop_signal_received;
   std::optional<follower_stop_watch> follower;
   if (place.process != 0) follower.emplace(t.step_timeout_s);
@@ -938,6 +985,9 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     return sig != 0 ? 128 + sig : 0;
   }
 
+  // Stopped early, the run left its redrawn progress line open (the last step ends it): the
+  // summary starts on a line of its own.
+  if (o.interactive_progress && !r.steps.empty() && r.steps.back().step + 1 < t.steps) progress << '\n' << std::flush;
   print_setup(out, o, t, r);
   for (const auto& why : r.refused) out << "not resumed from a damaged checkpoint: " << why << '\n';
   if (!r.resumed_from.empty())
@@ -956,7 +1006,12 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
         << t.steps << (t.save_dir.empty() ? "" : ": --resume " + t.save_dir + " goes on from there") << '\n';
   }
   write_outputs(out, o, r, metrics.written());
+  if (!r.checkpoint_error.empty())  // after what the run trained is written
+    throw std::runtime_error(r.checkpoint_error + " (the run stopped after step " + std::to_string(r.steps.back().step + 1) +
+                             " of " + std::to_string(t.steps) + "; the outputs above hold it)");
   return r.stopped_by_signal != 0 ? 128 + r.stopped_by_signal : 0;
 }
+
+bool hangup_is_a_stop() { return hangup_at_start == 0; }
 
 }  // namespace actorpipe

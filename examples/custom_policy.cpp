@@ -11,10 +11,12 @@
 #include <iostream>
 
 #include "apps/cli.hpp"
+#include "apps/crash_report.hpp"
 #include "core/blas_kernels.hpp"
 #include "examples/waves_policy.hpp"
 
 int main(int argc, char** argv) {
+  actorpipe::report_crashes();                // as the actorpipe binary: a crash says so, with its frames
   actorpipe::ensure_best_blas_kernels(argv);  // as the actorpipe binary: the best BLAS kernels (may restart once)
   waves::register_waves_policy();
   return actorpipe::cli_main(argc, argv, std::cout, std::cerr);

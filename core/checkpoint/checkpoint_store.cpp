@@ -19,6 +19,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/log.hpp"
+
 namespace actorpipe {
 namespace {
 
@@ -203,12 +205,20 @@ std::string checkpoint_writer::commit(const nlohmann::json& meta) {
   if (fs::exists(final_path, ec)) fs::remove_all(final_path, ec);  // a retake of the same step
   if (::rename(partial_.c_str(), final_path.c_str()) != 0)
     fail("cannot rename '" + partial_ + "' to '" + final_path + "': " + errno_text());
-  fsync_path(dir_, true);
+  // Renamed, the checkpoint is complete and --resume takes it (the newest valid one by step,
+  // whatever `latest` says): what fails from here costs `latest` only, and is said so.
   const std::string latest_tmp = dir_ + "/.latest-" + nonce(), latest_text = name + "\n";
-  write_durably(latest_tmp, latest_text.data(), latest_text.size());
-  if (::rename(latest_tmp.c_str(), (dir_ + "/latest").c_str()) != 0)
-    fail("cannot replace '" + dir_ + "/latest': " + errno_text());
-  fsync_path(dir_, true);
+  try {
+    fsync_path(dir_, true);
+    write_durably(latest_tmp, latest_text.data(), latest_text.size());
+    if (::rename(latest_tmp.c_str(), (dir_ + "/latest").c_str()) != 0)
+      fail("cannot replace '" + dir_ + "/latest': " + errno_text());
+    fsync_path(dir_, true);
+  } catch (const checkpoint_error& e) {
+    fs::remove(latest_tmp, ec);
+    log_warn("checkpoint " + final_path + " is complete, but " + dir_ + "/latest was not updated (" + e.what() +
+             "): --resume takes the newest complete checkpoint all the same");
+  }
   return final_path;
 }
 
@@ -251,7 +261,10 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
   std::error_code ec;
   if (!fs::exists(where, ec)) fail("--resume '" + where + "': does not exist");
   if (!fs::is_directory(where, ec)) fail("--resume '" + where + "': not a directory");
-  if (fs::exists(where + "/manifest.json", ec) || step_of(fs::path(where).filename().string()) >= 0) {
+  // "ckpt/step-00000004/" names the step too (its filename() is empty).
+  const std::string named = fs::path(where).has_filename() ? fs::path(where).filename().string()
+                                                            : fs::path(where).parent_path().filename().string();
+  if (fs::exists(where + "/manifest.json", ec) || step_of(named) >= 0) {
     c.path = where;
     c.manifest = verify_checkpoint(where);
     return c;
@@ -339,7 +352,7 @@ bool checkpoint_writes::settle(std::chrono::duration<double> limit) {
   return idle;
 }
 
-save_dir_lock::save_dir_lock(const std::string& dir) {
+save_dir_lock::save_dir_lock(const std::string& dir, const std::string& job_mark) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("cannot make --save-dir '" + dir + "': " + ec.message());
@@ -354,7 +367,8 @@ save_dir_lock::save_dir_lock(const std::string& dir) {
     fd_ = -1;
     if (why != EWOULDBLOCK) fail("cannot lock '" + path + "': " + std::strerror(why));
     std::string who = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : std::string();
-    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    who = who.substr(0, who.find('\n'));  // the first line: "process <pid> on <host>"
+    while (!who.empty() && who.back() == ' ') who.pop_back();
     throw std::invalid_argument("--save-dir '" + dir + "' is in use by another run" +
                                 (who.empty() ? std::string() : " (" + who + ")") +
                                 ", which holds its lock file .lock: two runs in one folder would write over and prune "
@@ -362,14 +376,41 @@ save_dir_lock::save_dir_lock(const std::string& dir) {
   }
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  const std::string who = "process " + std::to_string(getpid()) + " on " + host + "\n";
+  const std::string who = "process " + std::to_string(getpid()) + " on " + host + "\n" +
+                          (job_mark.empty() ? std::string() : "job " + job_mark + "\n");
   if (::ftruncate(fd_, 0) == 0) {
     [[maybe_unused]] const ssize_t written = ::pwrite(fd_, who.data(), who.size(), 0);
   }
+  // With the lock held, every write in flight is a dead run's: a process killed while it saved
+  // left its partial directory (pruning takes only those of steps already complete, and a
+  // resumed run saves the next step again). Left, they would fill the disk and fail every save.
+  std::uintmax_t bytes = 0;
+  int removed = 0;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(".partial-", 0) != 0 && name.rfind(".latest-", 0) != 0) continue;
+    std::error_code size_ec;
+    for (const auto& f : fs::recursive_directory_iterator(e.path(), size_ec))
+      if (f.is_regular_file(size_ec)) bytes += f.file_size(size_ec);
+    if (e.is_regular_file(size_ec)) bytes += e.file_size(size_ec);
+    std::error_code rm_ec;
+    fs::remove_all(e.path(), rm_ec);
+    removed += !rm_ec;
+  }
+  if (removed > 0)
+    log_info("--save-dir " + dir + ": removed " + std::to_string(removed) + " unfinished write" + (removed == 1 ? "" : "s") +
+             " of a run that ended while it saved (" + std::to_string(bytes / (1024 * 1024)) + " MiB)");
 }
 
 save_dir_lock::~save_dir_lock() {
   if (fd_ >= 0) ::close(fd_);  // and with it the lock
+}
+
+bool save_dir_marked_by(const std::string& dir, const std::string& job_mark) {
+  std::ifstream f(fs::path(dir) / ".lock");
+  for (std::string line; std::getline(f, line);)
+    if (line == "job " + job_mark) return true;
+  return false;
 }
 
 bool is_checkpoint_store_name(const std::string& name) {

@@ -120,9 +120,12 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
 // holder (pid and host), and a process that ends, however, lets go. Throws
 // std::invalid_argument naming the folder and the holder when another run holds it, and
 // checkpoint_error when the lock file cannot be made.
+// A job of several processes gives `job_mark` (from its token): the lock file names it, and
+// every other process checks that it sees it there (save_dir_marked_by), so a folder that is
+// not shared between machines is found before training rather than at the first save.
 class save_dir_lock {
  public:
-  explicit save_dir_lock(const std::string& dir);
+  explicit save_dir_lock(const std::string& dir, const std::string& job_mark = "");
   ~save_dir_lock();
   save_dir_lock(const save_dir_lock&) = delete;
   save_dir_lock& operator=(const save_dir_lock&) = delete;
@@ -130,6 +133,10 @@ class save_dir_lock {
  private:
   int fd_ = -1;
 };
+
+// Whether DIR/.lock names `job_mark` (save_dir_lock): this process sees the folder the job's
+// process 0 holds.
+bool save_dir_marked_by(const std::string& dir, const std::string& job_mark);
 
 // The names a folder of checkpoints uses (latest, step-N, .lock, and those of writes in
 // flight): a file of another kind under one of them would be replaced or removed.

@@ -261,6 +261,11 @@ model_definition bert_model(const bert_config& c, const bert_data& data) {
   head.has_param_prefix = true;
   head.param_prefix = "classifier.";
   m.layers.push_back(std::move(head));
+  // A pretrained checkpoint (bert-base-uncased's model.safetensors): its pretraining heads and
+  // the position and token-type id buffers older files carry go unused; the classifier, a
+  // task's, starts fresh where the file has none.
+  m.init_unused_prefixes = {"cls.", "bert.embeddings.position_ids", "bert.embeddings.token_type_ids"};
+  m.init_fresh_prefixes = {"classifier."};
 
   const int labels = c.num_labels;
   m.loss = [labels](const at::Tensor& logits, const at::Tensor& targets) {

@@ -141,12 +141,19 @@ struct model_definition {
   std::uint64_t seed = 1234;  // layer init: torch generator seeded from (seed, layer name)
   // Evaluation, optional: a forward-only pass over eval_data(0, m), m in [0, eval_microbatches)
   // of a classifier: int64 class indices for targets (a target of -100 marks a padding row),
-  // float32 outputs (the targets checked before training), and the named numbers (accuracy, F1, ...) that
+  // floating-point outputs (summarised as float32; the targets checked before training), and the named numbers (accuracy, F1, ...) that
   // eval_metrics makes of every output and target of the pass, concatenated in order.
   batch_function eval_data;
   int eval_microbatches = 0;
   std::function<std::vector<std::pair<std::string, double>>(const at::Tensor& outputs, const at::Tensor& targets)>
       eval_metrics;
+  // --init-from a file made for another head, as Hugging Face's from_pretrained takes a
+  // pretrained checkpoint: name prefixes the file may hold that this model has no use for (a
+  // pretraining head: BERT's "cls."), skipped with a note; and those of parameters that start
+  // as built where the file lacks them (a task head: BERT's "classifier."), with a warning.
+  // Every other name must match either way; --resume takes a checkpoint strictly.
+  std::vector<std::string> init_unused_prefixes;
+  std::vector<std::string> init_fresh_prefixes;
 };
 
 // Checks a definition before anything is built: at least one layer, unique non-empty names,

@@ -11,8 +11,14 @@
 namespace actorpipe {
 
 eval_piece make_eval_piece(const tensor_box& output, const tensor_box& targets) {
-  const at::Tensor o = unbox(output).detach().contiguous(), t = unbox(targets).contiguous();
-  if (o.scalar_type() != at::kFloat) throw std::invalid_argument("evaluation: the model's output must be float32");
+  at::Tensor o = unbox(output).detach();
+  const at::Tensor t = unbox(targets).contiguous();
+  // Any floating-point output is summarised as float32 (a double model's too): an integer one
+  // is no score.
+  if (!o.is_floating_point())
+    throw std::invalid_argument(std::string("evaluation: the model's output must be floating-point, got ") +
+                                c10::toString(o.scalar_type()));
+  o = o.to(at::kFloat).contiguous();
   if (t.scalar_type() != at::kLong) throw std::invalid_argument("evaluation: the targets must be int64");
   eval_piece p;
   p.shape = o.sizes().vec();

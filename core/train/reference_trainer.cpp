@@ -13,10 +13,29 @@
 
 #include "core/data/microbatch.hpp"
 #include "core/model/compute_threads.hpp"
+#include "core/model/error_text.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/train/run_setup.hpp"
 
 namespace actorpipe {
+
+namespace {
+
+// What a user's data, layers or loss throw once training has begun: one std::runtime_error
+// (exit 1, as in the pipeline: the run had started), saying where (`what`: "the data of step 2,
+// microbatch 3"; empty where the message names it already), whatever was thrown.
+template <typename F>
+auto once_begun(const std::string& what, F&& run) -> decltype(run()) {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(what.empty() ? error_text(e) : error_text(e) + " (" + what + ")");
+  } catch (...) {
+    throw std::runtime_error("an exception that is not a std::exception" + (what.empty() ? std::string() : " (" + what + ")"));
+  }
+}
+
+}  // namespace
 
 train_result run_reference(const train_options& options, const std::function<void(const step_metrics&)>& on_step,
                            const std::function<void(const eval_record&)>& on_eval) {
@@ -36,10 +55,14 @@ train_result run_reference(const train_options& options, const std::function<voi
     double loss = 0;
     std::vector<double> losses(M);
     for (int m = 0; m < M; ++m) {
-      microbatch_tensors mt = s.data(static_cast<std::uint64_t>(k), m);
-      losses[m] = runner.forward(m, mt.inputs, mt.targets, 1.0 / M).loss;
+      microbatch_tensors mt = once_begun("the data of step " + std::to_string(k + 1) + ", microbatch " + std::to_string(m),
+                                         [&] { return s.data(static_cast<std::uint64_t>(k), m); });
+      losses[m] = once_begun("", [&] { return runner.forward(m, mt.inputs, mt.targets, 1.0 / M).loss; });
       loss += losses[m];
-      runner.backward(m, {}, false);
+      once_begun("", [&] {
+        runner.backward(m, {}, false);
+        return 0;
+      });
     }
     step_metrics sm;
     sm.step = k;
@@ -59,10 +82,12 @@ train_result run_reference(const train_options& options, const std::function<voi
       const auto t1 = std::chrono::steady_clock::now();
       std::vector<eval_piece> pieces;
       for (int m = 0; m < s.model->eval_microbatches; ++m) {
-        const microbatch_tensors mt = s.model->eval_data(0, m);
-        pieces.push_back(make_eval_piece(runner.evaluate(m, mt.inputs), mt.targets));
+        const microbatch_tensors mt =
+            once_begun("the data of evaluation microbatch " + std::to_string(m), [&] { return s.model->eval_data(0, m); });
+        pieces.push_back(once_begun("", [&] { return make_eval_piece(runner.evaluate(m, mt.inputs), mt.targets); }));
       }
-      eval_record e = summarize_eval(*s.model, k + 1, pieces);
+      eval_record e = once_begun("the evaluation after step " + std::to_string(k + 1),
+                                 [&] { return summarize_eval(*s.model, k + 1, pieces); });
       e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
       if (on_eval) on_eval(e);
       result.evals.push_back(std::move(e));

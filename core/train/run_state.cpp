@@ -23,6 +23,10 @@ bool is_copy(const chunk_compute& r, const std::string& name) {
   return std::find(copies.begin(), copies.end(), name) != copies.end();
 }
 
+bool starts_with_any(const std::string& name, const std::vector<std::string>& prefixes) {
+  return std::any_of(prefixes.begin(), prefixes.end(), [&name](const std::string& p) { return name.rfind(p, 0) == 0; });
+}
+
 std::string list(const std::vector<std::string>& names) {
   std::string s;
   for (size_t i = 0; i < names.size() && i < 10; ++i) s += (i ? ", " : "") + names[i];
@@ -131,12 +135,14 @@ named_tensors optimizer_tensors(const run_state_view& state) {
   return out;
 }
 
-void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters) {
+void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters,
+                            const std::vector<std::string>& fresh_prefixes) {
   torch::NoGradGuard no_grad;
   std::map<std::string, at::Tensor> by_name;
   for (auto& [name, t] : parameters) by_name[name] = unbox(t);
   std::vector<std::string> missing, mismatched;
   std::set<std::string> buffers_missing;  // saved before buffers were: they keep their values
+  std::set<std::string> fresh;            // a task head the file lacks: it starts as built
   for (std::size_t i = 0; i < state.runners.size(); ++i) {
     const auto& runner = state.runners[i];
     if (!runner) continue;
@@ -147,7 +153,9 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
       if (buffer && replica > 0) it = by_name.find(replica_prefix(replica) + name);  // its own, if saved
       if (it == by_name.end()) it = by_name.find(name);
       if (it == by_name.end()) {
-        if (buffer)
+        if (starts_with_any(name, fresh_prefixes))
+          fresh.insert(name);
+        else if (buffer)
           buffers_missing.insert(name);
         else
           missing.push_back(name);
@@ -172,6 +180,9 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   if (!buffers_missing.empty() && missing.empty() && mismatched.empty())
     log_warn(std::to_string(buffers_missing.size()) + " buffers of the model are not in the saved weights (saved before "
              "buffers were?): they keep their initial values: " + list({buffers_missing.begin(), buffers_missing.end()}));
+  if (!fresh.empty() && missing.empty() && mismatched.empty())
+    log_warn(std::to_string(fresh.size()) + " tensors of the model's task head are not in the weights: they start as "
+             "initialised (train them before you use them): " + list({fresh.begin(), fresh.end()}));
   if (missing.empty() && mismatched.empty()) return;
   std::string why;
   if (!missing.empty()) why += std::to_string(missing.size()) + " missing: " + list(missing);
@@ -190,7 +201,8 @@ named_tensors load_parameters(const std::vector<std::string>& files, const std::
 }
 
 std::string load_weights(const run_state_view& state, const std::string& path,
-                         const std::function<bool(const std::string&)>& elsewhere) {
+                         const std::function<bool(const std::string&)>& elsewhere, const model_definition* model,
+                         const std::function<void(const resume_choice&)>& on_checkpoint) {
   std::vector<std::string> files{path};
   std::string from = path;
   std::error_code ec;
@@ -206,16 +218,40 @@ std::string load_weights(const run_state_view& state, const std::string& path,
       throw std::invalid_argument("'" + path + "' is a directory with " + why +
                                   " (give a weights file, a checkpoint, or a folder of them)");
     }
+    if (on_checkpoint) on_checkpoint(c);
     files.clear();
     for (const auto& f : c.manifest.files) files.push_back(c.path + "/" + f.name);
     from = c.path;
   }
   const auto wanted = wanted_by(state);
+  // TensorFlow's names of a LayerNorm's weight and bias, in Hugging Face's older files: read as
+  // the model's where the model has no tensor of the file's name and has one of the new name.
+  int renamed = 0;
+  const auto model_name = [&](const std::string& name) {
+    if (wanted(name)) return name;
+    for (const auto& [from_suffix, to_suffix] : {std::pair<std::string, std::string>{".gamma", ".weight"}, {".beta", ".bias"}}) {
+      if (name.size() <= from_suffix.size() || name.compare(name.size() - from_suffix.size(), from_suffix.size(), from_suffix) != 0)
+        continue;
+      std::string renamed_to = name.substr(0, name.size() - from_suffix.size()) + to_suffix;
+      if (wanted(renamed_to)) return renamed_to;
+    }
+    return name;
+  };
   std::set<std::string> in_files;
-  load_parameter_tensors(state, load_parameters(files, [&](const std::string& name) {
-                           in_files.insert(name);
-                           return wanted(name);
-                         }));
+  named_tensors parameters = load_parameters(files, [&](const std::string& name) {
+    const std::string as = model_name(name);
+    in_files.insert(as);
+    return wanted(as);
+  });
+  for (auto& [name, t] : parameters) {
+    std::string as = model_name(name);
+    renamed += as != name;
+    name = std::move(as);
+  }
+  if (renamed > 0)
+    log_info("read " + std::to_string(renamed) + " LayerNorm tensors under their TensorFlow names (gamma, beta as weight, bias)");
+  const std::vector<std::string> no_prefixes;
+  load_parameter_tensors(state, parameters, model ? model->init_fresh_prefixes : no_prefixes);
   // Names the model lacks: neither a parameter of this process's runners nor a name another
   // process's layers may hold.
   for (const auto& runner : state.runners)
@@ -224,6 +260,17 @@ std::string load_weights(const run_state_view& state, const std::string& path,
   for (auto it = in_files.begin(); it != in_files.end();)  // other replicas' buffers (a data-parallel run's)
     it = without_replica(*it) != *it ? in_files.erase(it) : std::next(it);
   for (auto it = in_files.begin(); elsewhere && it != in_files.end();) it = elsewhere(*it) ? in_files.erase(it) : std::next(it);
+  std::vector<std::string> unused;  // a pretraining head the model does not have
+  for (auto it = in_files.begin(); model && it != in_files.end();) {
+    if (!starts_with_any(*it, model->init_unused_prefixes)) {
+      ++it;
+      continue;
+    }
+    unused.push_back(*it);
+    it = in_files.erase(it);
+  }
+  if (!unused.empty())
+    log_info("skipped " + std::to_string(unused.size()) + " tensors of " + path + " that the model has no use for: " + list(unused));
   if (!in_files.empty())
     throw std::invalid_argument("the parameters do not fit the model: " + std::to_string(in_files.size()) +
                                 " not in the model: " + list({in_files.begin(), in_files.end()}));

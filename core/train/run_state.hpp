@@ -29,6 +29,8 @@ struct run_state_view {
 };
 
 struct run_setup;
+struct model_definition;
+struct resume_choice;
 // The whole of a prepared run (core/train/run_setup.hpp).
 run_state_view state_view(const run_setup& setup);
 
@@ -47,7 +49,10 @@ named_tensors optimizer_tensors(const run_state_view& state);
 // replica 0's), state.virtual_stages telling a runner's replica. Throws
 // std::invalid_argument listing the parameters the tensors lack and those whose shapes
 // differ (at most 10 of each, then a count); buffers missing are a warning.
-void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters);
+// Parameters whose names start with one of `fresh_prefixes` may be missing: they keep their
+// values, with a warning (--init-from's task heads).
+void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters,
+                            const std::vector<std::string>& fresh_prefixes = {});
 void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer);
 
 // The parameters in `files` (safetensors: weights files, or a checkpoint's parts, whose AdamW
@@ -60,10 +65,17 @@ named_tensors load_parameters(const std::vector<std::string>& files, const std::
 // load_parameter_tensors does, and for tensors the model has no parameter of ("2 not in the
 // model: blocks.2.attn.qkv.weight, ..."; a file of a deeper model is not a fit): those that
 // are no parameter of this process's runners and that `elsewhere` (a name the layers of
-// other processes may hold; none when empty) does not claim. Returns what it read from: the
-// file, or the checkpoint.
+// other processes may hold; none when empty) does not claim. A LayerNorm's weight and bias
+// are also read under their TensorFlow names, gamma and beta (Hugging Face's older files).
+// `model` (may be null) says what a file made for another head may hold or lack
+// (model_definition::init_unused_prefixes, init_fresh_prefixes). Returns what it read from:
+// the file, or the checkpoint.
+// `on_checkpoint`, when given, sees the checkpoint chosen where `path` is a directory (before
+// anything loads: it may check the run it came from, and throw).
 std::string load_weights(const run_state_view& state, const std::string& path,
-                         const std::function<bool(const std::string&)>& elsewhere = {});
+                         const std::function<bool(const std::string&)>& elsewhere = {},
+                         const model_definition* model = nullptr,
+                         const std::function<void(const resume_choice&)>& on_checkpoint = {});
 
 // For load_weights: whether a parameter name may belong to a layer of `setup` that another
 // process holds (its global-name prefix; a layer whose names have no prefix of their own, the

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,10 @@ struct train_options {
   // Set to a signal's number (train's SIGINT / SIGTERM handler): the run stops after the step in
   // flight, a checkpoint of it first where save_dir is set. Null or 0: no such request.
   const std::atomic<int>* stop_signal = nullptr;
+  // Called in every process of a multi-process job once the job has formed, before anything is
+  // spawned: a check that needs every process there (train: each sees process 0's --save-dir).
+  // What it throws ends the job (std::invalid_argument: refused, exit 2).
+  std::function<void()> after_join;
   bool no_pipeline = false;     // the reference: unpartitioned, one thread, same microbatches
   // Rebuild a generated plan on the per-(op, virtual stage) costs measured in an early step
   // (zb-h1 and zbv order their W passes by cost; the others come out the same).
@@ -171,6 +176,10 @@ struct train_result {
   std::string resumed_from;              // the checkpoint it resumed from, if any
   std::vector<std::string> refused;      // newer checkpoints it could not resume from, and why
   std::vector<eval_record> evals;        // in order
+  // A checkpoint that could not be written (a full disk): the run stopped after the step in
+  // flight with what it had trained (parameters, metrics, timeline), and this says why; the
+  // command reports it as a failure once those are written.
+  std::string checkpoint_error;
   int stopped_by_signal = 0;  // the signal that ended the run after steps.size() steps (0: it ran them all)
 };
 

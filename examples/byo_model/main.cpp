@@ -113,6 +113,7 @@ class backward_first final : public actorpipe::rank_policy {
 }  // namespace
 
 int main(int argc, char** argv) {
+  actorpipe::report_crashes();  // a crash says so, with its frames, as the actorpipe binary's does
   actorpipe::ensure_best_blas_kernels(argv);  // the best BLAS kernels, before anything else (may restart once)
   actorpipe::register_model("convnet", convnet, "a small convolutional net on synthetic images");
   actorpipe::register_policy(

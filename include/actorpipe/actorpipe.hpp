@@ -11,6 +11,7 @@
 
 #include "actors/pipeline_runtime.hpp"
 #include "apps/cli.hpp"
+#include "apps/crash_report.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/model/layer_model.hpp"
 #include "core/model/tensor_box_torch.hpp"

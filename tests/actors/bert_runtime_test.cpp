@@ -3,6 +3,8 @@
 // synthetic sentiment rule.
 #include <torch/torch.h>
 
+#include <atomic>
+#include <csignal>
 #include <tuple>
 
 #include "actors/pipeline_runtime.hpp"
@@ -128,4 +130,30 @@ CATCH_TEST_CASE("bert learns the synthetic sentiment rule to >= 90% dev accuracy
   }
   CATCH_CHECK(r.evals.back().metrics.at(0).second >= 0.9);
   CATCH_CHECK(r.evals.back().loss < r.evals.front().loss);
+}
+
+// A stop asked for during an evaluation pass ends the run after the pass (the step it followed
+// is the last, its timeline kept): no further step runs to be thrown away. One asked for during
+// a step skips that step's pass (the run says so) and stops after the step.
+CATCH_TEST_CASE("bert: a stop during an evaluation pass ends the run after it, one during a step skips its pass",
+                "[actors][bert][eval]") {
+  train_options o = bert_options("1f1b", 2, 1, 4);
+  o.eval_every = 1;
+  std::atomic<int> stop{0};
+  o.stop_signal = &stop;
+  const train_result during_eval = run_pipeline(o, {}, {}, {}, [&stop](const eval_record&) { stop.store(SIGTERM); });
+  CATCH_CHECK(during_eval.stopped_by_signal == SIGTERM);
+  CATCH_CHECK(during_eval.steps.size() == 1);
+  CATCH_CHECK(during_eval.evals.size() == 1);
+  CATCH_CHECK(!during_eval.last_step.events.empty());
+
+  // Passes after steps 2 and 4; the stop arrives as step 2 runs (after step 1's check).
+  stop.store(0);
+  o.eval_every = 2;
+  const train_result during_step = run_pipeline(o, [&stop](const step_metrics& m) {
+    if (m.step == 0) stop.store(SIGTERM);
+  });
+  CATCH_CHECK(during_step.stopped_by_signal == SIGTERM);
+  CATCH_CHECK(during_step.steps.size() == 2);
+  CATCH_CHECK(during_step.evals.empty());  // step 2's pass skipped
 }

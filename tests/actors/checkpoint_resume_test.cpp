@@ -172,7 +172,10 @@ class file_size_limit {
 
 }  // namespace
 
-CATCH_TEST_CASE("a checkpoint that cannot be written stops the run with why, keeps the ones before and leaves nothing",
+// It stopped the run with an error and nothing more: --save-final, --metrics and --trace of what
+// had trained were lost with the checkpoint (a full disk at the last step's save lost the run).
+CATCH_TEST_CASE("a checkpoint that cannot be written stops the run with why, keeps what it trained and the checkpoints "
+                "before, and leaves nothing",
                 "[actors][checkpoint]") {
   for (const char* schedule : {"1f1b", "zbv"}) {  // two parts and four in flight at once
     CATCH_INFO(schedule);
@@ -187,9 +190,15 @@ CATCH_TEST_CASE("a checkpoint that cannot be written stops the run with why, kee
     rest.save_every = 1;
     {
       file_size_limit small(4096);  // a stage's part is larger
-      CATCH_CHECK_THROWS_WITH(run_pipeline(rest), Contains("checkpoint at step 5: writing stage-") &&
-                                                      Contains(".safetensors failed: cannot write") &&
-                                                      Contains("File too large"));
+      const train_result failed = run_pipeline(rest);
+      CATCH_CHECK_THAT(failed.checkpoint_error, Contains("checkpoint at step 5: writing stage-") &&
+                                                    Contains(".safetensors failed: cannot write") &&
+                                                    Contains("File too large"));
+      CATCH_CHECK(failed.checkpoints.empty());
+      CATCH_CHECK(!failed.steps.empty());
+      CATCH_CHECK(failed.steps.front().step == 4);        // step 5 ran, and maybe 6 (in flight), no more
+      CATCH_CHECK(!failed.parameters.empty());            // what it trained, for --save-final
+      CATCH_CHECK(!failed.last_step.events.empty());      // and its timeline, for --trace
     }
     std::set<std::string> left;
     for (const auto& e : fs::directory_iterator(dir)) left.insert(e.path().filename().string());

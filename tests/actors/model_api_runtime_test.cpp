@@ -9,6 +9,7 @@
 #include "core/model/layer_model.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/model/tensor_box_torch.hpp"
+#include "core/train/evaluation.hpp"
 #include "core/train/reference_trainer.hpp"
 #include "tests/support/legacy_gpt_chunk.hpp"
 #include "tests/support/mlp_model.hpp"
@@ -170,6 +171,9 @@ CATCH_TEST_CASE("a LibTorch error from the user's code stops the job with its me
   std::string message = error_of([&] { run_pipeline(o); });
   CATCH_CHECK_THAT(message, Contains("feeder: the data source ran dry at microbatch 2 (the data of step 1, microbatch 2)"));
   CATCH_CHECK_THAT(message, !Contains("frame #") && !Contains("Exception raised from"));
+  // --no-pipeline names it alike, and as a failed run (std::runtime_error: exit 1), not a refusal.
+  CATCH_CHECK_THROWS_AS(run_reference(o), std::runtime_error);
+  CATCH_CHECK_THROWS_WITH(run_reference(o), "the data source ran dry at microbatch 2 (the data of step 1, microbatch 2)");
 
   // A layer that throws what is not a std::exception: the same one error (CAF's "unhandled
   // exception" and "stopped unexpectedly" were all it said).
@@ -178,6 +182,7 @@ CATCH_TEST_CASE("a LibTorch error from the user's code stops the job with its me
   });
   o.model_name = "test-mlp-throws-int";
   CATCH_CHECK_THAT(error_of([&] { run_pipeline(o); }), Contains("an exception that is not a std::exception"));
+  CATCH_CHECK_THAT(error_of([&] { run_reference(o); }), Contains("an exception that is not a std::exception"));  // terminate()d
 
   // The same error as LibTorch throws it has the backtrace that error_text leaves out.
   try {
@@ -306,5 +311,111 @@ CATCH_TEST_CASE("buffers (batch norm's running statistics) are saved, resumed an
     const std::string message = error_of([&] { pipelined ? (void)run_pipeline(empty) : (void)run_reference(empty); });
     CATCH_CHECK_THAT(message, Contains("step 2: the loss of microbatch 2 is not a number: training diverged (try a lower --lr or "
                                        "--grad-clip), or the microbatch has no loss to give (is it empty?)"));
+  }
+}
+
+// An evaluation set of 5 microbatches, run in rounds of M = 4 (and of M x D = 8): the last
+// round's slots past the set were fed by asking eval_data for microbatches 5..7, which a
+// user's eval_data need not have (it threw, after training, and --save-final was lost). They
+// are fed copies of the last one now, and left out of the result.
+CATCH_TEST_CASE("evaluation asks eval_data only for its microbatches, whatever the rounds' size", "[actors][model][eval]") {
+  register_mlp_variant("test-mlp-eval5", "a classifier with 5 evaluation microbatches", [](model_definition& m) {
+    const auto classes = [data = m.data](std::uint64_t step, int microbatch) {
+      microbatch_tensors t = data(step, microbatch);
+      t.targets = box(unbox(t.targets).argmax(1));
+      return t;
+    };
+    m.data = classes;
+    m.loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::nn::functional::cross_entropy(out, y); };
+    m.eval_microbatches = 5;
+    m.eval_data = [classes](std::uint64_t, int microbatch) {
+      if (microbatch < 0 || microbatch >= 5)
+        throw std::out_of_range("evaluation microbatch " + std::to_string(microbatch) + " asked for");
+      return classes(1000, microbatch);
+    };
+    m.eval_metrics = [](const at::Tensor& out, const at::Tensor& y) {
+      return std::vector<std::pair<std::string, double>>{{"accuracy", out.argmax(1).eq(y).to(at::kDouble).mean().item<double>()}};
+    };
+  });
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-eval5";
+  o.steps = 1;
+  o.lr = 1e-30;  // the parameters stay the initial ones: every run evaluates the same model
+  const train_result ref = run_reference(o);
+  CATCH_REQUIRE(ref.evals.size() == 1);
+  CATCH_CHECK(ref.evals[0].output_shape == std::vector<std::int64_t>{20, 16});
+  for (const int dp : {1, 2}) {
+    CATCH_INFO("dp " << dp);
+    train_options p = o;
+    p.dp = dp;
+    const train_result r = run_pipeline(p);
+    CATCH_REQUIRE(r.evals.size() == 1);
+    CATCH_CHECK(r.evals[0].output_shape == ref.evals[0].output_shape);
+    CATCH_CHECK(r.evals[0].outputs == ref.evals[0].outputs);
+    CATCH_CHECK(r.evals[0].loss == ref.evals[0].loss);
+  }
+}
+
+// A double model's evaluation output failed after training ("must be float32"); any
+// floating-point output is summarised as float32 now, and an integer one named.
+CATCH_TEST_CASE("an evaluation output of any floating-point type is taken, an integer one named", "[model][eval]") {
+  const at::Tensor logits = torch::tensor({{0.25, -1.5}, {2.0, 0.125}}, at::kDouble);
+  const at::Tensor targets = torch::tensor({1, 0}, at::kLong);
+  const eval_piece from_double = make_eval_piece(box(logits), box(targets));
+  const eval_piece from_float = make_eval_piece(box(logits.to(at::kFloat)), box(targets));
+  CATCH_CHECK(from_double.outputs == from_float.outputs);
+  CATCH_CHECK(from_double.shape == std::vector<std::int64_t>{2, 2});
+  CATCH_CHECK_THROWS_WITH(make_eval_piece(box(torch::tensor({1, 2}, at::kLong)), box(targets)),
+                          "evaluation: the model's output must be floating-point, got Long");
+}
+
+// With --dp, a bucket left early once each of its parameters had as many contributions as in
+// the first step: a layer that more microbatches use in a later step (conditional, or routed
+// as in a mixture of experts) had the rest of its gradient dropped, silently. A bucket now
+// leaves early only from its stage's last weight-gradient pass of the step.
+CATCH_TEST_CASE("data parallel with a layer that some microbatches skip trains to the unpipelined run",
+                "[actors][runtime][model_api][dp]") {
+  register_mlp_variant("test-mlp-cond", "its first layer's second half used by marked microbatches", [](model_definition& m) {
+    m.layers[0].build = [] {
+      return layer_module(torch::nn::Sequential(torch::nn::Linear(16, 32), torch::nn::Linear(16, 32)));
+    };
+    m.layers[0].forward = [](layer_module& module, const at::Tensor& x) {
+      auto& seq = module.as<torch::nn::SequentialImpl>();
+      const bool use = x.index({0, 0}).item<float>() > 50;
+      at::Tensor z = x.clone();
+      z.index_put_({0, 0}, 0.0);
+      at::Tensor y = torch::tanh(seq.ptr(0)->as<torch::nn::LinearImpl>()->forward(z));
+      if (use) y = y + torch::tanh(seq.ptr(1)->as<torch::nn::LinearImpl>()->forward(z));
+      return y;
+    };
+    // Step 1 marks microbatch 0 alone, every later step all four.
+    m.data = [good = m.data](std::uint64_t step, int index) {
+      microbatch_tensors t = good(step, index);
+      if (step > 0 || index == 0) {
+        at::Tensor marked = unbox(t.inputs).clone();
+        marked.index_put_({0, 0}, 100.0);
+        t.inputs = box(marked);
+      }
+      return t;
+    };
+  });
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-cond";
+  o.weight_decay = 0;  // a parameter left without a gradient is not decayed alike (known)
+  const train_result ref = run_reference(o);
+  train_options p = o;
+  p.dp = 2;
+  p.microbatches = 2;  // 2 replicas of 2: the reference's 4 microbatches
+  const train_result r = run_pipeline(p);
+  CATCH_REQUIRE(r.steps.size() == ref.steps.size());
+  for (std::size_t k = 0; k < ref.steps.size(); ++k) {
+    CATCH_INFO("step " << k);
+    CATCH_CHECK(r.steps[k].grad_norm == Approx(ref.steps[k].grad_norm).epsilon(1e-5));
+  }
+  const auto want = by_name(ref), got = by_name(r);
+  for (const auto& [name, t] : want) {
+    CATCH_INFO(name);
+    CATCH_REQUIRE(got.count(name));
+    CATCH_CHECK(torch::allclose(got.at(name), t, 1e-5, 1e-6));
   }
 }

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -167,7 +168,8 @@ CATCH_TEST_CASE("train --model bert --init-from takes Hugging Face names, and na
   for (const auto& w : sentiment_words()) vocab += w + "\n";
   const std::string vocab_file = write_text(".vocab.txt", vocab);
   const std::string train = write_text(".train.tsv", sentiment_tsv(sentiment_rows(40, 5)));
-  const std::string hf = temp_path(".hf.safetensors"), broken = temp_path(".broken.safetensors");
+  const std::string hf = temp_path(".hf.safetensors"), broken = temp_path(".broken.safetensors"),
+                    pretrained = temp_path(".pretrained.safetensors");
   const std::string py = R"(
 import sys, numpy as np
 from safetensors.numpy import save_file
@@ -189,12 +191,22 @@ for l in range(L):
 put('bert.pooler.dense.weight', H, H); put('bert.pooler.dense.bias', H)
 put('classifier.weight', 2, H); put('classifier.bias', 2)
 save_file(t, sys.argv[1])
+# A pretrained checkpoint's layout (bert-base-uncased's model.safetensors): LayerNorm under
+# TensorFlow's names, the pretraining heads, an old position_ids buffer, no classifier.
+pre = {}
+for k, v in t.items():
+    if k.startswith('classifier.'): continue
+    pre[k.replace('LayerNorm.weight', 'LayerNorm.gamma').replace('LayerNorm.bias', 'LayerNorm.beta')] = v
+put('cls.predictions.bias', V); put('cls.predictions.transform.dense.weight', H, H); put('cls.seq_relationship.weight', 2, H)
+for k in ('cls.predictions.bias', 'cls.predictions.transform.dense.weight', 'cls.seq_relationship.weight'): pre[k] = t.pop(k)
+pre['bert.embeddings.position_ids'] = np.arange(P, dtype=np.int64).reshape(1, P)
+save_file(pre, sys.argv[3])
 del t['bert.pooler.dense.bias']
 t['classifier.weight'] = np.zeros((3, H), np.float32)
 save_file(t, sys.argv[2])
 )";
   const std::string script = write_text(".py", py);
-  CATCH_REQUIRE(std::system(("python3 " + script + " " + hf + " " + broken).c_str()) == 0);
+  CATCH_REQUIRE(std::system(("python3 " + script + " " + hf + " " + broken + " " + pretrained).c_str()) == 0);
 
   // One step at a learning rate too small to move a float32: --save-final gives the file back.
   const std::string out = temp_path(".safetensors");
@@ -213,4 +225,36 @@ save_file(t, sys.argv[2])
   CATCH_CHECK(bad.code != 0);
   CATCH_CHECK_THAT(bad.err, Contains("1 missing: bert.pooler.dense.bias"));
   CATCH_CHECK_THAT(bad.err, Contains("classifier.weight (has [2, 32], given [3, 32])"));
+
+  // A pretrained checkpoint, as Hugging Face's from_pretrained takes it: gamma and beta read as
+  // LayerNorm's weight and bias, the pretraining heads and the old buffer skipped with a note,
+  // the classifier started as built, with a warning. The rest is the file's, bit for bit.
+  const std::string tuned = temp_path(".tuned.safetensors"), log = temp_path(".pretrained.log");
+  auto pre = cli(with(small, {"--data-file", train, "--vocab-file", vocab_file, "--steps", "1", "--lr", "1e-30",
+                              "--init-from", pretrained, "--save-final", tuned, "--log-file", log}));
+  CATCH_INFO(pre.out << pre.err);
+  CATCH_REQUIRE(pre.code == 0);
+  std::stringstream logged;
+  logged << std::ifstream(log).rdbuf();
+  CATCH_CHECK_THAT(logged.str(), Contains("read 10 LayerNorm tensors under their TensorFlow names (gamma, beta as weight, bias)"));
+  CATCH_CHECK_THAT(logged.str(), Contains("skipped 4 tensors of " + pretrained + " that the model has no use for: "
+                                          "bert.embeddings.position_ids, cls.predictions.bias, "
+                                          "cls.predictions.transform.dense.weight, cls.seq_relationship.weight"));
+  CATCH_CHECK_THAT(logged.str(), Contains(" warning: 2 tensors of the model's task head are not in the weights: they start "
+                                          "as initialised (train them before you use them): classifier.bias, classifier.weight"));
+  const auto fine = load_safetensors(tuned);
+  CATCH_REQUIRE(fine.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CATCH_INFO(want[i].first);
+    CATCH_CHECK(fine[i].first == want[i].first);
+    const bool same = std::memcmp(fine[i].second.data(), want[i].second.data(), want[i].second.nbytes()) == 0;
+    CATCH_CHECK(same == (want[i].first.rfind("classifier.", 0) != 0));
+  }
+  // A name no rule covers is still refused: the file is for a deeper model.
+  std::vector<std::string> shallower = small;
+  *(std::find(shallower.begin(), shallower.end(), "--layers") + 1) = "1";
+  auto gpt_file = cli(with(shallower, {"--data-file", train, "--vocab-file", vocab_file, "--steps", "1", "--init-from", hf,
+                                       "--partition", "uniform"}));
+  CATCH_CHECK(gpt_file.code == 2);
+  CATCH_CHECK_THAT(gpt_file.err, Contains("not in the model: bert.encoder.layer.1."));
 }

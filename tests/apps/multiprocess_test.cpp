@@ -963,6 +963,23 @@ CATCH_TEST_CASE("Ctrl-C to launch stops a 2-process job after a step, with a che
   CATCH_CHECK(actorpipe::find_resume_checkpoint(dir).path == step_dir(dir, n));
 }
 
+// A hangup to launch alone (its terminal's, or `kill -HUP`) was swallowed by UCX's handler: the
+// job ran on and launch exited 0. It is passed on as SIGINT and SIGTERM are.
+CATCH_TEST_CASE("SIGHUP to launch stops a 2-process job after a step, with a checkpoint, and launch exits 129",
+                "[multiprocess][signal]") {
+  const std::string metrics = temp_path(".lhup.jsonl"), dir = temp_path(".lhup.ckpt");
+  auto train = slow_job(metrics);
+  train.insert(train.end(), {"--save-dir", dir});
+  const auto [code, text] = run_and_signal(launched(2, train), {{"UCX_TLS", "tcp,self"}}, metrics, 2, SIGHUP);
+  CATCH_INFO(text);
+  CATCH_CHECK(code == 128 + SIGHUP);
+  CATCH_CHECK_THAT(text, Contains("actorpipe launch: got SIGHUP, passing it on to process 0 (local 0), process 1 (local 1)"));
+  const int n = stopped_after(text, "SIGHUP", 500);
+  CATCH_CHECK(n >= 2);
+  CATCH_CHECK(n < 500);
+  CATCH_CHECK(actorpipe::find_resume_checkpoint(dir).path == step_dir(dir, n));
+}
+
 CATCH_TEST_CASE("a signal while the job forms ends a process at once, the hub and a member alike",
                 "[multiprocess][signal]") {
   // Neither finds its peer (each is alone, with a 60 s --join-timeout); a stop ends the wait.
@@ -1066,4 +1083,105 @@ CATCH_TEST_CASE("init from weights in 2 processes: a deeper model's are refused,
   CATCH_CHECK(read_text(log).find("--init-from " + deeper + ": the parameters do not fit the model: 48 not in the model: "
                                   "blocks.4.") != std::string::npos);
   std::remove(deeper.c_str());
+}
+
+// A UCX setting that reaches no other process (UCX_TLS=self) hung the job for ever once it had
+// formed: the data plane's connect threw, the control plane heartbeated on, and the actor
+// system's end waited for it. Now one error naming the setting, exit 2 (a restart would meet
+// it again); a UCX_TLS with no transport at all is the same.
+CATCH_TEST_CASE("a UCX setting that reaches no other process is one error naming it, exit 2, not a hang",
+                "[multiprocess][failure]") {
+  const std::vector<std::string> train = {"train",  "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len",
+                                          "16",     "--vocab",  "64", "--microbatches", "4", "--microbatch-size", "2",
+                                          "--steps", "2", "--stages", "2", "--join-timeout", "20"};
+  for (const std::string tls : {"self", "bogus"}) {
+    CATCH_INFO("UCX_TLS=" << tls);
+    const std::string log = temp_path(".ucx-" + tls + ".log");
+    auto args = launched(2, train);
+    args.insert(args.begin() + 1, {"--max-restarts", "2"});
+    const int code = wait_process(start_process(bin, args, {{"UCX_TLS", tls}}, log), 60);
+    const std::string text = read_text(log);
+    CATCH_INFO(text);
+    CATCH_CHECK(code == 2);
+    CATCH_CHECK_THAT(text, Contains("UCX_TLS=" + tls));
+    CATCH_CHECK_THAT(text, Contains(tls == "self" ? "reaches this peer: keep tcp in UCX_TLS" : "no usable transport in it"));
+    CATCH_CHECK_THAT(text, Contains("not restarting: exit code 2"));
+  }
+}
+
+// launch ended by SIGKILL (or the OOM killer): its processes get SIGTERM (PR_SET_PDEATHSIG) and
+// stop after the step in flight with a checkpoint of it. They wrote their notice into launch's
+// pipes, now without a reader, and died of SIGPIPE before: nothing was saved.
+CATCH_TEST_CASE("launch killed outright: its processes still stop after their step with a checkpoint",
+                "[multiprocess][checkpoint]") {
+  const std::string dir = temp_path(".orphans"), log = temp_path(".orphans.log");
+  std::vector<std::string> args = {bin, "launch", "--nproc-per-node", "2", "--master-port", std::to_string(free_port()), "--"};
+  for (const auto& a : job("1f1b", 1, 100000, "")) args.push_back(a);
+  args.insert(args.end(), {"--save-dir", dir, "--save-every", "100000"});
+  const pid_t pid = start_process("/usr/bin/setsid", args, {{"UCX_TLS", "tcp,self"}}, log);
+  CATCH_REQUIRE(wait_for_text(log, "step 2/", 90));
+  kill(pid, SIGKILL);
+  CATCH_CHECK(wait_process(pid, 10) == 128 + SIGKILL);
+  // The orphans save and exit: the checkpoint appears, complete.
+  CATCH_REQUIRE(wait_for_file(dir + "/latest", 60) >= 0);
+  const std::string latest = read_text(dir + "/latest");
+  CATCH_CHECK_NOTHROW(actorpipe::verify_checkpoint(dir + "/" + latest.substr(0, latest.find('\n'))));
+  // Gone by themselves (their command line names the folder).
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = std::system(("pgrep -f -- '[-]-save-dir " + dir + "' >/dev/null").c_str()) != 0;  // [-]: not this shell
+    if (!gone) usleep(100000);
+  }
+  CATCH_CHECK(gone);
+  std::filesystem::remove_all(dir);
+}
+
+// Two machines, each with a --save-dir of its own (here: one relative path, two working
+// folders): every process writes its part into process 0's folder, so the first save failed
+// after training, and a restart failed alike. Now refused once the job forms, exit 2.
+CATCH_TEST_CASE("a --save-dir that a process does not share with process 0 is refused once the job forms",
+                "[multiprocess][checkpoint]") {
+  const int port = free_port();
+  const std::string base = temp_path(".unshared");
+  std::vector<pid_t> pids;
+  std::vector<std::string> logs;
+  for (int p = 0; p < 2; ++p) {
+    const std::string home = base + "-node" + std::to_string(p);
+    std::filesystem::create_directories(home);
+    logs.push_back(temp_path(".unshared" + std::to_string(p) + ".log"));
+    std::vector<std::string> args = {"-c", "cd \"$1\" && shift && exec \"$0\" \"$@\"", bin, home};
+    for (const auto& a : job("1f1b", 1, 3, "")) args.push_back(a);
+    args.insert(args.end(), {"--save-dir", "ck", "--join-timeout", "30"});
+    pids.push_back(start_process("/bin/sh", args, worker_env(p, 2, port), logs[p]));
+  }
+  const int follower = wait_process(pids[1], 60), leader = wait_process(pids[0], 60);
+  const std::string text = read_text(logs[1]);
+  CATCH_INFO(text << "\n---- process 0:\n" << read_text(logs[0]));
+  CATCH_CHECK(follower == 2);
+  CATCH_CHECK_THAT(text, Contains("--save-dir 'ck': process 1 does not see the folder process 0 saves into"));
+  CATCH_CHECK(leader != 0);
+  CATCH_CHECK(!std::filesystem::exists(base + "-node0/ck/step-00000003"));  // nothing trained
+  for (int p = 0; p < 2; ++p) std::filesystem::remove_all(base + "-node" + std::to_string(p));
+}
+
+// On a terminal the progress line is redrawn in place and the last step ends it; a run stopped
+// early left it open, and the summary began on it ("bubble 37.6%model: GPT, ...").
+CATCH_TEST_CASE("a run stopped on a terminal ends its progress line before the summary", "[signal]") {
+  if (std::system("script -V >/dev/null 2>&1") != 0) {
+    CATCH_WARN("script (util-linux) not found: skipped");
+    return;
+  }
+  const std::string log = temp_path(".tty.log"), typescript = temp_path(".typescript");
+  std::string command = "timeout --preserve-status -s TERM 6 " + bin + " train --stages 2 --layers 2 --hidden 32 --heads 2 --seq-len 16 "
+                        "--vocab 64 --microbatches 4 --steps 1000000";
+  const pid_t pid = start_process("/usr/bin/script", {"-qfec", command, typescript}, {}, log);
+  CATCH_CHECK(wait_process(pid, 60) == 128 + SIGTERM);
+  const std::string text = read_text(typescript);
+  CATCH_INFO(text);
+  const auto at = text.find("stopped by SIGTERM after step ");
+  CATCH_REQUIRE(at != std::string::npos);
+  const auto model = text.find("model: ");
+  CATCH_REQUIRE(model != std::string::npos);
+  CATCH_CHECK(model > 0);
+  CATCH_CHECK(text[model - 1] == '\n');  // not glued to "bubble ...%"
 }

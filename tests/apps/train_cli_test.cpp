@@ -405,14 +405,29 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
                                       "' (step-00000006 came after it): going on from it there would mix two runs' "
                                       "checkpoints, and a restart would take the newest: save into another folder"));
   // --init-from takes a checkpoint's parameters (its newest, given the folder), and refuses
-  // them for a shallower model, naming the tensors it has no parameter for.
+  // them for a model of another shape, as --resume does: a shallower one, or other heads,
+  // which split the same tensors otherwise (that trained on without a word).
   auto weights = cli(with({"train", "--steps", "1", "--init-from", dir}, tiny));
   CATCH_CHECK(weights.code == 0);
   auto shallow = cli({"train", "--steps", "1", "--init-from", dir + "/step-00000006", "--layers", "2", "--hidden", "32",
                       "--heads", "2", "--seq-len", "16", "--vocab", "64", "--microbatches", "4", "--microbatch-size", "2"});
   CATCH_CHECK(shallow.code == 2);
-  CATCH_CHECK_THAT(shallow.err, Contains("--init-from " + dir + "/step-00000006: the parameters do not fit the model: 24 "
-                                         "not in the model: blocks.2.attn.proj.bias, "));
+  CATCH_CHECK_THAT(shallow.err, Contains("--init-from " + dir + "/step-00000006: the checkpoint's gpt has --layers 4, this "
+                                         "run --layers 2"));
+  auto other_heads = cli({"train", "--steps", "1", "--init-from", dir, "--layers", "4", "--hidden", "32", "--heads", "4",
+                    "--seq-len", "16", "--vocab", "64", "--microbatches", "4", "--microbatch-size", "2"});
+  CATCH_CHECK(other_heads.code == 2);
+  CATCH_CHECK_THAT(other_heads.err, Contains("--init-from " + dir + ": its newest valid checkpoint " + dir +
+                                       "/step-00000006: the checkpoint's gpt has --heads 2, this run --heads 4"));
+  // A damaged newest one is passed over with a warning (it was silent).
+  std::ofstream(dir + "/step-00000006/manifest.json", std::ios::app) << "x";
+  const std::string init_log = temp_path(".init.log");
+  auto older = cli(with({"train", "--steps", "1", "--init-from", dir, "--log-file", init_log}, tiny));
+  CATCH_CHECK(older.code == 0);
+  std::stringstream init_logged;
+  init_logged << std::ifstream(init_log).rdbuf();
+  CATCH_CHECK_THAT(init_logged.str(), Contains(" warning: not initialising from a damaged checkpoint: "));
+  CATCH_CHECK_THAT(init_logged.str(), Contains("initialised the parameters from " + dir + "/step-00000004"));
   std::filesystem::remove_all(dir);
   std::remove(straight.c_str());
   std::remove(resumed.c_str());
@@ -599,6 +614,10 @@ CATCH_TEST_CASE("train --batch-size alone is cut into 8 microbatches (or 4, 2, 1
   CATCH_CHECK_THAT(prime.err, Contains("1f1b needs microbatches >= stages") &&
                                   Contains("(--batch-size 7 alone is cut into 1 microbatches, the largest of 8, 4, 2, 1 "
                                            "that divides it: give --microbatches)"));
+  // Not on an error of another flag's (it read "steps=0 must be >= 1 (--batch-size 4 alone ...)").
+  auto other = cli(with(model, {"--batch-size", "4", "--steps", "0"}));
+  CATCH_CHECK(other.code == 2);
+  CATCH_CHECK_THAT(other.err, Contains("steps") && !Contains("alone is cut into"));
   const std::string file = temp_path(".txt");
   std::ofstream(file) << "0: F0.0 F0.1 B0.0 B0.1\n1: F1.0 B1.0 F1.1 B1.1\n";  // 2 microbatches
   auto planned = cli(with(model, {"--batch-size", "6", "--schedule-file", file}));
@@ -747,7 +766,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
   // A run that fails once it has started exits 1, not 2: launch --max-restarts restarts that.
   const auto failed = cli(with({"train", "--steps", "2", "--step-timeout", "0.0001"}, tiny));
   CATCH_CHECK(failed.code == 1);
-  CATCH_CHECK_THAT(failed.err, Contains("step 0 did not finish within 0.0001 s (--step-timeout)"));
+  CATCH_CHECK_THAT(failed.err, Contains("step 1 of 2 did not finish within 0.0001 s (--step-timeout)"));
   const std::string kept = temp_path(".kept.jsonl");
   std::ofstream(kept) << "{\"step\":0}\n";
   const auto refused = cli(with({"train", "--no-pipeline", "--save-dir", temp_path(".ckpt"), "--metrics", kept}, tiny));
@@ -866,4 +885,57 @@ CATCH_TEST_CASE("train --late-input-grad runs B as one block, to the same losses
   CATCH_CHECK(lines == 2);
   std::remove(early_m.c_str());
   std::remove(late_m.c_str());
+}
+
+// A run resumed by hand with the same --metrics file adds to it, as a restart does: the lines
+// of the run it continues were erased.
+CATCH_TEST_CASE("train --resume appends to its --metrics file, and a new run starts it afresh", "[apps][checkpoint]") {
+  const std::string dir = temp_path(".metrics-ckpt"), metrics = temp_path(".metrics.jsonl");
+  const auto lines = [&] {
+    std::ifstream f(metrics);
+    int n = 0;
+    for (std::string l; std::getline(f, l);) n += !l.empty();
+    return n;
+  };
+  CATCH_REQUIRE(cli(with({"train", "--steps", "2", "--dp", "2", "--save-dir", dir, "--metrics", metrics}, tiny)).code == 0);
+  CATCH_CHECK(lines() == 2);
+  const auto resumed =
+      cli(with({"train", "--steps", "5", "--dp", "2", "--save-dir", dir, "--resume", dir, "--metrics", metrics}, tiny));
+  CATCH_REQUIRE(resumed.code == 0);
+  CATCH_CHECK(lines() == 5);
+  // The summary's lines number the steps as the run does (the sync line said "steps 2..3").
+  CATCH_CHECK_THAT(resumed.out, Contains("busy per step, steps 4..5 "));
+  CATCH_CHECK_THAT(resumed.out, Contains("after the pipeline's last action, steps 4..5\n"));
+  CATCH_REQUIRE(cli(with({"train", "--steps", "1", "--metrics", metrics}, tiny)).code == 0);
+  CATCH_CHECK(lines() == 1);
+  std::filesystem::remove_all(dir);
+  std::remove(metrics.c_str());
+}
+
+// Two outputs under one name kept one of them (the summary said both were written), and an
+// output under an input's name replaced it: refused before training.
+CATCH_TEST_CASE("train refuses an output that is an input or another output", "[apps][errors]") {
+  const std::string same = temp_path(".same");
+  auto twice = cli(with({"train", "--steps", "1", "--metrics", same, "--save-final", same}, tiny));
+  CATCH_CHECK(twice.code == 2);
+  CATCH_CHECK_THAT(twice.err, Contains("--metrics '" + same + "' is also --save-final ('" + same +
+                                       "'): each output needs a file of its own"));
+  const std::string plan = temp_path(".plan.txt");
+  std::ofstream(plan) << "0: F0.0 F0.1 F0.2 F0.3 B0.0 B0.1 B0.2 B0.3\n1: F1.0 B1.0 F1.1 B1.1 F1.2 B1.2 F1.3 B1.3\n";
+  auto over_plan = cli(with({"train", "--steps", "1", "--schedule-file", plan, "--trace", plan}, tiny));
+  CATCH_CHECK(over_plan.code == 2);
+  CATCH_CHECK_THAT(over_plan.err, Contains("--trace '" + plan + "' is the --schedule-file this run reads"));
+  CATCH_CHECK(std::filesystem::file_size(plan) > 0);
+  std::ifstream kept(plan);
+  std::string first;
+  std::getline(kept, first);
+  CATCH_CHECK(first == "0: F0.0 F0.1 F0.2 F0.3 B0.0 B0.1 B0.2 B0.3");
+  // The trace of a plan file's run names the file, as the summary does (it said 1f1b).
+  const std::string trace = temp_path(".plan-trace.json");
+  auto traced = cli(with({"train", "--steps", "1", "--schedule-file", plan, "--trace", trace}, tiny));
+  CATCH_REQUIRE(traced.code == 0);
+  std::ifstream t(trace);
+  const std::string text((std::istreambuf_iterator<char>(t)), std::istreambuf_iterator<char>());
+  CATCH_CHECK_THAT(text, Contains("actorpipe train " + plan + ", the last step measured"));
+  CATCH_CHECK_THAT(text, !Contains("1f1b"));
 }

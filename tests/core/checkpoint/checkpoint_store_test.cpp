@@ -155,6 +155,26 @@ CATCH_TEST_CASE("pruning keeps the newest complete checkpoints and drops crashed
   fs::remove_all(dir);
 }
 
+// A run killed while it saved left its partial directory; pruning spares those of steps past
+// the newest complete one, and a resumed run saves that step again, so they piled up until a
+// disk with room for --keep-last failed every save. The run that takes the lock removes them.
+CATCH_TEST_CASE("taking a folder's lock removes the unfinished writes of a run that died while it saved", "[checkpoint]") {
+  const std::string dir = fresh_dir("leftovers");
+  write_checkpoint(dir, 4);
+  const std::string dead_step = checkpoint_writer(dir, 5).partial_path();
+  const std::string dead_latest = dir + "/.latest-0123456789ab";
+  std::ofstream(dead_latest) << "step-00000005\n";
+  std::ofstream(dead_step + "/stage-0.safetensors") << std::string(1 << 20, 'x');
+  {
+    const save_dir_lock held(dir);
+    CATCH_CHECK(!fs::exists(dead_step));
+    CATCH_CHECK(!fs::exists(dead_latest));
+    CATCH_CHECK(find_resume_checkpoint(dir).manifest.step == 4);  // the complete ones stay
+    CATCH_CHECK(fs::exists(dir + "/latest"));
+  }
+  fs::remove_all(dir);
+}
+
 CATCH_TEST_CASE("checkpoint parts given up stop, and what a checkpoint that cannot complete wrote goes", "[checkpoint]") {
   const std::string dir = fresh_dir("parts");
   checkpoint_writer kept(dir, 2), failed(dir, 4), stopped(dir, 6);
@@ -253,5 +273,16 @@ CATCH_TEST_CASE("a writer SIGKILLed at random moments never leaves a checkpoint 
     }
   }
   CATCH_CHECK(resumed >= 20);  // every trial that waited for its writer's checkpoint
+  fs::remove_all(dir);
+}
+
+// "dir/step-00000004/" (a shell's completion) is that checkpoint as "dir/step-00000004" is: with
+// its manifest gone, it said "no valid checkpoint (none written)" instead of naming the manifest.
+CATCH_TEST_CASE("a checkpoint named with a trailing slash is that checkpoint", "[checkpoint]") {
+  const std::string dir = fresh_dir("slash");
+  const std::string step = write_checkpoint(dir, 4);
+  CATCH_CHECK(find_resume_checkpoint(step + "/").manifest.step == 4);
+  fs::remove(step + "/manifest.json");
+  CATCH_CHECK_THROWS_WITH(find_resume_checkpoint(step + "/"), Contains("manifest.json: missing (an incomplete checkpoint)"));
   fs::remove_all(dir);
 }
