@@ -159,6 +159,11 @@ def fmt_ranges(name, rs, comment):
     return "\n".join(lines)
 
 
+def rows(items, per_row):
+    """Table initialiser lines: `per_row` items a line, indented, each line ending in a comma."""
+    return ["    " + ", ".join(items[i:i + per_row]) + "," for i in range(0, len(items), per_row)]
+
+
 def generate():
     ccc = []
     for c in range(N):
@@ -208,16 +213,12 @@ def generate():
         "// Canonical combining class (non-zero only): first, last, class.",
         "constexpr ccc_range combining_class_ranges[] = {",
     ]
-    items = [f"{{0x{a:X}, 0x{b:X}, {k}}}" for a, b, k in ccc]
-    for i in range(0, len(items), 5):
-        parts.append("    " + ", ".join(items[i:i + 5]) + ",")
+    parts += rows([f"{{0x{a:X}, 0x{b:X}, {k}}}" for a, b, k in ccc], 5)
     parts += ["};", "",
               "// str.lower() of one character: first, last, delta, stride (first, first + stride, ... map to",
               "// c + delta). Final sigma is handled where it is used.",
               "constexpr lower_run lower_runs[] = {"]
-    items = [f"{{0x{a:X}, 0x{b:X}, {d}, {s}}}" for a, b, d, s in runs]
-    for i in range(0, len(items), 5):
-        parts.append("    " + ", ".join(items[i:i + 5]) + ",")
+    parts += rows([f"{{0x{a:X}, 0x{b:X}, {d}, {s}}}" for a, b, d, s in runs], 5)
     parts += ["};", "", "// str.lower() of the characters that lower to more than one.",
               "constexpr lower_multi_entry lower_multi[] = {"]
     for c, seq in multi:
@@ -226,9 +227,7 @@ def generate():
               "// One level of canonical decomposition: code point, first, second (0: a singleton), and whether",
               "// NFC composes first + second back into it. Hangul syllables are algorithmic.",
               "constexpr decomposition decompositions[] = {"]
-    items = [f"{{0x{c:X}, 0x{a:X}, 0x{b:X}, {int(k)}}}" for c, a, b, k in decs]
-    for i in range(0, len(items), 4):
-        parts.append("    " + ", ".join(items[i:i + 4]) + ",")
+    parts += rows([f"{{0x{c:X}, 0x{a:X}, 0x{b:X}, {int(k)}}}" for c, a, b, k in decs], 4)
     parts += ["};", ""]
     return "\n".join(parts)
 
