@@ -37,7 +37,6 @@ void supervisor::on_state_snapshotted(const msg::state_snapshotted& s) {
   go_on(s.step);
 }
 
-// Every part is durable: the manifest, the rename, `latest`, pruning.
 // A checkpoint that cannot be written (a full disk): what the run trained must not go with it,
 // nor the checkpoints before it. The run takes no more checkpoints and stops after the step in
 // flight, finishing as a stopped run does (its parameters gathered for --save-final); the
@@ -54,6 +53,7 @@ void supervisor::checkpoint_failed(const std::string& why) {
   }
 }
 
+// Every part is durable: the manifest, the rename, `latest`, pruning.
 void supervisor::on_state_written(const msg::state_written& w) {
   if (!save_ || w.step != save_->step) return;
   if (!w.error.empty())
