@@ -43,6 +43,7 @@ void supervisor::on_state_snapshotted(const msg::state_snapshotted& s) {
 // error goes with the result, and the command reports it once its files are written. The
 // checkpoint's directory goes (the parts still being written find it gone).
 void supervisor::checkpoint_failed(const std::string& why) {
+  if (saves_failed_) return;  // another part of the same checkpoint: said once
   log_error(why + ": no more checkpoints are taken; the run stops after the step in flight");
   if (ctx_->result && ctx_->result->checkpoint_error.empty()) ctx_->result->checkpoint_error = why;
   saves_failed_ = true;
