@@ -284,6 +284,12 @@ void supervisor::on_stop_request(const msg::stop_request& r) {
            ": the job stops after the step in flight");
 }
 
+// Whether --save-every asks for a checkpoint after `done` steps.
+bool supervisor::periodic_save_due(int done) const {
+  const auto& o = ctx_->options;
+  return !o.save_dir.empty() && o.save_every > 0 && done % o.save_every == 0;
+}
+
 // A stop signal (this process's, or one a follower passed on) with steps left after `done`:
 // step `done` is the run's last (checkpointed where there is a --save-dir).
 void supervisor::stop_if_signalled(int done) {
@@ -309,8 +315,7 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
     ctx_->result->steps.push_back(m);
     // The last step's timeline; and before an evaluation pass or a checkpoint, after which the
     // run may end (a stop asked for during the pass, a checkpoint that fails).
-    const bool save_due = !o.save_dir.empty() && o.save_every > 0 && (k + 1) % o.save_every == 0;
-    if (k + 1 == o.steps || stopping_ || save_due || (ctx_->eval_microbatches > 0 && eval_due(o, k + 1))) {
+    if (k + 1 == o.steps || stopping_ || periodic_save_due(k + 1) || (ctx_->eval_microbatches > 0 && eval_due(o, k + 1))) {
       ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes, ctx_->ranks);
       if (ctx_->replicas > 1)
         ctx_->result->last_step_all_ranks = measured_timeline(*ctx_, st_.flushes, ctx_->world_ranks());
@@ -335,8 +340,7 @@ void supervisor::after_step(int done) {
     }
     log_info("the evaluation due after step " + std::to_string(done) + " is skipped: the run stops");
   }
-  const bool due = !saves_failed_ && !o.save_dir.empty() &&
-                   ((o.save_every > 0 && done % o.save_every == 0) || done == o.steps || stopping_);
+  const bool due = !saves_failed_ && !o.save_dir.empty() && (periodic_save_due(done) || done == o.steps || stopping_);
   if (!due) {
     go_on(done);
     return;

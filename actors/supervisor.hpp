@@ -74,6 +74,7 @@ class supervisor {
   void go_on(int done);
   void start_save(int done, double due_at);
   void stop_if_signalled(int done);
+  bool periodic_save_due(int done) const;
   void checkpoint_failed(const std::string& why);
   void save_ended();
   void start_eval(int done);

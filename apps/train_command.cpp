@@ -793,6 +793,15 @@ long long monotonic_ns() {  // clock_gettime is async-signal-safe
   return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec;
 }
 
+// A write to a pipe without a reader fails (EPIPE) instead of ending the process.
+// Async-signal-safe (sigaction).
+void ignore_sigpipe() {
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  sigaction(SIGPIPE, &ign, nullptr);
+}
+
 void note_stop_signal(int sig) {
   const int first = stop_signal_received.load();
   if (first == 0) {
@@ -801,10 +810,7 @@ void note_stop_signal(int sig) {
     // The step in flight and its checkpoint go on even where no one reads this process's
     // output any more: launch's SIGTERM as it dies (PR_SET_PDEATHSIG) leaves its pipes without
     // a reader, and the notice below, or any line after it, would end the process by SIGPIPE.
-    struct sigaction ign {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGPIPE, &ign, nullptr);
+    ignore_sigpipe();
     const std::string& notice = stop_notice[sig == SIGINT ? 0 : sig == SIGTERM ? 1 : 2];
     [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, notice.data(), notice.size());
     return;
@@ -970,12 +976,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   // (SIGKILL, the OOM killer), its SIGTERM (PR_SET_PDEATHSIG) asks for a checkpointed stop,
   // but the next line written, often before that handler runs (SIGPIPE comes first), ended
   // the process by SIGPIPE and lost the checkpoint: a closed pipe is an output lost instead.
-  if (std::getenv(kRestartCountVariable) != nullptr) {
-    struct sigaction ign {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGPIPE, &ign, nullptr);
-  }
+  if (std::getenv(kRestartCountVariable) != nullptr) ignore_sigpipe();
   t.stop_signal = &stop_signal_received;
   std::optional<follower_stop_watch> follower;
   if (place.process != 0) follower.emplace(t.step_timeout_s);

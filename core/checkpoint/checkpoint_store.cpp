@@ -28,6 +28,10 @@ namespace fs = std::filesystem;
 
 [[noreturn]] void fail(const std::string& what) { throw checkpoint_error(what); }
 
+// A checkpoint's partial directory or a `latest` about to replace the old: a write in flight,
+// or one a crash cut short.
+bool is_write_in_flight(const std::string& name) { return name.rfind(".partial-", 0) == 0 || name.rfind(".latest-", 0) == 0; }
+
 std::string errno_text() { return std::strerror(errno); }
 
 void fsync_path(const std::string& path, bool directory) {
@@ -388,7 +392,7 @@ save_dir_lock::save_dir_lock(const std::string& dir, const std::string& job_mark
   int removed = 0;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(".partial-", 0) != 0 && name.rfind(".latest-", 0) != 0) continue;
+    if (!is_write_in_flight(name)) continue;
     std::error_code size_ec;
     for (const auto& f : fs::recursive_directory_iterator(e.path(), size_ec))
       if (f.is_regular_file(size_ec)) bytes += f.file_size(size_ec);
@@ -414,8 +418,7 @@ bool save_dir_marked_by(const std::string& dir, const std::string& job_mark) {
 }
 
 bool is_checkpoint_store_name(const std::string& name) {
-  for (const char* prefix : {".partial-", ".latest-"})
-    if (name.rfind(prefix, 0) == 0) return true;
+  if (is_write_in_flight(name)) return true;
   const bool step_dir = name.size() > 5 && name.rfind("step-", 0) == 0 &&
                         std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
   return step_dir || name == "latest" || name == ".lock";

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/data/wordpiece.hpp"
 #include "core/log.hpp"
 
 namespace actorpipe {
@@ -46,42 +47,6 @@ void strip_bom(std::string& line) {
   if (line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
 }
 
-// Whether `s` is valid UTF-8 by the tokenizer's rules (no overlong forms, no surrogates, nothing
-// above U+10FFFF): bytes that are not are dropped when the text is tokenized.
-bool valid_utf8(const std::string& s) {
-  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-  const std::size_t n = s.size();
-  for (std::size_t i = 0; i < n;) {
-    const unsigned char c = b[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int extra = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the first continuation byte
-    if (c >= 0xC2 && c <= 0xDF) {
-      extra = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      extra = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      extra = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (n - i <= static_cast<std::size_t>(extra)) return false;
-    for (int k = 1; k <= extra; ++k) {
-      const unsigned char cc = b[i + k];
-      if (cc < (k == 1 ? lo : 0x80) || cc > (k == 1 ? hi : 0xBF)) return false;
-    }
-    i += static_cast<std::size_t>(extra) + 1;
-  }
-  return true;
-}
-
 // The file's lines without line ends; line i is lines[i - 1]. Trailing empty lines are dropped.
 // Lines end with LF or CRLF; a file with no LF at all but CRs (old Mac line ends) has CR line
 // ends. In a file with LF line ends a CR alone stays text (the tokenizer takes it for a space).
@@ -106,7 +71,7 @@ std::vector<std::string> read_lines(const std::string& path, int* invalid_utf8 =
   while (!lines.empty() && lines.back().empty()) lines.pop_back();
   int bad = 0, first_bad = 0;
   for (std::size_t i = 0; i < lines.size(); ++i)
-    if (!valid_utf8(lines[i]) && bad++ == 0) first_bad = static_cast<int>(i + 1);
+    if (!is_valid_utf8(lines[i]) && bad++ == 0) first_bad = static_cast<int>(i + 1);
   if (bad > 0)
     log_warn("glue file '" + path + "': " + std::to_string(bad) + (bad == 1 ? " line holds" : " lines hold") +
              " bytes that are not valid UTF-8, the first on line " + std::to_string(first_bad) +

@@ -20,9 +20,9 @@ namespace {
 constexpr char32_t replacement_char = 0xFFFD;
 
 // Decodes UTF-8 strictly (no overlong forms, no surrogates, nothing above U+10FFFF). A bad byte
-// or a cut-short sequence becomes one U+FFFD and decoding goes on at the next byte that could
-// start a character, so any input decodes and nothing reads past the end.
-std::u32string decode_utf8(const std::string& text) {
+// or a cut-short sequence becomes one U+FFFD (and *valid false) and decoding goes on at the next
+// byte that could start a character, so any input decodes and nothing reads past the end.
+std::u32string decode_utf8(const std::string& text, bool* valid = nullptr) {
   std::u32string out;
   out.reserve(text.size());
   const auto* b = reinterpret_cast<const unsigned char*>(text.data());
@@ -53,6 +53,7 @@ std::u32string decode_utf8(const std::string& text) {
       if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
     } else {
       out.push_back(replacement_char);
+      if (valid) *valid = false;
       ++i;
       continue;
     }
@@ -72,6 +73,7 @@ std::u32string decode_utf8(const std::string& text) {
       i = j;
     } else {
       out.push_back(replacement_char);
+      if (valid) *valid = false;
       i = j;  // the valid prefix is consumed; the offending byte is looked at again
     }
   }
@@ -322,6 +324,12 @@ std::string to_utf8(const std::u32string& s) {
 const char* const special_tokens[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
 
 }  // namespace
+
+bool is_valid_utf8(const std::string& text) {
+  bool valid = true;
+  decode_utf8(text, &valid);
+  return valid;
+}
 
 std::vector<std::string> basic_tokenize(const std::string& text, bool lower_case) {
   // Hugging Face's BasicTokenizer.tokenize, step by step: clean (drop controls, whitespace to a

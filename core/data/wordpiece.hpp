@@ -34,6 +34,10 @@ struct encoded_text {
 // characters out, as UTF-8.
 std::vector<std::string> basic_tokenize(const std::string& text, bool lower_case);
 
+// Whether `text` is UTF-8 by the rules basic_tokenize decodes it with (no overlong forms, no
+// surrogates, nothing above U+10FFFF): the bytes of a sequence that is not are dropped there.
+bool is_valid_utf8(const std::string& text);
+
 class wordpiece_tokenizer {
  public:
   // A Hugging Face style vocab.txt: one token per line, id = 0-based line number (a repeated

@@ -35,7 +35,7 @@ class data_parallel_optimizer {
   // a parameter without a gradient counts as zeros.
   tensor_box gradient_bucket(int b) const;
   // Buckets that may leave before the step's last backward ends. Parameter p just had a
-  // contribution accumulated, in the step's last weight-gradient pass of its stage or before
+  // contribution accumulated, during its stage's last backward action of the step or before
   // it (`last_pass`): the buckets that are complete because of it, each once per step. A
   // bucket is complete once each of its parameters has had, in the last pass, as many
   // contributions as in the first step's last pass (the first step sends every bucket at its

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "core/schedule/user_code.hpp"
+
 namespace actorpipe {
 namespace {
 
@@ -197,17 +199,8 @@ std::unique_ptr<rank_policy> make_policy(const std::string& name, int stages, in
   r.rank = rank;
   r.budget = budget;
   r.split_backward = e.options.split_backward;
-  std::unique_ptr<rank_policy> p;
-  try {
-    p = e.factory(r);
-  } catch (const std::invalid_argument&) {
-    throw;  // a request the policy refuses, in its own words
-  } catch (const std::exception& e) {
-    throw std::invalid_argument("policy '" + name + "': its factory failed for rank " + std::to_string(rank) + ": " + e.what());
-  } catch (...) {
-    throw std::invalid_argument("policy '" + name + "': its factory failed for rank " + std::to_string(rank) +
-                                ": an exception that is not a std::exception");
-  }
+  std::unique_ptr<rank_policy> p = refusing_what_throws(
+      "policy '" + name + "': its factory failed for rank " + std::to_string(rank), [&] { return e.factory(r); });
   if (!p) throw std::invalid_argument("policy '" + name + "' returned no policy for rank " + std::to_string(rank));
   check_actions(name, *p, r.place, microbatches, rank);
   return std::make_unique<checked_policy>(std::move(p), name, rank);

@@ -10,6 +10,7 @@
 #include "core/schedule/builtin_schedules.hpp"
 #include "core/schedule/plan_validator.hpp"
 #include "core/schedule/policy_registry.hpp"
+#include "core/schedule/user_code.hpp"
 
 namespace actorpipe {
 namespace {
@@ -141,16 +142,7 @@ plan make_schedule(const std::string& name, const schedule_request& request) {
     throw std::invalid_argument("microbatches must be >= 1: got microbatches=" + std::to_string(request.microbatches));
   if (request.chunks < 1) throw std::invalid_argument("chunks must be >= 1: got chunks=" + std::to_string(request.chunks));
   check_plan_size("schedule '" + name + "'", request.stages, request.chunks, request.microbatches);
-  plan p;
-  try {
-    p = gen(request);
-  } catch (const std::invalid_argument&) {
-    throw;  // a request the schedule refuses, in its own words
-  } catch (const std::exception& e) {
-    throw std::invalid_argument("schedule '" + name + "': its generator failed: " + e.what());
-  } catch (...) {
-    throw std::invalid_argument("schedule '" + name + "': its generator failed: an exception that is not a std::exception");
-  }
+  plan p = refusing_what_throws("schedule '" + name + "': its generator failed", [&] { return gen(request); });
   p.name = name;
   if (p.num_ranks() != request.stages || p.chunks() != request.chunks || p.microbatches != request.microbatches)
     throw std::invalid_argument("schedule '" + name + "' returned a plan for stages=" + std::to_string(p.num_ranks()) +

@@ -288,10 +288,7 @@ std::function<bool(const std::string&)> held_elsewhere(const run_setup& setup) {
       prefixes.push_back(prefix);
     }
   }
-  return [prefixes, any_name](const std::string& name) {
-    return any_name || std::any_of(prefixes.begin(), prefixes.end(),
-                                   [&name](const std::string& p) { return name.rfind(p, 0) == 0; });
-  };
+  return [prefixes, any_name](const std::string& name) { return any_name || starts_with_any(name, prefixes); };
 }
 
 void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer) {
