@@ -408,7 +408,7 @@ void chunk::on_run(const msg::run& r) {
     job.counted = job.a.op == op_kind::forward || job.a.op == op_kind::input_grad;
     if (job.counted) ctx_->queued_forward_or_input[rank_].fetch_add(1);
   }
-  self_->send(ctx_->compute[rank_], msg::compute_job{std::move(job)});
+  self_->send(ctx_->compute[rank_], msg::compute_job{std::move(job), r.order});
 }
 
 // F's output to the next virtual stage (the last one reports its loss), B's or I's input

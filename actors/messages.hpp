@@ -94,19 +94,25 @@ struct input_ready {
 
 // Stage -> chunk: run this action now. `fill`: a W run out of turn while the rank waits
 // (rank_policy::fill); it pauses once for an F or I that comes to the compute thread meanwhile.
+// `order`: the rank's count of actions handed over (from 0), so its compute thread runs them
+// in the order the stage chose, whichever chunk's actor passes its job on first; -1: run on
+// arrival.
 struct run {
   int step;
   action act;
   bool fill = false;
+  std::int64_t order = -1;
 };
 
 // A stage actor to itself: its rank went idle; once the messages already queued are handled,
 // run a W out of turn if the rank still waits (rank_policy::fill).
 struct try_fill {};
 
-// Anyone -> a rank's compute actor: work for the rank's own thread.
+// Anyone -> a rank's compute actor: work for the rank's own thread. `order` >= 0: a stage's
+// action, run after every lower one (msg::run::order); -1: run on arrival.
 struct compute_job {
   std::function<void()> work;
+  std::int64_t order = -1;
 };
 
 // Compute thread -> chunk: an action finished.

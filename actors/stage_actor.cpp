@@ -59,6 +59,7 @@ class stage {
   bool fill_asked_ = false;             // a try_fill is on its way to this actor,
   int fill_step_ = -1;                  // asked in this step
   double last_w_s_ = -1;                // the rank's latest W, all its parts (seconds)
+  std::int64_t handed_over_ = 0;        // actions handed to the chunks in this run (msg::run::order)
 };
 
 // Steps run one after another: the first input of a new step means the old one is over.
@@ -81,8 +82,8 @@ void stage::enter(int step) {
                                                " actions it lists ran: does its reset() start a step afresh?"});
 }
 
-// An F counts as done once it is handed to the compute thread: that thread runs its jobs in
-// the order they were handed over, so the last stage's B or I (which awaits nothing else)
+// An F counts as done once it is handed to the compute thread: that thread runs the stage's
+// actions in the order they were handed over (msg::run::order), so the last stage's B or I (which awaits nothing else)
 // waits in the compute actor's mailbox behind its own F instead of after a done -> stage ->
 // chunk -> compute round trip (~0.2 ms on the 2-vCPU machines, once per microbatch on the
 // slowest stage). Not so a W behind its I: handed over early, a W could no longer give way to
@@ -136,7 +137,7 @@ void stage::dispatch() {
 
 void stage::run(const action& a, bool fill) {
   running_.emplace_back(a, ctx_->now());
-  self_->send(ctx_->chunk_actors[ctx_->stage_id(replica_, a.virtual_stage)], msg::run{step_, a, fill});
+  self_->send(ctx_->chunk_actors[ctx_->stage_id(replica_, a.virtual_stage)], msg::run{step_, a, fill, handed_over_++});
 }
 
 // Whether the input the rank waits for is far enough off for a W piece: a piece started in

@@ -10,6 +10,7 @@
 #include "transport/local/local_transport.hpp"
 
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <stdexcept>
 
@@ -124,8 +125,13 @@ CATCH_TEST_CASE("the stage actor runs its plan only as inputs arrive, two action
   ctx->chunk_actors[0] = caf::actor_cast<caf::actor>(chunk);
   ctx->supervisor = caf::actor_cast<caf::actor>(sup);
   auto stage = sys.spawn(stage_actor, std::shared_ptr<const run_context>(ctx), 0);
-  // Rank 0 of 1f1b, P = 2, M = 2: F0.0 F0.1 B0.0 B0.1.
-  auto run_of = [&] { return to_string(expect<msg::run>(chunk).act); };
+  // Rank 0 of 1f1b, P = 2, M = 2: F0.0 F0.1 B0.0 B0.1, numbered in the order handed over.
+  std::int64_t handed = 0;
+  auto run_of = [&] {
+    const msg::run r = expect<msg::run>(chunk);
+    CATCH_CHECK(r.order == handed++);
+    return to_string(r.act);
+  };
   auto done = [&](const std::string& text, int live) {
     chunk->send(stage, msg::action_done{0, parse_action(text), 0.0, 0.001, live, 0, -1, {}});
   };
@@ -150,6 +156,23 @@ CATCH_TEST_CASE("the stage actor runs its plan only as inputs arrive, two action
   CATCH_CHECK(f.events.size() == 4);
   CATCH_CHECK(f.peak_activations == 2);
   caf::anon_send_exit(stage, caf::exit_reason::user_shutdown);
+}
+
+// Two chunks' actors pass the actions a stage handed them on in either order; the compute
+// thread runs them in the stage's (msg::run::order), anything else as it comes.
+CATCH_TEST_CASE("the compute actor runs a stage's actions in the order handed over, other jobs as they come",
+                "[actors][compute]") {
+  caf::actor_system sys{config()};
+  caf::scoped_actor sender{sys};
+  auto compute = sys.spawn<caf::detached>(compute_actor);
+  std::vector<std::int64_t> ran;  // touched on the compute thread only, read after `finished`
+  auto job = [&](std::int64_t order) { return msg::compute_job{[&ran, order] { ran.push_back(order); }, order}; };
+  for (std::int64_t order : {2, -1, 0, 1, 5, 4, -1, 3}) sender->send(compute, job(order));
+  std::promise<void> finished;
+  sender->send(compute, msg::compute_job{[&] { finished.set_value(); }});
+  CATCH_REQUIRE(finished.get_future().wait_for(patience) == std::future_status::ready);
+  CATCH_CHECK(ran == std::vector<std::int64_t>{-1, 0, 1, 2, -1, 3, 4, 5});
+  caf::anon_send_exit(compute, caf::exit_reason::user_shutdown);
 }
 
 // zb-h1, rank 0 of 2, M = 4: F0.0 F0.1 I0.0 F0.2 I0.1 W0.0 ... Once F0.2 is done the rank waits
