@@ -87,6 +87,9 @@ struct layer_chunk::impl {
       } catch (const std::exception& e) {
         throw std::runtime_error("layer '" + p.spec->name + "' (layer " + std::to_string(p.index) + "): " + error_text(e));
       }
+      if (!h.defined())
+        throw std::runtime_error("layer '" + p.spec->name + "' (layer " + std::to_string(p.index) +
+                                 "): its forward returned an undefined tensor");
     }
     return h;
   }

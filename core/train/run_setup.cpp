@@ -119,32 +119,40 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
     throw std::invalid_argument(
         "--partition profile measures the layers in one process, and the processes of a job could measure different "
         "splits: run it once in one process and give the split it prints as --partition counts:A,B,...");
-  if (S == 1) {
-    partition_layers(s.partition, s.layer_names, 1, 1, [&] { return std::vector<double>(L, 1.0); },
-                     [&] { return std::vector<double>(L, 1.0); });  // the method is still checked
-    s.layers = {{0, L}};
-  } else {
-    std::optional<built_layers> built;  // the whole model, built once if a method looks at it
-    auto all = [&]() -> const built_layers& {
-      if (!built) built = build_all_layers(*model);
-      return *built;
-    };
-    s.layers = partition_layers(
-        s.partition, s.layer_names, P, V, [&] { return layer_parameter_counts(*model, all()); },
-        [&] {
-          set_compute_threads(o.threads_per_stage);
-          std::vector<double> costs = profile_layers(*model, all());
-          if (log_enabled(log_level::debug)) {
-            std::string line = "partition profile: forward + backward per layer, one microbatch (ms):";
-            for (std::size_t i = 0; i < costs.size(); ++i) {
-              char ms[32];
-              std::snprintf(ms, sizeof ms, " %.2f", 1e3 * costs[i]);
-              line += (i ? "," : "") + (" " + s.layer_names[i]) + ms;
+  try {
+    if (S == 1) {
+      partition_layers(s.partition, s.layer_names, 1, 1, [&] { return std::vector<double>(L, 1.0); },
+                       [&] { return std::vector<double>(L, 1.0); });  // the method is still checked
+      s.layers = {{0, L}};
+    } else {
+      std::optional<built_layers> built;  // the whole model, built once if a method looks at it
+      auto all = [&]() -> const built_layers& {
+        if (!built) built = build_all_layers(*model);
+        return *built;
+      };
+      s.layers = partition_layers(
+          s.partition, s.layer_names, P, V, [&] { return layer_parameter_counts(*model, all()); },
+          [&] {
+            set_compute_threads(o.threads_per_stage);
+            std::vector<double> costs = profile_layers(*model, all());
+            if (log_enabled(log_level::debug)) {
+              std::string line = "partition profile: forward + backward per layer, one microbatch (ms):";
+              for (std::size_t i = 0; i < costs.size(); ++i) {
+                char ms[32];
+                std::snprintf(ms, sizeof ms, " %.2f", 1e3 * costs[i]);
+                line += (i ? "," : "") + (" " + s.layer_names[i]) + ms;
+              }
+              log_debug(line);
             }
-            log_debug(line);
-          }
-          return costs;
-        });
+            return costs;
+          });
+    }
+  } catch (const std::invalid_argument& e) {
+    // The model's own default failed: say so, not "--partition", which the user never gave.
+    const std::string flag = "--partition ", what = e.what();
+    if (!o.partition.empty() || what.rfind(flag, 0) != 0) throw;
+    throw std::invalid_argument("model '" + model->name + "': its default_partition " + what.substr(flag.size()) +
+                                " (no --partition was given: give one to cut the model another way)");
   }
   // Tie keys spanning virtual stages.
   std::map<std::string, std::vector<int>> holders;

@@ -220,6 +220,20 @@ CATCH_TEST_CASE("prepare_run cuts a registered model by --partition and finds th
   CATCH_CHECK(s.layers == std::vector<layer_range>{{0, 3}, {3, 4}, {4, 5}, {5, 8}});
   o.partition = "type:^conv";
   CATCH_CHECK_THROWS_WITH(prepare_run(o), Catch::Contains("--partition 'type:^conv' matches no layer name"));
+  // A model whose own default_partition fails is named, not --partition (not given).
+  register_model("test-mlp-bad-default", [](const train_options& t) {
+    model_definition m = mlp_model(t);
+    m.default_partition = "type:^conv";
+    return m;
+  });
+  train_options defaulted = o;
+  defaulted.model_name = "test-mlp-bad-default";
+  defaulted.partition.clear();
+  CATCH_CHECK_THROWS_WITH(prepare_run(defaulted),
+                          Catch::StartsWith("model 'mlp': its default_partition 'type:^conv' matches no layer name") &&
+                              Catch::EndsWith("(no --partition was given: give one to cut the model another way)"));
+  defaulted.partition = "uniform";
+  CATCH_CHECK_NOTHROW(prepare_run(defaulted));
   o.partition = "profile";  // measured per process: a job of several would disagree
   CATCH_CHECK_THROWS_WITH(prepare_run(o, {}, [](int rank) { return rank == 0; }),
                           Catch::Contains("--partition profile measures the layers in one process") &&
@@ -318,6 +332,15 @@ CATCH_TEST_CASE("bad models get one clear error each", "[model][layer_model]") {
   CATCH_CHECK_THROWS_WITH(c.forward(0, d.inputs, d.targets, 1.0),
                           Catch::Contains("forward of microbatch 0 on virtual stage 0") && Catch::Contains("layer 'h3' (layer 5)"));
   CATCH_CHECK(c.live_stashes() == 0);
+  // A layer that returns no tensor, last in its stage: named too (the stage's actor said only
+  // "F0.0 produced no tensor to send").
+  model_definition hollow_out = mlp_model(o);
+  hollow_out.layers[2].forward = [](layer_module&, const at::Tensor&) { return at::Tensor(); };
+  layer_chunk first(std::make_shared<const model_definition>(hollow_out), slice(0, 0, 3, 8));
+  CATCH_CHECK_THROWS_WITH(first.forward(0, d.inputs, d.targets, 1.0),
+                          Catch::Contains("forward of microbatch 0 on virtual stage 0") &&
+                              Catch::Contains("layer 'tied_a' (layer 2): its forward returned an undefined tensor"));
+  CATCH_CHECK(first.live_stashes() == 0);
 
   // A build function that returns no module, or throws: the same error from the partition
   // methods (the default one segfaulted on it) as from a stage.
