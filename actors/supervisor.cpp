@@ -311,7 +311,8 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
   const step_metrics m = step_report(*ctx_, st_);
   stop_if_signalled(k + 1);
   if (ctx_->result) {
-    if (k == 0) ctx_->result->optimizer_state_bytes = m.optimizer_state_bytes;
+    // The first step this run ran (a resumed one's is not step 0).
+    if (ctx_->result->steps.empty()) ctx_->result->optimizer_state_bytes = m.optimizer_state_bytes;
     ctx_->result->steps.push_back(m);
     // The last step's timeline; and before an evaluation pass or a checkpoint, after which the
     // run may end (a stop asked for during the pass, a checkpoint that fails).

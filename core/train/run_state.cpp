@@ -36,6 +36,7 @@ std::string list(const std::vector<std::string>& names) {
 
 std::vector<moment_segment> segments_of(const named_tensors& t) {
   std::map<std::pair<std::string, long long>, moment_segment> by_run;  // (parameter, offset)
+  std::set<std::pair<std::string, long long>> counted;                 // those with their steps
   for (const auto& [key, value] : t) {
     const auto at = key.rfind('@'), dot = key.rfind('.', at);
     if (at == std::string::npos || dot == std::string::npos)
@@ -54,13 +55,25 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
       seg.exp_avg = value;
     else if (what == "exp_avg_sq")
       seg.exp_avg_sq = value;
-    else if (what == "steps")
+    else if (what == "steps") {
       seg.steps = unbox(value).reshape({-1})[0].item<std::int64_t>();
-    else
+      counted.insert({parameter, offset});
+    } else
       throw std::invalid_argument("optimizer tensor '" + key + "': unknown part '" + what + "'");
   }
   std::vector<moment_segment> out;
-  for (auto& [k, seg] : by_run) out.push_back(std::move(seg));
+  for (auto& [k, seg] : by_run) {
+    // A part missing would resume with zeros where the moments or the update count were (a
+    // count of 0 is another bias correction): not the run that was saved.
+    const std::string at = "@" + std::to_string(k.second);
+    for (const auto& [part, here] : {std::pair<const char*, bool>{"exp_avg", seg.exp_avg.defined()},
+                                     {"exp_avg_sq", seg.exp_avg_sq.defined()}, {"steps", counted.count(k) > 0}})
+      if (!here)
+        throw std::invalid_argument("optimizer tensor '" + k.first + "." + part + at + "' is missing (the checkpoint has " +
+                                    "others of '" + k.first + at + "'): every parameter's moments need exp_avg, " +
+                                    "exp_avg_sq and steps");
+    out.push_back(std::move(seg));
+  }
   return out;
 }
 

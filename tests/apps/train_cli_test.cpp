@@ -329,6 +329,7 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   auto again = cli(with({"train", "--steps", "6", "--resume", dir, "--save-final", resumed, "--log-file", log}, tiny));
   CATCH_REQUIRE(again.code == 0);
   CATCH_CHECK_THAT(again.out, Contains("resumed from " + dir + "/step-00000004 (steps 5..6 ran here)"));
+  CATCH_CHECK_THAT(again.out, Contains("optimizer state per rank (AdamW moments):"));  // a resumed run's too
   // Going on past the saved run's last step changes its learning rate's schedule.
   CATCH_CHECK(warnings() == std::vector<std::string>{"--resume " + dir + "/step-00000004 continues a run with other "
                                                      "settings: steps 4 -> 6; steps 5..6 train as this run's settings "

@@ -140,3 +140,29 @@ CATCH_TEST_CASE("parameters that do not fit the model are one error listing them
   CATCH_CHECK_THROWS_WITH(load_parameter_tensors(state_view(other), parameter_tensors(state_view(small))),
                           Contains("of another shape: ") && Contains("(has [") && Contains("and "));
 }
+
+CATCH_TEST_CASE("optimizer moments missing a part are refused, not resumed as zeros", "[checkpoint][state]") {
+  // A hand-edited checkpoint without a parameter's steps resumed with 0 AdamW updates (another
+  // bias correction), without a word.
+  const run_setup from = prepare_run(tiny(2, 1));
+  train_a_little(from);
+  const named_tensors moments = optimizer_tensors(state_view(from));
+  CATCH_REQUIRE_NOTHROW(load_optimizer_tensors(state_view(from), moments));
+  for (const std::string part : {".steps@", ".exp_avg@", ".exp_avg_sq@"}) {
+    CATCH_INFO(part);
+    named_tensors without;
+    std::string dropped;
+    for (const auto& [name, t] : moments) {
+      if (dropped.empty() && name.find(part) != std::string::npos) {
+        dropped = name;
+        continue;
+      }
+      without.emplace_back(name, t);
+    }
+    CATCH_REQUIRE(!dropped.empty());
+    CATCH_CHECK_THROWS_WITH(load_optimizer_tensors(state_view(from), without),
+                            "optimizer tensor '" + dropped + "' is missing (the checkpoint has others of '" +
+                                dropped.substr(0, dropped.find(part)) + dropped.substr(dropped.rfind('@')) +
+                                "'): every parameter's moments need exp_avg, exp_avg_sq and steps");
+  }
+}
