@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <ostream>
 #include <sstream>
 #include <numeric>
@@ -38,6 +39,7 @@
 #include "core/number_text.hpp"
 #include "core/process_layout.hpp"
 #include "core/signal_name.hpp"
+#include "core/model/attention_kernel.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/partition.hpp"
@@ -518,6 +520,19 @@ struct eval_reporter {
   }
 };
 
+// The own loops this run computes on (describe_own_kernels: what the CPU would run): AdamW's in
+// every model; the GELU and causal attention loops in the built-in GPT's layers (BERT's are
+// LibTorch's ops), the attention's where a head's size suits them.
+std::string own_loops_in_run(const train_options& t) {
+  if (t.model_name != "gpt") return "AdamW " + own_loops_isa();
+  const int head = t.model.heads > 0 ? t.model.hidden / t.model.heads : 0;
+  const char* attention = causal_attention_kernel_isa();
+  std::string a = attention ? attention : "LibTorch's ops";
+  if (attention && !causal_attention_kernel_serves({1, t.model.seq_len, t.model.heads, head}))
+    a = "LibTorch's ops (its loops take heads of a multiple of 16, this model's are " + std::to_string(head) + ")";
+  return "GELU and AdamW " + own_loops_isa() + ", attention " + a;
+}
+
 // The summary's first lines: the model and its size, the data, the partition and the compute.
 void print_setup(std::ostream& out, const train_cli_options& o, const train_options& t, const train_result& r) {
   if (t.model_name == "gpt")
@@ -540,7 +555,7 @@ void print_setup(std::ostream& out, const train_cli_options& o, const train_opti
   out << "compute: " << libtorch_version() << ", " << t.threads_per_stage
       << (t.threads_per_stage == 1 ? " thread" : " threads") << (o.no_pipeline ? "" : " per stage") << "; "
       << describe_blas(current_blas()) << "; allocator: " << describe_allocator()
-      << "; own loops: " << describe_own_kernels() << '\n';
+      << "; own loops: " << own_loops_in_run(t) << '\n';
 }
 
 // The last step per rank, measured beside simulated, the pipeline time and bubble of both, and
@@ -896,6 +911,60 @@ class follower_stop_watch {
   std::thread thread_;
 };
 
+// --no-pipeline computes each step on this thread, where nothing can stop a layer or a data
+// function that never returns: without this, such a run hung for ever where the pipeline's
+// supervisor stops the job after --step-timeout. Once a step (or an evaluation pass) has run
+// longer than that, this ends the process with the error, exit 1; the --metrics lines of the
+// steps before are written already.
+class reference_step_watch {
+ public:
+  reference_step_watch(double limit_s, int steps) : limit_s_(limit_s), steps_(steps), thread_([this] { watch(); }) {}
+  ~reference_step_watch() {
+    done_.store(true);
+    thread_.join();
+  }
+  reference_step_watch(const reference_step_watch&) = delete;
+  reference_step_watch& operator=(const reference_step_watch&) = delete;
+
+  void step_done(int step) { progress(step + 1, false); }
+  void eval_done(int after_step) { progress(after_step, false); }
+  void eval_starts(int after_step) { progress(after_step, true); }
+
+ private:
+  void progress(int next_step, bool in_eval) {
+    next_step_.store(next_step);
+    in_eval_.store(in_eval);
+    since_.store(now_s());
+  }
+  static double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  void watch() {
+    const auto tick = std::chrono::duration<double>(std::clamp(limit_s_ / 10, 0.001, 0.2));
+    while (!done_.load()) {
+      std::this_thread::sleep_for(tick);
+      if (done_.load() || now_s() - since_.load() <= limit_s_) continue;
+      const int step = next_step_.load();
+      const std::string what = in_eval_.load() ? "the evaluation pass after step " + std::to_string(step)
+                                               : "step " + std::to_string(step + 1) + " of " + std::to_string(steps_);
+      std::cerr << "actorpipe train: error: " << what << " did not finish within " << number_text(limit_s_)
+                << " s (--step-timeout): --no-pipeline runs it on this process's one thread, which is still in the "
+                   "model's or the data's code; ending the process\n";
+      std::cerr.flush();
+      flush_log();
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+  }
+  const double limit_s_;
+  const int steps_;
+  std::atomic<int> next_step_{0};
+  std::atomic<bool> in_eval_{false};
+  std::atomic<double> since_{now_s()};
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 }  // namespace
 
 int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {
@@ -980,7 +1049,26 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   t.stop_signal = &stop_signal_received;
   std::optional<follower_stop_watch> follower;
   if (place.process != 0) follower.emplace(t.step_timeout_s);
-  train_result r = o.no_pipeline ? run_reference(t, show, show_eval) : run_pipeline(t, show, {}, place, show_eval);
+  std::optional<train_result> ran;
+  if (o.no_pipeline) {
+    reference_step_watch watch(t.step_timeout_s, t.steps);
+    ran = run_reference(
+        t,
+        [&](const step_metrics& m) {
+          show(m);
+          if (t.eval_every > 0 && eval_due(t, m.step + 1))
+            watch.eval_starts(m.step + 1);
+          else
+            watch.step_done(m.step);
+        },
+        [&](const eval_record& e) {
+          show_eval(e);
+          watch.eval_done(e.step);
+        });
+  } else {
+    ran = run_pipeline(t, show, {}, place, show_eval);
+  }
+  train_result& r = *ran;
   if (place.process != 0) {  // process 0 reports and writes the files
     const int sig = stop_signal_received.load();  // the job stopped early for it (msg::stop_request)
     return sig != 0 ? 128 + sig : 0;

@@ -156,14 +156,17 @@ std::string describe_blas(const blas_info& info) {
   return "BLAS: " + config + "; kernels " + info.core + " (" + info.origin + ")";
 }
 
-std::string describe_own_kernels() {
+std::string own_loops_isa() {
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(ACTORPIPE_NO_SIMD_CLONES)
-  const char* clone = __builtin_cpu_supports("avx512f") ? "AVX-512" : __builtin_cpu_supports("avx2") ? "AVX2" : "x86-64";
+  return __builtin_cpu_supports("avx512f") ? "AVX-512" : __builtin_cpu_supports("avx2") ? "AVX2" : "x86-64";
 #else
-  const char* clone = "plain";
+  return "plain";
 #endif
+}
+
+std::string describe_own_kernels() {
   const char* attention = causal_attention_kernel_isa();
-  return std::string("GELU and AdamW ") + clone + ", attention " + (attention ? attention : "LibTorch's ops");
+  return "GELU and AdamW " + own_loops_isa() + ", attention " + (attention ? attention : "LibTorch's ops");
 }
 
 std::string describe_allocator() {

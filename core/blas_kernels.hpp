@@ -96,6 +96,9 @@ std::string describe_allocator();
 // sizes that are multiples of 16, or says "LibTorch's ops" where it serves none).
 std::string describe_own_kernels();
 
+// The build of the GELU and AdamW loops this CPU runs: "AVX-512", "AVX2", "x86-64" or "plain".
+std::string own_loops_isa();
+
 // Makes this process's OpenBLAS compute on `coretype`'s kernels from now on, as if
 // OPENBLAS_CORETYPE had been set when it loaded (it sets that variable too, so child processes
 // load on them). An OpenBLAS built for several cores (DYNAMIC_ARCH, as Debian's) picks its

@@ -2,9 +2,13 @@
 // make unique temporary paths (in a folder of the process's, removed when it exits).
 #pragma once
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -50,5 +54,26 @@ inline std::string temp_path(const std::string& suffix) {
   static int counter = 0;
   return (folder.path() / ("t" + std::to_string(counter++) + suffix)).string();
 }
+
+#ifdef ACTORPIPE_BIN
+// Runs the built binary through the shell (for what ends its own process); returns the exit
+// status, stdout and stderr.
+inline cli_run binary(const std::string& args) {
+  const std::string err_file = temp_path(".err");
+  const std::string cmd = std::string(ACTORPIPE_BIN) + " " + args + " 2>" + err_file;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("popen failed: " + cmd);
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  std::ifstream ef(err_file);
+  std::stringstream es;
+  es << ef.rdbuf();
+  std::remove(err_file.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, es.str()};
+}
+#endif
 
 }  // namespace actorpipe::testing

@@ -53,24 +53,6 @@ class env_var {
   std::optional<std::string> old_;
 };
 
-// Runs the built binary through the shell; returns exit status, stdout and stderr.
-cli_run binary(const std::string& args) {
-  const std::string err_file = temp_path(".err");
-  const std::string cmd = std::string(ACTORPIPE_BIN) + " " + args + " 2>" + err_file;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  CATCH_REQUIRE(pipe != nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  std::ifstream ef(err_file);
-  std::stringstream es;
-  es << ef.rdbuf();
-  std::remove(err_file.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, es.str()};
-}
-
 // A run_launch request whose processes run `sh -c script` (script sees $LOCAL_RANK etc.).
 launch_options shell_job(int nproc, const std::string& script) {
   launch_options o;

@@ -22,28 +22,6 @@ using namespace actorpipe;
 using Catch::Contains;
 using namespace actorpipe::testing;
 
-namespace {
-
-// Runs the built binary through the shell; returns exit status and stdout+stderr separately.
-cli_run binary(const std::string& args) {
-  std::string err_file = temp_path(".err");
-  std::string cmd = std::string(ACTORPIPE_BIN) + " " + args + " 2>" + err_file;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  CATCH_REQUIRE(pipe != nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  int status = pclose(pipe);
-  std::ifstream ef(err_file);
-  std::stringstream es;
-  es << ef.rdbuf();
-  std::remove(err_file.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, es.str()};
-}
-
-}  // namespace
-
 CATCH_TEST_CASE("simulate with no flags runs 1f1b on 4 stages and 8 microbatches", "[apps][simulate]") {
   auto r = cli({"simulate"});
   CATCH_REQUIRE(r.code == 0);

@@ -18,6 +18,7 @@
 
 #include "core/blas_kernels.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
+#include "core/model/attention_kernel.hpp"
 #include "tests/apps/cli_runner.hpp"
 #include "tests/apps/process_runner.hpp"
 #include "core/model/safetensors.hpp"
@@ -768,6 +769,15 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
   const auto failed = cli(with({"train", "--steps", "2", "--step-timeout", "0.0001"}, tiny));
   CATCH_CHECK(failed.code == 1);
   CATCH_CHECK_THAT(failed.err, Contains("step 1 of 2 did not finish within 0.0001 s (--step-timeout)"));
+  // --no-pipeline too (it waited for ever on a layer that never returns): the process ends
+  // itself, so the built binary runs it.
+  std::string tiny_flags;
+  for (const auto& flag : tiny) tiny_flags += " " + flag;
+  const auto reference = binary("train --no-pipeline --steps 2 --step-timeout 0.0001" + tiny_flags);
+  CATCH_CHECK(reference.code == 1);
+  CATCH_CHECK_THAT(reference.err, Contains("actorpipe train: error: step 1 of 2 did not finish within 0.0001 s "
+                                           "(--step-timeout): --no-pipeline runs it on this process's one thread"));
+  CATCH_CHECK(binary("train --no-pipeline --steps 2 --step-timeout 60" + tiny_flags).code == 0);
   const std::string kept = temp_path(".kept.jsonl");
   std::ofstream(kept) << "{\"step\":0}\n";
   const auto refused = cli(with({"train", "--no-pipeline", "--save-dir", temp_path(".ckpt"), "--metrics", kept}, tiny));
@@ -798,6 +808,15 @@ CATCH_TEST_CASE("train runs on the best BLAS kernels for the CPU and names them,
   const std::string chosen = run({"-u", "OPENBLAS_CORETYPE", "-u", blas_marker_variable});
   CATCH_CHECK_THAT(chosen, Contains("compute: LibTorch "));
   CATCH_CHECK_THAT(chosen, Contains("; own loops: " + actorpipe::describe_own_kernels() + "\n"));
+  // Heads of 8: the attention runs on LibTorch's ops, and the line says so.
+  if (actorpipe::causal_attention_kernel_isa() != nullptr) {
+    auto eights = cli({"train", "--steps", "1", "--layers", "2", "--hidden", "32", "--heads", "4", "--seq-len", "16",
+                       "--vocab", "64", "--microbatches", "2", "--microbatch-size", "2"});
+    CATCH_REQUIRE(eights.code == 0);
+    CATCH_CHECK_THAT(eights.out, Contains("; own loops: GELU and AdamW " + actorpipe::own_loops_isa() +
+                                          ", attention LibTorch's ops (its loops take heads of a multiple of 16, this "
+                                          "model's are 8)\n"));
+  }
   CATCH_CHECK_THAT(chosen, Contains("BLAS: "));
   if (chosen.find("BLAS: not OpenBLAS") != std::string::npos) return;
   const auto at = chosen.find("; kernels ");
