@@ -432,10 +432,8 @@ void supervisor::on_parameter_arrived(msg::parameter_arrived& p) {
 std::vector<std::pair<std::string, tensor_box>> supervisor::all_parameters() {
   std::vector<std::pair<std::string, tensor_box>> all;
   for (int v = 0; v < ctx_->virtual_stages; ++v) {
-    if (ctx_->is_local_stage(v)) {
-      const auto copies = ctx_->runners[v]->tied_copies();
-      for (auto& p : ctx_->runners[v]->named_parameters())
-        if (std::find(copies.begin(), copies.end(), p.first) == copies.end()) all.push_back(p);
+    if (ctx_->is_local_stage(v)) {  // as the other processes send theirs: buffers too (a BatchNorm's statistics)
+      for (auto& t : saved_tensors(*ctx_->runners[v])) all.push_back(std::move(t));
       continue;
     }
     auto& names = st_.gathered_names[v];

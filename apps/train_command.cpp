@@ -968,6 +968,11 @@ class reference_step_watch {
 }  // namespace
 
 int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {
+  // A reader of this process's output that goes away (`train | head`; launch killed outright,
+  // whose SIGTERM, PR_SET_PDEATHSIG, asks for a checkpointed stop, often after the next line
+  // written) ended the run by SIGPIPE, without its checkpoint or --save-final. A closed pipe is
+  // an output lost instead: the run goes on, writes its files, and exits 1 naming the report.
+  ignore_sigpipe();
   if (!o.schedule_file.empty() && o.schedule) throw std::invalid_argument("give --schedule or --schedule-file, not both");
   if (!o.trace_path.empty() && o.no_pipeline) throw std::invalid_argument("--trace needs the pipeline (not --no-pipeline)");
   // The plan file is read once: it may be a pipe (`--schedule-file <(actorpipe simulate ...)`),
@@ -1041,11 +1046,6 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   const step_reporter show{o, t.steps, t.dp, progress, metrics};
   const eval_reporter show_eval{o.interactive_progress, t.steps, progress, metrics};
   const stop_signal_scope signals(place.process != 0, !t.save_dir.empty(), o.interactive_progress);
-  // Started by actorpipe launch, this process writes into launch's pipes. Should launch die
-  // (SIGKILL, the OOM killer), its SIGTERM (PR_SET_PDEATHSIG) asks for a checkpointed stop,
-  // but the next line written, often before that handler runs (SIGPIPE comes first), ended
-  // the process by SIGPIPE and lost the checkpoint: a closed pipe is an output lost instead.
-  if (std::getenv(kRestartCountVariable) != nullptr) ignore_sigpipe();
   t.stop_signal = &stop_signal_received;
   std::optional<follower_stop_watch> follower;
   if (place.process != 0) follower.emplace(t.step_timeout_s);

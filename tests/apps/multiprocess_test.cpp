@@ -129,6 +129,28 @@ CATCH_TEST_CASE("zbv in 2 and 4 processes is bit-identical to one process", "[mu
   check_bit_identical("zbv", 2);
 }
 
+CATCH_TEST_CASE("a user's model with buffers on process 0's stage saves them in 2 processes as in one",
+                "[multiprocess]") {
+  // --save-final of a job of several processes took process 0's stages' parameters without
+  // their buffers (a BatchNorm's statistics); the other processes sent theirs.
+  const std::string models = TEST_MODELS_BIN;
+  const std::vector<std::string> train = {"train", "--model", "test-mlp-bn", "--stages", "2", "--steps", "3",
+                                          "--microbatches", "4", "--microbatch-size", "4", "--step-timeout", "60"};
+  auto saving = [&](std::vector<std::string> args, const std::string& out) {
+    args.insert(args.end(), {"--save-final", out});
+    return args;
+  };
+  const std::string one = temp_path(".bn1.safetensors"), two = temp_path(".bn2.safetensors");
+  const std::string log1 = temp_path(".bn1.log"), log2 = temp_path(".bn2.log");
+  CATCH_REQUIRE(wait_process(start_process(models, saving(train, one), {}, log1), 120) == 0);
+  const int code = wait_process(start_process(models, launched(2, saving(train, two)), {{"UCX_TLS", "tcp,self"}}, log2), 120);
+  CATCH_INFO(process_log(log2));
+  CATCH_REQUIRE(code == 0);
+  const std::string saved = read_bytes(one);
+  CATCH_CHECK(saved.find("\"in.1.running_mean\"") != std::string::npos);  // in the header: a buffer of stage 0's
+  CATCH_CHECK(read_bytes(two) == saved);
+}
+
 CATCH_TEST_CASE("three of four ranks in one process still match one process bit for bit", "[multiprocess][slow]") {
   const std::string ref_bytes = read_bytes(one_process_reference("1f1b", 1, 3));
   const int port = free_port();

@@ -778,6 +778,16 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
   CATCH_CHECK_THAT(reference.err, Contains("actorpipe train: error: step 1 of 2 did not finish within 0.0001 s "
                                            "(--step-timeout): --no-pipeline runs it on this process's one thread"));
   CATCH_CHECK(binary("train --no-pipeline --steps 2 --step-timeout 60" + tiny_flags).code == 0);
+  // A reader that goes away (`| head -1`) ended the run by SIGPIPE, before --save-final was
+  // written; the run goes on, writes its files and exits 1 naming the lost report.
+  const std::string kept_final = temp_path(".piped.st"), piped_err = temp_path(".piped.err");
+  const std::string piped = "bash -c '" + std::string(ACTORPIPE_BIN) + " train --steps 3 --save-final " + kept_final +
+                            tiny_flags + " 2>" + piped_err + " | head -c 1 >/dev/null; exit ${PIPESTATUS[0]}'";
+  const int piped_status = std::system(piped.c_str());
+  CATCH_CHECK(WIFEXITED(piped_status));
+  CATCH_CHECK(WEXITSTATUS(piped_status) == 1);
+  CATCH_CHECK(std::filesystem::file_size(kept_final) > 0);
+  CATCH_CHECK_THAT(read_text(piped_err), Contains("could not write the report to standard output (Broken pipe)"));
   const std::string kept = temp_path(".kept.jsonl");
   std::ofstream(kept) << "{\"step\":0}\n";
   const auto refused = cli(with({"train", "--no-pipeline", "--save-dir", temp_path(".ckpt"), "--metrics", kept}, tiny));

@@ -1,5 +1,6 @@
 // The tests' MLP through the model API (what a user writes: modules, a loss, data).
 #include "tests/support/mlp_model.hpp"
+#include "tests/support/test_models.hpp"
 
 #include "core/model/tensor_box_torch.hpp"
 
@@ -31,7 +32,12 @@ model_definition mlp_model(const train_options& options, const mlp_options& m) {
       return layer_module(torch::nn::Sequential(torch::nn::Linear(in, out), torch::nn::Tanh()));
     };
   };
-  d.layers.push_back(make_layer("in", block(f, w)));
+  if (m.batch_norm)
+    d.layers.push_back(make_layer("in", [f, w] {
+      return layer_module(torch::nn::Sequential(torch::nn::Linear(f, w), torch::nn::BatchNorm1d(w), torch::nn::Tanh()));
+    }));
+  else
+    d.layers.push_back(make_layer("in", block(f, w)));
   auto hidden = [&](const std::string& name) {
     const int repeats = m.heavy.count(name) ? m.heavy.at(name) : 1;
     return make_layer(name, [w, repeats] { return layer_module(std::make_shared<heavy_linear>(w, repeats)); });
@@ -72,6 +78,13 @@ model_definition mlp_model(const train_options& options, const mlp_options& m) {
   };
   d.data_description = "synthetic regression y = sin(x A), " + std::to_string(f) + " features";
   return d;
+}
+
+void register_test_models() {
+  mlp_options bn;
+  bn.batch_norm = true;
+  register_model("test-mlp-bn", [bn](const train_options& o) { return mlp_model(o, bn); },
+                 "the tests' MLP with a BatchNorm in its first layer");
 }
 
 }  // namespace actorpipe::testing

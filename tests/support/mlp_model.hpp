@@ -19,6 +19,9 @@ struct mlp_options {
   std::map<std::string, int> heavy;
   // tied_b declares a build of another shape than tied_a's (the tie-shape error's test).
   bool mismatched_tie = false;
+  // "in" normalises its output with a BatchNorm1d (buffers: running_mean, running_var,
+  // num_batches_tracked) before its tanh.
+  bool batch_norm = false;
 };
 
 model_definition mlp_model(const train_options& options, const mlp_options& m = {});
