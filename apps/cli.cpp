@@ -332,6 +332,7 @@ void add_train(CLI::App& app, train_cli& c) {
 }
 
 int run_train_cli(train_cli& c, std::ostream& out, std::ostream& err, logging_scope& logging) {
+  check_train_files(c.tr, c.t_log.file);  // the log appended to a data or plan file spoilt it
   logging.setup(resolve_log_flags(c.t_log));
   // Under actorpipe launch stderr is a pipe, and launch says whether its own is a terminal.
   const char* launched_on_terminal = std::getenv(kProgressTerminalVariable);

@@ -967,6 +967,13 @@ class reference_step_watch {
 
 }  // namespace
 
+void check_train_files(const train_cli_options& o, const std::string& log_file) {
+  check_distinct_files({{"--metrics", o.metrics_path}, {"--trace", o.trace_path}, {"--save-final", o.save_final_path},
+                        {"--log-file", log_file}},
+                       {{"--schedule-file", o.schedule_file}, {"--data-file", o.data_file}, {"--eval-file", o.eval_file},
+                        {"--vocab-file", o.vocab_file}, {"--init-from", o.init_from}, {"--config", o.config_path}});
+}
+
 int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {
   // A reader of this process's output that goes away (`train | head`; launch killed outright,
   // whose SIGTERM, PR_SET_PDEATHSIG, asks for a checkpointed stop, often after the next line
@@ -1009,9 +1016,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;
   // Output paths first: a typo in one should not cost a training run.
   if (place.process == 0) {  // process 0 writes these
-    check_distinct_files({{"--metrics", o.metrics_path}, {"--trace", o.trace_path}, {"--save-final", o.save_final_path}},
-                         {{"--schedule-file", o.schedule_file}, {"--data-file", o.data_file}, {"--eval-file", o.eval_file},
-                          {"--vocab-file", o.vocab_file}, {"--init-from", o.init_from}, {"--config", o.config_path}});
+    check_train_files(o, "");
     if (!o.metrics_path.empty()) check_output_file("--metrics", o.metrics_path, false);
     if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path, false);
     if (!o.save_final_path.empty()) check_output_file("--save-final", o.save_final_path, true);

@@ -55,6 +55,11 @@ struct train_cli_options {
 // for a run a signal stopped early.
 int run_train(const train_cli_options& options, std::ostream& out, std::ostream& progress);
 
+// The files a run writes (--metrics, --trace, --save-final and `log_file`, --log-file's) against
+// each other and against those it reads: std::invalid_argument naming both flags where two are
+// one file. Called before the log is opened (run_train checks its outputs again).
+void check_train_files(const train_cli_options& options, const std::string& log_file);
+
 // Whether a SIGHUP asks this process to stop: it was not ignored (nohup) when the process
 // began, as recorded before any library's initialiser ran (UCX takes SIGHUP when it loads).
 bool hangup_is_a_stop();

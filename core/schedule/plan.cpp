@@ -178,6 +178,8 @@ plan parse_plan(const std::string& given, const std::string& name) {
     if (!by_rank.count(r))
       throw std::invalid_argument(name + ": rank " + std::to_string(r) + " is missing (ranks go 0.." +
                                   std::to_string(ranks - 1) + ")");
+  if (owner.empty())  // ranks named with nothing after them ("0:"): it crashed below
+    throw std::invalid_argument(name + ": no actions listed (each rank's line names its actions, e.g. '0: F0.0 B0.0')");
   // The first virtual stage no rank lists, found in the map: a stray F999999999.0 must not
   // size a table (it took 4 GB and 17 s).
   const int stages = owner.rbegin()->first + 1;

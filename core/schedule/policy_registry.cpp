@@ -84,10 +84,25 @@ class checked_policy final : public rank_policy {
     inner_->reset();
   }
   std::optional<action> next(const std::function<bool(const action&)>& ready) override {
-    auto a = inner_->next(ready);
+    return checked(inner_->next(ready), ready, "picked");
+  }
+  // The idle-time hooks go through too (they were left at the base's "nothing"), fill()'s pick
+  // checked as next()'s.
+  std::optional<action> fill(const std::function<bool(const action&)>& ready) override {
+    return checked(inner_->fill(ready), ready, "filled a wait with");
+  }
+  std::optional<action> next_listed() const override { return inner_->next_listed(); }
+  void completed(const action& a) override { inner_->completed(a); }
+  bool finished() const override { return inner_->finished(); }
+  std::string waiting_for() const override { return inner_->waiting_for(); }
+  std::vector<action> all_actions() const override { return inner_->all_actions(); }
+
+ private:
+  std::optional<action> checked(std::optional<action> a, const std::function<bool(const action&)>& ready,
+                                const char* how) {
     if (!a) return a;
     auto fail = [&](const std::string& why) {
-      throw std::logic_error("policy '" + name_ + "' on rank " + std::to_string(rank_) + " picked " + to_string(*a) +
+      throw std::logic_error("policy '" + name_ + "' on rank " + std::to_string(rank_) + " " + how + " " + to_string(*a) +
                              ", " + why);
     };
     if (!mine_.count(key_of(*a))) fail("which is not one of the rank's actions");
@@ -95,12 +110,7 @@ class checked_policy final : public rank_policy {
     if (!ready(*a)) fail("whose inputs have not arrived (a policy may only pick ready actions)");
     return a;
   }
-  void completed(const action& a) override { inner_->completed(a); }
-  bool finished() const override { return inner_->finished(); }
-  std::string waiting_for() const override { return inner_->waiting_for(); }
-  std::vector<action> all_actions() const override { return inner_->all_actions(); }
 
- private:
   std::unique_ptr<rank_policy> inner_;
   std::string name_;
   int rank_;

@@ -78,6 +78,9 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
     for (int r = 0; r < P; ++r) {
       if (running[r]) continue;
       auto a = policies[r]->next(ready);
+      // Nothing to start: the policy may fill the wait, as it may in train (where the stage
+      // asks it only when the input it waits for is not already on its way).
+      if (!a) a = policies[r]->fill(ready);
       if (!a) continue;
       if (place.rank_of.at(a->virtual_stage) != r)
         throw std::logic_error("policy of rank " + std::to_string(r) + " chose " + to_string(*a) +

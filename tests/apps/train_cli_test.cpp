@@ -956,6 +956,15 @@ CATCH_TEST_CASE("train refuses an output that is an input or another output", "[
   CATCH_CHECK(over_plan.code == 2);
   CATCH_CHECK_THAT(over_plan.err, Contains("--trace '" + plan + "' is the --schedule-file this run reads"));
   CATCH_CHECK(std::filesystem::file_size(plan) > 0);
+  // The log too: appended to a plan or data file, it spoilt it; over --metrics, both.
+  const auto plan_bytes = std::filesystem::file_size(plan);
+  auto log_over_plan = cli(with({"train", "--steps", "1", "--schedule-file", plan, "--log-file", plan}, tiny));
+  CATCH_CHECK(log_over_plan.code == 2);
+  CATCH_CHECK_THAT(log_over_plan.err, Contains("--log-file '" + plan + "' is the --schedule-file this run reads"));
+  CATCH_CHECK(std::filesystem::file_size(plan) == plan_bytes);
+  auto log_over_metrics = cli(with({"train", "--steps", "1", "--metrics", same, "--log-file", same}, tiny));
+  CATCH_CHECK(log_over_metrics.code == 2);
+  CATCH_CHECK_THAT(log_over_metrics.err, Contains("--metrics '" + same + "' is also --log-file ('" + same + "')"));
   std::ifstream kept(plan);
   std::string first;
   std::getline(kept, first);

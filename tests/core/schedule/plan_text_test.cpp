@@ -89,6 +89,9 @@ CATCH_TEST_CASE("malformed plan text is rejected with the line and the reason", 
                           Contains("rank 1 owns 1 virtual stages but rank 0 owns 2"));
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n1:\n", "p.txt"), Contains("rank 1 owns no virtual stage"));
   CATCH_CHECK_THROWS_WITH(parse_plan("# nothing\n\n", "p.txt"), Contains("p.txt: no ranks listed"));
+  // Ranks with no actions at all (it crashed, SIGSEGV).
+  for (const char* text : {"0:\n", "0:\n1:\n", "1:\n0:\n", "0: # nothing\n"})
+    CATCH_CHECK_THROWS_WITH(parse_plan(text, "p.txt"), Contains("p.txt: no actions listed"));
   CATCH_CHECK_THROWS_WITH(load_plan_file("/nonexistent/plan.txt"),
                           Contains("cannot read schedule file '/nonexistent/plan.txt'"));
   CATCH_CHECK_THROWS_WITH(load_plan_file("/tmp"), "schedule file '/tmp' is a directory");

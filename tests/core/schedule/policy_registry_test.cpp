@@ -42,6 +42,29 @@ class scripted_policy final : public rank_policy {
   size_t next_ = 0;
 };
 
+// A policy that runs every action out of turn: next() has nothing, fill() the list in order.
+class filling_policy final : public rank_policy {
+ public:
+  explicit filling_policy(std::vector<action> listed) : listed_(std::move(listed)) {}
+  void reset() override { next_ = 0; }
+  std::optional<action> next(const std::function<bool(const action&)>&) override { return std::nullopt; }
+  std::optional<action> fill(const std::function<bool(const action&)>&) override {
+    if (next_ >= listed_.size()) return std::nullopt;
+    return listed_[next_++];
+  }
+  std::optional<action> next_listed() const override {
+    return next_ < listed_.size() ? std::optional<action>(listed_[next_]) : std::nullopt;
+  }
+  void completed(const action&) override {}
+  bool finished() const override { return next_ >= listed_.size(); }
+  std::string waiting_for() const override { return "a wait to fill"; }
+  std::vector<action> all_actions() const override { return listed_; }
+
+ private:
+  std::vector<action> listed_;
+  size_t next_ = 0;
+};
+
 policy_sim_result run(const std::string& name, int P, int M, int V, int budget = 0) {
   auto policies = make_policies(name, P, M, V, budget);
   return simulate_policies(policy_placement(name, P, V), M, policies, cost_model::uniform(1, 2, 1, 1, 0.25), name);
@@ -223,6 +246,24 @@ CATCH_TEST_CASE("what a factory returns is checked before and while it runs", "[
   register_policy("test-picks", picking({F10}));
   CATCH_CHECK_THROWS_WITH(make_policy("test-picks", 2, 1, 1, 0)->next(everything_ready),
                           "policy 'test-picks' on rank 0 picked F1.0, which is not one of the rank's actions");
+
+  // fill() and next_listed() reach the policy through the checks (the base's "nothing" answered
+  // for it, and a policy that filled its waits stalled), fill()'s picks checked as next()'s.
+  register_policy("test-fills", [=](const policy_request&) { return std::make_unique<filling_policy>(std::vector<action>{F00, B00}); });
+  auto filling = make_policy("test-fills", 1, 1, 1, 0);
+  filling->reset();
+  CATCH_CHECK(filling->next(everything_ready) == std::nullopt);
+  CATCH_CHECK(filling->next_listed() == F00);
+  CATCH_CHECK(filling->fill(everything_ready) == F00);
+  CATCH_CHECK_THROWS_WITH(filling->fill(nothing_ready), "policy 'test-fills' on rank 0 filled a wait with B0.0, whose "
+                                                        "inputs have not arrived (a policy may only pick ready actions)");
+  filling->reset();
+  CATCH_CHECK(filling->fill(everything_ready) == F00);
+  filling->reset();  // the policy starts over; the checks' record of this step's picks too
+  CATCH_CHECK(filling->fill(everything_ready) == F00);
+  // simulate asks fill() too: one rank, F then B, all out of turn.
+  const auto simulated = run("test-fills", 1, 1, 1);
+  CATCH_CHECK(simulated.executed.ranks[0] == std::vector<action>{F00, B00});
 }
 
 CATCH_TEST_CASE("simulate runs a registered policy by name", "[apps][simulate][policy]") {
