@@ -246,6 +246,15 @@ void stage::on_action_done(const msg::action_done& d) {
   record(d);
   if (!current_->finished()) {
     dispatch();
+    // Every action it lists has run and none is left to start, yet it is not finished: the
+    // step waited for what never comes, until --step-timeout blamed the policy's wait.
+    if (running_.empty() && !current_->finished()) {
+      const std::size_t listed = current_->all_actions().size();
+      if (listed > 0 && actions_in(events_) >= listed)
+        self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ", " + run_context::step_name(step_) +
+                                                   ": its schedule's policy ran all " + std::to_string(listed) +
+                                                   " actions it lists but does not say it is finished"});
+    }
     return;
   }
   // A policy that says it is finished before its rank ran all it listed would leave the step

@@ -254,7 +254,7 @@ CATCH_TEST_CASE("a failing action or a stalled rank stops the job naming it, wit
 namespace {
 // gpipe's plan for rank 0, whose next() throws or blocks (until released) from its 4th call,
 // or which says it is finished after 3 actions.
-enum class fault { throws, blocks, finishes_early, keeps_state };
+enum class fault { throws, blocks, finishes_early, keeps_state, never_finishes };
 std::atomic<bool> blocked_policy_released{false};
 struct faulty_policy : rank_policy {
   std::unique_ptr<rank_policy> inner;
@@ -274,7 +274,10 @@ struct faulty_policy : rank_policy {
     return inner->next(ready);
   }
   void completed(const action& a) override { inner->completed(a), ++done; }
-  bool finished() const override { return inner->finished() || (how == fault::finishes_early && done >= 3); }
+  bool finished() const override {
+    if (how == fault::never_finishes) return false;
+    return inner->finished() || (how == fault::finishes_early && done >= 3);
+  }
   std::string waiting_for() const override { return inner->waiting_for(); }
   std::vector<action> all_actions() const override { return inner->all_actions(); }
 };
@@ -283,7 +286,8 @@ struct faulty_policy : rank_policy {
 CATCH_TEST_CASE("a policy that throws, never returns or finishes early stops the run naming the rank", "[actors][runtime][errors]") {
   for (auto [name, how] : {std::pair{"test-throws", fault::throws}, std::pair{"test-blocks", fault::blocks},
                            std::pair{"test-finishes-early", fault::finishes_early},
-                           std::pair{"test-keeps-state", fault::keeps_state}})
+                           std::pair{"test-keeps-state", fault::keeps_state},
+                           std::pair{"test-never-finishes", fault::never_finishes}})
     register_policy(name, [how = how](const policy_request& r) -> std::unique_ptr<rank_policy> {
       if (r.rank == 0) return std::make_unique<faulty_policy>(r, how);
       return make_static_policy(make_schedule("gpipe", {r.place.ranks, r.microbatches, 1}), r.rank);
@@ -295,6 +299,11 @@ CATCH_TEST_CASE("a policy that throws, never returns or finishes early stops the
   o = tiny("test-finishes-early", 2, 1);
   CATCH_CHECK_THROWS_WITH(run_pipeline(o), "rank 0, step 1: its schedule's policy said it was finished after 3 of the 8 "
                                            "actions it lists");
+  // Never finished once its list has run: named at once (it waited for --step-timeout, then
+  // blamed the policy's wait).
+  o = tiny("test-never-finishes", 2, 1);
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "rank 0, step 1: its schedule's policy ran all 8 actions it lists but does "
+                                           "not say it is finished");
   // A reset() that does not start the step afresh: finished before step 1 began (it waited
   // for --step-timeout, then blamed the inputs).
   o = tiny("test-keeps-state", 2, 1);
