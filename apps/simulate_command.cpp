@@ -1,6 +1,7 @@
 // `actorpipe simulate` implementation (no CLI parsing here; see cli.cpp).
 #include "apps/simulate_command.hpp"
 #include "apps/file_roles.hpp"
+#include "core/text_file.hpp"
 #include "core/number_text.hpp"
 
 #include <algorithm>
@@ -121,11 +122,11 @@ traced_costs read_costs_from(const std::string& path) {
     throw std::invalid_argument("--costs-from '" + path + "' is a directory: give the trace file (train --trace)");
   if (!std::filesystem::exists(path, ec))
     throw std::invalid_argument("--costs-from: cannot read '" + path + "': no such file");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::invalid_argument("--costs-from: cannot read '" + path + "'");
-  std::ostringstream text;
-  text << f.rdbuf();
-  const std::vector<timeline_event> events = read_chrome_trace(text.str(), "--costs-from '" + path + "'");
+  // A trace of one step of 16 stages and 1024 microbatches is about 10 MB: past 256 MiB (or
+  // /dev/zero) it is not one, and is not read until memory runs out.
+  const auto text = read_text_at_most(path, std::size_t{256} << 20, "--costs-from '" + path + "'");
+  if (!text) throw std::invalid_argument("--costs-from '" + path + "' holds more than 256 MiB: not the trace of a step");
+  const std::vector<timeline_event> events = read_chrome_trace(*text, "--costs-from '" + path + "'");
   traced_costs t;
   for (const auto& e : events) t.virtual_stages = std::max(t.virtual_stages, e.act.virtual_stage + 1);
   t.costs = median_costs(events, t.virtual_stages);
@@ -133,10 +134,21 @@ traced_costs read_costs_from(const std::string& path) {
   // Virtual stages whose backward the trace timed only whole (a plan without I and W, and a
   // B that did not send its input gradient early): their I and W are half of B each.
   std::vector<bool> timed_apart(static_cast<std::size_t>(t.virtual_stages), false);
-  for (const auto& e : events)
+  std::vector<int> has_i(static_cast<std::size_t>(t.virtual_stages), 0), has_w(has_i);
+  for (const auto& e : events) {
+    const auto v = static_cast<std::size_t>(e.act.virtual_stage);
     if (e.act.op == op_kind::input_grad || e.act.op == op_kind::weight_grad ||
         (e.act.op == op_kind::backward && e.output_at >= 0))
-      timed_apart[static_cast<std::size_t>(e.act.virtual_stage)] = true;
+      timed_apart[v] = true;
+    has_i[v] |= e.act.op == op_kind::input_grad || (e.act.op == op_kind::backward && e.output_at >= 0);
+    has_w[v] |= e.act.op == op_kind::weight_grad || (e.act.op == op_kind::backward && e.output_at >= 0);
+  }
+  // I without W (or W without I): the missing half was read as free.
+  for (int v = 0; v < t.virtual_stages; ++v)
+    if (has_i[static_cast<std::size_t>(v)] != has_w[static_cast<std::size_t>(v)])
+      throw std::invalid_argument("--costs-from '" + path + "': virtual stage " + std::to_string(v) + " has " +
+                                  (has_i[static_cast<std::size_t>(v)] ? "I times but no W time" : "W times but no I time") +
+                                  " (a trace of a whole step times both halves of every split backward)");
   for (int v = 0; v < t.virtual_stages; ++v)
     if (!timed_apart[static_cast<std::size_t>(v)]) {  // 0 (unknown) made a plan's I and W free
       t.costs.input_grad[v] = t.costs.weight_grad[v] = t.costs.backward[v] / 2;

@@ -1,4 +1,5 @@
 // Plan helpers: dependency rule and the text format.
+#include "core/text_file.hpp"
 #include "core/schedule/plan.hpp"
 
 #include <algorithm>
@@ -231,24 +232,13 @@ std::string backward_order_note(const plan& p) {
 }
 
 std::string read_plan_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw std::invalid_argument("schedule file '" + path + "' is a directory");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::invalid_argument("cannot read schedule file '" + path + "'");
   // The largest plan (max_plan_forwards, each with its B or I and W, "W12.1048575 ") is under
   // 64 MiB: a file past 128 MiB (or /dev/zero) is not a plan, and is not read whole.
-  constexpr std::size_t limit = std::size_t{128} << 20;
-  std::string text;
-  std::vector<char> buf(1 << 20);
-  while (f && text.size() <= limit) {
-    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    text.append(buf.data(), static_cast<std::size_t>(f.gcount()));
-  }
-  if (f.bad()) throw std::invalid_argument("cannot read schedule file '" + path + "' to the end");
-  if (text.size() > limit)
+  auto text = read_text_at_most(path, std::size_t{128} << 20, "schedule file '" + path + "'");
+  if (!text)
     throw std::invalid_argument("schedule file '" + path + "' holds more than 128 MiB: no plan is that long (at most " +
                                 std::to_string(max_plan_forwards) + " forwards)");
-  return text;
+  return std::move(*text);
 }
 
 plan load_plan_file(const std::string& path) { return parse_plan(read_plan_file(path), path); }

@@ -191,6 +191,24 @@ CATCH_TEST_CASE("simulate --costs-from takes a trace's per-stage medians and cho
   CATCH_CHECK(holes.code == 2);
   CATCH_CHECK_THAT(holes.err, Contains("--costs-from '" + slow + "': virtual stage 1 has no backward time (a trace of a "
                                        "whole step times every op on every virtual stage)"));
+  // A split backward's W dropped from the trace (W3's): it was read as free.
+  {
+    sim_result no_w = simulate(make_schedule("zbv", {2, 4, 2}), cost_model::uniform(1, 2, 1, 1));
+    no_w.events.erase(std::remove_if(no_w.events.begin(), no_w.events.end(),
+                                     [](const timeline_event& e) {
+                                       return e.act.virtual_stage == 3 && e.act.op == op_kind::weight_grad;
+                                     }),
+                      no_w.events.end());
+    std::ofstream(slow) << render_chrome_trace(no_w);
+  }
+  auto no_w = cli({"simulate", "--schedule", "zbv", "--stages", "2", "--microbatches", "4", "--costs-from", slow});
+  CATCH_CHECK(no_w.code == 2);
+  CATCH_CHECK_THAT(no_w.err, Contains("--costs-from '" + slow + "': virtual stage 3 has I times but no W time (a trace "
+                                      "of a whole step times both halves of every split backward)"));
+  // Not a trace, and endless: refused at 256 MiB (it read until memory ran out).
+  auto endless = cli({"simulate", "--costs-from", "/dev/zero"});
+  CATCH_CHECK(endless.code == 2);
+  CATCH_CHECK_THAT(endless.err, Contains("--costs-from '/dev/zero' holds more than 256 MiB: not the trace of a step"));
   std::remove(slow.c_str());
 }
 

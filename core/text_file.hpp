@@ -1,0 +1,33 @@
+// A file's text read whole, up to a cap: a device (/dev/zero) or a file far past what the
+// reader takes is refused rather than read until memory runs out.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace actorpipe {
+
+// The text of `path`, or std::nullopt where it holds more than `limit` bytes (reading stops
+// there). Throws std::invalid_argument("cannot read " + what ...) where it cannot be read.
+inline std::optional<std::string> read_text_at_most(const std::string& path, std::size_t limit, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw std::invalid_argument(what + " is a directory");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::invalid_argument("cannot read " + what);
+  std::string text;
+  std::vector<char> buf(1 << 20);
+  while (f && text.size() <= limit) {
+    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    text.append(buf.data(), static_cast<std::size_t>(f.gcount()));
+  }
+  if (f.bad()) throw std::invalid_argument("cannot read " + what + " to the end");
+  if (text.size() > limit) return std::nullopt;
+  return text;
+}
+
+}  // namespace actorpipe
