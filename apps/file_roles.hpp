@@ -1,14 +1,17 @@
-// Output files against each other and against the files a command reads: two outputs under one
-// name left one of them (`--metrics x --save-final x` kept the weights, and the summary said
-// both were written), and an output under an input's name replaced what the user wrote (a
-// --schedule-file overwritten by --trace).
+// Output files checked before a command works: each against the others and against the files
+// it reads (two outputs under one name left one of them: `--metrics x --save-final x` kept the
+// weights, and the summary said both were written; an output under an input's name replaced
+// what the user wrote, a --schedule-file overwritten by --trace), and its folder.
 #pragma once
 
 #include <filesystem>
+#include <unistd.h>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/folder_probe.hpp"
 
 namespace actorpipe {
 
@@ -39,6 +42,30 @@ inline void check_distinct_files(const file_roles& outputs, const file_roles& in
         throw std::invalid_argument(flag + " '" + path + "' is the " + in_flag + " this run reads ('" + in_path +
                                     "'): writing it would replace it; give the output another name");
   }
+}
+
+// A file a command writes (train's --metrics, --trace, --save-final; simulate's --trace, --svg):
+// its folder must exist and take files before the work starts, so that a typo in a path does
+// not cost the run. A file written aside and renamed into place (`replaced`: --save-final) must
+// not be a device, pipe or socket, which the rename would replace. Nothing is left behind here.
+inline void check_output_file(const char* flag, const std::string& path, bool replaced) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string named = std::string(flag) + " '" + path + "'";
+  if (fs::is_directory(path, ec)) throw std::invalid_argument(named + " is a directory: give a file name");
+  const fs::path parent = fs::path(path).parent_path();
+  const fs::path dir = parent.empty() ? fs::path(".") : parent;
+  if (!fs::is_directory(dir, ec)) throw std::invalid_argument(named + ": the folder '" + dir.string() + "' does not exist");
+  const auto status = fs::status(path, ec);
+  if (fs::exists(status)) {
+    if (replaced && !fs::is_regular_file(status))
+      throw std::invalid_argument(named + " exists and is not a regular file (a device, pipe or socket): the file is "
+                                          "written beside it and renamed into place, which would replace it; give a file name");
+    if (::access(path.c_str(), W_OK) != 0) throw std::invalid_argument(named + ": the file exists and cannot be written");
+    if (!replaced) return;  // written where it is
+  }
+  if (const folder_probe probe = probe_folder(dir, false); !probe.error.empty())
+    throw std::invalid_argument(named + ": cannot write in the folder '" + dir.string() + "' (" + probe.error + ")");
 }
 
 }  // namespace actorpipe

@@ -349,6 +349,10 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   check_output_options(opt);
   check_distinct_files({{"--trace", opt.trace_path}, {"--svg", opt.svg_path}},
                        {{"--schedule-file", opt.schedule_file}, {"--costs-from", opt.costs_from}, {"--config", opt.config_path}});
+  // Before the simulation, which may take minutes (--cost on a large zero-bubble plan): a path
+  // found wrong after it lost the result.
+  if (!opt.trace_path.empty()) check_output_file("--trace", opt.trace_path, false);
+  if (!opt.svg_path.empty()) check_output_file("--svg", opt.svg_path, false);
   simulation s;
   cost_model costs;
   if (opt.costs_from.empty()) {

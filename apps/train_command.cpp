@@ -672,30 +672,6 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
   }
 }
 
-// A file the run writes (--metrics, --trace, --save-final): its folder must exist and take
-// files before training starts, so that a typo in a path does not cost the run. A file written
-// aside and renamed into place (`replaced`: --save-final) must not be a device, pipe or socket,
-// which the rename would replace. Nothing is left behind here.
-void check_output_file(const char* flag, const std::string& path, bool replaced) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const std::string named = std::string(flag) + " '" + path + "'";
-  if (fs::is_directory(path, ec)) throw std::invalid_argument(named + " is a directory: give a file name");
-  const fs::path parent = fs::path(path).parent_path();
-  const fs::path dir = parent.empty() ? fs::path(".") : parent;
-  if (!fs::is_directory(dir, ec)) throw std::invalid_argument(named + ": the folder '" + dir.string() + "' does not exist");
-  const auto status = fs::status(path, ec);
-  if (fs::exists(status)) {
-    if (replaced && !fs::is_regular_file(status))
-      throw std::invalid_argument(named + " exists and is not a regular file (a device, pipe or socket): the file is "
-                                          "written beside it and renamed into place, which would replace it; give a file name");
-    if (::access(path.c_str(), W_OK) != 0) throw std::invalid_argument(named + ": the file exists and cannot be written");
-    if (!replaced) return;  // written where it is
-  }
-  if (const folder_probe probe = probe_folder(dir, false); !probe.error.empty())
-    throw std::invalid_argument(named + ": cannot write in the folder '" + dir.string() + "' (" + probe.error + ")");
-}
-
 // --save-dir: checked before training starts, where the first checkpoint would otherwise find
 // it cannot be made, after --save-every steps of work: an existing folder that takes files, or
 // one that can be made in the nearest folder above it that exists. Nothing is left behind here.
