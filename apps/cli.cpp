@@ -484,6 +484,8 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
     return app.exit(e, out, err);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e, out, err);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e, out, err);
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
     if (what.find("subcommand") != std::string::npos && what.find("required") != std::string::npos)
@@ -544,6 +546,7 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   CLI::App app{"actorpipe: pipeline-parallel training on the actor model.\n"
                "Schedules are data: print, validate, simulate and draw them before you train."};
   app.name("actorpipe");
+  app.set_version_flag("--version", "actorpipe " ACTORPIPE_VERSION);
   app.require_subcommand(1);
   simulate_cli simulate;
   add_simulate(app, simulate);

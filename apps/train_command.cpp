@@ -1073,7 +1073,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   if (r.stopped_by_signal != 0) {
     const int done = r.steps.back().step + 1;
     out << "stopped by " << signal_name(r.stopped_by_signal) << " after step " << done << " of "
-        << t.steps << (t.save_dir.empty() ? "" : ": --resume " + t.save_dir + " goes on from there") << '\n';
+        << t.steps << (t.save_dir.empty() ? "" : ": the same command with --resume " + t.save_dir + " goes on from there") << '\n';
   }
   write_outputs(out, o, r, metrics.written());
   if (!r.checkpoint_error.empty())  // after what the run trained is written

@@ -36,7 +36,10 @@ void check_options(const train_options& o) {
   need(o.microbatches >= 1, "--microbatches must be >= 1: got " + std::to_string(o.microbatches));
   need(o.microbatch_size >= 1, "--microbatch-size must be >= 1: got " + std::to_string(o.microbatch_size));
   need(o.steps >= 1, "--steps must be >= 1: got " + std::to_string(o.steps));
-  need(o.threads_per_stage >= 1, "--threads-per-stage must be >= 1: got " + std::to_string(o.threads_per_stage));
+  // Past 1024 (no rank computes on more) the thread probe below started tens of thousands of
+  // threads before it refused.
+  need(o.threads_per_stage >= 1 && o.threads_per_stage <= 1024,
+       "--threads-per-stage must be in [1, 1024]: got " + std::to_string(o.threads_per_stage));
   need(o.lr > 0, "--lr must be > 0: got " + number_text(o.lr));
   need(o.warmup_steps >= 0, "--warmup-steps must be >= 0: got " + std::to_string(o.warmup_steps));
   need(o.grad_clip >= 0, "--grad-clip must be >= 0 (0 = off): got " + number_text(o.grad_clip));
@@ -58,7 +61,9 @@ void check_options(const train_options& o) {
   need(o.init_from.empty() || o.resume.empty(), "give --init-from (weights only) or --resume (the whole state), not both");
   need(o.save_every >= 0, "--save-every must be >= 0 (0 = only after the last step): got " + std::to_string(o.save_every));
   need(o.keep_last >= 0, "--keep-last must be >= 0 (0 = keep all): got " + std::to_string(o.keep_last));
-  need(o.bucket_mb > 0 && o.bucket_mb <= 4096, "--bucket-mb must be in (0, 4096]: got " + number_text(o.bucket_mb));
+  // Below 1 KiB a step sends a message per few floats (1e-6 ran a step for minutes).
+  need(o.bucket_mb * 1024 >= 1 && o.bucket_mb <= 4096,
+       "--bucket-mb must be in [1/1024, 4096] (1 KiB to 4 GiB): got " + number_text(o.bucket_mb));
 }
 
 }  // namespace

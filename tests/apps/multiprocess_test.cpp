@@ -860,7 +860,7 @@ CATCH_TEST_CASE("SIGTERM stops train after the step in flight with a checkpoint 
     const int n = stopped_after(text, "SIGTERM", 500);
     CATCH_CHECK(n >= 2);
     CATCH_CHECK(n < 500);
-    CATCH_CHECK_THAT(text, Contains("--resume " + dir + " goes on from there"));
+    CATCH_CHECK_THAT(text, Contains(": the same command with --resume " + dir + " goes on from there"));
     CATCH_CHECK_THAT(text, Contains("final loss"));
     CATCH_CHECK(lines_in(metrics) == n);  // every step it ran, reported
     CATCH_CHECK(actorpipe::find_resume_checkpoint(dir).path == step_dir(dir, n));  // the step it stopped after

@@ -363,6 +363,9 @@ CATCH_TEST_CASE("the actorpipe binary: help, success and failure exit codes", "[
   auto help = binary("--help");
   CATCH_CHECK(help.code == 0);
   CATCH_CHECK_THAT(help.out, Contains("simulate"));
+  auto version = binary("--version");  // it said "missing command"
+  CATCH_CHECK(version.code == 0);
+  CATCH_CHECK_THAT(version.out, Catch::Matches("actorpipe [0-9]+\\.[0-9]+\\.[0-9]+\n"));
   auto sub_help = binary("simulate --help");
   CATCH_CHECK(sub_help.code == 0);
   CATCH_CHECK_THAT(sub_help.out, Contains("--schedule-file"));
