@@ -492,6 +492,19 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
       what = "missing command (try: actorpipe train, actorpipe simulate, actorpipe doctor, or actorpipe --help)";
     const bool in_command = argc > 1 && (std::string(argv[1]) == "simulate" || std::string(argv[1]) == "train" ||
                                          std::string(argv[1]) == "launch" || std::string(argv[1]) == "doctor");
+    // CLI11's "Could not convert: --stages = 9999999999": digits the value-text check passed
+    // (decimal, within 64 bits) that the flag's own type cannot hold.
+    const std::string convert = "Could not convert: ";
+    if (what.rfind(convert, 0) == 0) {
+      const std::string rest = what.substr(convert.size());
+      const auto eq = rest.find(" = ");
+      if (eq != std::string::npos)
+        what = rest.substr(0, eq) + "=" + rest.substr(eq + 3) + " is out of range (this flag takes a 32-bit whole number)";
+    }
+    // A validator's message that names its flag itself, after CLI11's own "--flag: ".
+    if (const auto colon = what.find(": "); colon != std::string::npos && what.rfind("--", 0) == 0 &&
+                                            what.compare(colon + 2, colon + 1, what.substr(0, colon) + "=") == 0)
+      what = what.substr(colon + 2);
     // CLI11's "--microbatches: At Most 1 required but received 2": a flag given twice.
     const std::string twice = ": At Most 1 required but received ";
     if (const auto at = what.find(twice); at != std::string::npos)

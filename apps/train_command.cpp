@@ -79,6 +79,29 @@ job_config default_job() {
 // Job config from --config (or the default job), --set and the flags (flags last), resolved
 // by the config rules.
 job_config resolve_job(const train_cli_options& o, const std::optional<std::string>& plan_text) {
+  // Counts and rates given as flags, checked by the flags' names (the config's rules name its
+  // keys: "pp=0 must be >= 1" for --stages 0). In a config, 0 microbatches means "derive it
+  // from the batch rules"; a flag given 0 would silently mean the default instead, so the
+  // flags take counts from 1.
+  for (const auto& [flag, value] : {std::pair<const char*, const std::optional<int>&>{"--microbatches", o.microbatches},
+                                    {"--microbatch-size", o.microbatch_size},
+                                    {"--batch-size", o.batch_size},
+                                    {"--stages", o.stages},
+                                    {"--chunks", o.chunks},
+                                    {"--dp", o.dp},
+                                    {"--steps", o.steps},
+                                    {"--layers", o.layers},
+                                    {"--hidden", o.hidden},
+                                    {"--heads", o.heads},
+                                    {"--seq-len", o.seq_len},
+                                    {"--vocab", o.vocab}})
+    if (value && *value < 1)
+      throw std::invalid_argument(std::string(flag) + " must be >= 1: got " + std::to_string(*value));
+  for (const auto& [flag, value] : {std::pair<const char*, const std::optional<double>&>{"--lr", o.lr},
+                                    {"--grad-clip", o.grad_clip},
+                                    {"--weight-decay", o.weight_decay}})
+    if (value && !std::isfinite(*value))
+      throw std::invalid_argument(std::string(flag) + " must be a finite number: got " + number_text(*value));
   job_config c = o.config_path.empty() ? default_job() : load_config_file(o.config_path);
   for (const auto& kv : o.overrides) apply_override(c, kv);
   auto set = [&](const char* key, const auto& value) {
@@ -122,13 +145,6 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
       microbatches_from_file = true;
     }
   }
-  // In a config, 0 means "derive it from the batch rules"; a flag given 0 would silently mean
-  // the default instead, so the flags take counts from 1.
-  for (const auto& [flag, value] : {std::pair<const char*, const std::optional<int>&>{"--microbatches", o.microbatches},
-                                    {"--microbatch-size", o.microbatch_size},
-                                    {"--batch-size", o.batch_size}})
-    if (value && *value < 1)
-      throw std::invalid_argument(std::string(flag) + " must be >= 1: got " + std::to_string(*value));
   set("num_microbatches", o.microbatches);
   set("microbatch_size", o.microbatch_size);
   set("batch_size", o.batch_size);

@@ -192,10 +192,10 @@ CATCH_TEST_CASE("doctor refuses bad flags naming them", "[apps][doctor]") {
   CATCH_CHECK(r.out.empty());  // refused before the report starts (its header came first)
   r = cli({"doctor", "--master-port", "0"});  // 0 is "not given" inside; given, it is refused as launch refuses it
   CATCH_CHECK(r.code == 2);
-  CATCH_CHECK_THAT(r.err, Contains("--master-port=0 must be in 1..65535"));
+  CATCH_CHECK(r.err == "actorpipe doctor: error: --master-port=0 must be in 1..65535\n");  // the flag named once
   r = cli({"doctor", "--nproc-per-node", "00"});
   CATCH_CHECK(r.code == 2);
-  CATCH_CHECK_THAT(r.err, Contains("--nproc-per-node=0 must be >= 1"));
+  CATCH_CHECK(r.err == "actorpipe doctor: error: --nproc-per-node=0 must be >= 1\n");
   r = cli({"doctor", "--nproc-per-node", "-3"});
   CATCH_CHECK(r.code == 2);
   CATCH_CHECK_THAT(r.err, Contains("--nproc-per-node=-3 must be >= 1"));
