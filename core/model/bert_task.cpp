@@ -68,16 +68,28 @@ model_definition bert_task_model(const train_options& o) {
     throw std::invalid_argument("--max-positions must be >= 0 (0: --seq-len): got " + std::to_string(t.max_positions));
   if (t.intermediate < 0)
     throw std::invalid_argument("--intermediate must be >= 0 (0: 4 x --hidden): got " + std::to_string(t.intermediate));
-  glue_columns columns = t.columns.empty() ? glue_columns_from_file(o.data_file) : parse_columns(t.columns);
-  const glue_dataset train = read_glue_tsv(o.data_file, columns);
+  // A file's errors name the flag that gave it (and --text-columns, where the columns are its).
+  const auto named = [&t](const char* flag, const auto& read) {
+    try {
+      return read();
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string(flag) + ": " + e.what() +
+                                  (t.columns.empty() ? "" : " (with --text-columns " + t.columns + ")"));
+    }
+  };
+  glue_columns columns = t.columns.empty() ? named("--data-file", [&] { return glue_columns_from_file(o.data_file); })
+                                           : parse_columns(t.columns);
+  const glue_dataset train = named("--data-file", [&] { return read_glue_tsv(o.data_file, columns); });
   for (const std::string& note : train.notes) log_warn("--data-file " + o.data_file + ": " + note);
   glue_dataset eval;
   if (!t.eval_file.empty()) {
     // Columns by the dev file's own header (MNLI's dev files have more columns than train.tsv);
     // --text-columns names them in both files.
-    const glue_columns eval_columns =
-        t.columns.empty() ? glue_columns_for_eval(t.eval_file, o.data_file, columns) : columns;
-    eval = read_glue_tsv(t.eval_file, eval_columns, train.labels);
+    eval = named("--eval-file", [&] {
+      const glue_columns eval_columns =
+          t.columns.empty() ? glue_columns_for_eval(t.eval_file, o.data_file, columns) : columns;
+      return read_glue_tsv(t.eval_file, eval_columns, train.labels);
+    });
   }
   wordpiece_options wo;
   wo.lower_case = t.lower_case;

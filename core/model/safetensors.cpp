@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -162,6 +163,9 @@ std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::stri
                                                                  const std::function<bool(const std::string&)>& wanted) {
   if (struct stat st {}; ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw std::invalid_argument(in_file(path) + " is a directory: give the file");
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw std::invalid_argument("cannot read " + in_file(path) + ": it is not a regular file (a directory, device or pipe)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument("cannot open " + in_file(path) + ": " + std::strerror(errno));
   in.seekg(0, std::ios::end);

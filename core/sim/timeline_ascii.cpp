@@ -29,7 +29,9 @@ std::string render_ascii_timeline(const sim_result& r, int max_width) {
     widest = std::max(widest, label_of(e, r.chunks).size());
   }
   double scale = static_cast<double>(widest + 1) / shortest;  // columns per time unit
-  const int usable = std::max(20, max_width - 9);
+  // "rank N" padded to the widest rank's name (7 up to rank 99), then the two bars.
+  const std::size_t name_width = std::max<std::size_t>(7, 5 + std::to_string(r.stages - 1).size());
+  const int usable = std::max(20, max_width - static_cast<int>(name_width) - 2);
   if (r.makespan * scale > usable) scale = usable / r.makespan;
   const int cols = static_cast<int>(std::ceil(r.makespan * scale - 1e-9));
 
@@ -58,7 +60,7 @@ std::string render_ascii_timeline(const sim_result& r, int max_width) {
   std::string out;
   for (int rank = 0; rank < r.stages; ++rank) {
     std::string name = "rank " + std::to_string(rank);
-    name.resize(std::max<size_t>(name.size(), 7), ' ');
+    name.resize(name_width, ' ');
     out += name + "|" + rows[rank] + "|\n";
   }
   out += "legend: F forward, B backward, I input-grad, W weight-grad; ";

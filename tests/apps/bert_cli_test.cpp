@@ -102,12 +102,16 @@ CATCH_TEST_CASE("train --model bert: a malformed TSV row or a missing file is on
   CATCH_CHECK(r.code != 0);
   CATCH_CHECK_THAT(r.err, Contains(bad));
   CATCH_CHECK_THAT(r.err, Contains("line 3"));
+  CATCH_CHECK_THAT(r.err, Contains("error: --data-file: glue file '" + bad + "'"));  // the flag that gave it
   auto none = cli(with(small, {"--steps", "1"}));
   CATCH_CHECK(none.code != 0);
   CATCH_CHECK_THAT(none.err, Contains("--model bert needs --data-file"));
   const std::string train = write_text(".train.tsv", sentiment_tsv(sentiment_rows(40, 3)));
   auto cols = cli(with(small, {"--data-file", train, "--text-columns", "0,x", "--steps", "1"}));
   CATCH_CHECK_THAT(cols.err, Contains("--text-columns=0,x must be A,LABEL or A,B,LABEL"));
+  auto missing_eval = cli(with(small, {"--data-file", train, "--eval-file", train + ".none", "--steps", "1"}));
+  CATCH_CHECK(missing_eval.code == 2);
+  CATCH_CHECK_THAT(missing_eval.err, Contains("error: --eval-file: glue file '" + train + ".none' cannot be opened"));
   auto gpt = cli({"train", "--eval-file", train, "--steps", "1"});
   CATCH_CHECK_THAT(gpt.err, Contains("--eval-file is for --model bert, not --model gpt"));
   auto no_eval = cli(with(small, {"--data-file", train, "--eval-every", "2", "--steps", "1"}));

@@ -158,6 +158,9 @@ CATCH_TEST_CASE("safetensors load reports truncated and corrupt files by path", 
   const std::string bad = dir.file("bad.safetensors");
 
   CATCH_CHECK_THROWS_WITH(load_safetensors(dir.file("missing.safetensors")), Catch::Contains("missing.safetensors"));
+  // A device is not a file (it read as "truncated: 0 bytes").
+  CATCH_CHECK_THROWS_WITH(load_safetensors("/dev/urandom"), "cannot read safetensors file '/dev/urandom': it is not a "
+                                                            "regular file (a directory, device or pipe)");
 
   write_bytes(bad, bytes.substr(0, 5));
   CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("bad.safetensors") && Catch::Contains("truncated"));

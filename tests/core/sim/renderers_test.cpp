@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -39,6 +40,17 @@ CATCH_TEST_CASE("ASCII timeline draws every action where the simulator put it", 
        start = nl + 1)
     CATCH_CHECK(nl - start <= 80);
   CATCH_CHECK(count(w, "rank ") == 4);
+  // Past 100 ranks the names are wider ("rank 100"): every row as long as the others, within
+  // the width (rows from rank 100 on were one column longer, out of line).
+  auto many = simulate(make_schedule("1f1b", {101, 101, 1}), cost_model::uniform(1, 2, 1, 1));
+  const std::string m = render_ascii_timeline(many, 60);
+  std::set<std::size_t> lengths;
+  for (size_t start = 0, nl; (nl = m.find('\n', start)) != std::string::npos && m.compare(start, 4, "rank") == 0;
+       start = nl + 1)
+    lengths.insert(nl - start);
+  CATCH_CHECK(lengths.size() == 1);
+  CATCH_CHECK(*lengths.begin() <= 60);
+  CATCH_CHECK_THAT(m, Contains("\nrank 100|") && Contains("\nrank 99 |") && Contains("rank 0  |"));
 
   // Two chunks: chunk 1 is drawn in lower case.
   auto v = simulate(make_schedule("zbv", {2, 2, 2}), cost_model::uniform(1, 2, 1, 1));
