@@ -17,6 +17,18 @@
 namespace actorpipe {
 namespace {
 
+// "No gradient reached this virtual stage's input" (its loss does not depend on it), sent
+// across the cut where a gradient would go: an i64 [1] tensor, which no gradient is (they are
+// floating point). The stage before then computes no backward for the microbatch, as autograd
+// in one piece would not (zeros gave its parameters gradients, and AdamW decayed them).
+tensor_box no_gradient() {
+  tensor_box t = tensor_box::empty(tensor_dtype::i64, {1});
+  *static_cast<std::int64_t*>(t.data()) = 0;
+  return t;
+}
+
+bool is_no_gradient(const tensor_box& t) { return t.defined() && t.dtype() == tensor_dtype::i64; }
+
 // Runs `job` on the rank's compute thread; if it throws, the supervisor hears "virtual stage v:
 // <what> failed: <why>". The job reports its own success.
 void on_compute_thread(caf::event_based_actor* self, const run_context& ctx, int id, const std::string& what,
@@ -186,7 +198,7 @@ void chunk::on_targets(msg::targets& t) {
 
 void chunk::on_gradient(msg::gradient& g) {
   enter(g.step);
-  grads_[g.microbatch] = std::move(g.tensor);
+  grads_[g.microbatch] = is_no_gradient(g.tensor) ? tensor_box() : std::move(g.tensor);
   self_->send(ctx_->stage[rank_], msg::input_ready{g.step, true, v_, g.microbatch});
 }
 
@@ -379,9 +391,8 @@ struct action_job {
 
   void backward_sending_early(msg::job_done& d) const {
     tensor_box g = runner->backward(a.microbatch, input, true);
-    if (!g.defined()) throw std::logic_error("produced no input gradient to send");
     d.output_at = ctx->now();  // before the send: the stage before may start before this thread runs again
-    ctx->send_tensor(tensor_kind::gradient, step, to, a.microbatch, rank, std::move(g));
+    ctx->send_tensor(tensor_kind::gradient, step, to, a.microbatch, rank, g.defined() ? std::move(g) : no_gradient());
     runner->weight_grad(a.microbatch);
   }
 };
@@ -427,7 +438,8 @@ void chunk::send_outputs(msg::job_done& d) {
     else
       ctx_->send_tensor(tensor_kind::activation, d.step, id_ + 1, a.microbatch, rank_, std::move(d.output));
   } else if (produces_input_grad(a.op) && v_ > 0) {
-    ctx_->send_tensor(tensor_kind::gradient, d.step, id_ - 1, a.microbatch, rank_, std::move(d.output));
+    ctx_->send_tensor(tensor_kind::gradient, d.step, id_ - 1, a.microbatch, rank_,
+                      d.output.defined() ? std::move(d.output) : no_gradient());
   }
 }
 
@@ -439,7 +451,7 @@ void chunk::on_job_done(msg::job_done& d) {
     return;
   }
   const bool sent = d.output_at >= 0;  // an early B sent its gradient itself
-  if (!d.output.defined() && ((a.op == op_kind::forward && !last_) || (produces_input_grad(a.op) && v_ > 0 && !sent))) {
+  if (!d.output.defined() && a.op == op_kind::forward && !last_) {
     fail(to_string(a) + " produced no tensor to send");
     return;
   }

@@ -33,6 +33,10 @@ class chunk_compute {
   virtual ~chunk_compute() = default;
   virtual forward_result forward(int microbatch, const tensor_box& input, const tensor_box& targets,
                                  double loss_scale) = 0;
+  // The input's gradient, undefined on the first stage and where no gradient reached the
+  // input (the loss does not depend on it). `grad_output` undefined on a stage before the last:
+  // none reached this stage's output, and nothing is computed (as autograd in one piece would
+  // not); with `split`, the W that follows does nothing either.
   virtual tensor_box backward(int microbatch, const tensor_box& grad_output, bool split) = 0;
   virtual void weight_grad(int microbatch) = 0;
   // W in parts: runs the microbatch's weight-gradient work, asking `pause` between two pieces

@@ -316,7 +316,7 @@ tensor_box layer_chunk::backward(int microbatch, const tensor_box& grad_output, 
   at::Tensor g;
   if (!m.spec.last) {
     g = unbox(grad_output);
-    if (!g.defined() || g.sizes() != at::IntArrayRef(it->second.output_shape)) {
+    if (g.defined() && g.sizes() != at::IntArrayRef(it->second.output_shape)) {
       std::ostringstream expected;
       expected << at::IntArrayRef(it->second.output_shape);
       throw std::invalid_argument(m.where("backward", microbatch) + ": grad_output must be " + expected.str() +
@@ -325,6 +325,13 @@ tensor_box layer_chunk::backward(int microbatch, const tensor_box& grad_output, 
   }
   stash s = std::move(it->second);
   m.stashes.erase(it);
+  if (!m.spec.last && !g.defined()) {
+    // No gradient reached this stage's output (the next stage's input was not on its loss's
+    // path): autograd in one piece would not run this part's backward, and its parameters'
+    // gradients stay as they are (undefined if nothing else reached them).
+    if (split) m.kept_graphs[microbatch];
+    return tensor_box();
+  }
 
   at::Tensor out = s.output;
   if (m.spec.activation_checkpointing) {  // the forward again, with the graph its first run did not keep
@@ -335,14 +342,14 @@ tensor_box layer_chunk::backward(int microbatch, const tensor_box& grad_output, 
   if (!out.requires_grad()) {
     // Nothing before the output needs a gradient (no parameters, no input path).
     if (split) m.kept_graphs[microbatch];
-    return m.spec.first ? tensor_box() : box(at::zeros_like(s.input));
+    return tensor_box();
   }
   const at::Tensor input_leaf = m.spec.first ? at::Tensor() : s.input;
   if (split && !m.module_defers) {
     deferred_weight_pass weights;
     at::Tensor gi = input_grad_pass(out, g, input_leaf, weights);
     m.kept_graphs[microbatch] = std::move(weights);  // W(microbatch) is valid even if nothing was kept
-    return m.spec.first ? tensor_box() : box(gi);
+    return m.spec.first || !gi.defined() ? tensor_box() : box(gi);
   }
   {
     // B whole adds its split_linear products into .grad in place, as the deferred W does.
@@ -355,8 +362,8 @@ tensor_box layer_chunk::backward(int microbatch, const tensor_box& grad_output, 
       torch::autograd::backward({out}, {g});
     }
   }
-  if (m.spec.first) return tensor_box();
-  return box(s.input.grad().defined() ? s.input.grad() : at::zeros_like(s.input));
+  if (m.spec.first || !s.input.grad().defined()) return tensor_box();  // undefined: no gradient reached the input
+  return box(s.input.grad());
 }
 
 void layer_chunk::weight_grad(int microbatch) { weight_grad_until(microbatch, {}); }

@@ -87,7 +87,7 @@ at::Tensor input_grad_pass(const at::Tensor& output, const at::Tensor& grad_outp
     // Nothing to hand back (a first stage, or an output that ignores its input): all of the
     // backward is W.
     weights.calls_.push_back({{root}, {g}, {}});
-    return want_input ? at::zeros_like(input) : at::Tensor();
+    return at::Tensor();
   }
 
   // Weight branches: children off the input path of nodes on it. Each is walked to its
@@ -160,7 +160,7 @@ at::Tensor input_grad_pass(const at::Tensor& output, const at::Tensor& grad_outp
     c.leaves = b.leaves;
     weights.calls_.push_back(std::move(c));
   }
-  return captured[0].defined() ? captured[0] : at::zeros_like(input);
+  return captured[0];  // undefined where no gradient reached the input
 }
 
 }  // namespace actorpipe

@@ -31,8 +31,8 @@ class deferred_weight_pass {
 
 // I: d output / d input (times grad_output; a scalar output with grad_output undefined starts
 // from 1) through the input path of the graph only. Returns the input's gradient (undefined
-// when `input` is undefined or needs no gradient; zeros when the output does not depend on
-// it) and fills `weights` with the W half. Where two weight branches share a node (one
+// when `input` is undefined or needs no gradient, or when the output does not depend on it,
+// as autograd leaves such a gradient) and fills `weights` with the W half. Where two weight branches share a node (one
 // parameter used at two places of the chunk), the split cannot keep them apart: it then runs
 // the full backward now and leaves `weights` empty, which gives the same gradients.
 at::Tensor input_grad_pass(const at::Tensor& output, const at::Tensor& grad_output, const at::Tensor& input,

@@ -115,7 +115,9 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
     throw std::invalid_argument("--layers=" + std::to_string(o.model.layers) + " cannot be split over stages*chunks=" +
                                 std::to_string(S) + " virtual stages (the default partition gives each a block; --partition " +
                                 "uniform cuts all " + std::to_string(L) + " layers, embeddings and head included)");
-  s.partition = o.partition.empty() ? model->default_partition : o.partition;
+  // The reference runs the model whole: a partition given for the pipeline it is compared
+  // with is not its own (counts for 2 stages were refused against its 1).
+  s.partition = o.partition.empty() || o.no_pipeline ? model->default_partition : o.partition;
   bool other_processes = false;
   for (int r = 0; build_rank && r < s.place.ranks; ++r) other_processes = other_processes || !build_rank(r);
   // Before anything sets the thread count (the profile below, each rank's compute thread).

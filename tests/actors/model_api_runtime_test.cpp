@@ -419,3 +419,33 @@ CATCH_TEST_CASE("data parallel with a layer that some microbatches skip trains t
     CATCH_CHECK(torch::allclose(got.at(name), t, 1e-5, 1e-6));
   }
 }
+
+CATCH_TEST_CASE("a stage whose input gets no gradient sends none back: the layers before it train as unpipelined",
+                "[actors][runtime][model_api]") {
+  // h1 (layer 3) ignores its input: nothing before it is on the loss's path but tied_a's
+  // weight (tied to tied_b after it). Cut right before h1, the stage after sent zeros, which
+  // gave in.* and h0.* gradients of zero, and AdamW decayed them where the reference, without
+  // gradients there, leaves them alone.
+  register_mlp_variant("test-mlp-cut-path", "h1 ignores its input", [](model_definition& m) {
+    m.layers[3].forward = [](layer_module& module, const at::Tensor& x) { return module.forward(at::zeros_like(x)); };
+  });
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-cut-path";
+  o.weight_decay = 0.1;
+  o.partition = "counts:3,5";
+  const auto want = by_name(run_reference(o));
+  for (const char* schedule : {"1f1b", "zb-h1"}) {
+    CATCH_INFO(schedule);
+    train_options p = o;
+    p.schedule = schedule;
+    const auto got = by_name(run_pipeline(p));
+    for (const auto& [name, t] : want) {
+      CATCH_INFO(name);
+      CATCH_REQUIRE(got.count(name));
+      if (name.rfind("in.", 0) == 0 || name.rfind("h0.", 0) == 0)
+        CATCH_CHECK(torch::equal(got.at(name), t));  // untouched on both sides
+      else
+        CATCH_CHECK(torch::allclose(got.at(name), t, 1e-5, 1e-6));
+    }
+  }
+}

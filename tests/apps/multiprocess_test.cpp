@@ -129,7 +129,7 @@ CATCH_TEST_CASE("zbv in 2 and 4 processes is bit-identical to one process", "[mu
   check_bit_identical("zbv", 2);
 }
 
-CATCH_TEST_CASE("a user's model with buffers on process 0's stage saves them in 2 processes as in one",
+CATCH_TEST_CASE("a user's model with buffers on process 0's stage saves them in 2 processes as in one, and one whose stage gets no gradient trains alike",
                 "[multiprocess]") {
   // --save-final of a job of several processes took process 0's stages' parameters without
   // their buffers (a BatchNorm's statistics); the other processes sent theirs.
@@ -149,6 +149,15 @@ CATCH_TEST_CASE("a user's model with buffers on process 0's stage saves them in 
   const std::string saved = read_bytes(one);
   CATCH_CHECK(saved.find("\"in.1.running_mean\"") != std::string::npos);  // in the header: a buffer of stage 0's
   CATCH_CHECK(read_bytes(two) == saved);
+  // "No gradient" crosses processes too: h1 ignores its input, cut right before it.
+  const std::vector<std::string> no_path = {"train", "--model", "test-mlp-no-path", "--stages", "2", "--steps", "3",
+                                            "--partition", "counts:3,5", "--weight-decay", "0.1", "--schedule", "zb-h1",
+                                            "--microbatches", "4", "--microbatch-size", "4", "--step-timeout", "60"};
+  CATCH_REQUIRE(wait_process(start_process(models, saving(no_path, one), {}, log1), 120) == 0);
+  const int cut_code = wait_process(start_process(models, launched(2, saving(no_path, two)), {{"UCX_TLS", "tcp,self"}}, log2), 120);
+  CATCH_INFO(process_log(log2));
+  CATCH_REQUIRE(cut_code == 0);
+  CATCH_CHECK(read_bytes(two) == read_bytes(one));
 }
 
 CATCH_TEST_CASE("three of four ranks in one process still match one process bit for bit", "[multiprocess][slow]") {

@@ -85,6 +85,14 @@ void register_test_models() {
   bn.batch_norm = true;
   register_model("test-mlp-bn", [bn](const train_options& o) { return mlp_model(o, bn); },
                  "the tests' MLP with a BatchNorm in its first layer");
+  register_model(
+      "test-mlp-no-path",
+      [](const train_options& o) {
+        model_definition m = mlp_model(o);
+        m.layers[3].forward = [](layer_module& module, const at::Tensor& x) { return module.forward(at::zeros_like(x)); };
+        return m;
+      },
+      "the tests' MLP whose h1 ignores its input (nothing before it on the loss's path but a tie)");
 }
 
 }  // namespace actorpipe::testing

@@ -3,7 +3,8 @@
 
 namespace actorpipe::testing {
 
-// "test-mlp-bn": the tests' MLP (mlp_model.hpp) with a BatchNorm in its first layer.
+// "test-mlp-bn": the tests' MLP (mlp_model.hpp) with a BatchNorm in its first layer;
+// "test-mlp-no-path": the MLP whose h1 (layer 3) ignores its input.
 void register_test_models();
 
 }  // namespace actorpipe::testing
