@@ -79,6 +79,16 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 [[noreturn]] void unknown_key(const std::string& key) {
+  // A flag's name where its key goes (`--set stages=3`, `seq-len`): the key that flag sets.
+  std::string as_key = key;
+  std::replace(as_key.begin(), as_key.end(), '-', '_');
+  for (const auto& [flag, name] : {std::pair<const char*, const char*>{"stages", "pp"},
+                                   {"microbatches", "num_microbatches"},
+                                   {"zero", "zero_stage"}})
+    if (as_key == flag) as_key = name;
+  for (const field& f : fields())
+    if (as_key == f.name)
+      throw std::invalid_argument("unknown config key '" + key + "' (a flag's name: its key is '" + as_key + "')");
   std::string best;
   std::size_t best_distance = std::max<std::size_t>(2, key.size() / 3) + 1;  // farther is no typo
   for (const field& f : fields()) {

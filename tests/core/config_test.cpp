@@ -73,6 +73,11 @@ CATCH_TEST_CASE("config_from_json names unknown keys and suggests the close one"
                           "unknown config key 'num_microbatch' (did you mean 'num_microbatches'?)");
   CATCH_CHECK_THROWS_WITH(config_from_json(json{{"precison", "bf16"}}), Catch::Contains("did you mean 'precision'"));
   CATCH_CHECK_THROWS_WITH(config_from_json(json{{"banana", 1}}), "unknown config key 'banana'");
+  // A flag's name given as a key: the key that flag sets (no suggestion came for `stages`).
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"stages", 3}}), "unknown config key 'stages' (a flag's name: its key is 'pp')");
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"seq-len", 3}}), "unknown config key 'seq-len' (a flag's name: its key is 'seq_len')");
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"microbatches", 3}}),
+                          "unknown config key 'microbatches' (a flag's name: its key is 'num_microbatches')");
   CATCH_CHECK_THROWS_WITH(config_from_json(json{{"notes", json::array()}}), Catch::Contains("unknown config key 'notes'"));
 }
 
