@@ -123,8 +123,15 @@ rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const co
   const char* name = ctx.options.schedule.c_str();
   char line[480];
   if (c.use == running) {
-    if (c.candidates == 1 && generated_runs) return r;  // every rebuilt plan is the generated one
-    if (c.candidates == 1)
+    // Every rebuilt plan is the generated one. Plans of B alone (1f1b, interleaved) never
+    // change with costs: nothing to say. Those that split B (zb-h1, zbv) said nothing either.
+    if (c.candidates == 1 && generated_runs && !running->uses_split_backward()) return r;
+    if (c.candidates == 1 && generated_runs)
+      std::snprintf(line, sizeof line,
+                    "plan: %s rebuilt on the median costs measured in %s is the plan generated (simulated bubble "
+                    "%.1f%%): kept",
+                    name, measured.c_str(), 100 * c.on_measured.bubble_ratio);
+    else if (c.candidates == 1)
       std::snprintf(line, sizeof line,
                     "plan: %s rebuilt on the median costs measured in %s is the plan that ran in step %d (simulated "
                     "bubble %.1f%%)",

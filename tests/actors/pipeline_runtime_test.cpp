@@ -371,6 +371,9 @@ CATCH_TEST_CASE("a plan rebuilt on measured costs trains to the same bits", "[ac
     const train_result unit = run_pipeline(o);
     CATCH_CHECK(unit.replan_report.empty());
     CATCH_CHECK(unit.replanned == nullptr);
+    // Rebuilt or kept, the summary says which (zb-h1 kept its plan without a word).
+    CATCH_CHECK_THAT(rebuilt.replan_report, Contains("plan: " + std::string(schedule) + " ") &&
+                                                Contains("the median costs measured in step 1"));
     CATCH_CHECK(bit_identical(rebuilt, unit));
     for (size_t k = 0; k < unit.steps.size(); ++k) CATCH_CHECK(rebuilt.steps[k].loss == unit.steps[k].loss);
   }
