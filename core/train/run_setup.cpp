@@ -66,6 +66,16 @@ void check_options(const train_options& o) {
        "--bucket-mb must be in [1/1024, 4096] (1 KiB to 4 GiB): got " + number_text(o.bucket_mb));
 }
 
+// A plan whose virtual stages run their backwards out of microbatch order trains other bits
+// (by rounding) than the built-in schedules: said once, naming where the plan came from.
+void warn_of_backward_order(const plan& p, const std::string& source) {
+  const std::string order = backward_order_note(p);
+  if (!order.empty())
+    log_warn(source + ": " + order +
+             "; gradients add up in that order, so the run's numbers differ (by rounding) from a plan's in microbatch "
+             "order, as every built-in schedule runs them");
+}
+
 }  // namespace
 
 run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, const std::function<bool(int rank)>& build_rank) {
@@ -92,11 +102,7 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
     mismatch("chunks (--chunks, or chunks in a config)", V, p.chunks());
     mismatch("microbatches (--microbatches, or --batch-size over --microbatch-size)", M, p.microbatches);
     require_valid(p);
-    const std::string order = backward_order_note(p);
-    if (!order.empty())
-      log_warn("schedule file '" + o.schedule_file + "': " + order +
-               "; gradients add up in that order, so the run's numbers differ (by rounding) from a plan's in microbatch "
-               "order, as every built-in schedule runs them");
+    warn_of_backward_order(p, "schedule file '" + o.schedule_file + "'");
     s.place = p.place;
     s.static_plan = std::make_shared<const plan>(std::move(p));
   } else if (is_dynamic_policy(o.schedule)) {
@@ -105,6 +111,7 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
     make_policies(s.policy, P, M, V, o.greedy_budget);  // a policy that refuses the request says so now
   } else {
     plan p = make_schedule(o.schedule, {P, M, V});
+    warn_of_backward_order(p, "schedule '" + o.schedule + "'");  // a user's generator (the built-ins keep the order)
     s.place = p.place;
     s.static_plan = std::make_shared<const plan>(std::move(p));
   }

@@ -18,6 +18,8 @@
 
 #include "core/blas_kernels.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
+#include "core/schedule/plan.hpp"
+#include "core/schedule/schedule_registry.hpp"
 #include "core/model/attention_kernel.hpp"
 #include "tests/apps/cli_runner.hpp"
 #include "tests/apps/process_runner.hpp"
@@ -533,6 +535,17 @@ CATCH_TEST_CASE("train --schedule-file: the plan's own stages, chunks and microb
                                           "add up gradients) for microbatches 1, 0 (and 1 more virtual stage or op out of "
                                           "order); gradients add up in that order, so the run's numbers differ (by "
                                           "rounding) from a plan's in microbatch order"));
+  // The same plan from a user's generator, registered in code: said too (it trained silently).
+  register_schedule("test-reversed", [](const schedule_request&) {
+    return parse_plan("0: F0.0 F0.1 B0.1 B0.0\n1: F1.0 F1.1 B1.1 B1.0\n", "test-reversed");
+  });
+  std::remove(log.c_str());
+  auto from_code = cli(with({"train", "--schedule", "test-reversed", "--microbatches", "2", "--log-file", log}, model));
+  CATCH_CHECK(from_code.code == 0);
+  std::stringstream logged_again;
+  logged_again << std::ifstream(log).rdbuf();
+  CATCH_CHECK_THAT(logged_again.str(), Contains(" warning: schedule 'test-reversed': virtual stage 0 runs its B's (which "
+                                                "add up gradients) for microbatches 1, 0"));
   for (const auto& f : {one, two_chunks, reversed, log}) std::remove(f.c_str());
 }
 
