@@ -159,7 +159,10 @@ traced_costs read_costs_from(const std::string& path) {
     if (!(t.costs.forward[v] > 0) || !(t.costs.backward[v] > 0))
       throw std::invalid_argument("--costs-from '" + path + "': virtual stage " + std::to_string(v) + " has " +
                                   (t.costs.forward[v] > 0 ? "no backward time" : "no forward time") +
-                                  " (a trace of a whole step times every op on every virtual stage)");
+                                  " (a trace of a whole step times every op on every virtual stage" +
+                                  (v + 1 < t.virtual_stages ? "; this one's go up to " + std::to_string(t.virtual_stages - 1)
+                                                            : std::string()) +
+                                  ")");
   return t;
 }
 
@@ -186,10 +189,10 @@ void check_output_options(const simulate_options& opt) {
 void check_latency_against(const cost_model& costs) {
   const double least = smallest_cost(costs);
   if (costs.send_latency > max_cost_ratio * least)
-    throw std::invalid_argument("--latency " + number_text(costs.send_latency) + " is more than " +
-                                number_text(max_cost_ratio) + " times the smallest cost (" + number_text(least) +
-                                "): the costs would round away next to it; give at most " +
-                                number_text(max_cost_ratio * least));
+    throw std::invalid_argument("--latency " + printf_text("%.10g", costs.send_latency) + " is more than " +
+                                printf_text("%.10g", max_cost_ratio) + " times the smallest cost (" +
+                                printf_text("%.10g", least) + "): the costs would round away next to it; give at most " +
+                                printf_text("%.10g", max_cost_ratio * least));
 }
 
 // What was simulated: the plan (built, loaded, or the order a dynamic policy chose), its

@@ -87,20 +87,24 @@ cost_model parse_cost_spec(const std::string& spec) {
   }
   if (v[0] <= 0) throw bad("F must be > 0");
   if (v[1] <= 0) throw bad("B must be > 0");
+  // The costs as given, to ten digits (six showed "B=1e+06 is more than 1e+06 times"), and
+  // a B not given as the I + W it was taken for.
+  const auto shown = [&](int k) {
+    return std::string(names[k]) + (k == 1 && !given[1] ? " (I+W)" : "") + "=" + printf_text("%.10g", v[k]);
+  };
   // I and W are the input-grad and weight-grad parts of B (the whole backward): a part longer
   // than the whole is a misordered flag ("F,B,W"?), not a cost.
   for (int k : {2, 3})
     if (v[k] > v[1])
-      throw bad(std::string(names[k]) + "=" + number_text(v[k]) + " is more than B=" + number_text(v[1]) + ", but " +
-                names[k] + " is a part of the split B (B is the whole backward; leave B out, F,,I,W, for B = I+W)");
+      throw bad(shown(k) + " is more than " + shown(1) + ", but " + names[k] +
+                " is a part of the split B (B is the whole backward; leave B out, F,,I,W, for B = I+W)");
   int smallest = 0, largest = 0;
   for (int k = 1; k < 4; ++k) {
     if (v[k] > 0 && v[k] < v[smallest]) smallest = k;
     if (v[k] > v[largest]) largest = k;
   }
   if (v[largest] > max_cost_ratio * v[smallest])
-    throw bad(std::string(names[largest]) + "=" + number_text(v[largest]) + " is more than " +
-              number_text(max_cost_ratio) + " times " + names[smallest] + "=" + number_text(v[smallest]) +
+    throw bad(shown(largest) + " is more than " + printf_text("%.10g", max_cost_ratio) + " times " + shown(smallest) +
               ": the smaller costs would round away next to it");
   return cost_model::uniform(v[0], v[1], v[2], v[3]);
 }

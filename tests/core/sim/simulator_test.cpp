@@ -227,9 +227,11 @@ CATCH_TEST_CASE("the cost flag: I and W are parts of B, a different B is kept an
 
 CATCH_TEST_CASE("the cost flag keeps its costs within max_cost_ratio of each other", "[sim][cost]") {
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("1e7,2,1,1"),
-                          Contains("--cost '1e7,2,1,1': F=1e+07 is more than 1e+06 times I=1: the smaller costs would "
+                          Contains("--cost '1e7,2,1,1': F=10000000 is more than 1000000 times I=1: the smaller costs would "
                                    "round away next to it"));
-  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,4e6,2e6,2"), Contains("B=4e+06 is more than 1e+06 times F=1"));
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,4e6,2e6,2"), Contains("B=4000000 is more than 1000000 times F=1"));
+  // B taken as I + W is named so, to ten digits (it read "B=1e+06 is more than 1e+06 times F=1").
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,,1e6,1"), Contains("B (I+W)=1000001 is more than 1000000 times F=1"));
   CATCH_CHECK(parse_cost_spec("1e6,2,1,1").forward[0] == 1e6);  // at the ratio: taken
   CATCH_CHECK(parse_cost_spec("1e6,2,0,2").input_grad[0] == 0);  // a zero cost has nothing to lose
   CATCH_CHECK(smallest_cost(parse_cost_spec("3,2,0,2")) == 2);
