@@ -553,25 +553,56 @@ void check_value_texts(CLI::App& app) {
   }
 }
 
+// The whole command line: its commands, and what each one's flags fill in.
+struct command_line {
+  CLI::App app{"actorpipe: pipeline-parallel training on the actor model.\n"
+               "Schedules are data: print, validate, simulate and draw them before you train."};
+  simulate_cli simulate;
+#ifdef ACTORPIPE_WITH_TORCH
+  train_cli train;
+#endif
+  launch_cli launch;
+  doctor_cli doctor;
+
+  command_line() {
+    app.name("actorpipe");
+    app.set_version_flag("--version", "actorpipe " ACTORPIPE_VERSION);
+    app.require_subcommand(1);
+    add_simulate(app, simulate);
+#ifdef ACTORPIPE_WITH_TORCH
+    add_train(app, train);
+#endif
+    add_launch(app, launch);
+    add_doctor(app, doctor);
+    check_value_texts(app);
+  }
+};
+
+// The command after launch's --, parsed as each process will parse it: a typo in a flag is
+// one error before any process starts (it was one per process, among launch's own lines).
+// Returns the exit code of a command line refused (its error written to `err`).
+std::optional<int> refused_launched_command(const char* argv0, const std::vector<std::string>& command, std::ostream& err) {
+  if (command.empty() || (command.front() != "train" && command.front() != "simulate" && command.front() != "doctor"))
+    return std::nullopt;  // run_launch names what it cannot run
+  command_line line;
+  std::vector<const char*> argv{argv0};
+  for (const auto& a : command) argv.push_back(a.c_str());
+  std::ostringstream help;
+  const auto code = parse_command_line(line.app, static_cast<int>(argv.size()), argv.data(), help, err);
+  return code && *code != 0 ? code : std::nullopt;
+}
+
 }  // namespace
 
 int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app{"actorpipe: pipeline-parallel training on the actor model.\n"
-               "Schedules are data: print, validate, simulate and draw them before you train."};
-  app.name("actorpipe");
-  app.set_version_flag("--version", "actorpipe " ACTORPIPE_VERSION);
-  app.require_subcommand(1);
-  simulate_cli simulate;
-  add_simulate(app, simulate);
+  command_line line;
+  CLI::App& app = line.app;
+  simulate_cli& simulate = line.simulate;
 #ifdef ACTORPIPE_WITH_TORCH
-  train_cli train;
-  add_train(app, train);
+  train_cli& train = line.train;
 #endif
-  launch_cli launch;
-  add_launch(app, launch);
-  doctor_cli doctor;
-  add_doctor(app, doctor);
-  check_value_texts(app);
+  launch_cli& launch = line.launch;
+  doctor_cli& doctor = line.doctor;
   if (auto code = parse_command_line(app, argc, argv, out, err)) return *code;
 
   logging_scope logging;
@@ -587,7 +618,10 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
 #ifdef ACTORPIPE_WITH_TORCH
     if (train.command->parsed()) return written(run_train_cli(train, out, err, logging));
 #endif
-    if (launch.command->parsed()) return run_launch_cli(app, launch, argv[0], err, logging);
+    if (launch.command->parsed()) {
+      if (auto code = refused_launched_command(argv[0], launch.la.command, err)) return *code;
+      return run_launch_cli(app, launch, argv[0], err, logging);
+    }
     if (simulate.command->parsed()) return written(run_simulate_cli(simulate, out));
     if (doctor.command->parsed()) return written(run_doctor(doctor.o, out));
   } catch (const std::exception& e) {
@@ -602,9 +636,10 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
                           : doctor.command->parsed()  ? "doctor"
                                                       : "train";
     const std::string line = std::string("actorpipe ") + command + ": error: " + what;
+    if (&err == &std::cerr) end_terminal_line();  // after a progress line drawn in place, on a row of its own
     // In a job, the process and its ranks first, as on its log lines.
     err << log_prefix_text() << line << '\n';
-    log_to_file(log_level::error, line);
+    log_to_file(log_level::error, std::string("actorpipe ") + command + ": " + what);  // the file's pattern adds the level
     // Bad input (std::invalid_argument) is refused; anything else failed while it ran.
     return dynamic_cast<const std::invalid_argument*>(&e) ? exit_refused : exit_failed;
   }

@@ -445,6 +445,7 @@ class metrics_file {
   metrics_file(std::string path, bool append) : path_(std::move(path)), append_(append) {}
   explicit operator bool() const { return !path_.empty() && !failed_; }
   bool written() const { return out_.is_open() && !failed_; }
+  const std::string& failure() const { return failure_; }  // why it gave up ("" while it has not)
   void line(const std::string& text) {
     if (!*this) return;
     if (!out_.is_open()) {
@@ -462,8 +463,8 @@ class metrics_file {
  private:
   void give_up(const std::string& what) {
     failed_ = true;
-    log_error(what + (errno ? std::string(" (") + std::strerror(errno) + ")" : std::string()) +
-              ": training goes on without it");
+    failure_ = what + (errno ? std::string(" (") + std::strerror(errno) + ")" : std::string());
+    log_error(failure_ + ": training goes on without it");
   }
 
   std::string path_;
@@ -471,6 +472,7 @@ class metrics_file {
   bool failed_ = false;
   long long lines_ = 0;
   std::ofstream out_;
+  std::string failure_;
 };
 
 // What each finished step shows: a progress line (redrawn on a terminal), a debug log line,
@@ -492,9 +494,11 @@ struct step_reporter {
     ACTORPIPE_LOG(debug, "step " + std::to_string(done) + "/" + std::to_string(steps) + " done in " + printf_text("%.3f", m.seconds) +
                              " s: loss " + printf_text("%.4f", m.loss) + ", grad norm " + printf_text("%.4g", m.grad_norm) + ", " +
                              si(m.tokens_per_s) + " tokens/s");
-    if (o.interactive_progress)
-      progress << '\r' << line << (done == steps ? "\n" : "") << std::flush;
-    else
+    if (o.interactive_progress) {
+      // The row cleared first: a shorter line left the old one's end behind ("72%%").
+      progress << "\r\033[K" << line << (done == steps ? "\n" : "") << std::flush;
+      set_terminal_line_open(done != steps);  // a log line meanwhile ends it (it was glued on)
+    } else
       progress << line << '\n' << std::flush;
     if (metrics) {
       nlohmann::json j = {{"step", m.step},          {"loss", m.loss},         {"lr", m.lr},
@@ -528,6 +532,7 @@ struct eval_reporter {
   metrics_file& metrics;
   void operator()(const eval_record& e) const {
     progress << (interactive && e.step != steps ? "\n" : "") << eval_line(e) << '\n' << std::flush;
+    set_terminal_line_open(false);
     if (metrics) {
       nlohmann::json j = {{"eval_after_step", e.step}, {"eval_loss", e.loss}, {"eval_seconds", e.seconds}};
       for (const auto& [name, value] : e.metrics) j[name] = value;
@@ -610,6 +615,7 @@ void print_measured_vs_simulated(std::ostream& out, const train_result& r) {
 // one), numbered as the run's steps are: after a resume they start past 1.
 std::string steps_after_first(const train_result& r) {
   if (r.steps.size() <= 1) return r.steps.empty() ? std::string() : "step " + std::to_string(r.steps.front().step + 1);
+  if (r.steps.size() == 2) return "step " + std::to_string(r.steps[1].step + 1);  // not "steps 2..2"
   return "steps " + std::to_string(r.steps[1].step + 1) + ".." + std::to_string(r.steps.back().step + 1);
 }
 
@@ -820,6 +826,7 @@ void note_stop_signal(int sig) {
     ignore_sigpipe();
     const std::string& notice = stop_notice[sig == SIGINT ? 0 : sig == SIGTERM ? 1 : 2];
     [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, notice.data(), notice.size());
+    set_terminal_line_open(false);  // the notice ended the progress line (an atomic store: signal-safe)
     return;
   }
   if (first == sig && monotonic_ns() - stop_at_ns.load() < stop_copy_window_ns) return;  // still stopping after the step
@@ -1074,6 +1081,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   // Stopped early, the run left its redrawn progress line open (the last step ends it): the
   // summary starts on a line of its own.
   if (o.interactive_progress && !r.steps.empty() && r.steps.back().step + 1 < t.steps) progress << '\n' << std::flush;
+  set_terminal_line_open(false);
   print_setup(out, o, t, r);
   for (const auto& why : r.refused) out << "not resumed from a damaged checkpoint: " << why << '\n';
   if (!r.resumed_from.empty())
@@ -1083,7 +1091,10 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     print_busy(out, r);
   }
   const auto& last = r.steps.back();
-  out << "final loss " << printf_text("%.4f", last.loss) << " (first step " << printf_text("%.4f", r.steps.front().loss) << ")\n";
+  // The first step this run ran, by its number: after a resume it is not step 1.
+  out << "final loss " << printf_text("%.4f", last.loss) << " ("
+      << (r.steps.front().step == 0 ? std::string("first step") : "step " + std::to_string(r.steps.front().step + 1))
+      << " " << printf_text("%.4f", r.steps.front().loss) << ")\n";
   if (t.dp > 1) print_sync(out, r);
   if (!r.evals.empty()) out << "final " << eval_line(r.evals.back()) << '\n';
   if (r.stopped_by_signal != 0) {
@@ -1095,6 +1106,9 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   if (!r.checkpoint_error.empty())  // after what the run trained is written
     throw std::runtime_error(r.checkpoint_error + " (the run stopped after step " + std::to_string(r.steps.back().step + 1) +
                              " of " + std::to_string(t.steps) + "; the outputs above hold it)");
+  // An output lost is a failure (exit 1), whatever the log level let through when it happened
+  // (at --log-level off nothing said so, and the run exited 0).
+  if (!metrics.failure().empty()) throw std::runtime_error(metrics.failure() + "; the run's other outputs are written");
   return r.stopped_by_signal != 0 ? 128 + r.stopped_by_signal : 0;
 }
 

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -58,11 +59,23 @@ std::string pattern_literal(const std::string& s) {
   return out;
 }
 
+// A line the terminal shows in the making (train's progress line, redrawn in place): the next
+// log line to stderr ends it first, instead of being written on after it.
+std::atomic<bool> terminal_line_open{false};
+
+class terminal_sink final : public spdlog::sinks::stderr_sink_mt {
+ public:
+  void log(const spdlog::details::log_msg& msg) override {
+    end_terminal_line();
+    spdlog::sinks::stderr_sink_mt::log(msg);
+  }
+};
+
 struct log_state {
   std::mutex mutex;  // setup and prefix changes (logging itself does not take it)
   std::shared_ptr<spdlog::sinks::dist_sink_mt> all = std::make_shared<spdlog::sinks::dist_sink_mt>();
   std::shared_ptr<spdlog::sinks::dist_sink_mt> file_only = std::make_shared<spdlog::sinks::dist_sink_mt>();
-  std::shared_ptr<spdlog::sinks::sink> console = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  std::shared_ptr<spdlog::sinks::sink> console = std::make_shared<terminal_sink>();
   std::shared_ptr<spdlog::sinks::sink> file;
   std::shared_ptr<spdlog::logger> logger = std::make_shared<spdlog::logger>("actorpipe", all);
   std::shared_ptr<spdlog::logger> file_logger = std::make_shared<spdlog::logger>("actorpipe.file", file_only);
@@ -100,6 +113,12 @@ log_state& state() {
 }
 
 }  // namespace
+
+void set_terminal_line_open(bool open) { terminal_line_open.store(open); }
+
+void end_terminal_line() {
+  if (terminal_line_open.exchange(false)) std::fputs("\n", stderr);
+}
 
 log_level parse_log_level(const std::string& text, const std::string& source) {
   for (int i = 0; i < 6; ++i)

@@ -42,6 +42,13 @@ void set_log_prefix(const std::string& prefix);
 // command writes itself (its final error line) so they read like the log's.
 std::string log_prefix_text();
 
+// A line on stderr is being drawn in place ('\r', no newline yet: train's progress on a
+// terminal) when `open`: the next log line to stderr ends it first instead of being glued on.
+// The drawer sets it after each redraw and clears it once it ends the line itself.
+void set_terminal_line_open(bool open);
+// Ends that line (a newline on stderr) if it is open: for a line written to stderr directly.
+void end_terminal_line();
+
 bool log_enabled(log_level level);
 void log_message(log_level level, const std::string& text);
 // Only to the log file (nothing when there is none), if `level` passes: for output that is

@@ -1203,8 +1203,9 @@ CATCH_TEST_CASE("a run stopped on a terminal ends its progress line before the s
     return;
   }
   const std::string log = temp_path(".tty.log"), typescript = temp_path(".typescript");
+  const std::string dir = temp_path(".tty-ckpt");
   std::string command = "timeout --preserve-status -s TERM 6 " + bin + " train --stages 2 --layers 2 --hidden 32 --heads 2 --seq-len 16 "
-                        "--vocab 64 --microbatches 4 --steps 1000000";
+                        "--vocab 64 --microbatches 4 --steps 1000000 --save-dir " + dir + " --save-every 20";
   const pid_t pid = start_process("/usr/bin/script", {"-qfec", command, typescript}, {}, log);
   CATCH_CHECK(wait_process(pid, 60) == 128 + SIGTERM);
   const std::string text = read_text(typescript);
@@ -1215,4 +1216,14 @@ CATCH_TEST_CASE("a run stopped on a terminal ends its progress line before the s
   CATCH_REQUIRE(model != std::string::npos);
   CATCH_CHECK(model > 0);
   CATCH_CHECK(text[model - 1] == '\n');  // not glued to "bubble ...%"
+  // Log lines while the progress line is drawn ("saved checkpoint"): each on a row of its own
+  // (they were glued on after "bubble ...%").
+  int saved = 0;
+  for (auto at = text.find("actorpipe: saved checkpoint"); at != std::string::npos;
+       at = text.find("actorpipe: saved checkpoint", at + 1), ++saved)
+    CATCH_CHECK(text[at - 1] == '\n');
+  CATCH_CHECK(saved > 0);
+  // Each redraw clears the row first (a shorter line left the old one's end behind).
+  CATCH_CHECK_THAT(text, Contains("\r\033[Kstep "));
+  std::filesystem::remove_all(dir);
 }

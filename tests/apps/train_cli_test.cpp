@@ -333,6 +333,10 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   CATCH_REQUIRE(again.code == 0);
   CATCH_CHECK_THAT(again.out, Contains("resumed from " + dir + "/step-00000004 (steps 5..6 ran here)"));
   CATCH_CHECK_THAT(again.out, Contains("optimizer state per rank (AdamW moments):"));  // a resumed run's too
+  // Its steps by their numbers: the first it ran is step 5 (it said "first step"), and the
+  // busy line covers step 6 alone (it said "steps 6..6").
+  CATCH_CHECK_THAT(again.out, Contains(" (step 5 ") && !Contains("(first step "));
+  CATCH_CHECK_THAT(again.out, Contains("busy per step, step 6 (median, range): "));
   // Going on past the saved run's last step changes its learning rate's schedule.
   CATCH_CHECK(warnings() == std::vector<std::string>{"--resume " + dir + "/step-00000004 continues a run with other "
                                                      "settings: steps 4 -> 6; steps 5..6 train as this run's settings "
@@ -400,7 +404,7 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   // Resuming from it, it goes on there.
   auto going_on = cli(with({"train", "--steps", "6", "--save-dir", dir, "--resume", dir + "/step-00000004"}, tiny));
   CATCH_CHECK(going_on.code == 0);
-  CATCH_CHECK_THAT(going_on.out, Contains("busy per step, steps 6..6 (median, range)"));  // the run's numbers (was 2..2)
+  CATCH_CHECK_THAT(going_on.out, Contains("busy per step, step 6 (median, range)"));  // the run's numbers (was 2..2, then 6..6)
   CATCH_CHECK(std::filesystem::exists(dir + "/step-00000006/manifest.json"));
   // From an older one there, it would start a second line of steps beside the first.
   auto fork = cli(with({"train", "--steps", "8", "--save-dir", dir, "--resume", dir + "/step-00000004"}, tiny));
@@ -570,14 +574,19 @@ CATCH_TEST_CASE("train's output files: a folder that takes no files is refused f
   CATCH_CHECK_THAT(pipe.err, Contains("--save-final '" + fifo + "' exists and is not a regular file"));
   CATCH_CHECK(std::filesystem::is_fifo(fifo));
   std::remove(fifo.c_str());
-  // A metrics file on a full disk: the run goes on, says which line failed and why, and does
-  // not claim it wrote the metrics.
-  // (A process of its own: the log goes to its stderr.)
+  // A metrics file on a full disk: the run goes on, says which line failed and why, does not
+  // claim it wrote the metrics, and exits 1 naming it (at --log-level off it said nothing and
+  // exited 0). (A process of its own: the log goes to its stderr.)
   const std::string log = temp_path(".log");
+  const int quiet_code = wait_process(start_process(ACTORPIPE_BIN, with({"train", "--steps", "2", "--metrics", "/dev/full",
+                                                                           "--log-level", "off"}, tiny), {}, log), 120);
+  CATCH_CHECK(quiet_code == 1);
+  CATCH_CHECK_THAT(read_text(log), Contains("actorpipe train: error: cannot write line 1 of --metrics file '/dev/full' (No "
+                                            "space left on device); the run's other outputs are written"));
   const int code = wait_process(start_process(ACTORPIPE_BIN, with({"train", "--steps", "2", "--metrics", "/dev/full"}, tiny), {}, log), 120);
   const std::string text = read_text(log);
   CATCH_INFO(text);
-  CATCH_CHECK(code == 0);
+  CATCH_CHECK(code == 1);
   CATCH_CHECK_THAT(text, Contains("actorpipe: error: cannot write line 1 of --metrics file '/dev/full' (No space left on "
                                   "device): training goes on without it"));
   CATCH_CHECK(text.find("wrote per-step metrics") == std::string::npos);
