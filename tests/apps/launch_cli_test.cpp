@@ -138,6 +138,15 @@ CATCH_TEST_CASE("launch: each bad request is one error line naming the flag, exi
     CATCH_CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   }
   CATCH_CHECK(cli(with({"--nproc-per-node", "0"})).err == "actorpipe launch: error: --nproc-per-node=0 must be >= 1\n");
+  // The command's own flags are parsed once, before any process starts: a typo is one line as
+  // the command says it (it was one per process, among launch's lines).
+  auto typo = cli({"launch", "--nproc-per-node", "2", "--", "simulate", "--stagez", "2"});
+  CATCH_CHECK(typo.code == 2);
+  CATCH_CHECK(typo.err == "actorpipe simulate: error: The following arguments were not expected: 2 --stagez\n");
+  auto value = cli({"launch", "--nproc-per-node", "2", "--", "simulate", "--stages", "x"});
+  CATCH_CHECK(value.code == 2);
+  CATCH_CHECK_THAT(value.err, Catch::StartsWith("actorpipe simulate: error: --stages"));
+  CATCH_CHECK(std::count(value.err.begin(), value.err.end(), '\n') == 1);
 
   // More processes than pipes for their output: refused before anything starts (under a soft
   // limit of 256 open files, set here for this test alone).
