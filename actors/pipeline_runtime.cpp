@@ -420,6 +420,7 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
   // Until the job forms (up to --join-timeout), a stop signal ends the wait: no step is in
   // flight, so there is nothing to finish or save.
   const std::atomic<int>* stop = ctx->options.stop_signal;
+  int stopped_by = 0;
   for (bool done = false; !done;) {
     self->receive([&](msg::cluster_ready& r) { ready = std::move(r), done = true; },
                   [&](const caf::down_msg& d) {
@@ -429,6 +430,7 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
                   caf::after(std::chrono::milliseconds(100)) >> [&] {
                     if (const int sig = stop ? stop->load() : 0; sig != 0) {
                       ready.error = signal_name(sig) + " before every process had joined the job: nothing was trained";
+                      stopped_by = sig;
                       done = true;
                     }
                   });
@@ -436,6 +438,7 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
   if (!ready.error.empty()) {
     caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
     if (ready.refused) throw std::invalid_argument(ready.error);  // exit 2: a restart would meet it again
+    if (stopped_by != 0) throw stopped_while_forming(ready.error, stopped_by);
     throw std::runtime_error(ready.error);
   }
   if (place.process != 0) ctx->epoch = aligned_epoch(ready, c.boot_id);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,14 @@
 #include "core/train/train_options.hpp"
 
 namespace actorpipe {
+
+// A stop signal (options.stop_signal) before every process of the job had joined: nothing was
+// trained. A stop asked for, not a failure: train exits 128 + `signal` (launch --max-restarts
+// does not restart it).
+struct stopped_while_forming : std::runtime_error {
+  stopped_while_forming(const std::string& what, int sig) : std::runtime_error(what), signal(sig) {}
+  int signal;
+};
 
 // `place`: this process's place in the job (the default: the whole job in this process).
 // Throws std::invalid_argument for bad options (naming the option and value) and

@@ -1,4 +1,5 @@
 // actorpipe executable.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -8,7 +9,38 @@
 #include "core/blas_kernels.hpp"
 #include "core/log.hpp"
 
+namespace {
+
+// SIGHUP from the very start until main: held (blocked), its disposition then recorded. While
+// the libraries load, UCX puts a handler of its own on it (its debug signal) that took a
+// hangup and lost it: the run went on to its end, exit 0. main puts the disposition back and
+// lets a held hangup through. (Runs before any library's initialiser: .preinit_array.)
+bool hangup_ignored_at_start = false;
+void hold_hangup(int, char**, char**) {
+  struct sigaction now {};
+  if (sigaction(SIGHUP, nullptr, &now) == 0) hangup_ignored_at_start = now.sa_handler == SIG_IGN;
+  sigset_t hup;
+  sigemptyset(&hup);
+  sigaddset(&hup, SIGHUP);
+  sigprocmask(SIG_BLOCK, &hup, nullptr);
+}
+__attribute__((section(".preinit_array"), used)) void (*const hold)(int, char**, char**) = hold_hangup;
+
+void release_hangup() {
+  struct sigaction back {};
+  back.sa_handler = hangup_ignored_at_start ? SIG_IGN : SIG_DFL;  // nohup's SIG_IGN stays
+  sigemptyset(&back.sa_mask);
+  sigaction(SIGHUP, &back, nullptr);
+  sigset_t hup;
+  sigemptyset(&hup);
+  sigaddset(&hup, SIGHUP);
+  sigprocmask(SIG_UNBLOCK, &hup, nullptr);  // a hangup held since the start ends the process now
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  release_hangup();
   actorpipe::report_crashes();
   actorpipe::ensure_best_blas_kernels(argv);  // the best BLAS kernels, before anything else (may restart once)
   const int code = actorpipe::cli_main(argc, argv, std::cout, std::cerr);

@@ -1070,7 +1070,12 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
           watch.eval_done(e.step);
         });
   } else {
-    ran = run_pipeline(t, show, {}, place, show_eval);
+    try {
+      ran = run_pipeline(t, show, {}, place, show_eval);
+    } catch (const stopped_while_forming& e) {  // a stop asked for: 128 + N, not a failure to restart
+      log_error(e.what());
+      return 128 + e.signal;
+    }
   }
   train_result& r = *ran;
   if (place.process != 0) {  // process 0 reports and writes the files
