@@ -198,7 +198,9 @@ void process_output::write_all(int fd, const std::string& bytes) {
       pollfd p{fd, POLLOUT, 0};  // a non-blocking output (inherited that way): wait until it drains
       poll(&p, 1, 100);
     } else {
-      if (n < 0 && errno != EPIPE && lost_.empty())
+      // A reader gone (EPIPE, `| head`) loses the report as a full disk does: train alone exits 1
+      // for it, and so does launch (it exited 0).
+      if (n < 0 && lost_.empty())
         lost_ = std::string(fd == o_.out_fd ? "standard output" : "standard error") + ": " + std::strerror(errno);
       dead_fds_.push_back(fd);  // closed (EPIPE) or broken: the lines for it are dropped
       return;
