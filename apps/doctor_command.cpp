@@ -211,6 +211,25 @@ loopback_result ucx_loopback(const std::vector<std::pair<std::string, std::strin
 void check_ucx(report& r) {
   const char* tls = std::getenv("UCX_TLS");
   const std::string version = std::string("UCX ") + ucp_get_version_string();
+  // Two workers take about 30 file descriptors, and UCX aborts the process where it cannot
+  // open one (doctor crashed under ulimit -n 30): not tried without room for them.
+  constexpr long long workers_files = 32;
+  struct rlimit files {};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    std::error_code ec;
+    long long open_now = 0;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
+         it.increment(ec))
+      ++open_now;
+    const long long free_files = static_cast<long long>(files.rlim_cur) - open_now;
+    if (free_files < workers_files) {
+      r.add(doctor_status::fail, "data plane", "UCX",
+            version + ": not tried: " + std::to_string(free_files) + " file descriptors free under the open-files limit of " +
+                std::to_string(files.rlim_cur) + " (ulimit -n), and two UCX workers need about " +
+                std::to_string(workers_files) + " (UCX ends the process without them); raise it");
+      return;
+    }
+  }
   const loopback_result any = ucx_loopback({});
   if (!any.error.empty())
     r.add(doctor_status::fail, "data plane", "UCX",

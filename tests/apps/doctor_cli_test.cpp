@@ -118,6 +118,17 @@ CATCH_TEST_CASE("doctor checks launch's open files for --nproc-per-node against 
   CATCH_CHECK(many.code == 1);
   CATCH_CHECK(status_of(fits.out, "open files") == "ok");
   CATCH_CHECK_THAT(fits.out, Contains("limit 256 (ulimit -n): launch can start up to 56 processes a node"));
+  // Too few for UCX's two workers: named, not tried (UCX aborted the process: SIGABRT, 134).
+  const std::string dir = temp_path(".dr");
+  std::filesystem::create_directories(dir);
+  const std::string out = temp_path(".doctor.out");
+  const int status = std::system(("bash -c 'ulimit -n 30; exec " + std::string(ACTORPIPE_BIN) + " doctor --dir " + dir +
+                                  "' >" + out + " 2>&1").c_str());
+  CATCH_CHECK(WIFEXITED(status));
+  CATCH_CHECK(WEXITSTATUS(status) == 1);
+  const std::string text = read_text(out);
+  CATCH_CHECK(status_of(text, "UCX") == "FAIL");
+  CATCH_CHECK_THAT(text, Contains("not tried: ") && Contains("under the open-files limit of 30 (ulimit -n)"));
 }
 
 CATCH_TEST_CASE("doctor warns of generic BLAS kernels the user chose on a CPU with better ones", "[apps][doctor]") {
