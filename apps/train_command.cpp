@@ -844,7 +844,7 @@ class stop_signal_scope {
   stop_signal_scope(bool follower, bool checkpoint, bool mid_line) {
     stop_signal_received.store(0);
     for (int i = 0; i < 3; ++i)
-      stop_notice[i] = std::string(mid_line ? "\n" : "") + "actorpipe: " + signal_name(signals_[i]) +
+      stop_notice[i] = std::string(mid_line ? "\n" : "") + log_prefix_text() + "actorpipe: " + signal_name(signals_[i]) +
                        (follower ? ": this process stops when the job does (its first process ends it after the "
                                    "step in flight; before the job has formed, at once)\n"
                                  : std::string(": stopping after the step in flight") +

@@ -996,7 +996,7 @@ CATCH_TEST_CASE("Ctrl-C to launch stops a 2-process job after a step, with a che
   CATCH_INFO(text);
   CATCH_CHECK(code == 128 + SIGINT);
   CATCH_CHECK_THAT(text, Contains("actorpipe launch: got SIGINT, passing it on to process 0 (local 0), process 1 (local 1)"));
-  CATCH_CHECK_THAT(text, Contains("[p1] actorpipe: SIGINT: this process stops when the job does"));
+  CATCH_CHECK_THAT(text, Contains("[p1 r1] actorpipe: SIGINT: this process stops when the job does"));
   const int n = stopped_after(text, "SIGINT", 500);
   CATCH_CHECK(n >= 2);
   CATCH_CHECK(n < 500);
