@@ -27,7 +27,14 @@ tensor_box no_gradient() {
   return t;
 }
 
-bool is_no_gradient(const tensor_box& t) { return t.defined() && t.dtype() == tensor_dtype::i64; }
+bool is_no_gradient(const tensor_box& t) {
+  if (!t.defined() || t.shape() != std::vector<std::int64_t>{1}) return false;
+  try {
+    return t.dtype() == tensor_dtype::i64;
+  } catch (const std::invalid_argument&) {  // an element type transports do not carry: a gradient
+    return false;
+  }
+}
 
 // Runs `job` on the rank's compute thread; if it throws, the supervisor hears "virtual stage v:
 // <what> failed: <why>". The job reports its own success.

@@ -946,10 +946,13 @@ class reference_step_watch {
       const int step = next_step_.load();
       const std::string what = in_eval_.load() ? "the evaluation pass after step " + std::to_string(step)
                                                : "step " + std::to_string(step + 1) + " of " + std::to_string(steps_);
-      std::cerr << "actorpipe train: error: " << what << " did not finish within " << number_text(limit_s_)
-                << " s (--step-timeout): --no-pipeline runs it on this process's one thread, which is still in the "
-                   "model's or the data's code; ending the process\n";
+      const std::string why = what + " did not finish within " + number_text(limit_s_) +
+                              " s (--step-timeout): --no-pipeline runs it on this process's one thread, which is still in "
+                              "the model's or the data's code; ending the process";
+      end_terminal_line();
+      std::cerr << "actorpipe train: error: " << why << '\n';
       std::cerr.flush();
+      log_to_file(log_level::error, "actorpipe train: " + why);
       flush_log();
       std::fflush(nullptr);
       std::_Exit(1);
