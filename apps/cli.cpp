@@ -582,9 +582,11 @@ struct command_line {
 // one error before any process starts (it was one per process, among launch's own lines).
 // Returns the exit code of a command line refused (its error written to `err`).
 std::optional<int> refused_launched_command(const char* argv0, const std::vector<std::string>& command, std::ostream& err) {
-  if (command.empty() || (command.front() != "train" && command.front() != "simulate" && command.front() != "doctor"))
-    return std::nullopt;  // run_launch names what it cannot run
   command_line line;
+  const auto commands = line.app.get_subcommands({});
+  if (command.empty() || command.front() == "launch" ||
+      std::none_of(commands.begin(), commands.end(), [&](const CLI::App* c) { return c->get_name() == command.front(); }))
+    return std::nullopt;  // run_launch names what it cannot run
   std::vector<const char*> argv{argv0};
   for (const auto& a : command) argv.push_back(a.c_str());
   std::ostringstream help;

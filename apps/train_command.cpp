@@ -820,10 +820,8 @@ void note_stop_signal(int sig) {
   if (first == 0) {
     stop_at_ns.store(monotonic_ns());
     stop_signal_received.store(sig);
-    // The step in flight and its checkpoint go on even where no one reads this process's
-    // output any more: launch's SIGTERM as it dies (PR_SET_PDEATHSIG) leaves its pipes without
-    // a reader, and the notice below, or any line after it, would end the process by SIGPIPE.
-    ignore_sigpipe();
+    // SIGPIPE is ignored since run_train began: the notice below, written into a pipe whose
+    // reader is gone (launch dying sends this SIGTERM), does not end the process.
     const std::string& notice = stop_notice[sig == SIGINT ? 0 : sig == SIGTERM ? 1 : 2];
     [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, notice.data(), notice.size());
     set_terminal_line_open(false);  // the notice ended the progress line (an atomic store: signal-safe)
