@@ -1,10 +1,11 @@
 // How numbers appear in messages and reports: number_text with six significant digits, like
-// printf's %g ("0.0003", "1e+10"); fixed_text with a given count of decimals; printf_text
-// with any one-number printf format ("%.1f%%", "%.2e"); and which texts are plain decimal
-// numbers.
+// printf's %g ("0.0003", "1e+10"), but whole numbers below 1e15 exactly ("1000001", not
+// "1e+06"); fixed_text with a given count of decimals; printf_text with any one-number printf
+// format ("%.1f%%", "%.2e"); and which texts are plain decimal numbers.
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace actorpipe {
@@ -12,6 +13,9 @@ namespace actorpipe {
 inline std::string number_text(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", x);
+  // A whole number that six digits would round ("1000001" read as "1e+06") is written out.
+  if (x > -1e15 && x < 1e15 && x == static_cast<double>(static_cast<long long>(x)) && std::strtod(buf, nullptr) != x)
+    std::snprintf(buf, sizeof buf, "%.0f", x);
   return buf;
 }
 

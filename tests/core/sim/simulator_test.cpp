@@ -1,5 +1,6 @@
 // Simulator: exact timelines on small plans, latency, per-stage costs, and the --cost parser.
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "core/number_text.hpp"
 #include "core/schedule/policy_registry.hpp"
@@ -197,6 +198,15 @@ CATCH_TEST_CASE("the cost flag takes plain decimal numbers only", "[sim][cost]")
   for (const char* yes : {"1", "-2.5", "+3", ".5", "5.", "1e-3", "2E+10", "007"}) CATCH_CHECK(decimal_number_text(yes));
   for (const char* no : {"", "0x10", "0b1", "inf", "nan", " 1", "1 ", "1e", "1e+", "+", "-.", "1.2.3", "1_000"})
     CATCH_CHECK_FALSE(decimal_number_text(no));
+  // Messages echo numbers as given: six digits, but a whole number exactly.
+  CATCH_CHECK(number_text(1000001) == "1000001");
+  CATCH_CHECK(number_text(-123456789) == "-123456789");
+  CATCH_CHECK(number_text(1e9) == "1e+09");
+  CATCH_CHECK(number_text(1e300) == "1e+300");
+  CATCH_CHECK(number_text(0.25) == "0.25");
+  CATCH_CHECK(number_text(1000000.5) == "1e+06");
+  CATCH_CHECK(number_text(std::nan("")) == "nan");
+  CATCH_CHECK(number_text(-HUGE_VAL) == "-inf");
   // Decimal forms, with a sign, a point on either side or an exponent, are numbers.
   auto c = parse_cost_spec("+1.,2.5e0,.5,1E-0");
   CATCH_CHECK(c.forward[0] == 1);
