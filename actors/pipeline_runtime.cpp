@@ -322,28 +322,6 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
   }
 }
 
-// --init-from: weights by global name into every local runner (fine-tuning); the optimizer
-// starts fresh.
-void init_from_weights(const run_setup& setup, const train_options& o) {
-  const std::string& path = o.init_from;
-  std::string from;
-  try {
-    // From a checkpoint, the checks --resume makes of it: a damaged newer one said, and a model
-    // of another shape (the weights could fit one: --heads) refused.
-    const auto check = [&o, &path](const resume_choice& c) {
-      for (const auto& why : c.refused) log_warn("not initialising from a damaged checkpoint: " + why);
-      if (const std::string why = resume_model_mismatch(c.manifest.meta, o); !why.empty())
-        throw std::invalid_argument((std::filesystem::path(c.path) == std::filesystem::path(path)
-                                         ? std::string()
-                                         : "its newest valid checkpoint " + c.path + ": ") + why);
-    };
-    from = load_weights(state_view(setup), path, held_elsewhere(setup), setup.model.get(), check);
-  } catch (const std::exception& e) {
-    throw std::invalid_argument("--init-from " + path + ": " + error_text(e));
-  }
-  log_info("initialised the parameters from " + from);
-}
-
 // The job's transport, its arrivals held at `gate` until the actors exist.
 std::shared_ptr<transport::tensor_transport> make_transport(const run_context& ctx, const job_place& place,
                                                             const std::shared_ptr<transport_gate>& gate) {

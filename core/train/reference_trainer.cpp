@@ -16,6 +16,7 @@
 #include "core/model/error_text.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/train/run_setup.hpp"
+#include "core/train/run_state.hpp"
 
 namespace actorpipe {
 
@@ -42,6 +43,7 @@ train_result run_reference(const train_options& options, const std::function<voi
   train_options o = options;
   o.no_pipeline = true;
   run_setup s = prepare_run(o);
+  if (!o.init_from.empty()) init_from_weights(s, o);
   set_compute_threads(o.threads_per_stage);
   chunk_compute& runner = *s.runners.front();
   shard_optimizer& opt = *s.optimizers.front();

@@ -56,8 +56,8 @@ void check_options(const train_options& o) {
                                                 std::to_string(o.stages) + ": use 0 or 1");
   need(o.zero_stage == 0 || o.zero_stage == 1,
        "--zero=" + std::to_string(o.zero_stage) + " is not implemented (ZeRO-2/3 also shard gradients and parameters): use 0 or 1");
-  need(!(o.no_pipeline && (!o.save_dir.empty() || !o.resume.empty() || !o.init_from.empty())),
-       "--no-pipeline trains the reference without checkpoints: drop --save-dir / --resume / --init-from");
+  need(!(o.no_pipeline && (!o.save_dir.empty() || !o.resume.empty())),
+       "--no-pipeline trains the reference without checkpoints: drop --save-dir / --resume (--init-from loads weights)");
   need(o.init_from.empty() || o.resume.empty(), "give --init-from (weights only) or --resume (the whole state), not both");
   need(o.save_every >= 0, "--save-every must be >= 0 (0 = only after the last step): got " + std::to_string(o.save_every));
   need(o.keep_last >= 0, "--keep-last must be >= 0 (0 = keep all): got " + std::to_string(o.keep_last));

@@ -9,7 +9,9 @@
 #include <stdexcept>
 
 #include "core/checkpoint/checkpoint_store.hpp"
+#include "core/checkpoint/run_meta.hpp"
 #include "core/log.hpp"
+#include "core/model/error_text.hpp"
 #include "core/model/layer_model.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/model/tensor_box_torch.hpp"
@@ -310,6 +312,26 @@ void load_optimizer_tensors(const run_state_view& state, const named_tensors& op
     if (id < state.optimizers.size() && state.optimizers[id]) state.optimizers[id]->import_moments(runs);
     if (id < state.dp_optimizers.size() && state.dp_optimizers[id]) state.dp_optimizers[id]->import_moments(runs);
   }
+}
+
+void init_from_weights(const run_setup& setup, const train_options& o) {
+  const std::string& path = o.init_from;
+  std::string from;
+  try {
+    // From a checkpoint, the checks --resume makes of it: a damaged newer one said, and a model
+    // of another shape (the weights could fit one: --heads) refused.
+    const auto check = [&o, &path](const resume_choice& c) {
+      for (const auto& why : c.refused) log_warn("not initialising from a damaged checkpoint: " + why);
+      if (const std::string why = resume_model_mismatch(c.manifest.meta, o); !why.empty())
+        throw std::invalid_argument((std::filesystem::path(c.path) == std::filesystem::path(path)
+                                         ? std::string()
+                                         : "its newest valid checkpoint " + c.path + ": ") + why);
+    };
+    from = load_weights(state_view(setup), path, held_elsewhere(setup), setup.model.get(), check);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("--init-from " + path + ": " + error_text(e));
+  }
+  log_info("initialised the parameters from " + from);
 }
 
 }  // namespace actorpipe

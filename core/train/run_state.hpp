@@ -29,6 +29,7 @@ struct run_state_view {
 };
 
 struct run_setup;
+struct train_options;
 struct model_definition;
 struct resume_choice;
 // The whole of a prepared run (core/train/run_setup.hpp).
@@ -76,6 +77,12 @@ std::string load_weights(const run_state_view& state, const std::string& path,
                          const std::function<bool(const std::string&)>& elsewhere = {},
                          const model_definition* model = nullptr,
                          const std::function<void(const resume_choice&)>& on_checkpoint = {});
+
+// --init-from (`o.init_from`): load_weights into the runners of `setup` (this process's, in a
+// pipeline; the whole model, for the reference), making --resume's checks of a checkpoint (a
+// damaged newer one said, a model of another shape refused). The optimizer starts fresh. Throws
+// std::invalid_argument naming --init-from.
+void init_from_weights(const run_setup& setup, const train_options& o);
 
 // For load_weights: whether a parameter name may belong to a layer of `setup` that another
 // process holds (its global-name prefix; a layer whose names have no prefix of their own, the

@@ -452,6 +452,18 @@ CATCH_TEST_CASE("train --init-from starts from saved weights, and a model they d
                         tiny));
   CATCH_REQUIRE(tuned.code == 0);
   CATCH_CHECK(read_bytes(again) == read_bytes(weights));
+  // The reference of a fine-tuning run: --no-pipeline from the same weights trains as one stage
+  // does, bit for bit (and not as from the seed's weights).
+  const std::string reference = temp_path(".safetensors"), one_stage = temp_path(".safetensors"),
+                    from_seed = temp_path(".safetensors");
+  CATCH_REQUIRE(cli(with({"train", "--steps", "2", "--no-pipeline", "--init-from", weights, "--save-final", reference},
+                         tiny)).code == 0);
+  CATCH_REQUIRE(cli(with({"train", "--steps", "2", "--stages", "1", "--init-from", weights, "--save-final", one_stage},
+                         tiny)).code == 0);
+  CATCH_REQUIRE(cli(with({"train", "--steps", "2", "--no-pipeline", "--save-final", from_seed}, tiny)).code == 0);
+  CATCH_CHECK(read_bytes(reference) == read_bytes(one_stage));
+  CATCH_CHECK(read_bytes(reference) != read_bytes(from_seed));
+  for (const auto& f : {reference, one_stage, from_seed}) std::remove(f.c_str());
   auto wrong = cli({"train", "--steps", "1", "--init-from", weights, "--layers", "4", "--hidden", "64", "--heads", "2",
                     "--seq-len", "16", "--vocab", "64", "--microbatches", "4", "--microbatch-size", "2"});
   CATCH_CHECK(wrong.code != 0);
