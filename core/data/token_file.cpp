@@ -77,19 +77,22 @@ class open_file {
 // token_bytes = 2: little-endian uint16 tokens; token_bytes = 1: one token per byte.
 //
 // Offset rule: sample `index` of step `step` is the seq_len + 1 tokens starting at
-//   offset = splitmix64(splitmix64(step) ^ index) % (n - seq_len)
+//   offset = splitmix64(splitmix64(step) ^ index ^ seed_term) % (n - seq_len)
+//   seed_term = splitmix64(seed) ^ splitmix64(1234)
 // where n is the file's token count and splitmix64 is the standard finaliser (Steele et al.),
 // so offset is in [0, n - seq_len - 1] and the last token read is at most n - 1. Samples overlap
-// and repeat at random, as in nanoGPT's get_batch, but as a pure function of (step, index).
+// and repeat at random, as in nanoGPT's get_batch, but as a pure function of (seed, step,
+// index). The default seed, 1234, has seed_term 0: the windows of releases before the seed
+// counted (a run they began resumes on the same data).
 class file_source final : public token_source {
  public:
-  file_source(const std::string& path, int vocab, std::int64_t min_tokens, int token_bytes)
-      : path_(path), vocab_(vocab), token_bytes_(token_bytes), file_(path) {
+  file_source(const std::string& path, int vocab, std::int64_t min_tokens, int token_bytes, std::uint64_t seed)
+      : path_(path), vocab_(vocab), token_bytes_(token_bytes), seed_term_(splitmix64(seed) ^ splitmix64(1234)), file_(path) {
     if (file_.size() % token_bytes_ != 0)
       fail(path_, "has " + std::to_string(file_.size()) + " bytes: not a whole number of uint16 tokens");
     tokens_ = static_cast<std::int64_t>(file_.size() / token_bytes_);
     if (tokens_ < min_tokens)
-      fail(path_, "holds " + std::to_string(tokens_) + " tokens; at least min_tokens=" + std::to_string(min_tokens) +
+      fail(path_, "holds " + std::to_string(tokens_) + " tokens; at least " + std::to_string(min_tokens) +
                       " are needed (one sample is seq_len + 1 tokens)");
     // Check every token once here, so sequence() never has to and a bad file fails at start-up
     // instead of mid-run.
@@ -117,7 +120,7 @@ class file_source final : public token_source {
       fail(path_, "holds " + std::to_string(tokens_) + " tokens; seq_len " + std::to_string(seq_len) +
                       " needs at least " + std::to_string(static_cast<std::int64_t>(seq_len) + 1));
     const std::uint64_t span = static_cast<std::uint64_t>(tokens_ - seq_len);
-    const std::uint64_t offset = splitmix64(splitmix64(step) ^ index) % span;
+    const std::uint64_t offset = splitmix64(splitmix64(step) ^ index ^ seed_term_) % span;
     std::vector<unsigned char> b(static_cast<std::size_t>(seq_len + 1) * static_cast<std::size_t>(token_bytes_));
     file_.read(static_cast<std::size_t>(offset) * static_cast<std::size_t>(token_bytes_), b.size(), b.data());
     if (token_bytes_ == 2) {
@@ -137,6 +140,7 @@ class file_source final : public token_source {
   std::string path_;
   int vocab_;
   int token_bytes_;
+  std::uint64_t seed_term_;
   open_file file_;
   std::int64_t tokens_ = 0;
 };
@@ -148,15 +152,16 @@ void check_min_tokens(std::int64_t min_tokens) {
 
 }  // namespace
 
-std::unique_ptr<token_source> open_token_file(const std::string& path, int vocab, std::int64_t min_tokens) {
+std::unique_ptr<token_source> open_token_file(const std::string& path, int vocab, std::int64_t min_tokens,
+                                              std::uint64_t seed) {
   if (vocab < 1) throw std::invalid_argument("vocab must be >= 1: got vocab=" + std::to_string(vocab));
   check_min_tokens(min_tokens);
-  return std::make_unique<file_source>(path, vocab, min_tokens, 2);
+  return std::make_unique<file_source>(path, vocab, min_tokens, 2, seed);
 }
 
-std::unique_ptr<token_source> open_text_file(const std::string& path, std::int64_t min_tokens) {
+std::unique_ptr<token_source> open_text_file(const std::string& path, std::int64_t min_tokens, std::uint64_t seed) {
   check_min_tokens(min_tokens);
-  return std::make_unique<file_source>(path, 256, min_tokens, 1);
+  return std::make_unique<file_source>(path, 256, min_tokens, 1, seed);
 }
 
 }  // namespace actorpipe

@@ -26,12 +26,14 @@ class token_source {
 std::unique_ptr<token_source> make_synthetic_source(int vocab, std::uint64_t seed);
 
 // A flat file of little-endian uint16 tokens (the nanoGPT / Megatron .bin convention).
-// Sample i of step s starts at a deterministic offset. Throws std::invalid_argument naming
-// the path when it is missing, unreadable, of odd size, shorter than min_tokens, or holds a
-// token >= vocab (naming the token and its position).
-std::unique_ptr<token_source> open_token_file(const std::string& path, int vocab, std::int64_t min_tokens);
+// Sample i of step s starts at an offset that is a pure function of (seed, s, i): another seed
+// reads other windows (core/data/token_file.cpp has the rule). Throws std::invalid_argument
+// naming the path when it is missing, unreadable, of odd size, shorter than min_tokens, or
+// holds a token >= vocab (naming the token and its position).
+std::unique_ptr<token_source> open_token_file(const std::string& path, int vocab, std::int64_t min_tokens,
+                                              std::uint64_t seed = 1234);
 
 // A UTF-8 (or any) text file read as bytes: vocab 256. Same errors as open_token_file.
-std::unique_ptr<token_source> open_text_file(const std::string& path, std::int64_t min_tokens);
+std::unique_ptr<token_source> open_text_file(const std::string& path, std::int64_t min_tokens, std::uint64_t seed = 1234);
 
 }  // namespace actorpipe

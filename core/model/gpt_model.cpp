@@ -86,10 +86,29 @@ std::shared_ptr<const token_source> open_source(const train_options& o) {
   const auto status = std::filesystem::status(p, ec);
   need(std::filesystem::exists(status), "--data-file '" + p + "' does not exist");
   need(!std::filesystem::is_directory(status), "--data-file '" + p + "' is a directory: give the file");
-  if (p.size() >= 4 && p.compare(p.size() - 4, 4, ".bin") == 0) return open_token_file(p, o.model.vocab, need_tokens);
-  need(o.model.vocab >= 256, "--data-file '" + p + "' is read as UTF-8 bytes, which needs --vocab >= 256: got " +
-                                 std::to_string(o.model.vocab));
-  return open_text_file(p, need_tokens);
+  need(std::filesystem::is_regular_file(status), "--data-file '" + p + "' is not a regular file");
+  const bool uint16_tokens = p.size() >= 4 && p.compare(p.size() - 4, 4, ".bin") == 0;
+  if (!uint16_tokens)
+    need(o.model.vocab >= 256, "--data-file '" + p + "' is read as UTF-8 bytes, which needs --vocab >= 256: got " +
+                                   std::to_string(o.model.vocab));
+  const std::uintmax_t bytes = std::filesystem::file_size(p, ec);
+  if (!ec && (!uint16_tokens || bytes % 2 == 0)) {
+    const std::uintmax_t tokens = uint16_tokens ? bytes / 2 : bytes;
+    need(tokens >= static_cast<std::uintmax_t>(need_tokens),
+         "--data-file '" + p + "' holds " + std::to_string(tokens) + (uint16_tokens ? " uint16 tokens" : " bytes") +
+             ": one sample of --seq-len " + std::to_string(o.model.seq_len) + " needs " + std::to_string(need_tokens));
+  }
+  // The file's own errors name it ("data file 'x' ..."); the flags they concern are these.
+  try {
+    return uint16_tokens ? open_token_file(p, o.model.vocab, need_tokens, o.data_seed)
+                         : open_text_file(p, need_tokens, o.data_seed);
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    throw std::invalid_argument("--data-file: " + what +
+                                (what.find(" is >= vocab ") != std::string::npos
+                                     ? " (--vocab " + std::to_string(o.model.vocab) + "; a .bin file holds token ids below it)"
+                                     : std::string()));
+  }
 }
 
 model_definition gpt_model(const train_options& o) {

@@ -240,8 +240,20 @@ CATCH_TEST_CASE("train reads a text file as bytes and a .bin file as uint16 toke
   auto b = cli(with({"train", "--data-file", bin, "--steps", "2"}, tiny));
   CATCH_CHECK(b.code == 0);
   CATCH_CHECK_THAT(b.out, Contains("uint16"));
-  std::remove(text.c_str());
-  std::remove(bin.c_str());
+  // --seed seeds the file's windows too: from the same weights, another seed trains on other
+  // samples, the same seed on the same.
+  const std::string start = temp_path(".st"), seed5 = temp_path(".st"), seed6 = temp_path(".st"), again = temp_path(".st");
+  CATCH_REQUIRE(cli(with({"train", "--steps", "1", "--save-final", start}, tiny)).code == 0);
+  const auto from_start = [&](const std::string& seed, const std::string& out) {
+    return cli(with({"train", "--data-file", bin, "--steps", "1", "--init-from", start, "--seed", seed, "--save-final", out},
+                    tiny)).code;
+  };
+  CATCH_REQUIRE(from_start("5", seed5) == 0);
+  CATCH_REQUIRE(from_start("6", seed6) == 0);
+  CATCH_REQUIRE(from_start("5", again) == 0);
+  CATCH_CHECK(read_bytes(seed5) != read_bytes(seed6));
+  CATCH_CHECK(read_bytes(seed5) == read_bytes(again));
+  for (const auto& f : {text, bin, start, seed5, seed6, again}) std::remove(f.c_str());
 }
 
 CATCH_TEST_CASE("train --dp prints the grid, the optimizer state per rank and the sync, metrics carry them",
@@ -698,7 +710,8 @@ CATCH_TEST_CASE("train with a partition other than the default cuts every layer:
 }
 
 CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", "[apps][train][errors]") {
-  const std::string deadlock = temp_path(".txt"), short_bin = temp_path(".bin"), text = temp_path(".txt");
+  const std::string deadlock = temp_path(".txt"), short_bin = temp_path(".bin"), text = temp_path(".txt"),
+                    big_token = temp_path(".bin");
   {
     std::ofstream f(deadlock);
     f << "0: F0.0 B0.0 F0.1 B0.1\n1: F1.1 F1.0 B1.0 B1.1\n";
@@ -706,6 +719,8 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
     for (int i = 0; i < 10; ++i) s.put(static_cast<char>(i)).put(0);
     std::ofstream x(text);
     x << "hello, pipeline\n";
+    std::ofstream big(big_token, std::ios::binary);
+    for (int i = 0; i < 40; ++i) big.put(static_cast<char>(i == 5 ? 300 % 256 : 1)).put(static_cast<char>(i == 5 ? 1 : 0));
   }
   struct bad_case {
     std::vector<std::string> args;
@@ -719,7 +734,12 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--schedule-file", deadlock, "--microbatches", "2"}, {}), "deadlock: no rank can proceed"},
       {with({"train", "--schedule", "nope"}, tiny), "unknown schedule 'nope'"},
       {with({"train", "--data-file", "/nonexistent/data.bin"}, tiny), "/nonexistent/data.bin"},
-      {with({"train", "--data-file", short_bin}, tiny), "holds 10 tokens"},
+      {with({"train", "--data-file", short_bin}, tiny),
+       "--data-file '" + short_bin + "' holds 10 uint16 tokens: one sample of --seq-len 16 needs 17"},
+      {with({"train", "--data-file", "/dev/null"}, tiny), "--data-file '/dev/null' is not a regular file"},
+      {with({"train", "--data-file", big_token}, tiny),
+       "--data-file: data file '" + big_token + "' token 300 at position 5 is >= vocab 64 (--vocab 64; a .bin file holds "
+       "token ids below it)"},
       {with({"train", "--data-file", text}, tiny), "needs --vocab >= 256"},
       // What is wrong with the path comes before what its name implies.
       {with({"train", "--data-file", "/nonexistent/data.txt"}, tiny), "--data-file '/nonexistent/data.txt' does not exist"},
@@ -839,6 +859,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
   std::remove(kept.c_str());
   std::remove(deadlock.c_str());
   std::remove(short_bin.c_str());
+  std::remove(big_token.c_str());
   std::remove(text.c_str());
 }
 

@@ -36,8 +36,9 @@ std::uint64_t splitmix64(std::uint64_t x) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
-std::uint64_t file_offset(std::uint64_t step, std::uint64_t index, std::int64_t n, int seq_len) {
-  return splitmix64(splitmix64(step) ^ index) % static_cast<std::uint64_t>(n - seq_len);
+std::uint64_t file_offset(std::uint64_t step, std::uint64_t index, std::int64_t n, int seq_len, std::uint64_t seed = 1234) {
+  const std::uint64_t seed_term = splitmix64(seed) ^ splitmix64(1234);
+  return splitmix64(splitmix64(step) ^ index ^ seed_term) % static_cast<std::uint64_t>(n - seq_len);
 }
 
 // A file under the temp directory, removed when the test ends.
@@ -179,6 +180,19 @@ CATCH_TEST_CASE("token file: sequences are the file slices at the documented off
       CATCH_REQUIRE(seq(*src, step, index, seq_len) == want);
     }
   CATCH_CHECK(hi <= static_cast<std::uint64_t>(n - seq_len - 1));
+  // Another seed reads other windows, at the documented offsets; the default seed, 1234, those
+  // of the rule before the seed counted.
+  auto seeded = open_token_file(f.path, 60000, 129, 7);
+  int moved = 0;
+  for (std::uint64_t index = 0; index < 20; ++index) {
+    const std::uint64_t off = file_offset(3, index, n, seq_len, 7);
+    CATCH_REQUIRE(seq(*seeded, 3, index, seq_len) ==
+                  std::vector<std::int32_t>(tokens.begin() + off, tokens.begin() + off + seq_len + 1));
+    moved += off != file_offset(3, index, n, seq_len);
+    CATCH_CHECK(file_offset(3, index, n, seq_len) ==
+                splitmix64(splitmix64(3) ^ index) % static_cast<std::uint64_t>(n - seq_len));
+  }
+  CATCH_CHECK(moved >= 18);
   CATCH_CHECK(hi - lo > static_cast<std::uint64_t>(n) / 2);  // offsets spread over the file
 
   // A file of exactly seq_len + 1 tokens has one possible offset, 0, and reads its last token.
@@ -210,7 +224,7 @@ CATCH_TEST_CASE("token file: every error names the file and the problem", "[data
   temp_file short_file("short.bin");
   short_file.write_tokens(std::vector<std::uint16_t>(100, 3));
   CATCH_CHECK_THROWS_WITH(open_token_file(short_file.path, 256, 129),
-                          Contains("'" + short_file.path + "' holds 100 tokens; at least min_tokens=129"));
+                          Contains("'" + short_file.path + "' holds 100 tokens; at least 129 are needed"));
   auto ok = open_token_file(short_file.path, 256, 100);  // exactly enough
   std::vector<std::int32_t> out(200);
   CATCH_CHECK_THROWS_WITH(ok->sequence(0, 0, 128, out.data()),
@@ -256,7 +270,7 @@ CATCH_TEST_CASE("text file: UTF-8 is read as raw bytes with vocab 256", "[data]"
     const std::uint64_t off = file_offset(2, i, n, 5);
     CATCH_CHECK(seq(*src, 2, i, 5) == std::vector<std::int32_t>(want.begin() + off, want.begin() + off + 6));
   }
-  CATCH_CHECK_THROWS_WITH(open_text_file(f.path, 100), Contains("holds 15 tokens; at least min_tokens=100"));
+  CATCH_CHECK_THROWS_WITH(open_text_file(f.path, 100), Contains("holds 15 tokens; at least 100 are needed"));
 }
 
 CATCH_TEST_CASE("microbatch: [B, S] int64 inputs, targets shifted by one, samples m*B..", "[data]") {
