@@ -83,7 +83,8 @@ void send_tied_gradients(const run_context& ctx, int id, int step, const std::ve
     for (int u : group.stages) {
       if (u == v) continue;
       for (int j = 0; j < static_cast<int>(own.size()); ++j)
-        ctx.send_tensor(tensor_kind::tied_gradient, step, ctx.stage_id(replica, u), ctx.tied_slot(g, j, v), rank, own[j]);
+        ctx.send_tensor(tensor_kind::tied_gradient, step, ctx.stage_id(replica, u), ctx.tied_slot(g, j, v), rank,
+                        own[j].defined() ? own[j] : no_gradient());
     }
   }
 }
@@ -103,7 +104,10 @@ void sum_tied_gradients(const run_context& ctx, int id, const std::vector<int>& 
         continue;
       }
       std::vector<tensor_box> theirs;
-      for (int j = 0; j < static_cast<int>(own.size()); ++j) theirs.push_back(in.at(ctx.tied_slot(g, j, u)));
+      for (int j = 0; j < static_cast<int>(own.size()); ++j) {
+        const tensor_box& t = in.at(ctx.tied_slot(g, j, u));
+        theirs.push_back(is_no_gradient(t) ? tensor_box() : t);
+      }
       per_holder.push_back(std::move(theirs));
     }
     set_tied_gradient_sums(*ctx.runners[id], group.key, per_holder);

@@ -64,6 +64,12 @@ struct layer_chunk::impl {
   std::vector<std::pair<std::string, at::Tensor>> buffers;  // of the modules built here, less tied copies'
   std::vector<std::string> copies;
   std::map<std::string, std::vector<at::Tensor>> tied;  // key -> tied parameters held here
+  // The parameters of tied copies that tied_parameters leaves out.
+  struct untied_parameter {
+    std::string layer, owner, key, name;
+    at::Tensor tensor;
+  };
+  std::vector<untied_parameter> untied_in_copies;
   bool module_defers = true;
   std::map<int, stash> stashes;
   std::map<int, weight_grad_store> stores;            // module_defers
@@ -92,6 +98,16 @@ struct layer_chunk::impl {
                                  "): its forward returned an undefined tensor");
     }
     return h;
+  }
+  // A copy's forward used a parameter its tie leaves out: its gradient reached it here, where
+  // no optimizer holds it (in one piece the module is one, and it trains).
+  void check_untied_in_copies() const {
+    for (const auto& u : untied_in_copies)
+      if (u.tensor.grad().defined())
+        throw std::invalid_argument("layer '" + u.layer + "' holds a copy of tie key '" + u.key + "' (its owner, layer '" +
+                                    u.owner + "', is on an earlier stage) and its forward uses '" + u.name +
+                                    "', which the owner's tied_parameters leave out: the copy would not train it with "
+                                    "the owner's; add '" + u.name + "' to tied_parameters");
   }
   at::Tensor run(const at::Tensor& x, const at::Tensor& targets) {
     at::Tensor h = run_layers(x);
@@ -146,7 +162,11 @@ layer_chunk::layer_chunk(std::shared_ptr<const model_definition> model, const ch
                                                   std::find(o.tied_parameters.begin(), o.tied_parameters.end(), p.key()) !=
                                                       o.tied_parameters.end());
       if (copy && !is_tied) {
-        p.value().set_requires_grad(false);  // not part of the tie: the owner trains it
+        // Not part of the tie: the owner trains it, and this copy's forward must not use it
+        // (one module in the whole model, its gradient would be lost here): checked after
+        // each backward, once a gradient shows it was used.
+        if (p.value().requires_grad())
+          m.untied_in_copies.push_back({l.name, layers[owner].name, l.tie_key, p.key(), p.value()});
         continue;
       }
       const std::string name = o.prefix() + p.key();
@@ -157,7 +177,20 @@ layer_chunk::layer_chunk(std::shared_ptr<const model_definition> model, const ch
       if (copy) m.copies.push_back(name);
       if (is_tied) m.tied[l.tie_key].push_back(p.value());
     }
-    if (copy) continue;  // a tied copy's buffers are its owner's
+    if (copy) {  // a tied copy's buffers are its owner's
+      // Batch statistics a copy gathers would stay here: in one piece the module is one, and
+      // both uses update its running statistics.
+      for (const auto& sub : slot.ptr()->modules(true)) {
+        std::string type = sub->name();
+        if (type.size() > 4 && type.compare(type.size() - 4, 4, "Impl") == 0) type.resize(type.size() - 4);
+        if (type.find("BatchNorm") != std::string::npos || type.find("InstanceNorm") != std::string::npos)
+          throw std::invalid_argument("layer '" + l.name + "' holds a copy of tie key '" + l.tie_key + "' (its owner, layer '" +
+                                      o.name + "', is on an earlier stage) with a " + type +
+                                      ": the running statistics it updates cannot reach the owner's; put the tied layers "
+                                      "on one stage (--partition) or tie a module without them");
+      }
+      continue;
+    }
     for (auto& b : slot.ptr()->named_buffers(true)) {
       const std::string name = o.prefix() + b.key();
       if (!names.insert(name).second)
@@ -285,7 +318,8 @@ forward_result layer_chunk::forward(int microbatch, const tensor_box& input, con
   try {
     if (m.spec.activation_checkpointing) {
       torch::NoGradGuard no_grad;  // nothing saved; backward recomputes the same ops
-      out = m.run(x, s.targets);
+      // On a copy: a layer working in place would change the input the recompute starts from.
+      out = m.run(past_leaf(x, m.spec.first), s.targets);
     } else {
       out = m.run(past_leaf(x, m.spec.first), s.targets);
     }
@@ -362,6 +396,7 @@ tensor_box layer_chunk::backward(int microbatch, const tensor_box& grad_output, 
       torch::autograd::backward({out}, {g});
     }
   }
+  m.check_untied_in_copies();
   if (m.spec.first || !s.input.grad().defined()) return tensor_box();  // undefined: no gradient reached the input
   return box(s.input.grad());
 }
@@ -380,12 +415,14 @@ bool layer_chunk::weight_grad_until(int microbatch, const std::function<bool()>&
       throw;
     }
     if (done) m.stores.erase(it);
+    m.check_untied_in_copies();
     return done;
   }
   if (auto it = m.kept_graphs.find(microbatch); it != m.kept_graphs.end()) {
     deferred_weight_pass pass = std::move(it->second);
     m.kept_graphs.erase(it);
     pass.run();
+    m.check_untied_in_copies();
     return true;
   }
   throw std::invalid_argument(m.where("weight_grad", microbatch) +
@@ -434,7 +471,7 @@ std::vector<tensor_box> tied_gradient_copies(const chunk_compute& chunk, const s
   std::vector<tensor_box> out;
   for (auto& b : chunk.tied_parameters(key)) {
     const at::Tensor& p = unbox(b);
-    out.push_back(box(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p)));
+    out.push_back(p.grad().defined() ? box(p.grad().clone()) : tensor_box());
   }
   if (out.empty()) throw std::invalid_argument("tied gradient sync: this virtual stage holds nothing tied under '" + key + "'");
   return out;
@@ -452,11 +489,13 @@ void set_tied_gradient_sums(const chunk_compute& chunk, const std::string& key,
         throw std::invalid_argument("tied gradient sync of '" + key + "': a holder sent " + std::to_string(holder.size()) +
                                     " tensors, this one holds " + std::to_string(params.size()));
       const at::Tensor& g = unbox(holder[j]);
-      if (!g.defined() || g.sizes() != p.sizes() || g.scalar_type() != p.scalar_type())
+      if (!g.defined()) continue;  // no gradient reached that copy
+      if (g.sizes() != p.sizes() || g.scalar_type() != p.scalar_type())
         throw std::invalid_argument("tied gradient sync of '" + key + "': a copy's gradient is " + describe_tensor(g) +
                                     ", the parameter is " + describe_tensor(p));
       sum = sum.defined() ? sum + g : g.clone();
     }
+    // None reached any copy: the gradient stays undefined (AdamW leaves the parameter alone).
     // The parameter's grad is replaced, never accumulated into in place: each holder owns its own.
     p.mutable_grad() = sum;
   }

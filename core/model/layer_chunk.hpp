@@ -69,10 +69,11 @@ class layer_chunk : public chunk_compute {
 };
 
 // The tied sync at flush, one holder at a time: copies of this holder's gradients of `key`'s
-// tied parameters (zeros where none yet) ...
+// tied parameters (undefined where none reached it) ...
 std::vector<tensor_box> tied_gradient_copies(const chunk_compute& chunk, const std::string& key);
 // ... and, with every holder's copies in virtual-stage order (this one's among them), their
-// sum as the new gradient. Every holder adds in the same order, so all end with equal bits.
+// sum as the new gradient (undefined copies left out; undefined if every one is). Every holder
+// adds in the same order, so all end with equal bits.
 void set_tied_gradient_sums(const chunk_compute& chunk, const std::string& key,
                             const std::vector<std::vector<tensor_box>>& per_holder);
 

@@ -201,6 +201,9 @@ void data_parallel_optimizer::step(double clip, double lr) {
   for (int j : s.held) {
     const long long base = s.base(j);
     for (const auto& seg : s.layout.shard_segments(j)) {
+      // A frozen parameter (requires_grad false) gets no gradient on any replica: left alone,
+      // as the one-replica optimizer leaves it (its reduced zeros would be decayed by).
+      if (!unbox(s.named[seg.parameter].second).requires_grad()) continue;
       const at::Tensor g = s.reduced.narrow(0, base + seg.offset, seg.length);
       at::Tensor p = s.params[seg.parameter].narrow(0, seg.parameter_offset, seg.length);
       at::Tensor m = s.exp_avg.narrow(0, base + seg.offset, seg.length);

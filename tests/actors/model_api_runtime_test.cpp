@@ -449,3 +449,125 @@ CATCH_TEST_CASE("a stage whose input gets no gradient sends none back: the layer
     }
   }
 }
+
+CATCH_TEST_CASE("a tied copy's forward may use only the tie's parameters, ties of frozen or normed modules train as "
+                "unpipelined or are refused",
+                "[actors][runtime][model_api]") {
+  // tied_b uses the shared Linear whole (weight and bias) where the tie holds the weight only:
+  // its copy's bias would be the one it was built with, and its gradient lost.
+  const auto whole_use = [](model_definition& m) {
+    m.layers[6].forward = [](layer_module& module, const at::Tensor& x) { return torch::tanh(module.forward(x)); };
+  };
+  register_mlp_variant("test-mlp-tie-bias", "tied_b uses the bias its tie leaves out", whole_use);
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-tie-bias";
+  const std::string error = error_of([&] { run_pipeline(o); });
+  CATCH_CHECK_THAT(error, Contains("layer 'tied_b' holds a copy of tie key 'shared' (its owner, layer 'tied_a', is on an "
+                                   "earlier stage) and its forward uses 'bias', which the owner's tied_parameters leave "
+                                   "out"));
+  // Tied whole, it trains as in one piece.
+  register_mlp_variant("test-mlp-tie-whole", "tied_b uses the shared Linear whole, tied whole", [&](model_definition& m) {
+    whole_use(m);
+    m.layers[2].tied_parameters.clear();
+  });
+  o.model_name = "test-mlp-tie-whole";
+  {
+    const auto want = by_name(run_reference(o)), got = by_name(run_pipeline(o));
+    for (const auto& [name, t] : want) {
+      CATCH_INFO(name);
+      CATCH_REQUIRE(got.count(name));
+      CATCH_CHECK(torch::allclose(got.at(name), t, 1e-5, 1e-6));
+    }
+  }
+  // A frozen tied module: no copy gets a gradient, so the tied sum leaves it without one and
+  // AdamW's weight decay does not move it (a sum of zeros did).
+  register_mlp_variant("test-mlp-tie-frozen", "the tied Linear frozen", [](model_definition& m) {
+    m.layers[2].build = [] {
+      torch::nn::Linear lin(32, 32);
+      for (auto& p : lin->parameters()) p.set_requires_grad(false);
+      return layer_module(lin);
+    };
+  });
+  o.model_name = "test-mlp-tie-frozen";
+  o.weight_decay = 0.1;
+  {
+    const auto want = by_name(run_reference(o));
+    for (const char* schedule : {"1f1b", "zbv"}) {
+      CATCH_INFO(schedule);
+      train_options p = o;
+      p.schedule = schedule;
+      p.chunks = std::string(schedule) == "zbv" ? 2 : 1;
+      const auto got = by_name(run_pipeline(p));
+      CATCH_CHECK(torch::equal(got.at("tied_a.weight"), want.at("tied_a.weight")));
+      CATCH_CHECK(torch::allclose(got.at("out.weight"), want.at("out.weight"), 1e-5, 1e-6));
+    }
+  }
+  // A tied copy on another stage may not gather batch statistics: refused at build.
+  register_mlp_variant("test-mlp-tie-bn", "the tie a BatchNorm1d", [](model_definition& m) {
+    m.layers[2].build = [] { return layer_module(torch::nn::BatchNorm1d(32)); };
+    m.layers[2].forward = nullptr;
+    m.layers[2].tied_parameters.clear();
+    m.layers[6].forward = nullptr;
+  });
+  o.model_name = "test-mlp-tie-bn";
+  CATCH_CHECK_THAT(error_of([&] { run_pipeline(o); }),
+                   Contains("layer 'tied_b' holds a copy of tie key 'shared' (its owner, layer 'tied_a', is on an earlier "
+                            "stage) with a torch::nn::BatchNorm1d: the running statistics it updates cannot reach the "
+                            "owner's"));
+  train_options one_stage = o;  // on one stage the module is one: it trains
+  one_stage.stages = 1;
+  CATCH_CHECK_NOTHROW(run_pipeline(one_stage));
+}
+
+CATCH_TEST_CASE("data parallel leaves a frozen layer alone, as the unpipelined run does", "[actors][runtime][model_api][dp]") {
+  register_mlp_variant("test-mlp-frozen-h0", "h0 frozen", [](model_definition& m) {
+    m.layers[1].build = [] {
+      torch::nn::Linear lin(32, 32);
+      for (auto& p : lin->parameters()) p.set_requires_grad(false);
+      return layer_module(lin);
+    };
+  });
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-frozen-h0";
+  o.weight_decay = 0.1;
+  const auto want = by_name(run_reference(o));
+  for (int zero : {0, 1}) {
+    CATCH_INFO("zero " << zero);
+    train_options p = o;
+    p.dp = 2;
+    p.zero_stage = zero;
+    p.microbatches = 2;  // 2 replicas of 2: the reference's 4 microbatches
+    const auto got = by_name(run_pipeline(p));
+    CATCH_CHECK(torch::equal(got.at("h0.weight"), want.at("h0.weight")));
+    CATCH_CHECK(torch::equal(got.at("h0.bias"), want.at("h0.bias")));
+    CATCH_CHECK(torch::allclose(got.at("out.weight"), want.at("out.weight"), 1e-5, 1e-6));
+  }
+}
+
+CATCH_TEST_CASE("activation checkpointing with a layer working in place first on a stage trains as unpipelined",
+                "[actors][runtime][model_api]") {
+  // h2 applies LeakyReLU in place to its input, then its Linear; twice applied it is another
+  // function, so the recompute must start from the input as it came.
+  register_mlp_variant("test-mlp-inplace", "h2 applies LeakyReLU in place to its input", [](model_definition& m) {
+    m.layers[3].forward = [](layer_module& module, const at::Tensor& x) { return module.forward(x) * 2.0; };
+    m.layers[4].forward = [](layer_module& module, const at::Tensor& x) {
+      at::Tensor h = x;
+      torch::leaky_relu_(h, 0.1);
+      return module.forward(h);
+    };
+  });
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-inplace";
+  o.partition = "counts:4,4";  // h2 first on the last stage
+  const auto want = by_name(run_reference(o));
+  for (bool checkpointing : {false, true}) {
+    CATCH_INFO("activation checkpointing " << checkpointing);
+    train_options p = o;
+    p.activation_checkpointing = checkpointing;
+    const auto got = by_name(run_pipeline(p));
+    for (const auto& [name, t] : want) {
+      CATCH_INFO(name);
+      CATCH_CHECK(torch::allclose(got.at(name), t, 1e-5, 1e-6));
+    }
+  }
+}

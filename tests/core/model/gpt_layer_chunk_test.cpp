@@ -368,11 +368,16 @@ CATCH_TEST_CASE("compute enables grad mode itself, whatever the calling thread's
   }
 }
 
-CATCH_TEST_CASE("the tied sum treats a missing grad as zero and leaves each holder its own storage", "[model][layer_chunk]") {
+CATCH_TEST_CASE("the tied sum leaves a missing grad out and each holder its own storage", "[model][layer_chunk]") {
   const gpt_config cfg = tiny();
   chunk_runner c0(cfg, spec(0, 0, 1, true, false)), c2(cfg, spec(2, 2, 3, false, true));
   const at::Tensor e0 = unbox(c0.tied_parameters("tok_emb").at(0)), e2 = unbox(c2.tied_parameters("tok_emb").at(0));
   CATCH_CHECK(torch::equal(e0, e2));  // the copy starts equal
+  // No holder has a gradient: none after the sum either (AdamW then leaves the weight alone).
+  CATCH_CHECK_FALSE(actorpipe::tied_gradient_copies(c0, "tok_emb").at(0).defined());
+  sync_tied(c0, c2);
+  CATCH_CHECK_FALSE(e0.grad().defined());
+  CATCH_CHECK_FALSE(e2.grad().defined());
   e2.mutable_grad() = at::full_like(e2, 3.0);
   sync_tied(c0, c2);
   CATCH_CHECK(torch::equal(e0.grad(), at::full_like(e0, 3.0)));
