@@ -47,7 +47,7 @@ namespace {
 // `name=value` per line so that a mismatch can be told option by option
 // (describe_job_difference). Numbers in their shortest exact form. Files by what they hold,
 // not by their paths: each process reads its own copy, under a path of its host's.
-std::string job_fingerprint(const train_options& o, const job_place& g, const plan* file_plan) {
+std::string job_fingerprint(const train_options& o, const job_place& g, const plan* file_plan, int resumed_after) {
   std::string s;
   auto add = [&s](const char* name, const auto& value) {
     s += name;
@@ -107,6 +107,9 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   add("zero", o.zero_stage);
   add("bucket_mb", o.bucket_mb);
   add("world_size", g.processes);
+  // The step each resumes after (0: none): processes on other checkpoints trained mixed
+  // states, then waited on each other for ever.
+  add("resumed_after_step", resumed_after);
   std::string per;
   for (int c : g.ranks_per_process) per += (per.empty() ? "" : ",") + std::to_string(c);
   add("ranks_per_process", per);
@@ -387,7 +390,7 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
   cluster_options c;
   static_cast<job_place&>(c) = place;
   c.fingerprint = job_fingerprint(ctx->options, place,
-                                  ctx->options.schedule_file.empty() ? nullptr : ctx->static_plan.get());
+                                  ctx->options.schedule_file.empty() ? nullptr : ctx->static_plan.get(), ctx->first_step);
   c.process_of_rank = ctx->process_of_rank;
   c.clock = [ctx] { return ctx->now(); };
   c.epoch_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ctx->epoch.time_since_epoch()).count();

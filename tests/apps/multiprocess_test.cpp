@@ -623,6 +623,27 @@ CATCH_TEST_CASE("a process started with other options is refused, told which one
               std::string::npos);
 }
 
+CATCH_TEST_CASE("processes resuming from checkpoints of other steps are refused, told which steps", "[multiprocess]") {
+  // They formed the job, trained mixed states, then waited on each other until --step-timeout.
+  const std::string dir = temp_path(".resume-mix"), log = temp_path(".rm.log");
+  auto saving = job("1f1b", 1, 4, "");
+  saving.insert(saving.end(), {"--save-dir", dir, "--save-every", "2"});
+  CATCH_REQUIRE(wait_process(start_process(bin, saving, {}, log), 120) == 0);
+  const int port = free_port();
+  const std::string log0 = temp_path(".rm0.log"), log1 = temp_path(".rm1.log");
+  auto args0 = job("1f1b", 1, 6, ""), args1 = job("1f1b", 1, 6, "");
+  args0.insert(args0.end(), {"--resume", dir + "/step-00000002", "--join-timeout", "4"});
+  args1.insert(args1.end(), {"--resume", dir + "/step-00000004"});
+  const pid_t p0 = start_process(bin, args0, worker_env(0, 2, port), log0);
+  const pid_t p1 = start_process(bin, args1, worker_env(1, 2, port), log1);
+  CATCH_CHECK(wait_process(p1, 30) > 0);
+  CATCH_INFO("process 1:\n" << process_log(log1));
+  CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: resumed_after_step=4 against process 0's "
+                                             "resumed_after_step=2"));
+  CATCH_CHECK(wait_process(p0, 30) == 1);
+  std::filesystem::remove_all(dir);
+}
+
 CATCH_TEST_CASE("processes compare what their plan and data files hold, not their paths", "[multiprocess]") {
   // Each process reads its own copy: one path may hold different plans (the job formed, then
   // hung until --step-timeout), and one plan may lie under two names.
