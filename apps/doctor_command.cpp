@@ -399,6 +399,11 @@ void check_dir(report& r, const std::string& dir) {
   const fs::path at = nearest_existing(ec ? fs::path(dir) : full);  // the folder checked
   const bool made = at != full;
   const std::string named = "'" + dir + "'" + (made ? " does not exist yet, and" : "");
+  if (const std::string dangling = dangling_link_text(at); !dangling.empty()) {
+    r.add(doctor_status::fail, "files", "directory",
+          (made ? named + " cannot be made: '" + at.string() + "' " : "'" + dir + "' ") + dangling + " (--dir)");
+    return;
+  }
   if (!fs::is_directory(at, ec)) {
     r.add(doctor_status::fail, "files", "directory",
           made ? named + " cannot be made: '" + at.string() + "' is not a directory (--dir)"

@@ -180,10 +180,6 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
     unused.push_back("--budget " + std::to_string(o.budget) + " is for a dynamic policy (--schedule greedy): " +
                      (o.no_pipeline ? std::string("--no-pipeline") : o.schedule_file.empty() ? c.schedule : o.schedule_file) +
                      " has no budget, and runs without it");
-  if (o.save_dir.empty() && (o.save_every != 0 || o.keep_last != 0))
-    unused.push_back(std::string(o.save_every != 0 ? "--save-every" : "--keep-last") +
-                     (o.save_every != 0 && o.keep_last != 0 ? " and --keep-last are" : " is") +
-                     " for checkpoints, and without --save-dir this run saves none");
   if (o.no_pipeline) {
     std::string dropped;
     for (const auto& [flag, given] : {std::pair<const char*, bool>{"--stages", o.stages.has_value()},
@@ -713,6 +709,9 @@ void check_save_dir(const std::string& dir) {
   const fs::path full = fs::absolute(dir, ec);
   if (ec) throw std::invalid_argument(named + ": " + ec.message());
   const fs::path p = nearest_existing(full);
+  if (const std::string dangling = dangling_link_text(p); !dangling.empty())
+    throw std::invalid_argument(p == full ? named + " " + dangling
+                                          : named + ": cannot be made: '" + p.string() + "' " + dangling);
   if (!fs::is_directory(p, ec))
     throw std::invalid_argument(p == full ? named + " is not a folder"
                                           : named + ": cannot be made: '" + p.string() + "' is not a folder");
@@ -999,6 +998,9 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   job_config c = resolve_job(o, plan_text);
   train_options t = to_train_options(c, o);
   t.schedule_text = plan_text;
+  // Before anything is made or said: a refused run leaves no --save-dir folder (nor its lock)
+  // and prints no note its error contradicts.
+  check_train_options(t);
 
   // A multi-process job when the launcher says so. Process 0 reports; the others stay quiet.
   std::vector<int> layout;  // process of each rank (multi-process jobs)

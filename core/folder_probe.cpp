@@ -11,8 +11,19 @@ namespace actorpipe {
 std::filesystem::path nearest_existing(const std::filesystem::path& path) {
   std::error_code ec;
   std::filesystem::path at = path;
-  while (!std::filesystem::exists(at, ec) && at.has_parent_path() && at.parent_path() != at) at = at.parent_path();
+  // A link whose target is missing is there too: nothing can be made under its name.
+  while (!std::filesystem::exists(std::filesystem::symlink_status(at, ec)) && at.has_parent_path() &&
+         at.parent_path() != at)
+    at = at.parent_path();
   return at;
+}
+
+std::string dangling_link_text(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec)) || std::filesystem::exists(path, ec))
+    return "";
+  const std::filesystem::path target = std::filesystem::read_symlink(path, ec);
+  return "is a symbolic link to '" + (ec ? std::string("?") : target.string()) + "', which does not exist";
 }
 
 folder_probe probe_folder(const std::filesystem::path& dir, bool write) {

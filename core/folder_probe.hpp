@@ -8,9 +8,12 @@
 
 namespace actorpipe {
 
-// `path` where it exists, else the nearest folder above it that does: where a folder still to
-// be made would be made.
+// `path` where it exists (a symbolic link counts, its target or not), else the nearest folder
+// above it that does: where a folder still to be made would be made.
 std::filesystem::path nearest_existing(const std::filesystem::path& path);
+
+// "is a symbolic link to 'x', which does not exist" for such a link, else "".
+std::string dangling_link_text(const std::filesystem::path& path);
 
 struct folder_probe {
   bool created = false;  // a file could be made in the folder

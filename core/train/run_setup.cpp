@@ -30,7 +30,9 @@ void need(bool ok, const std::string& message) {
 }
 
 
-void check_options(const train_options& o) {
+}  // namespace
+
+void check_train_options(const train_options& o) {
   need(o.stages >= 1, "--stages must be >= 1: got " + std::to_string(o.stages));
   need(o.chunks >= 1, "--chunks must be >= 1: got " + std::to_string(o.chunks));
   need(o.microbatches >= 1, "--microbatches must be >= 1: got " + std::to_string(o.microbatches));
@@ -61,10 +63,17 @@ void check_options(const train_options& o) {
   need(o.init_from.empty() || o.resume.empty(), "give --init-from (weights only) or --resume (the whole state), not both");
   need(o.save_every >= 0, "--save-every must be >= 0 (0 = only after the last step): got " + std::to_string(o.save_every));
   need(o.keep_last >= 0, "--keep-last must be >= 0 (0 = keep all): got " + std::to_string(o.keep_last));
+  // Without a folder nothing is saved: a run given these believed it checkpointed.
+  need(!o.save_dir.empty() || o.save_every == 0,
+       "--save-every " + std::to_string(o.save_every) + " needs --save-dir (the folder to checkpoint into)");
+  need(!o.save_dir.empty() || o.keep_last == 0,
+       "--keep-last " + std::to_string(o.keep_last) + " needs --save-dir (the folder whose checkpoints it keeps)");
   // Below 1 KiB a step sends a message per few floats (1e-6 ran a step for minutes).
   need(o.bucket_mb * 1024 >= 1 && o.bucket_mb <= 4096,
        "--bucket-mb must be in [1/1024, 4096] (1 KiB to 4 GiB): got " + number_text(o.bucket_mb));
 }
+
+namespace {
 
 // A plan whose virtual stages run their backwards out of microbatch order trains other bits
 // (by rounding) than the built-in schedules: said once, naming where the plan came from.
@@ -79,7 +88,7 @@ void warn_of_backward_order(const plan& p, const std::string& source) {
 }  // namespace
 
 run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, const std::function<bool(int rank)>& build_rank) {
-  check_options(o);
+  check_train_options(o);
   run_setup s;
   // The ranks this process runs, before the model is made (its size check counts them).
   const int P = o.no_pipeline ? 1 : o.stages, V = o.no_pipeline ? 1 : o.chunks, M = o.microbatches;

@@ -56,6 +56,11 @@ using chunk_factory = std::function<std::shared_ptr<chunk_compute>(const chunk_s
 // With no_pipeline: one chunk holding the whole model on one rank.
 // build_rank: which ranks (of the whole grid) this process builds runners and optimizers for
 // (default: all); the others' entries stay null (a rank in another process).
+// The options' own rules (ranges, flags that go together), each broken one a
+// std::invalid_argument naming the flag: prepare_run checks them first; a front end may
+// check them before it makes anything (a --save-dir folder, its lock).
+void check_train_options(const train_options& options);
+
 run_setup prepare_run(const train_options& options, const chunk_factory& make_chunk = {},
                       const std::function<bool(int rank)>& build_rank = {});
 

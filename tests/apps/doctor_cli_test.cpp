@@ -92,6 +92,17 @@ CATCH_TEST_CASE("doctor fails a busy master port and a --dir that is missing or 
   CATCH_CHECK_THAT(r.out, Contains("'" + above + "/actorpipe-new/ckpt' does not exist yet, and would be made in '" + above +
                                    "', which is writable, "));
   CATCH_CHECK(!std::filesystem::exists(above + "/actorpipe-new"));
+  // A symbolic link to nowhere: nothing can be made under its name (train failed there, exit 1).
+  const std::string dangling = temp_path(".dangling");
+  std::filesystem::create_symlink(above + "/actorpipe-nowhere", dangling);
+  r = cli({"doctor", "--master-port", std::to_string(free_port()), "--dir", dangling});
+  CATCH_CHECK(status_of(r.out, "directory") == "FAIL");
+  CATCH_CHECK_THAT(r.out, Contains("'" + dangling + "' is a symbolic link to '" + above +
+                                   "/actorpipe-nowhere', which does not exist (--dir)"));
+  r = cli({"doctor", "--master-port", std::to_string(free_port()), "--dir", dangling + "/ckpt"});
+  CATCH_CHECK_THAT(r.out, Contains("'" + dangling + "/ckpt' does not exist yet, and cannot be made: '" + dangling +
+                                   "' is a symbolic link to '" + above + "/actorpipe-nowhere', which does not exist (--dir)"));
+  std::remove(dangling.c_str());
   // A job token launch and train would refuse is a FAIL here too (it said "ok: set").
   const char* before = std::getenv("ACTORPIPE_JOB_TOKEN");
   const std::string kept = before ? before : "";

@@ -680,10 +680,30 @@ CATCH_TEST_CASE("train names the flags a run has no use for instead of dropping 
   CATCH_CHECK(budget.code == 0);
   CATCH_CHECK_THAT(budget.out, Contains("note: --budget 3 is for a dynamic policy (--schedule greedy): 1f1b has no budget, "
                                         "and runs without it\n"));
+  // Checkpoint flags without a folder are an error, not a note: the run would save nothing
+  // while its user believes it checkpoints.
   auto unsaved = cli(with(run, {"--save-every", "5", "--keep-last", "2"}));
-  CATCH_CHECK(unsaved.code == 0);
-  CATCH_CHECK_THAT(unsaved.out, Contains("note: --save-every and --keep-last are for checkpoints, and without --save-dir "
-                                         "this run saves none\n"));
+  CATCH_CHECK(unsaved.code == 2);
+  CATCH_CHECK(unsaved.err == "actorpipe train: error: --save-every 5 needs --save-dir (the folder to checkpoint into)\n");
+  auto unkept = cli(with(run, {"--keep-last", "2"}));
+  CATCH_CHECK(unkept.code == 2);
+  CATCH_CHECK(unkept.err == "actorpipe train: error: --keep-last 2 needs --save-dir (the folder whose checkpoints it keeps)\n");
+  // A refused run makes no --save-dir folder, and prints no note its error contradicts.
+  const std::string nowhere = temp_path(".dangling");
+  std::filesystem::create_symlink(temp_path(".nowhere"), nowhere);
+  auto dangling = cli(with(run, {"--save-dir", nowhere}));
+  CATCH_CHECK(dangling.code == 2);
+  CATCH_CHECK_THAT(dangling.err, Contains("--save-dir '" + nowhere + "' is a symbolic link to '"));
+  CATCH_CHECK_THAT(dangling.err, Contains("', which does not exist"));
+  std::remove(nowhere.c_str());
+  const std::string never = temp_path(".never-made");
+  auto refused = cli(with(run, {"--save-dir", never, "--keep-last", "-1"}));
+  CATCH_CHECK(refused.code == 2);
+  CATCH_CHECK_FALSE(std::filesystem::exists(never));
+  auto threads = cli(with(run, {"--threads-per-stage", "5000"}));
+  CATCH_CHECK(threads.code == 2);
+  CATCH_CHECK_THAT(threads.err, Contains("--threads-per-stage must be in [1, 1024]: got 5000"));
+  CATCH_CHECK(threads.out.find("note:") == std::string::npos);
   auto greedy = cli(with(run, {"--budget", "3", "--schedule", "greedy"}));
   CATCH_CHECK(greedy.code == 0);
   CATCH_CHECK(greedy.out.find("note: --budget") == std::string::npos);
