@@ -360,6 +360,17 @@ std::optional<resume_choice> resume_after_restart(train_options& t, int restart)
     log_warn(what + "no checkpoint in --save-dir " + t.save_dir + " yet; training starts again " + as_configured);
     return std::nullopt;
   }
+  // The newest checkpoint holding the last step: the training was done (the search below
+  // skips it, as it leaves no step to train, and took the one before: a save interval again).
+  try {
+    if (const resume_choice last = find_resume_checkpoint(t.save_dir); last.manifest.step >= t.steps) {
+      for (const auto& why : last.refused) log_warn("not resuming from a damaged checkpoint: " + why);
+      log_info(what + last.path + " holds the last step (--steps " + std::to_string(t.steps) +
+               "): the training was done before the job stopped, and runs no more");
+      return last;
+    }
+  } catch (const checkpoint_error&) {
+  }
   try {
     const resume_choice c = find_resume_checkpoint(t.save_dir, t.steps);
     for (const auto& why : c.refused) log_warn("not resuming from a damaged checkpoint: " + why);
@@ -368,14 +379,6 @@ std::optional<resume_choice> resume_after_restart(train_options& t, int restart)
     log_info(what + "resuming from " + c.path + " (step " + std::to_string(c.manifest.step) + ")");
     return std::nullopt;
   } catch (const checkpoint_error& e) {
-    try {
-      if (const resume_choice last = find_resume_checkpoint(t.save_dir); last.manifest.step >= t.steps) {
-        log_info(what + last.path + " holds the last step (--steps " + std::to_string(t.steps) +
-                 "): the training was done before the job stopped, and runs no more");
-        return last;
-      }
-    } catch (const checkpoint_error&) {
-    }
     log_warn(what + "no checkpoint to resume from (" + e.what() + "); training starts again " + as_configured);
     return std::nullopt;
   }
@@ -1001,6 +1004,12 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   // Before anything is made or said: a refused run leaves no --save-dir folder (nor its lock)
   // and prints no note its error contradicts.
   check_train_options(t);
+  // Without a folder nothing is saved: a run given these believed it checkpointed.
+  if (t.save_dir.empty() && t.save_every != 0)
+    throw std::invalid_argument("--save-every " + std::to_string(t.save_every) + " needs --save-dir (the folder to checkpoint into)");
+  if (t.save_dir.empty() && t.keep_last != 0)
+    throw std::invalid_argument("--keep-last " + std::to_string(t.keep_last) +
+                                " needs --save-dir (the folder whose checkpoints it keeps)");
 
   // A multi-process job when the launcher says so. Process 0 reports; the others stay quiet.
   std::vector<int> layout;  // process of each rank (multi-process jobs)

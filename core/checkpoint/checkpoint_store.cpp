@@ -247,6 +247,10 @@ checkpoint_manifest verify_checkpoint(const std::string& path) {
     fail(manifest_path + ": " + e.what());
   }
   if (m.format != 1) fail(manifest_path + ": format " + std::to_string(m.format) + " (this build reads format 1)");
+  // The step its name says (the newest is chosen by name) must be the step it holds.
+  const fs::path as_named = fs::path(path).has_filename() ? fs::path(path) : fs::path(path).parent_path();
+  if (const long long named = step_of(as_named.filename().string()); named >= 0 && named != m.step)
+    fail(manifest_path + ": step " + std::to_string(m.step) + ", where its folder's name says step " + std::to_string(named));
   for (const auto& file : m.files) {
     if (!valid_file_name(file.name)) fail(manifest_path + ": bad file name '" + file.name + "'");
     const std::string p = path + "/" + file.name;
@@ -292,7 +296,7 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
     }
   }
   std::string why;
-  for (auto& r : c.refused) why += "\n  " + r;
+  for (auto& r : c.refused) why += (why.empty() ? " " : "; ") + r;
   std::string later;
   for (const auto& name : passed_over) later += (later.empty() ? "" : ", ") + name;
   if (!later.empty()) later = " before step " + std::to_string(before_step) + " (" + later + " passed over: no step left after it)";

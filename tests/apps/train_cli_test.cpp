@@ -621,12 +621,14 @@ CATCH_TEST_CASE("train's output files: a folder that takes no files is refused f
 CATCH_TEST_CASE("a restart of a job stopped after its final save trains no more, and writes --save-final from it",
                 "[apps][train][checkpoint]") {
   const std::string dir = temp_path(".ckpt"), first = temp_path(".safetensors"), again = temp_path(".safetensors");
-  auto done = cli(with({"train", "--steps", "3", "--save-dir", dir, "--save-final", first}, tiny));
+  // Checkpoints before the last one (--save-every 1): the restart took step 2's, trained the
+  // last step again and wrote step 3 anew.
+  auto done = cli(with({"train", "--steps", "3", "--save-dir", dir, "--save-every", "1", "--save-final", first}, tiny));
   CATCH_REQUIRE(done.code == 0);
   // As launch --max-restarts starts it (a process of its own: the restart count is in its environment).
   const std::string log = temp_path(".log");
   const int code = wait_process(start_process(ACTORPIPE_BIN, with({"train", "--steps", "3", "--save-dir", dir,
-                                                                     "--save-final", again}, tiny),
+                                                                     "--save-every", "1", "--save-final", again}, tiny),
                                               {{"ACTORPIPE_RESTART_COUNT", "1"}}, log),
                                 120);
   const std::string text = read_text(log);

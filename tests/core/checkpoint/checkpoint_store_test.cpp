@@ -118,6 +118,13 @@ CATCH_TEST_CASE("a damaged checkpoint is refused naming the file, and the resume
        }},
       {"a missing manifest", "manifest.json", [](const std::string& p) { fs::remove(p + "/manifest.json"); }},
       {"a missing file", "part1.safetensors", [](const std::string& p) { fs::remove(p + "/part1.safetensors"); }},
+      // The newest is chosen by its name: a manifest of another step resumed as that step.
+      {"a manifest of another step", "manifest.json",
+       [](const std::string& p) {
+         nlohmann::json j = nlohmann::json::parse(std::ifstream(p + "/manifest.json"));
+         j["step"] = 4;
+         std::ofstream(p + "/manifest.json") << j.dump();
+       }},
   };
   for (const auto& d : cases) {
     CATCH_INFO(d.what);
@@ -137,6 +144,15 @@ CATCH_TEST_CASE("a damaged checkpoint is refused naming the file, and the resume
   fs::create_directories(empty);
   CATCH_CHECK_THROWS_WITH(find_resume_checkpoint(empty), Contains("no valid checkpoint (none written)"));
   fs::remove_all(empty);
+  const std::string renamed = fresh_dir("renamed");
+  fs::rename(write_checkpoint(renamed, 6), renamed + "/step-00000009");
+  CATCH_CHECK_THROWS_WITH(verify_checkpoint(renamed + "/step-00000009"),
+                          renamed + "/step-00000009/manifest.json: step 6, where its folder's name says step 9");
+  // Every refusal on the one line of the error.
+  CATCH_CHECK_THROWS_WITH(find_resume_checkpoint(renamed),
+                          "--resume '" + renamed + "': no valid checkpoint: " + renamed +
+                              "/step-00000009/manifest.json: step 6, where its folder's name says step 9");
+  fs::remove_all(renamed);
 }
 
 CATCH_TEST_CASE("pruning keeps the newest complete checkpoints and drops crashed partial ones", "[checkpoint]") {
