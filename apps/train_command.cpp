@@ -660,7 +660,13 @@ void print_sync(std::ostream& out, const train_result& r) {
 void write_outputs(std::ostream& out, const train_cli_options& o, const train_result& r, bool wrote_metrics) {
   // The trained parameters first: a trace that cannot be written must not cost them.
   if (!o.save_final_path.empty()) {
-    save_safetensors(o.save_final_path, r.parameters);
+    // After training: a failure here is exit 1, naming the flag (a full disk; two layers of
+    // other processes that gave their parameters one name).
+    try {
+      save_safetensors(o.save_final_path, r.parameters);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("--save-final '" + o.save_final_path + "' was not written: " + e.what());
+    }
     out << "wrote " << r.parameters.size() << " tensors to " << o.save_final_path << '\n';
   }
   if (!o.trace_path.empty()) {

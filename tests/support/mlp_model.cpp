@@ -93,6 +93,17 @@ void register_test_models() {
         return m;
       },
       "the tests' MLP whose h1 ignores its input (nothing before it on the loss's path but a tie)");
+  register_model(
+      "test-mlp-same-prefix",
+      [](const train_options& o) {
+        model_definition m = mlp_model(o);
+        for (int i : {3, 4}) {  // h1 and h2, on two stages: each process sees no clash of its own
+          m.layers[i].has_param_prefix = true;
+          m.layers[i].param_prefix = "p.";
+        }
+        return m;
+      },
+      "the tests' MLP whose h1 and h2 give their parameters the same names");
 }
 
 }  // namespace actorpipe::testing
