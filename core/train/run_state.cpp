@@ -155,7 +155,7 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   torch::NoGradGuard no_grad;
   std::map<std::string, at::Tensor> by_name;
   for (auto& [name, t] : parameters) by_name[name] = unbox(t);
-  std::vector<std::string> missing, mismatched;
+  std::vector<std::string> missing, mismatched, wrong_type;
   std::set<std::string> buffers_missing;  // saved before buffers were: they keep their values
   std::set<std::string> fresh;            // a task head the file lacks: it starts as built
   for (std::size_t i = 0; i < state.runners.size(); ++i) {
@@ -182,6 +182,13 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
         mismatched.push_back(s.str());
         return;
       }
+      // Whole numbers for a floating-point parameter are no weights of it (cast, they trained
+      // from integers without a word).
+      if (p.is_floating_point() && !it->second.is_floating_point()) {
+        wrong_type.push_back(name + " (has " + std::string(c10::toString(p.scalar_type())) + ", given " +
+                             std::string(c10::toString(it->second.scalar_type())) + ")");
+        return;
+      }
       p.copy_(it->second);
     };
     for (const auto& [name, t] : runner->named_parameters()) take(name, t, false);
@@ -192,16 +199,20 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   // A tied parameter is held by its owner and its copies: listed once.
   std::sort(mismatched.begin(), mismatched.end());
   mismatched.erase(std::unique(mismatched.begin(), mismatched.end()), mismatched.end());
-  if (!buffers_missing.empty() && missing.empty() && mismatched.empty())
+  std::sort(wrong_type.begin(), wrong_type.end());
+  wrong_type.erase(std::unique(wrong_type.begin(), wrong_type.end()), wrong_type.end());
+  const bool fits = missing.empty() && mismatched.empty() && wrong_type.empty();
+  if (!buffers_missing.empty() && fits)
     log_warn(std::to_string(buffers_missing.size()) + " buffers of the model are not in the saved weights (saved before "
              "buffers were?): they keep their initial values: " + list({buffers_missing.begin(), buffers_missing.end()}));
-  if (!fresh.empty() && missing.empty() && mismatched.empty())
+  if (!fresh.empty() && fits)
     log_warn(std::to_string(fresh.size()) + " tensors of the model's task head are not in the weights: they start as "
              "initialised (train them before you use them): " + list({fresh.begin(), fresh.end()}));
-  if (missing.empty() && mismatched.empty()) return;
+  if (fits) return;
   std::string why;
   if (!missing.empty()) why += std::to_string(missing.size()) + " missing: " + list(missing);
   if (!mismatched.empty()) why += (why.empty() ? "" : "; ") + std::to_string(mismatched.size()) + " of another shape: " + list(mismatched);
+  if (!wrong_type.empty()) why += (why.empty() ? "" : "; ") + std::to_string(wrong_type.size()) + " of another type: " + list(wrong_type);
   throw std::invalid_argument("the parameters do not fit the model: " + why);
 }
 
@@ -258,10 +269,25 @@ std::string load_weights(const run_state_view& state, const std::string& path,
     in_files.insert(as);
     return wanted(as);
   });
+  std::map<std::string, std::string> read_as;  // model name -> the file's name
   for (auto& [name, t] : parameters) {
     std::string as = model_name(name);
     renamed += as != name;
+    // Both names of one LayerNorm tensor (gamma and weight), or one name in two files: which
+    // is meant cannot be told.
+    if (const auto [at, fresh] = read_as.emplace(as, name); !fresh)
+      throw std::invalid_argument("the weights hold '" + as + "' twice" +
+                                  (at->second != name ? " (as '" + at->second + "' and '" + name + "')" : std::string()));
     name = std::move(as);
+  }
+  // Weights that are not numbers make a first step's loss NaN, blamed on the learning rate.
+  for (const auto& [name, t] : parameters) {
+    const at::Tensor& x = unbox(t);
+    if (!x.is_floating_point()) continue;
+    const std::int64_t bad = x.numel() - at::isfinite(x).sum().item<std::int64_t>();
+    if (bad > 0)
+      throw std::invalid_argument("'" + name + "' holds " + std::to_string(bad) + " of its " + std::to_string(x.numel()) +
+                                  " values that are not finite (NaN or infinite)");
   }
   if (renamed > 0)
     log_info("read " + std::to_string(renamed) + " LayerNorm tensors under their TensorFlow names (gamma, beta as weight, bias)");

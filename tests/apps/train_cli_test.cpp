@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <cmath>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,6 +24,7 @@
 #include "core/schedule/plan.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/model/attention_kernel.hpp"
+#include "core/model/safetensors.hpp"
 #include "tests/apps/cli_runner.hpp"
 #include "tests/apps/process_runner.hpp"
 #include "core/model/safetensors.hpp"
@@ -489,6 +493,49 @@ CATCH_TEST_CASE("train --init-from starts from saved weights, and a model they d
                                "1 of another shape: tok_emb.weight (has [128, 32], given [64, 32])\n");
   auto both = cli(with({"train", "--steps", "1", "--init-from", weights, "--resume", "/tmp"}, tiny));
   CATCH_CHECK_THAT(both.err, Contains("give --init-from (weights only) or --resume (the whole state), not both"));
+  // Weights that are no weights: NaN (the first step's loss was NaN, blamed on --lr), whole
+  // numbers (cast, they trained from integers), one tensor under two names (one was dropped).
+  const auto saved = load_safetensors(weights);
+  const auto changed = [&](const std::function<void(std::vector<std::pair<std::string, tensor_box>>&)>& change) {
+    std::vector<std::pair<std::string, tensor_box>> t;
+    for (const auto& [name, box] : saved) {  // copies: the loaded boxes may share the file's pages
+      tensor_box copy = tensor_box::empty(box.dtype(), box.shape());
+      std::memcpy(copy.data(), box.data(), box.nbytes());
+      t.emplace_back(name, copy);
+    }
+    change(t);
+    const std::string file = temp_path(".safetensors");
+    save_safetensors(file, t);
+    return file;
+  };
+  const std::string nan_file = changed([](auto& t) { static_cast<float*>(t.at(0).second.data())[3] = std::nanf(""); });
+  auto nan_run = cli(with({"train", "--steps", "1", "--init-from", nan_file}, tiny));
+  CATCH_CHECK(nan_run.code == 2);
+  CATCH_CHECK_THAT(nan_run.err, Contains("--init-from " + nan_file + ": '" + saved.at(0).first + "' holds 1 of its "));
+  CATCH_CHECK_THAT(nan_run.err, Contains(" values that are not finite (NaN or infinite)"));
+  const std::string int_file = changed([](auto& t) {
+    const tensor_box f = t.at(0).second;
+    tensor_box i = tensor_box::empty(tensor_dtype::i32, f.shape());
+    for (std::size_t k = 0; k < f.nbytes() / sizeof(float); ++k) static_cast<std::int32_t*>(i.data())[k] = 1;
+    t.at(0).second = i;
+  });
+  auto int_run = cli(with({"train", "--steps", "1", "--init-from", int_file}, tiny));
+  CATCH_CHECK(int_run.code == 2);
+  CATCH_CHECK_THAT(int_run.err, Contains("the parameters do not fit the model: 1 of another type: " + saved.at(0).first +
+                                         " (has Float, given Int)"));
+  std::string layer_norm;  // a LayerNorm weight, given again under its TensorFlow name
+  for (const auto& [name, box] : saved)
+    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && box.shape().size() == 1) layer_norm = name;
+  CATCH_REQUIRE(!layer_norm.empty());
+  const std::string gamma = layer_norm.substr(0, layer_norm.size() - 7) + ".gamma";
+  const std::string twice_file = changed([&](auto& t) {
+    for (const auto& [name, box] : std::vector<std::pair<std::string, tensor_box>>(t))
+      if (name == layer_norm) t.emplace_back(gamma, box);
+  });
+  auto twice = cli(with({"train", "--steps", "1", "--init-from", twice_file}, tiny));
+  CATCH_CHECK(twice.code == 2);
+  CATCH_CHECK_THAT(twice.err, Contains("the weights hold '" + layer_norm + "' twice (as '"));
+  for (const auto& f : {nan_file, int_file, twice_file}) std::remove(f.c_str());
   std::remove(weights.c_str());
   std::remove(again.c_str());
 }
