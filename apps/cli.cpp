@@ -264,7 +264,7 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
                                "Train on a file. gpt: .bin = flat uint16 tokens (nanoGPT/Megatron), else UTF-8 text as "
                                "bytes; bert: a GLUE-format TSV (e.g. SST-2's train.tsv)");
   t_syn->excludes(t_data);
-  t->add_option("--eval-file", tr.eval_file, "bert: the GLUE-format dev TSV to evaluate on (accuracy, F1, eval loss)");
+  t->add_option("--eval-file", tr.eval_file, "bert: the GLUE-format dev TSV to evaluate on (eval loss, accuracy; 2 labels: F1, Matthews correlation)");
   t->add_option("--eval-every", tr.eval_every,
                 "With eval data: a forward-only evaluation pass every N steps, and after the last (0 = after the last only)")
       ->default_val(0);
@@ -272,8 +272,9 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
                 "bert: a WordPiece vocab.txt (e.g. bert-base-uncased's); default: a word vocabulary from the training file");
   t->add_flag("--no-lower-case", tr.no_lower_case, "bert: keep case and accents (cased vocabularies)");
   t->add_option("--text-columns", tr.text_columns,
-                "bert: 0-based TSV columns A,LABEL or A,B,LABEL (default: by the header: SST-2, MRPC, QQP, MNLI, QNLI, RTE, "
-                "else first column and last)");
+                "bert: 0-based TSV columns A,LABEL or A,B,LABEL (default: by the header: SST-2, MRPC, QQP, MNLI, QNLI, "
+                "RTE/WNLI, CoLA's headerless rows; else the label is the column named label, or the last, and the text "
+                "a column named text or sentence, or the first other one not named id)");
   t->add_option("--max-positions", tr.max_positions, "bert: position embeddings (default: --seq-len; 512 for bert-base)")
       ->default_val(0);
   t->add_option("--intermediate", tr.intermediate, "bert: the MLP's inner width (default: 4 x --hidden)")->default_val(0);

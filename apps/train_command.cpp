@@ -158,7 +158,17 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   set("seed", o.seed);
   if (o.lr) apply_override(c, "lr", printf_text("%.17g", *o.lr));
   // BERT does not learn at the GPT's 3e-3 (its loss stays at chance): its own default.
-  if (c.model == "bert" && !o.lr && !set_by_user("lr") && o.config_path.empty()) c.lr = 2e-4;
+  // A config file that does not set lr leaves it to the model's default too.
+  const auto config_sets = [&o](const char* key) {
+    if (o.config_path.empty()) return false;
+    try {
+      const auto j = nlohmann::json::parse(std::ifstream(o.config_path), nullptr, true, true);
+      return j.is_object() && j.contains(key);
+    } catch (const std::exception&) {
+      return true;  // unreadable here: load_config_file said so above, or it is the config's to say
+    }
+  };
+  if (c.model == "bert" && !o.lr && !set_by_user("lr") && !config_sets("lr")) c.lr = 2e-4;
   if (o.grad_clip) apply_override(c, "grad_clip", printf_text("%.17g", *o.grad_clip));
   if (o.weight_decay) apply_override(c, "weight_decay", printf_text("%.17g", *o.weight_decay));
   // Without a batch size, 8 microbatches of 4 sequences unless one of them was given. A batch

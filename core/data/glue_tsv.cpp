@@ -39,6 +39,16 @@ std::ifstream open(const std::string& path) {
   return f;
 }
 
+// UTF-16 (Excel's "Unicode Text", Windows tools): its byte-order mark, or the NUL bytes of
+// ASCII text in it. Read as bytes it parsed into one column with a leftover byte at the end.
+void check_not_utf16(const std::string& path, const std::string& start) {
+  const bool mark = start.compare(0, 2, "\xFF\xFE") == 0 || start.compare(0, 2, "\xFE\xFF") == 0;
+  const std::size_t line_end = start.find('\n');
+  if (mark || start.substr(0, line_end).find('\0') != std::string::npos)
+    fail(path, std::string(mark ? "starts with a UTF-16 byte-order mark" : "holds NUL bytes on its first line") +
+                   ": is it UTF-16 (Excel's \"Unicode Text\")? Convert it to UTF-8 (iconv -f utf-16 -t utf-8 IN > OUT)");
+}
+
 void strip_line_end(std::string& line) {
   if (!line.empty() && line.back() == '\r') line.pop_back();
 }
@@ -58,6 +68,7 @@ std::vector<std::string> read_lines(const std::string& path, int* invalid_utf8 =
   std::ifstream f = open(path);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (f.bad()) fail(path, "could not be read to the end");
+  check_not_utf16(path, text.substr(0, std::min<std::size_t>(text.size(), 4096)));
   const char end = text.find('\n') == std::string::npos && text.find('\r') != std::string::npos ? '\r' : '\n';
   std::vector<std::string> lines;
   for (std::size_t start = 0; start < text.size();) {
@@ -262,13 +273,33 @@ glue_columns glue_columns_for_header(const std::vector<std::string>& header) {
     c.layout = l.name;
     return c;
   }
+  // STS-B (sentence1, sentence2, score): a similarity on a real scale is no class.
+  if (index_of(header, "sentence1") >= 0 && index_of(header, "sentence2") >= 0 && index_of(header, "score") >= 0)
+    throw std::invalid_argument("the header names STS-B's columns (sentence1, sentence2, score): its score is a "
+                                "similarity on a real scale (regression), and --model bert classifies; STS-B is not "
+                                "supported");
   if (header.size() < 2)
     throw std::invalid_argument("a GLUE header needs at least two columns (a sentence and a label): got " +
                                 std::to_string(header.size()));
   glue_columns c;
   const int named = column_named_label(header);
   c.label = named >= 0 ? named : static_cast<int>(header.size()) - 1;
-  c.text_a = c.label == 0 ? 1 : 0;
+  // The text: a column named as text is ("text", "sentence", ...), else the first other one
+  // that is not named as an id ("id, text, label" trained on the ids).
+  const auto lower = [](std::string name) {
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return name;
+  };
+  c.text_a = -1;
+  for (const char* text : {"text", "sentence", "sentence1", "question", "review", "content", "document"})
+    for (std::size_t i = 0; i < header.size() && c.text_a < 0; ++i)
+      if (static_cast<int>(i) != c.label && lower(header[i]) == text) c.text_a = static_cast<int>(i);
+  for (std::size_t i = 0; i < header.size() && c.text_a < 0; ++i) {
+    const std::string name = lower(header[i]);
+    if (static_cast<int>(i) != c.label && name != "id" && name != "idx" && name != "index" && name != "guid")
+      c.text_a = static_cast<int>(i);
+  }
+  if (c.text_a < 0) c.text_a = c.label == 0 ? 1 : 0;
   // Named in the summary: an id column first is taken as the text ("id, text, label"), which
   // trained on the ids without a word.
   c.layout = "generic: text '" + header[c.text_a] + "', label '" + header[c.label] + "'";
@@ -276,10 +307,26 @@ glue_columns glue_columns_for_header(const std::vector<std::string>& header) {
 }
 
 namespace {
+// CoLA's files have no header: source, label (0/1), the original's mark ("" or "*"), sentence.
+bool is_cola_row(const std::vector<std::string>& fields) {
+  return fields.size() == 4 && (fields[1] == "0" || fields[1] == "1") && (fields[2].empty() || fields[2] == "*") &&
+         !fields[3].empty();
+}
+
+glue_columns cola_columns() {
+  glue_columns c;
+  c.text_a = 3;
+  c.label = 1;
+  c.header = false;
+  c.layout = "CoLA (no header: source, label, mark, sentence)";
+  return c;
+}
+
 std::vector<std::string> header_of(const std::string& path) {
   std::ifstream f = open(path);
   std::string line;
   if (!std::getline(f, line)) fail(path, "is empty: expected a header line");
+  check_not_utf16(path, line);
   if (f.eof() && line.find('\r') != std::string::npos) {
     line.erase(line.find('\r'));  // no LF in the file: CR line ends, as read_lines reads them
   } else {
@@ -290,8 +337,11 @@ std::vector<std::string> header_of(const std::string& path) {
 }
 }  // namespace
 
+bool glue_file_has_header(const std::string& path) { return !is_cola_row(header_of(path)); }
+
 glue_columns glue_columns_from_file(const std::string& path) {
   const std::vector<std::string> header = header_of(path);
+  if (is_cola_row(header)) return cola_columns();
   try {
     return glue_columns_for_header(header);
   } catch (const std::invalid_argument& e) {
@@ -301,6 +351,13 @@ glue_columns glue_columns_from_file(const std::string& path) {
 
 glue_columns glue_columns_for_eval(const std::string& eval_path, const std::string& train_path, const glue_columns& train) {
   const std::vector<std::string> train_header = header_of(train_path), header = header_of(eval_path);
+  if (!train.header) {  // CoLA's: the dev file has its layout
+    if (!is_cola_row(header))
+      fail_line(eval_path, 1,
+                "does not read as CoLA's layout (no header; source, label 0 or 1, mark, sentence), as the train file '" +
+                    train_path + "' does");
+    return train;
+  }
   const auto name = [&](int column) {
     return column >= 0 && column < static_cast<int>(train_header.size()) ? train_header[column] : std::string();
   };

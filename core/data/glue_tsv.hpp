@@ -25,12 +25,17 @@ struct glue_columns {
 //   MRPC     #1 String, #2 String, Quality
 //   SST-2    sentence, label
 //   generic  anything else: the label is the column named label (any case), else the last; the
-//            sentence is the first other column
-// Throws std::invalid_argument when a generic header has fewer than two columns.
+//            sentence is a column named text, sentence, sentence1, question, review, content or
+//            document (any case), else the first other one not named id, idx, index or guid
+// Throws std::invalid_argument when a generic header has fewer than two columns, and for STS-B's
+// (sentence1, sentence2, score: a regression task).
 glue_columns glue_columns_for_header(const std::vector<std::string>& header);
-// The same from a file's first line. Throws std::invalid_argument naming the file when it
-// cannot be read or is empty.
+// The same from a file's first line; CoLA's files, which have no header (source, label 0/1,
+// mark, sentence), are known by their first row: header false. Throws std::invalid_argument
+// naming the file when it cannot be read, is empty or is UTF-16.
 glue_columns glue_columns_from_file(const std::string& path);
+// Whether the file's first line is a header (all but CoLA's layout).
+bool glue_file_has_header(const std::string& path);
 // A dev file's columns, for a train file read with `train` (columns from its header): the
 // columns of the dev file's header that carry the train columns' names (MNLI's dev files have
 // 16 columns where train.tsv has 12; a file may order them otherwise), else the dev header's

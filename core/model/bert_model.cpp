@@ -154,7 +154,8 @@ struct classifier_module : torch::nn::Module {
 };
 
 void validate(const bert_config& c) {
-  need(c.vocab >= 5, "bert: the vocabulary must hold at least the 5 special tokens: got " + std::to_string(c.vocab));
+  need(c.vocab >= 5, "bert: the vocabulary must hold its 4 special tokens ([PAD], [UNK], [CLS], [SEP]) and at least one "
+                     "other: got " + std::to_string(c.vocab) + " tokens");
   need(c.hidden >= 1, "--hidden must be >= 1: got " + std::to_string(c.hidden));
   need(c.heads >= 1, "--heads must be >= 1: got " + std::to_string(c.heads));
   need(c.hidden % c.heads == 0, "--hidden must be a multiple of --heads: got hidden=" + std::to_string(c.hidden) +
@@ -162,10 +163,12 @@ void validate(const bert_config& c) {
   need(c.layers >= 1, "--layers must be >= 1: got " + std::to_string(c.layers));
   need(c.intermediate >= 1, "bert: the intermediate size must be >= 1: got " + std::to_string(c.intermediate));
   need(c.max_positions >= 2, "--seq-len must be >= 2 for bert: got " + std::to_string(c.max_positions));
-  need(c.num_labels >= 2, "bert: a classification task needs >= 2 labels: got " + std::to_string(c.num_labels));
+  need(c.num_labels >= 2, "--data-file: a classification task needs >= 2 labels, the file's label column holds " +
+                              std::to_string(c.num_labels));
 }
 
-// Accuracy over the rows whose target is not -100, and for 2 labels F1 of label 1.
+// Accuracy over the rows whose target is not -100, and for 2 labels F1 of label 1 and the
+// Matthews correlation.
 std::vector<std::pair<std::string, double>> classification_metrics(const at::Tensor& logits, const at::Tensor& targets) {
   const at::Tensor keep = targets != -100;
   const at::Tensor predicted = logits.argmax(-1).masked_select(keep), truth = targets.masked_select(keep);
@@ -176,7 +179,11 @@ std::vector<std::pair<std::string, double>> classification_metrics(const at::Ten
     const double tp = (predicted.eq(1) & truth.eq(1)).sum().item<double>();
     const double fp = (predicted.eq(1) & truth.eq(0)).sum().item<double>();
     const double fn = (predicted.eq(0) & truth.eq(1)).sum().item<double>();
+    const double tn = (predicted.eq(0) & truth.eq(0)).sum().item<double>();
     out.emplace_back("f1", tp > 0 ? 2 * tp / (2 * tp + fp + fn) : 0.0);
+    // Matthews correlation (CoLA's GLUE metric): 0 where a margin is empty (one class only).
+    const double denominator = std::sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn));
+    out.emplace_back("mcc", denominator > 0 ? (tp * tn - fp * fn) / denominator : 0.0);
   }
   return out;
 }

@@ -79,6 +79,8 @@ model_definition bert_task_model(const train_options& o) {
   };
   glue_columns columns = t.columns.empty() ? named("--data-file", [&] { return glue_columns_from_file(o.data_file); })
                                            : parse_columns(t.columns);
+  // Columns by number in a file without a header (CoLA's): its first row is an example.
+  if (!t.columns.empty()) columns.header = named("--data-file", [&] { return glue_file_has_header(o.data_file); });
   const glue_dataset train = named("--data-file", [&] { return read_glue_tsv(o.data_file, columns); });
   for (const std::string& note : train.notes) log_warn("--data-file " + o.data_file + ": " + note);
   glue_dataset eval;
@@ -97,7 +99,7 @@ model_definition bert_task_model(const train_options& o) {
   wordpiece_tokenizer tok = [&] {
     if (!t.vocab_file.empty()) {
       vocab_text = "WordPiece vocabulary " + t.vocab_file;
-      return wordpiece_tokenizer::from_vocab_file(t.vocab_file, wo);
+      return named("--vocab-file", [&] { return wordpiece_tokenizer::from_vocab_file(t.vocab_file, wo); });
     }
     std::vector<std::string> texts;
     for (const auto& x : train.examples) {
@@ -133,6 +135,9 @@ model_definition bert_task_model(const train_options& o) {
                          o.model.seq_len, h, c.heads);
   }
 
+  if (train.pairs() && o.model.seq_len < 3)
+    throw std::invalid_argument("--seq-len must be >= 3 for sentence pairs ([CLS] a [SEP] b [SEP]): got " +
+                                std::to_string(o.model.seq_len));
   bert_data d;
   d.train = encode_all(train, tok, o.model.seq_len);
   if (!t.eval_file.empty()) d.eval = encode_all(eval, tok, o.model.seq_len);

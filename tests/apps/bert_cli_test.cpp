@@ -265,3 +265,73 @@ save_file(t, sys.argv[2])
   CATCH_CHECK(gpt_file.code == 2);
   CATCH_CHECK_THAT(gpt_file.err, Contains("not in the model: bert.encoder.layer.1."));
 }
+
+CATCH_TEST_CASE("train --model bert reads CoLA's headerless files, refuses STS-B and UTF-16, and takes a generic header's "
+                "text column by name", "[apps][bert]") {
+  const auto rows = sentiment_rows(60, 7), dev_rows = sentiment_rows(20, 8);
+  // CoLA: source, label, mark, sentence; no header (its first row was dropped as one).
+  auto cola = [](const std::vector<sentiment_row>& r) {
+    std::string tsv;
+    for (const auto& row : r) tsv += "gj04\t" + std::to_string(row.label) + "\t" + (row.label ? "" : "*") + "\t" + row.sentence + "\n";
+    return tsv;
+  };
+  const std::string train = write_text(".cola.tsv", cola(rows)), dev = write_text(".cola-dev.tsv", cola(dev_rows));
+  const std::string metrics = temp_path(".jsonl");
+  auto r = cli(with(small, {"--data-file", train, "--eval-file", dev, "--steps", "2", "--metrics", metrics}));
+  CATCH_INFO(r.out << r.err);
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains(train + ": 60 rows (CoLA (no header: source, label, mark, sentence), 2 labels: 0, 1; "
+                                   "F1 of 1); eval " + dev + ": 20 rows"));
+  CATCH_CHECK_THAT(r.out, Contains("  mcc "));  // CoLA's own metric
+  std::string last;
+  std::ifstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) last = line;
+  CATCH_CHECK(nlohmann::json::parse(last).contains("mcc"));
+  // Columns by number in such a file keep its first row.
+  auto numbered = cli(with(small, {"--data-file", train, "--text-columns", "3,1", "--steps", "1"}));
+  CATCH_CHECK_THAT(numbered.out, Contains(train + ": 60 rows (--text-columns 3,1"));
+  // STS-B's score is no class.
+  const std::string stsb =
+      write_text(".stsb.tsv", "index\tgenre\tsentence1\tsentence2\tscore\n0\tmain\ta man plays\ta man plays music\t4.2\n");
+  auto regression = cli(with(small, {"--data-file", stsb, "--steps", "1"}));
+  CATCH_CHECK(regression.code == 2);
+  CATCH_CHECK_THAT(regression.err, Contains("--data-file: glue file '" + stsb + "' line 1: the header names STS-B's columns "
+                                            "(sentence1, sentence2, score): its score is a similarity on a real scale"));
+  // "id, text, label": the text is the column named so, not the ids.
+  std::string id_tsv = "id\ttext\tlabel\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) id_tsv += std::to_string(i) + "\t" + rows[i].sentence + "\t" + std::to_string(rows[i].label) + "\n";
+  const std::string ids = write_text(".ids.tsv", id_tsv);
+  auto generic = cli(with(small, {"--data-file", ids, "--steps", "1"}));
+  CATCH_CHECK(generic.code == 0);
+  CATCH_CHECK_THAT(generic.out, Contains("(generic: text 'text', label 'label', 2 labels"));
+  // UTF-16 (Excel's "Unicode Text"): named, not read as one column.
+  std::string utf16 = "\xFF\xFE";
+  for (char ch : std::string("sentence\tlabel\ngood\t1\n")) utf16 += std::string(1, ch) + std::string(1, '\0');
+  const std::string wide = write_text(".utf16.tsv", utf16);
+  auto wide_run = cli(with(small, {"--data-file", wide, "--steps", "1"}));
+  CATCH_CHECK(wide_run.code == 2);
+  CATCH_CHECK_THAT(wide_run.err, Contains("starts with a UTF-16 byte-order mark: is it UTF-16 (Excel's \"Unicode Text\")? "
+                                          "Convert it to UTF-8"));
+  // One label only, a vocabulary file's fault, sentence pairs in 2 tokens: each names its flag.
+  const std::string one_label = write_text(".one.tsv", "sentence\tlabel\ngood\t0\nbad\t0\n");
+  CATCH_CHECK_THAT(cli(with(small, {"--data-file", one_label, "--steps", "1"})).err,
+                   Contains("--data-file: a classification task needs >= 2 labels, the file's label column holds 1"));
+  const std::string no_cls = write_text(".vocab.txt", "[PAD]\n[UNK]\n[SEP]\ngood\n");
+  CATCH_CHECK_THAT(cli(with(small, {"--data-file", train, "--vocab-file", no_cls, "--steps", "1"})).err,
+                   Contains("error: --vocab-file: "));
+  const std::string pairs = write_text(".pairs.tsv", "sentence1\tsentence2\tlabel\na\tb\t0\nc\td\t1\n");
+  std::vector<std::string> tiny_seq = small;
+  tiny_seq[12] = "2";  // --seq-len
+  CATCH_CHECK_THAT(cli(with(tiny_seq, {"--data-file", pairs, "--steps", "1"})).err,
+                   Contains("--seq-len must be >= 3 for sentence pairs ([CLS] a [SEP] b [SEP]): got 2"));
+  // A config that does not set lr leaves BERT's own default, 2e-4.
+  const std::string config = write_text(".json", "{\"pp\": 2, \"model\": \"bert\"}");
+  auto configured = cli({"train", "--config", config, "--data-file", train, "--layers", "2", "--hidden", "32", "--heads",
+                         "2", "--seq-len", "16", "--steps", "1", "--warmup-steps", "0", "--metrics", metrics});
+  CATCH_CHECK(configured.code == 0);
+  std::ifstream m(metrics);
+  std::string first;
+  std::getline(m, first);
+  CATCH_CHECK(nlohmann::json::parse(first).at("lr").get<double>() == Approx(2e-4));
+  for (const auto& f : {train, dev, metrics, stsb, ids, wide, one_label, no_cls, pairs, config}) std::remove(f.c_str());
+}

@@ -140,11 +140,13 @@ CATCH_TEST_CASE("bert's eval microbatches cover the eval rows in order, the last
   const at::Tensor logits = torch::tensor({{2.0, 0.0}, {0.0, 2.0}, {0.0, 2.0}, {9.0, 0.0}});
   const at::Tensor targets = torch::tensor({0, 1, 0, -100}, at::kLong);
   const auto metrics = m.eval_metrics(logits, targets);
-  CATCH_REQUIRE(metrics.size() == 2);
+  CATCH_REQUIRE(metrics.size() == 3);
   CATCH_CHECK(metrics[0].first == "accuracy");
   CATCH_CHECK(metrics[0].second == Approx(2.0 / 3));
   CATCH_CHECK(metrics[1].first == "f1");
   CATCH_CHECK(metrics[1].second == Approx(2.0 / 3));  // tp 1, fp 1, fn 0
+  CATCH_CHECK(metrics[2].first == "mcc");
+  CATCH_CHECK(metrics[2].second == Approx(0.5));  // (tp tn - fp fn) / sqrt(2 x 1 x 2 x 1), tn 1
   const double loss = m.loss(logits, targets).item<double>();
   const double want = m.loss(logits.narrow(0, 0, 3), targets.narrow(0, 0, 3)).item<double>();
   CATCH_CHECK(loss == Approx(want));
