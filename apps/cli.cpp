@@ -463,6 +463,54 @@ void add_doctor(CLI::App& app, doctor_cli& c) {
       ->check(CLI::Validator([](std::string& t) { return t == "0" ? "--nproc-per-node=0 must be >= 1" : ""; }, ""));
 }
 
+// The first flag of `argv` (from 2, before "--") that command `sub` does not know, with the
+// nearest flag it does ("--stage": "--stages"), or "" when every flag is known. CLI11's own
+// message listed what was left over, last first ("not expected: 3 --stage").
+std::string unknown_flag_text(CLI::App& app, int argc, const char* const* argv) {
+  if (argc < 3) return "";
+  CLI::App* sub = nullptr;
+  for (CLI::App* s : app.get_subcommands({}))
+    if (s->get_name() == argv[1]) sub = s;
+  if (sub == nullptr) return "";
+  const auto edit_distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diagonal = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diagonal = up;
+      }
+    }
+    return row[b.size()];
+  };
+  for (int k = 2; k < argc; ++k) {
+    std::string arg = argv[k];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9') || arg[1] == '.') continue;  // values
+    const std::string name = arg.substr(0, arg.find('='));
+    if (sub->get_option_no_throw(name) != nullptr) continue;
+    std::string nearest;
+    std::size_t best = 3;  // at most two edits away
+    for (const CLI::Option* opt : sub->get_options())
+      for (const std::string& known : opt->get_lnames()) {
+        const std::size_t d = edit_distance(name, "--" + known);
+        if (d < best) best = d, nearest = "--" + known;
+      }
+    std::string text = "unknown flag '" + name + "'";
+    if (!nearest.empty()) text += " (did you mean " + nearest + "?)";
+    // A train flag given to launch: it belongs to the command launch runs.
+    if (sub->get_name() == "launch")
+      for (CLI::App* s : app.get_subcommands({}))
+        if (s->get_name() == "train" && s->get_option_no_throw(name) != nullptr)
+          text += "; " + name + " is a flag of train: put it after --, with the command";
+    return text;
+  }
+  return "";
+}
+
 // An unknown command, or flags CLI11 refuses: one error line, exit 2. Help: printed, exit 0.
 // nullopt when the command line parsed.
 std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const* argv, std::ostream& out,
@@ -510,8 +558,12 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
     const std::string twice = ": At Most 1 required but received ";
     if (const auto at = what.find(twice); at != std::string::npos)
       what = what.substr(0, at) + " is given " + what.substr(at + twice.size()) + " times: give it once";
-    if (argc > 1 && std::string(argv[1]) == "launch" && dynamic_cast<const CLI::ExtrasError*>(&e))
-      what += " (the command to run and its flags go after --)";
+    if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      if (const std::string unknown = unknown_flag_text(app, argc, argv); !unknown.empty())
+        what = unknown;
+      else if (argc > 1 && std::string(argv[1]) == "launch")
+        what += " (the command to run and its flags go after --)";
+    }
     err << "actorpipe" << (in_command ? std::string(" ") + argv[1] : std::string()) << ": error: " << what << '\n';
     return exit_refused;
   }
