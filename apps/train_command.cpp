@@ -145,6 +145,14 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
       microbatches_from_file = true;
     }
   }
+  // All three given, and apart: which one was meant cannot be told (a config's may yield).
+  if (o.batch_size && o.microbatches && o.microbatch_size &&
+      static_cast<long long>(*o.batch_size) != static_cast<long long>(*o.microbatches) * *o.microbatch_size)
+    throw std::invalid_argument("--batch-size " + std::to_string(*o.batch_size) + " is not --microbatches " +
+                                std::to_string(*o.microbatches) + " x --microbatch-size " +
+                                std::to_string(*o.microbatch_size) + " = " +
+                                std::to_string(static_cast<long long>(*o.microbatches) * *o.microbatch_size) +
+                                ": give two of the three");
   set("num_microbatches", o.microbatches);
   set("microbatch_size", o.microbatch_size);
   set("batch_size", o.batch_size);

@@ -807,6 +807,8 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
        "--data-file '" + short_bin + "' holds 10 uint16 tokens: one sample of --seq-len 16 needs 17"},
       {with({"train", "--data-file", "/dev/null"}, tiny), "--data-file '/dev/null' is not a regular file"},
       {with({"train", "--stage", "3"}, tiny), "unknown flag '--stage' (did you mean --stages?)"},
+      {with({"train", "--batch-size", "12"}, tiny),  // tiny: --microbatches 4 --microbatch-size 2
+       "--batch-size 12 is not --microbatches 4 x --microbatch-size 2 = 8: give two of the three"},
       {with({"train", "--data-file", big_token}, tiny),
        "--data-file: data file '" + big_token + "' token 300 at position 5 is >= vocab 64 (--vocab 64; a .bin file holds "
        "token ids below it)"},
