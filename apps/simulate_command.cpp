@@ -60,7 +60,7 @@ void require_match(const char* flag, const std::optional<int>& given, int in_fil
 // no batch size is needed unless the config gives one (config.hpp, resolve_for_plan).
 job_config resolve_config(const simulate_options& opt) {
   job_config c = opt.config_path.empty() ? job_config{} : load_config_file(opt.config_path);
-  for (const auto& kv : opt.overrides) apply_override(c, kv);
+  apply_overrides(c, opt.overrides);
   if (opt.schedule) apply_override(c, "schedule", *opt.schedule);
   if (opt.stages) apply_override(c, "pp", std::to_string(*opt.stages));
   if (opt.microbatches) apply_override(c, "num_microbatches", std::to_string(*opt.microbatches));
@@ -125,7 +125,9 @@ traced_costs read_costs_from(const std::string& path) {
   // A trace of one step of 16 stages and 1024 microbatches is about 10 MB: past 256 MiB (or
   // /dev/zero) it is not one, and is not read until memory runs out.
   const auto text = read_text_at_most(path, std::size_t{256} << 20, "--costs-from '" + path + "'");
-  if (!text) throw std::invalid_argument("--costs-from '" + path + "' holds more than 256 MiB: not the trace of a step");
+  if (!text)
+    throw std::invalid_argument("--costs-from '" + path + "' holds more than 256 MiB, more than it reads (the medians of "
+                                "each op's costs need no such length: a trace of fewer microbatches gives them)");
   const std::vector<timeline_event> events = read_chrome_trace(*text, "--costs-from '" + path + "'");
   traced_costs t;
   for (const auto& e : events) t.virtual_stages = std::max(t.virtual_stages, e.act.virtual_stage + 1);
@@ -163,6 +165,16 @@ traced_costs read_costs_from(const std::string& path) {
                                   (v + 1 < t.virtual_stages ? "; this one's go up to " + std::to_string(t.virtual_stages - 1)
                                                             : std::string()) +
                                   ")");
+  // As --cost: costs too far apart would round away beside each other (an event's wrong dur).
+  double least = 0, most = 0;
+  for (const auto* table : {&t.costs.forward, &t.costs.backward, &t.costs.input_grad, &t.costs.weight_grad})
+    for (double c : *table)
+      if (c > 0) least = least > 0 ? std::min(least, c) : c, most = std::max(most, c);
+  if (most > max_cost_ratio * least)
+    throw std::invalid_argument("--costs-from '" + path + "': its median costs run from " + printf_text("%.10g", least) +
+                                " to " + printf_text("%.10g", most) + ", more than " +
+                                printf_text("%.10g", max_cost_ratio) +
+                                " times apart: the smaller would round away next to the larger (is an event's dur wrong?)");
   return t;
 }
 

@@ -103,7 +103,7 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
     if (value && !std::isfinite(*value))
       throw std::invalid_argument(std::string(flag) + " must be a finite number: got " + number_text(*value));
   job_config c = o.config_path.empty() ? default_job() : load_config_file(o.config_path);
-  for (const auto& kv : o.overrides) apply_override(c, kv);
+  apply_overrides(c, o.overrides);
   auto set = [&](const char* key, const auto& value) {
     if (value) apply_override(c, key, std::to_string(*value));
   };

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -325,6 +326,17 @@ void apply_override(job_config& config, const std::string& assignment) {
   auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) fail("override '" + assignment + "' must look like key=value");
   apply_override(config, assignment.substr(0, eq), assignment.substr(eq + 1));
+}
+
+void apply_overrides(job_config& config, const std::vector<std::string>& assignments) {
+  std::map<std::string, int> times;
+  for (const auto& a : assignments) ++times[a.substr(0, a.find('='))];
+  for (const auto& a : assignments) {
+    const std::string key = a.substr(0, a.find('='));
+    if (!key.empty() && times[key] > 1)
+      fail("--set " + key + " is given " + std::to_string(times[key]) + " times: give it once");
+  }
+  for (const auto& a : assignments) apply_override(config, a);
 }
 
 namespace {

@@ -70,6 +70,9 @@ job_config load_config_file(const std::string& path);
 void apply_override(job_config& config, const std::string& key, const std::string& value);
 // The same for "key=value" text.
 void apply_override(job_config& config, const std::string& assignment);
+// Every "key=value" in order; a key given twice is refused ("--set pp is given 2 times: give
+// it once"), as a flag given twice is (the last one silently won).
+void apply_overrides(job_config& config, const std::vector<std::string>& assignments);
 
 // Fills derived fields and checks every rule; throws std::invalid_argument naming the
 // parameter(s) and value(s) of the first rule broken. Calling it again on its result changes

@@ -2,7 +2,9 @@
 // reader takes is refused rather than read until memory runs out.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -17,8 +19,13 @@ namespace actorpipe {
 inline std::optional<std::string> read_text_at_most(const std::string& path, std::size_t limit, const std::string& what) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw std::invalid_argument(what + " is a directory");
+  errno = 0;
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::invalid_argument("cannot read " + what);
+  if (!f)
+    throw std::invalid_argument("cannot read " + what + ": " +
+                                (!std::filesystem::exists(path, ec) ? std::string("no such file")
+                                 : errno != 0                      ? std::string(std::strerror(errno))
+                                                                   : std::string("it cannot be opened")));
   std::string text;
   std::vector<char> buf(1 << 20);
   while (f && text.size() <= limit) {

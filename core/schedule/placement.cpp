@@ -48,10 +48,9 @@ placement placement_from_ranks(int ranks, std::vector<int> rank_of) {
     if (mine.empty())
       throw std::invalid_argument("rank " + std::to_string(r) + " owns no virtual stage");
     if (per_rank >= 0 && static_cast<int>(mine.size()) != per_rank)
-      throw std::invalid_argument("rank " + std::to_string(r) + " owns " +
-                                  std::to_string(mine.size()) + " virtual stages but rank 0 owns " +
-                                  std::to_string(per_rank) +
-                                  ": every rank must own the same number of chunks");
+      throw std::invalid_argument("rank " + std::to_string(r) + " owns " + std::to_string(mine.size()) +
+                                  (mine.size() == 1 ? " virtual stage" : " virtual stages") + " but rank 0 owns " +
+                                  std::to_string(per_rank) + ": every rank must own the same number of chunks");
     per_rank = static_cast<int>(mine.size());
     for (int c = 0; c < per_rank; ++c) p.chunk_of[mine[c]] = c;
   }

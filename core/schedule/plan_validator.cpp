@@ -106,6 +106,7 @@ validation_report validate_plan(const plan& p) {
     return static_cast<size_t>(src.index) < next[src.rank];
   };
   std::string stuck;
+  int waits = 0;  // listed up to 8 (a plan of 1000 ranks made one line of 80 KB)
   for (int r = 0; r < P; ++r) {
     if (next[r] >= p.ranks[r].size()) continue;
     const int at_index = static_cast<int>(next[r]);
@@ -120,11 +121,13 @@ validation_report validate_plan(const plan& p) {
             std::to_string(r) + " runs later at position " + std::to_string(src.index));
         continue;
       }
+      if (++waits > 8) continue;
       if (!stuck.empty()) stuck += "; ";
       stuck += at(r, at_index, a) + " waits for " + dep_name(deps[k], where) + " on rank " +
                std::to_string(src.rank) + ", position " + std::to_string(src.index);
     }
   }
+  if (waits > 8) stuck += "; and " + std::to_string(waits - 8) + " more";
   if (!stuck.empty()) err("deadlock: no rank can proceed: " + stuck);
   if (!rep.ok()) return rep;
 

@@ -20,11 +20,21 @@ sim_result simulate(const plan& p, const cost_model& costs) {
                                                                         {"backward", &costs.backward},
                                                                         {"input_grad", &costs.input_grad},
                                                                         {"weight_grad", &costs.weight_grad}};
-  for (auto& [what, table] : tables)
+  for (auto& [what, table] : tables) {
     if (table->size() != 1 && static_cast<int>(table->size()) != p.num_virtual_stages())
       throw std::invalid_argument("cost model has " + std::to_string(table->size()) + " " + what +
                                   " costs but the plan has " + std::to_string(p.num_virtual_stages()) +
                                   " virtual stages (give one cost per virtual stage, or a single one for all)");
+    // NaN compared false everywhere: a makespan of 0 (or inf, bubble NaN) came back.
+    for (std::size_t v = 0; v < table->size(); ++v)
+      if (!((*table)[v] >= 0) || !std::isfinite((*table)[v]))
+        throw std::invalid_argument(std::string("cost model: ") + what + " cost " + number_text((*table)[v]) +
+                                    (table->size() > 1 ? " of virtual stage " + std::to_string(v) : std::string()) +
+                                    " must be a finite number >= 0");
+  }
+  if (!(costs.send_latency >= 0) || !std::isfinite(costs.send_latency))
+    throw std::invalid_argument("cost model: send latency " + number_text(costs.send_latency) +
+                                " must be a finite number >= 0");
   const int P = p.num_ranks(), S = p.num_virtual_stages(), M = p.microbatches;
   sim_result res;
   res.schedule = p.name;

@@ -72,8 +72,9 @@ std::string render_svg_timeline(const sim_result& r) {
        printf_text("%.0f", height) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   char title[256];
-  std::snprintf(title, sizeof title, "%s: stages=%d, chunks=%d, microbatches=%d; makespan %.4g, bubble %.1f%%",
-                r.schedule.c_str(), r.stages, r.chunks, r.microbatches, r.makespan, 100.0 * r.bubble_ratio);
+  std::snprintf(title, sizeof title, "%s: stages=%d, chunks=%d, microbatches=%d; makespan %s, bubble %.1f%%",
+                r.schedule.c_str(), r.stages, r.chunks, r.microbatches, number_text(r.makespan).c_str(),
+                100.0 * r.bubble_ratio);
   s += "<text x=\"" + printf_text("%.0f", left) + "\" y=\"22\" font-size=\"14\">" + escape(title) + "</text>\n";
   for (int rank = 0; rank < r.stages; ++rank) {
     double y = top + rank * (lane + gap);

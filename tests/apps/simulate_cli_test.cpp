@@ -208,7 +208,22 @@ CATCH_TEST_CASE("simulate --costs-from takes a trace's per-stage medians and cho
   // Not a trace, and endless: refused at 256 MiB (it read until memory ran out).
   auto endless = cli({"simulate", "--costs-from", "/dev/zero"});
   CATCH_CHECK(endless.code == 2);
-  CATCH_CHECK_THAT(endless.err, Contains("--costs-from '/dev/zero' holds more than 256 MiB: not the trace of a step"));
+  CATCH_CHECK_THAT(endless.err, Contains("--costs-from '/dev/zero' holds more than 256 MiB, more than it reads"));
+  // One event a million times longer than the others: refused as --cost refuses such costs.
+  {
+    sim_result odd = simulate(make_schedule("1f1b", {2, 4, 1}), cost_model::uniform(1, 2, 1, 1));
+    for (auto& e : odd.events)
+      if (e.act.op == op_kind::forward && e.act.virtual_stage == 0) e.end = e.start + 1e9;
+    std::ofstream(slow) << render_chrome_trace(odd);
+  }
+  auto far = cli({"simulate", "--stages", "2", "--microbatches", "4", "--costs-from", slow});
+  CATCH_CHECK(far.code == 2);
+  CATCH_CHECK_THAT(far.err, Contains("--costs-from '" + slow + "': its median costs run from 1 to 1000000000, more than "
+                                     "1000000 times apart"));
+  // A --set key twice: which one was meant is a guess (the last won).
+  auto twice = cli({"simulate", "--set", "pp=3", "--set", "pp=4"});
+  CATCH_CHECK(twice.code == 2);
+  CATCH_CHECK_THAT(twice.err, Contains("--set pp is given 2 times: give it once"));
   std::remove(slow.c_str());
 }
 

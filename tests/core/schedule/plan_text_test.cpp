@@ -86,7 +86,7 @@ CATCH_TEST_CASE("malformed plan text is rejected with the line and the reason", 
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F999999999.0 B999999999.0\n", "p.txt"),
                           Contains("virtual stage 0 appears on no rank (virtual stages go 0..999999999)"));
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 F2.0\n1: F1.0\n", "p.txt"),
-                          Contains("rank 1 owns 1 virtual stages but rank 0 owns 2"));
+                          Contains("rank 1 owns 1 virtual stage but rank 0 owns 2"));
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n1:\n", "p.txt"), Contains("rank 1 owns no virtual stage"));
   CATCH_CHECK_THROWS_WITH(parse_plan("# nothing\n\n", "p.txt"), Contains("p.txt: no ranks listed"));
   // Ranks with no actions at all (it crashed, SIGSEGV).

@@ -69,6 +69,16 @@ CATCH_TEST_CASE("a cross-rank wait cycle is a deadlock naming the stuck ranks", 
   CATCH_CHECK_THAT(e, Contains("deadlock: no rank can proceed"));
   CATCH_CHECK_THAT(e, Contains("rank 0, position 1 (B0.0) waits for B1.0 on rank 1, position 2"));
   CATCH_CHECK_THAT(e, Contains("rank 1, position 0 (F1.1) waits for F0.1 on rank 0, position 2"));
+  // Every rank stuck: eight named, the rest counted (1000 ranks made a line of 80 KB).
+  std::string many = "0: F0.0 B0.0 F0.1 B0.1\n";
+  for (int r = 1; r < 12; ++r) {
+    const std::string v = std::to_string(r);
+    many += v + ": F" + v + ".1 F" + v + ".0 B" + v + ".0 B" + v + ".1\n";
+  }
+  e = errors_of(many);
+  CATCH_CHECK_THAT(e, Contains("deadlock: no rank can proceed: rank 0, position 1 (B0.0) waits for B1.0"));
+  CATCH_CHECK_THAT(e, Contains("; and 4 more"));
+  CATCH_CHECK(e.find("rank 9,") == std::string::npos);
 }
 
 CATCH_TEST_CASE("actions outside the plan's ranges or placement are rejected", "[schedule][validator]") {

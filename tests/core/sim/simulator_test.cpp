@@ -198,6 +198,14 @@ CATCH_TEST_CASE("the cost flag takes plain decimal numbers only", "[sim][cost]")
   for (const char* yes : {"1", "-2.5", "+3", ".5", "5.", "1e-3", "2E+10", "007"}) CATCH_CHECK(decimal_number_text(yes));
   for (const char* no : {"", "0x10", "0b1", "inf", "nan", " 1", "1 ", "1e", "1e+", "+", "-.", "1.2.3", "1_000"})
     CATCH_CHECK_FALSE(decimal_number_text(no));
+  // A cost that is not a number compared false everywhere: simulate() returned a makespan of 0.
+  const plan one_f_one_b = make_schedule("1f1b", {2, 4, 1});
+  CATCH_CHECK_THROWS_WITH(simulate(one_f_one_b, cost_model::uniform(std::nan(""), 2, 1, 1)),
+                          "cost model: forward cost nan must be a finite number >= 0");
+  CATCH_CHECK_THROWS_WITH(simulate(one_f_one_b, cost_model::uniform(1, -2, 1, 1)),
+                          "cost model: backward cost -2 must be a finite number >= 0");
+  CATCH_CHECK_THROWS_WITH(simulate(one_f_one_b, cost_model::uniform(1, 2, 1, 1, HUGE_VAL)),
+                          "cost model: send latency inf must be a finite number >= 0");
   // Messages echo numbers as given: six digits, but a whole number exactly.
   CATCH_CHECK(number_text(1000001) == "1000001");
   CATCH_CHECK(number_text(-123456789) == "-123456789");
