@@ -339,6 +339,7 @@ struct watch_state {
   int alive = 0;
   int result = 0;  // the first failure's code
   std::string first_failure = std::string();  // which process, and how it ended
+  std::optional<steady::time_point> first_failure_at = std::nullopt;
   bool first_failure_final = false;           // exited 126, 127, 130 or 143 (attempt_end::not_restartable)
   double kill_after_s = 0;                    // how long after a SIGTERM or SIGINT kill_at is
   int signals_received = 0;
@@ -387,6 +388,7 @@ bool reap_ended(watch_state& w) {
     if (w.result == 0) {
       w.result = code;
       w.first_failure = c.name() + ' ' + how;
+      w.first_failure_at = steady::now();
       // Exited 130/143 after its checkpoint, or ended by SIGINT/SIGTERM itself (a second one,
       // or one before its handler was in place): a stop someone asked for, not restarted.
       const auto asked = [](int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; };
@@ -595,7 +597,8 @@ attempt_end run_attempt(const attempt_plan& p, std::vector<child>& kids, watch_s
   end.stopped = w.signals_received > 0 || (w.result == 0 && end.code != 0);
   end.failure = w.first_failure;
   end.not_restartable = w.first_failure_final;
-  end.seconds = std::chrono::duration<double>(steady::now() - started).count();
+  // Until the first failure: the others' grace period after it is no part of the process's life.
+  end.seconds = std::chrono::duration<double>(w.first_failure_at.value_or(steady::now()) - started).count();
   end.output_lost = output.lost();
   if (end.code != 0 && !end.stopped) report_failure(output, p, end);
   return end;
