@@ -338,6 +338,7 @@ void check_jobs(report& r, const doctor_options& o) {
 
   // Where rank 0's supervisor would listen: free here, or not this host's.
   launch_env env;
+  bool env_read = true;
   try {
     env = read_launch_env();
     if (env.launcher != "none")
@@ -346,32 +347,41 @@ void check_jobs(report& r, const doctor_options& o) {
                 env.launcher + "'s variables); train here would join that job");
   } catch (const std::invalid_argument& e) {
     r.add(doctor_status::fail, "jobs", "launcher", std::string("the job's variables are inconsistent: ") + e.what());
+    env_read = false;
   }
-  const std::string addr = !o.master_addr.empty() ? o.master_addr : env.master_addr;
-  const int port = o.master_port > 0 ? o.master_port : env.master_port;
-  const std::string where = "port " + std::to_string(port) + " on " + addr;
-  addrinfo* target = nullptr;
-  hints.ai_flags = AI_NUMERICSERV;
-  if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &target) != 0 || !target) {
-    r.add(doctor_status::fail, "jobs", "master", "'" + addr + "' does not resolve (--master-addr / MASTER_ADDR)");
+  // The variables a job would take could not be read (MASTER_PORT=abc): no port of theirs to
+  // check, and the defaults are not what the job would use.
+  if (!env_read && (o.master_addr.empty() || o.master_port == 0)) {
+    r.add(doctor_status::note, "jobs", "master",
+          "not checked: the job's MASTER_ADDR / MASTER_PORT are not readable (above); --master-addr and --master-port "
+          "name the ones to check");
   } else {
-    const int fd = socket(target->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const int one = 1;
-    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    const int bound = fd >= 0 ? bind(fd, target->ai_addr, target->ai_addrlen) : -1;
-    const int why = bound == 0 ? 0 : errno;
-    if (fd >= 0) close(fd);
-    freeaddrinfo(target);
-    if (bound == 0)
-      r.add(doctor_status::ok, "jobs", "master", where + " is free: rank 0's supervisor can listen there");
-    else if (why == EADDRINUSE)
-      r.add(doctor_status::fail, "jobs", "master",
-            where + " is in use: a job started here now would fail to listen (launch --master-port picks another)");
-    else if (why == EADDRNOTAVAIL)
-      r.add(doctor_status::note, "jobs", "master",
-            where + ": not an address of this host; run actorpipe doctor on the node that has it to check the port");
-    else
-      r.add(doctor_status::warn, "jobs", "master", where + ": cannot listen there: " + std::strerror(why));
+    const std::string addr = !o.master_addr.empty() ? o.master_addr : env.master_addr;
+    const int port = o.master_port > 0 ? o.master_port : env.master_port;
+    const std::string where = "port " + std::to_string(port) + " on " + addr;
+    addrinfo* target = nullptr;
+    hints.ai_flags = AI_NUMERICSERV;
+    if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &target) != 0 || !target) {
+      r.add(doctor_status::fail, "jobs", "master", "'" + addr + "' does not resolve (--master-addr / MASTER_ADDR)");
+    } else {
+      const int fd = socket(target->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      const int one = 1;
+      if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      const int bound = fd >= 0 ? bind(fd, target->ai_addr, target->ai_addrlen) : -1;
+      const int why = bound == 0 ? 0 : errno;
+      if (fd >= 0) close(fd);
+      freeaddrinfo(target);
+      if (bound == 0)
+        r.add(doctor_status::ok, "jobs", "master", where + " is free: rank 0's supervisor can listen there");
+      else if (why == EADDRINUSE)
+        r.add(doctor_status::fail, "jobs", "master",
+              where + " is in use: a job started here now would fail to listen (launch --master-port picks another)");
+      else if (why == EADDRNOTAVAIL)
+        r.add(doctor_status::note, "jobs", "master",
+              where + ": not an address of this host; run actorpipe doctor on the node that has it to check the port");
+      else
+        r.add(doctor_status::warn, "jobs", "master", where + ": cannot listen there: " + std::strerror(why));
+    }
   }
   const char* token = std::getenv(job_token_variable);
   std::string weak;  // what launch and train would refuse

@@ -103,6 +103,19 @@ CATCH_TEST_CASE("doctor fails a busy master port and a --dir that is missing or 
   CATCH_CHECK_THAT(r.out, Contains("'" + dangling + "/ckpt' does not exist yet, and cannot be made: '" + dangling +
                                    "' is a symbolic link to '" + above + "/actorpipe-nowhere', which does not exist (--dir)"));
   std::remove(dangling.c_str());
+  // MASTER_PORT that a job could not read: the port is not checked (port 29500 was said free,
+  // a port no job would use).
+  {
+    const char* port_before = std::getenv("MASTER_PORT");
+    const std::string port_kept = port_before ? port_before : "";
+    setenv("MASTER_PORT", "abc", 1);
+    r = cli({"doctor"});
+    if (port_before) setenv("MASTER_PORT", port_kept.c_str(), 1); else unsetenv("MASTER_PORT");
+    CATCH_CHECK(status_of(r.out, "launcher") == "FAIL");
+    CATCH_CHECK(status_of(r.out, "master") == "note");
+    CATCH_CHECK_THAT(r.out, Contains("not checked: the job's MASTER_ADDR / MASTER_PORT are not readable"));
+    CATCH_CHECK(r.out.find("29500") == std::string::npos);
+  }
   // A job token launch and train would refuse is a FAIL here too (it said "ok: set").
   const char* before = std::getenv("ACTORPIPE_JOB_TOKEN");
   const std::string kept = before ? before : "";
