@@ -290,7 +290,8 @@ caf::behavior stage_actor(caf::event_based_actor* self, std::shared_ptr<const ru
       what = error_text(x);
     } catch (...) {
     }
-    caf::anon_send(ctx->supervisor, msg::failure{"rank " + std::to_string(rank) + ": its schedule's policy failed: " + what});
+    const std::string whose = ctx->policy.empty() ? std::string("its schedule's policy") : "policy '" + ctx->policy + "'";
+    caf::anon_send(ctx->supervisor, msg::failure{"rank " + std::to_string(rank) + ": " + whose + " failed: " + what});
     return caf::make_error(caf::sec::runtime_error, what);
   });
   // Marks the rank's stage busy while it handles a message (run_context::stage_busy_since).

@@ -211,7 +211,8 @@ void require_model_memory(const std::string& shape, double parameters, int stage
   const double batch = std::max(1, microbatch_size);
   const double activations = 4 * batch * seq_len * (hidden + std::max(1.0, heads) * seq_len);
   require_memory_room(ranks_here * (8 * parameters / stages + activations),
-                      shape + " (" + fixed_text(parameters / 1e9, 2) + " billion parameters) on " + std::to_string(stages) +
+                      shape + " (" + (parameters >= 1e7 ? fixed_text(parameters / 1e9, 2) + " billion" : fixed_text(parameters / 1e3, 1) + "k") +
+                          " parameters) on " + std::to_string(stages) +
                           (stages == 1 ? " stage" : " stages") + ", " + std::to_string(ranks_here) +
                           (ranks_here == 1 ? " rank" : " ranks") + " in this process, microbatch size " +
                           std::to_string(microbatch_size),

@@ -59,9 +59,11 @@ train_result run_reference(const train_options& options, const std::function<voi
     for (int m = 0; m < M; ++m) {
       microbatch_tensors mt = once_begun("the data of step " + std::to_string(k + 1) + ", microbatch " + std::to_string(m),
                                          [&] { return s.data(static_cast<std::uint64_t>(k), m); });
-      losses[m] = once_begun("", [&] { return runner.forward(m, mt.inputs, mt.targets, 1.0 / M).loss; });
+      // The step, as the pipeline's errors name it ("rank 1, step 2: F1.2 failed: ...").
+      const std::string step = "step " + std::to_string(k + 1);
+      losses[m] = once_begun(step, [&] { return runner.forward(m, mt.inputs, mt.targets, 1.0 / M).loss; });
       loss += losses[m];
-      once_begun("", [&] {
+      once_begun(step, [&] {
         runner.backward(m, {}, false);
         return 0;
       });

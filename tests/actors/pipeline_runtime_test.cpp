@@ -293,7 +293,7 @@ CATCH_TEST_CASE("a policy that throws, never returns or finishes early stops the
       return make_static_policy(make_schedule("gpipe", {r.place.ranks, r.microbatches, 1}), r.rank);
     });
   train_options o = tiny("test-throws", 2, 1);
-  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "rank 0: its schedule's policy failed: no action for you");
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "rank 0: policy 'test-throws' failed: no action for you");
   // Finished before its list is done: named at once (the step waited for --step-timeout, then
   // blamed the gradient sync).
   o = tiny("test-finishes-early", 2, 1);
