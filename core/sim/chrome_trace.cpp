@@ -34,39 +34,44 @@ sim_result in_milliseconds(sim_result r) {
 
 std::string render_chrome_trace(const sim_result& r, const std::string& title) {
   using nlohmann::json;
-  json events = json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0},
-                    {"args", {{"name", title.empty() ? "actorpipe simulate " + r.schedule : title}}}});
+  // Written event by event, as one document's dump(1) would be (keys in order, one space an
+  // indent level): the whole document as one json tree took 8 GB for a trace of 600 MB.
+  const auto dumped = [](const json& j, int depth) {  // names that are not UTF-8: U+FFFD
+    std::string text = j.dump(1, ' ', false, json::error_handler_t::replace), out(static_cast<std::size_t>(depth), ' ');
+    out.reserve(text.size() + text.size() / 8);
+    for (char c : text) {
+      out += c;
+      if (c == '\n') out.append(static_cast<std::size_t>(depth), ' ');
+    }
+    return out;
+  };
+  const json other = {{"schedule", r.schedule},          {"stages", r.stages},      {"chunks", r.chunks},
+                      {"microbatches", r.microbatches}, {"makespan", r.makespan}, {"bubble_ratio", r.bubble_ratio}};
+  std::string out = "{\n \"displayTimeUnit\": \"ms\",\n \"otherData\": " + dumped(other, 1).substr(1) + ",\n \"traceEvents\": [\n";
+  const auto add = [&](const json& event) { out += dumped(event, 2) + ",\n"; };
+  add({{"name", "process_name"}, {"ph", "M"}, {"pid", 0},
+       {"args", {{"name", title.empty() ? "actorpipe simulate " + r.schedule : title}}}});
   for (int rank = 0; rank < r.stages; ++rank) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", rank},
-                      {"args", {{"name", "rank " + std::to_string(rank)}}}});
-    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", rank},
-                      {"args", {{"sort_index", rank}}}});
+    add({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+    add({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", rank}, {"args", {{"sort_index", rank}}}});
   }
   for (const auto& e : r.events) {
     json args = {{"virtual_stage", e.act.virtual_stage}, {"microbatch", e.act.microbatch}};
     // A B that sent its input gradient before its weight part: when (trace microseconds).
     if (e.output_at >= 0) args["input_grad_sent_at"] = e.output_at * 1000.0;
     if (e.continues) args["continues"] = true;  // a W paused here; a later event ends it
-    events.push_back({{"name", to_string(e.act)},
-                      {"cat", op_name(e.act.op)},
-                      {"ph", "X"},
-                      {"pid", 0},
-                      {"tid", e.rank},
-                      {"ts", e.start * 1000.0},  // trace timestamps are microseconds
-                      {"dur", (e.end - e.start) * 1000.0},
-                      {"args", args}});
+    add({{"name", to_string(e.act)},
+         {"cat", op_name(e.act.op)},
+         {"ph", "X"},
+         {"pid", 0},
+         {"tid", e.rank},
+         {"ts", e.start * 1000.0},  // trace timestamps are microseconds
+         {"dur", (e.end - e.start) * 1000.0},
+         {"args", args}});
   }
-  json doc = {{"traceEvents", events},
-              {"displayTimeUnit", "ms"},
-              {"otherData",
-               {{"schedule", r.schedule},
-                {"stages", r.stages},
-                {"chunks", r.chunks},
-                {"microbatches", r.microbatches},
-                {"makespan", r.makespan},
-                {"bubble_ratio", r.bubble_ratio}}}};
-  return doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // names that are not UTF-8: U+FFFD
+  out.resize(out.size() - 2);  // the last event's ",\n"
+  out += "\n ]\n}\n";
+  return out;
 }
 
 std::vector<timeline_event> read_chrome_trace(const std::string& json_text, const std::string& what) {
