@@ -87,6 +87,8 @@ plan_choice choose_plan(const std::string& schedule, int ranks, int microbatches
   out.built_on = cands[chosen].built_on;
   out.on_measured = cands[chosen].on[0];
   out.running_on_measured = running ? cands[0].on[0] : out.on_measured;
+  out.on_equal = cands[chosen].on[1];
+  out.running_on_equal = running ? cands[0].on[1] : out.on_equal;
   out.worst_regret = regret(cands[chosen]);
   out.candidates = static_cast<int>(cands.size());
   return out;

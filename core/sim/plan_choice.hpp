@@ -29,6 +29,7 @@ struct plan_choice {
   std::string built_on;    // "running" (kept), "measured" or "equal speeds"
   sim_result on_measured;  // `use` simulated on the costs as measured
   sim_result running_on_measured;
+  sim_result on_equal, running_on_equal;  // the same, with the ranks' speeds made equal
   double worst_regret = 1;  // `use`'s largest makespan / the best candidate's, over the two pictures
   int candidates = 1;       // distinct plans compared (1: every candidate was the same plan)
 };
