@@ -18,6 +18,7 @@
 #include "apps/exit_codes.hpp"
 #include "apps/launch_command.hpp"
 #include "apps/simulate_command.hpp"
+#include "core/config.hpp"
 #include "core/job_place.hpp"
 #include "core/number_text.hpp"
 #include "core/log.hpp"
@@ -472,20 +473,6 @@ std::string unknown_flag_text(CLI::App& app, int argc, const char* const* argv) 
   for (CLI::App* s : app.get_subcommands({}))
     if (s->get_name() == argv[1]) sub = s;
   if (sub == nullptr) return "";
-  const auto edit_distance = [](const std::string& a, const std::string& b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-      std::size_t diagonal = row[0];
-      row[0] = i;
-      for (std::size_t j = 1; j <= b.size(); ++j) {
-        const std::size_t up = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        diagonal = up;
-      }
-    }
-    return row[b.size()];
-  };
   for (int k = 2; k < argc; ++k) {
     std::string arg = argv[k];
     if (arg == "--") break;

@@ -65,6 +65,10 @@ job_config config_from_json(const nlohmann::json& j);
 // name ("config file 'job.json': key 'pp' is given twice (give each key once)").
 job_config load_config_file(const std::string& path);
 
+// Levenshtein distance (insertions, deletions, substitutions): how far a typo is from a name,
+// for "did you mean" hints.
+std::size_t edit_distance(const std::string& a, const std::string& b);
+
 // One command-line override: `value` is parsed as the field's type (integers and numbers must
 // be the whole text). Throws std::invalid_argument naming the key and the value.
 void apply_override(job_config& config, const std::string& key, const std::string& value);
