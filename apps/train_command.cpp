@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <ostream>
 #include <sstream>
 #include <numeric>
@@ -466,18 +467,40 @@ class metrics_file {
   void line(const std::string& text) {
     if (!*this) return;
     if (!out_.is_open()) {
+      // A run resumed after one whose last line was cut (a full disk) starts on a line of its
+      // own: the cut one goes (it was glued to this run's first).
+      std::error_code ec;
+      whole_bytes_ = append_ && std::filesystem::is_regular_file(path_, ec) ? whole_lines_size(path_) : 0;
+      if (append_ && std::filesystem::is_regular_file(path_, ec) && std::filesystem::file_size(path_, ec) != whole_bytes_)
+        std::filesystem::resize_file(path_, whole_bytes_, ec);
       errno = 0;
       out_.open(path_, append_ ? std::ios::app : std::ios::out);
       if (!out_) return give_up("cannot write --metrics file '" + path_ + "'");
     }
     errno = 0;
     out_ << text << '\n' << std::flush;
-    // A full disk: the lines before are whole, this one may be cut; none follow.
-    if (!out_) give_up("cannot write line " + std::to_string(lines_ + 1) + " of --metrics file '" + path_ + "'");
-    else ++lines_;
+    // A full disk: the lines before are whole, this one may be cut (and is cut away where the
+    // file is a regular one); none follow.
+    if (!out_) {
+      give_up("cannot write line " + std::to_string(lines_ + 1) + " of --metrics file '" + path_ + "'");
+      out_.close();
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(path_, ec)) std::filesystem::resize_file(path_, whole_bytes_, ec);
+    } else {
+      ++lines_;
+      whole_bytes_ += text.size() + 1;
+    }
   }
 
  private:
+  // The bytes of `path` up to and with its last line end.
+  static std::uintmax_t whole_lines_size(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t end = text.rfind('\n');
+    return end == std::string::npos ? 0 : end + 1;
+  }
+
   void give_up(const std::string& what) {
     failed_ = true;
     failure_ = what + (errno ? std::string(" (") + std::strerror(errno) + ")" : std::string());
@@ -488,6 +511,7 @@ class metrics_file {
   bool append_;
   bool failed_ = false;
   long long lines_ = 0;
+  std::uintmax_t whole_bytes_ = 0;  // the file's bytes up to its last whole line
   std::ofstream out_;
   std::string failure_;
 };
@@ -676,16 +700,18 @@ void print_sync(std::ostream& out, const train_result& r) {
 
 // Writes the --trace and --save-final files and says where they and the metrics went.
 void write_outputs(std::ostream& out, const train_cli_options& o, const train_result& r, bool wrote_metrics) {
-  // The trained parameters first: a trace that cannot be written must not cost them.
+  // The trained parameters first; each output that cannot be written costs no other (their
+  // errors are reported together at the end).
+  std::string failed;
   if (!o.save_final_path.empty()) {
     // After training: a failure here is exit 1, naming the flag (a full disk; two layers of
     // other processes that gave their parameters one name).
     try {
       save_safetensors(o.save_final_path, r.parameters);
+      out << "wrote " << r.parameters.size() << " tensors to " << o.save_final_path << '\n';
     } catch (const std::exception& e) {
-      throw std::runtime_error("--save-final '" + o.save_final_path + "' was not written: " + e.what());
+      failed = "--save-final '" + o.save_final_path + "' was not written: " + e.what();
     }
-    out << "wrote " << r.parameters.size() << " tensors to " << o.save_final_path << '\n';
   }
   if (!o.trace_path.empty()) {
     // With replicas, every rank of every one: rank = replica x stages + pipeline rank.
@@ -699,10 +725,11 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
       f.close();
       std::error_code ec;
       if (std::filesystem::is_regular_file(o.trace_path, ec)) std::filesystem::remove(o.trace_path, ec);  // not a cut one
-      throw std::runtime_error("cannot write --trace file '" + o.trace_path + "'" + why);
+      failed += (failed.empty() ? "" : "; and ") + ("cannot write --trace file '" + o.trace_path + "'" + why);
+    } else {
+      out << "wrote the last step's measured timeline" << (all ? " on every rank of every replica" : "") << " to "
+          << o.trace_path << " (open in ui.perfetto.dev)\n";
     }
-    out << "wrote the last step's measured timeline" << (all ? " on every rank of every replica" : "") << " to "
-        << o.trace_path << " (open in ui.perfetto.dev)\n";
   }
   if (wrote_metrics) out << "wrote per-step metrics to " << o.metrics_path << '\n';
   if (!r.checkpoints.empty()) {
@@ -715,6 +742,7 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
         << printf_text("%.3f", write / n) << " s to write in the background, training held " << printf_text("%.3f", pause / n)
         << " s for the snapshot\n";
   }
+  if (!failed.empty()) throw std::runtime_error(failed);
 }
 
 // --save-dir: checked before training starts, where the first checkpoint would otherwise find

@@ -161,14 +161,19 @@ CATCH_TEST_CASE("a user's model with buffers on process 0's stage saves them in 
   // Two layers on two processes that name their parameters alike: each process is clear, the
   // gathered file is not. After training that is exit 1 naming --save-final (it was 2, "refused
   // before anything ran", and launch said the job could not form).
+  // (--trace is written all the same: a failed output costs no other.)
+  const std::string trace = temp_path(".same.trace.json");
   const std::vector<std::string> same = {"train", "--model", "test-mlp-same-prefix", "--stages", "2", "--steps", "2",
-                                         "--microbatches", "4", "--microbatch-size", "4", "--step-timeout", "60"};
+                                         "--microbatches", "4", "--microbatch-size", "4", "--step-timeout", "60",
+                                         "--trace", trace};
   const int same_code = wait_process(start_process(models, launched(2, saving(same, two)), {{"UCX_TLS", "tcp,self"}}, log2), 120);
   CATCH_INFO(process_log(log2));
   CATCH_CHECK(same_code == 1);
   CATCH_CHECK_THAT(read_text(log2), Contains("--save-final '" + two + "' was not written: ") &&
                                         Contains("duplicate tensor name 'p.fc."));
   CATCH_CHECK(read_text(log2).find("cannot form") == std::string::npos);
+  CATCH_CHECK(std::filesystem::file_size(trace) > 100);
+  std::remove(trace.c_str());
 }
 
 CATCH_TEST_CASE("three of four ranks in one process still match one process bit for bit", "[multiprocess][slow]") {

@@ -1064,10 +1064,17 @@ CATCH_TEST_CASE("train --resume appends to its --metrics file, and a new run sta
   };
   CATCH_REQUIRE(cli(with({"train", "--steps", "2", "--dp", "2", "--save-dir", dir, "--metrics", metrics}, tiny)).code == 0);
   CATCH_CHECK(lines() == 2);
+  // A line cut by a full disk at the end (a stopped run's): the resumed run's first line was
+  // glued to it; the cut line goes, every line left is JSON.
+  std::ofstream(metrics, std::ios::app) << "{\"step\":2,\"loss\":4.1";
   const auto resumed =
       cli(with({"train", "--steps", "5", "--dp", "2", "--save-dir", dir, "--resume", dir, "--metrics", metrics}, tiny));
   CATCH_REQUIRE(resumed.code == 0);
   CATCH_CHECK(lines() == 5);
+  {
+    std::ifstream f(metrics);
+    for (std::string l; std::getline(f, l);) CATCH_CHECK_NOTHROW(nlohmann::json::parse(l));
+  }
   // The summary's lines number the steps as the run does (the sync line said "steps 2..3").
   CATCH_CHECK_THAT(resumed.out, Contains("busy per step, steps 4..5 "));
   CATCH_CHECK_THAT(resumed.out, Contains("after the pipeline's last action, steps 4..5\n"));
