@@ -82,6 +82,7 @@ class process_output {
   std::ostream& log_;
   std::vector<stream> streams_;
   bool progress_shown_ = false;
+  std::size_t drawn_ = 0;  // the progress line's length as drawn
   std::string progress_;  // the shown progress line, prefixed
   const stream* progress_owner_ = nullptr;  // whose it is (streams_ does not grow once pumping)
   std::vector<int> dead_fds_;  // outputs that failed (EPIPE): written to no more

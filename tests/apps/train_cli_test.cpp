@@ -1120,3 +1120,38 @@ CATCH_TEST_CASE("train refuses an output that is an input or another output", "[
   CATCH_CHECK_THAT(text, Contains("actorpipe train " + plan + ", the last step measured"));
   CATCH_CHECK_THAT(text, !Contains("1f1b"));
 }
+
+CATCH_TEST_CASE("on a terminal the progress line fits its width, and a dumb terminal gets no escapes", "[apps][train]") {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) {
+    CATCH_WARN("script (util-linux) not found: skipped");
+    return;
+  }
+  // `script` gives the run a terminal of 60 columns: "\r" goes back over one row only, so a
+  // line that wrapped left a row behind at every step.
+  const auto on_terminal = [](const std::string& term) {
+    const std::string out = temp_path(".tty");
+    const std::string run = std::string(ACTORPIPE_BIN) +
+                            " train --layers 2 --hidden 32 --heads 2 --seq-len 16 --vocab 64 -M 2 -B 2 --steps 3";
+    const std::string command = "script -qc \"stty cols 60; TERM=" + term + " " + run + "\" /dev/null > " + out + " 2>&1";
+    CATCH_REQUIRE(std::system(command.c_str()) == 0);
+    return read_text(out);
+  };
+  const std::string xterm = on_terminal("xterm");
+  CATCH_CHECK(xterm.find("\r\033[Kstep 1/3") != std::string::npos);
+  const std::string dumb = on_terminal("dumb");
+  CATCH_CHECK(dumb.find("\033") == std::string::npos);
+  CATCH_CHECK(dumb.find("\rstep 1/3") != std::string::npos);
+  for (const std::string& text : {xterm, dumb}) {
+    std::size_t at = 0;
+    int lines = 0;
+    while ((at = text.find("step ", at)) != std::string::npos) {
+      if (text.compare(at, 7, "step 1/") == 0 || text.compare(at, 7, "step 2/") == 0 || text.compare(at, 7, "step 3/") == 0) {
+        const std::size_t end = text.find_first_of("\r\n", at);
+        CATCH_CHECK(end - at <= 59);
+        ++lines;
+      }
+      ++at;
+    }
+    CATCH_CHECK(lines == 3);
+  }
+}
