@@ -430,7 +430,11 @@ int run_launch_cli(CLI::App& app, launch_cli& c, const char* argv0, std::ostream
     }
   if (!known) throw std::invalid_argument("unknown command '" + la.command.front() + "' after -- (commands: " + names + ")");
   la.program = running_executable(argv0);
-  return run_launch(la, err);
+  const int code = run_launch(la, err);
+  // The job's lines that --log-file lost (a full disk) are a failure of launch's (said when it
+  // happened), where the job itself succeeded.
+  flush_log();
+  return code == 0 && !log_file_failure().empty() ? exit_failed : code;
 }
 
 // doctor: what it checks beyond the machine itself.

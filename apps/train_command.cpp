@@ -1193,6 +1193,9 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   // An output lost is a failure (exit 1), whatever the log level let through when it happened
   // (at --log-level off nothing said so, and the run exited 0).
   if (!metrics.failure().empty()) throw std::runtime_error(metrics.failure() + "; the run's other outputs are written");
+  flush_log();
+  if (const std::string lost = log_file_failure(); !lost.empty())
+    throw std::runtime_error(lost + "; the run's other outputs are written");
   return r.stopped_by_signal != 0 ? 128 + r.stopped_by_signal : 0;
 }
 

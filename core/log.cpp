@@ -128,8 +128,42 @@ log_level parse_log_level(const std::string& text, const std::string& source) {
 
 const char* log_level_name(log_level level) { return kLevelNames[static_cast<int>(level)]; }
 
+namespace {
+// The first failure to write --log-file (a full disk): said once on stderr, naming the flag
+// (spdlog printed "[*** LOG ERROR #0001 ***] ..." again and again), and kept for the exit.
+std::mutex failure_mutex;
+std::string file_failure;  // guarded by failure_mutex
+std::string file_path;     // guarded by failure_mutex
+
+void on_log_error(const std::string& what) {
+  std::string said;
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex);
+    // Without a file the lines go to stderr alone: one that takes no more is not a failure
+    // of the run (its report says whether stdout took it).
+    if (!file_failure.empty() || file_path.empty()) return;
+    file_failure = "cannot write --log-file '" + file_path + "' (" + what + "): log lines from there on are lost";
+    said = file_failure;
+  }
+  end_terminal_line();
+  std::fprintf(stderr, "actorpipe: error: %s\n", said.c_str());
+}
+}  // namespace
+
+std::string log_file_failure() {
+  std::lock_guard<std::mutex> lock(failure_mutex);
+  return file_failure;
+}
+
 void setup_logging(const log_options& o) {
   auto& s = state();
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex);
+    file_failure.clear();
+    file_path = o.file;
+  }
+  s.logger->set_error_handler(on_log_error);
+  s.file_logger->set_error_handler(on_log_error);
   std::shared_ptr<spdlog::sinks::sink> file;
   if (!o.file.empty()) {
     // Checked here for a message that names the option (spdlog's own names only the path).

@@ -55,6 +55,9 @@ void log_message(log_level level, const std::string& text);
 // already on the terminal another way (actorpipe launch copies its processes' lines there).
 void log_to_file(log_level level, const std::string& text);
 void flush_log();
+// Why --log-file could not be written, from the first failure on (said once on stderr when it
+// happened); "" while every line went in. A command ends with exit 1 when it is not "".
+std::string log_file_failure();
 
 inline void log_trace(const std::string& text) { log_message(log_level::trace, text); }
 inline void log_debug(const std::string& text) { log_message(log_level::debug, text); }

@@ -1155,3 +1155,19 @@ CATCH_TEST_CASE("on a terminal the progress line fits its width, and a dumb term
     CATCH_CHECK(lines == 3);
   }
 }
+
+CATCH_TEST_CASE("a --log-file that cannot be written is exit 1 naming it, said once", "[apps][train]") {
+  // spdlog said "[*** LOG ERROR #0001 ***] ..." again and again, and the run exited 0.
+  const std::string err = temp_path(".err");
+  const std::string command = std::string(ACTORPIPE_BIN) +
+                              " train --layers 2 --hidden 32 --heads 2 --seq-len 16 --vocab 64 -M 2 -B 2 --steps 2 "
+                              "--log-level debug --log-file /dev/full >/dev/null 2>" + err;
+  const int status = std::system(command.c_str());
+  CATCH_CHECK(WIFEXITED(status));
+  CATCH_CHECK(WEXITSTATUS(status) == 1);
+  const std::string text = read_text(err);
+  CATCH_CHECK_THAT(text, Contains("actorpipe: error: cannot write --log-file '/dev/full' ("));
+  CATCH_CHECK_THAT(text, Contains("actorpipe train: error: cannot write --log-file '/dev/full'"));
+  CATCH_CHECK(text.find("LOG ERROR") == std::string::npos);
+  std::remove(err.c_str());
+}
