@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <set>
 #include <stdexcept>
@@ -212,8 +214,22 @@ int last_replan(int replan_from, int steps) {
 void validate_place(const train_options& o, const job_place& place) {
   if (place.processes > 1 && o.no_pipeline)
     throw std::invalid_argument("--no-pipeline runs in one process: got WORLD_SIZE=" + std::to_string(place.processes));
+  if (place.processes < 1)
+    throw std::invalid_argument("job_place.processes (WORLD_SIZE) must be >= 1: got " + std::to_string(place.processes));
   if (place.process < 0 || place.process >= place.processes)
     throw std::invalid_argument("RANK=" + std::to_string(place.process) + " outside [0, " + std::to_string(place.processes) + ")");
+  if (place.processes == 1) return;
+  // Set directly by a library caller (the command line checks its own flags): a port past
+  // 65535 wrapped around, a timeout of NaN read as "joined within nan s".
+  if (place.master_port < 1 || place.master_port > 65535)
+    throw std::invalid_argument("job_place.master_port (MASTER_PORT) must be in 1..65535: got " +
+                                std::to_string(place.master_port));
+  if (!(place.join_timeout_s > 0) || !std::isfinite(place.join_timeout_s))
+    throw std::invalid_argument("job_place.join_timeout_s (--join-timeout) must be a finite number > 0: got " +
+                                number_text(place.join_timeout_s));
+  if (!(place.heartbeat_timeout_s >= 0) || !std::isfinite(place.heartbeat_timeout_s))
+    throw std::invalid_argument("job_place.heartbeat_timeout_s (--heartbeat-timeout) must be a finite number >= 0: got " +
+                                number_text(place.heartbeat_timeout_s));
 }
 
 // Everything the actors share: the prepared run (partition, plan or policy, runners,
@@ -711,6 +727,12 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
                           const chunk_factory& make_chunk, const job_place& place,
                           const std::function<void(const eval_record&)>& on_eval) {
   validate_place(o, place);
+  // One writer per --save-dir (two runs in one folder write over and prune each other's
+  // checkpoints): the command line holds the lock already; a library caller gets it here,
+  // before training (a folder that cannot be made is refused now, not at the first save).
+  std::optional<save_dir_lock> save_dir_held;
+  if (!o.save_dir.empty() && place.process == 0 && !save_dir_lock::held_by_this_thread(o.save_dir))
+    save_dir_held.emplace(o.save_dir);
   const std::vector<int> process_of_rank = ranks_over_processes(o, place.processes, place.ranks_per_process);
   const run_setup setup = prepare_run(o, make_chunk, [&](int r) { return process_of_rank[r] == place.process; });
   train_result result;

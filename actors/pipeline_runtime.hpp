@@ -31,6 +31,9 @@ struct stopped_while_forming : std::runtime_error {
 // A model with eval data gets a forward-only pass through the same actors after the steps
 // eval_due names (core/train/evaluation.hpp), reported to on_eval (process 0) and kept in
 // train_result::evals.
+// on_step and on_eval run on an actor's thread (not the caller's), one call at a time; one that
+// throws stops the run with its message. With options.save_dir, process 0 holds the folder's
+// lock (save_dir_lock) for the run unless the calling thread holds it already.
 train_result run_pipeline(const train_options& options, const std::function<void(const step_metrics&)>& on_step = {},
                           const chunk_factory& make_chunk = {}, const job_place& place = {},
                           const std::function<void(const eval_record&)>& on_eval = {});

@@ -332,7 +332,14 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
         ctx_->result->last_step_all_ranks = measured_timeline(*ctx_, st_.flushes, ctx_->world_ranks());
     }
   }
-  if (ctx_->on_step) ctx_->on_step(m);
+  // A caller's callback that throws stops the run with its message (it was CAF's
+  // "unhandled exception", and the caller heard "the supervisor stopped").
+  if (ctx_->on_step) try {
+      ctx_->on_step(m);
+    } catch (const std::exception& e) {
+      stop("the on_step callback after step " + std::to_string(k + 1) + " threw: " + error_text(e));
+      return;
+    }
   if (!stopping_ && ctx_->replan_from >= 0 && k + 1 >= ctx_->replan_from && k + 1 <= ctx_->replan_until &&
       !replan(k, m.bubble_ratio))
     return;

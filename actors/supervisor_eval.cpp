@@ -71,7 +71,12 @@ void supervisor::finish_eval() {
   r.seconds = ctx_->now() - eval_->started;
   eval_.reset();
   evaluated_after_ = done;
-  if (ctx_->on_eval) ctx_->on_eval(r);
+  if (ctx_->on_eval) try {
+      ctx_->on_eval(r);
+    } catch (const std::exception& e) {
+      stop("the on_eval callback after step " + std::to_string(done) + " threw: " + error_text(e));
+      return;
+    }
   if (ctx_->result) ctx_->result->evals.push_back(std::move(r));
   stop_if_signalled(done);  // a stop asked for during the pass: no further step
   after_step(done);

@@ -17,7 +17,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "core/log.hpp"
 
@@ -360,6 +363,26 @@ bool checkpoint_writes::settle(std::chrono::duration<double> limit) {
   return idle;
 }
 
+namespace {
+// The folders this process's locks hold, and the thread that took each.
+std::mutex held_mutex;
+std::map<std::string, std::thread::id>& held_folders() {
+  static std::map<std::string, std::thread::id> held;
+  return held;
+}
+std::string folder_key(const std::string& dir) {
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(dir, ec);
+  return ec ? dir : p.string();
+}
+}  // namespace
+
+bool save_dir_lock::held_by_this_thread(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(held_mutex);
+  const auto it = held_folders().find(folder_key(dir));
+  return it != held_folders().end() && it->second == std::this_thread::get_id();
+}
+
 save_dir_lock::save_dir_lock(const std::string& dir, const std::string& job_mark) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -381,6 +404,11 @@ save_dir_lock::save_dir_lock(const std::string& dir, const std::string& job_mark
                                 (who.empty() ? std::string() : " (" + who + ")") +
                                 ", which holds its lock file .lock: two runs in one folder would write over and prune "
                                 "each other's checkpoints; save into another folder, or wait until that run ends");
+  }
+  key_ = folder_key(dir);
+  {
+    std::lock_guard<std::mutex> lock(held_mutex);
+    held_folders()[key_] = std::this_thread::get_id();
   }
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
@@ -412,6 +440,8 @@ save_dir_lock::save_dir_lock(const std::string& dir, const std::string& job_mark
 
 save_dir_lock::~save_dir_lock() {
   if (fd_ >= 0) ::close(fd_);  // and with it the lock
+  std::lock_guard<std::mutex> lock(held_mutex);
+  if (!key_.empty()) held_folders().erase(key_);
 }
 
 bool save_dir_marked_by(const std::string& dir, const std::string& job_mark) {

@@ -129,9 +129,12 @@ class save_dir_lock {
   ~save_dir_lock();
   save_dir_lock(const save_dir_lock&) = delete;
   save_dir_lock& operator=(const save_dir_lock&) = delete;
+  // Whether a lock the calling thread took holds `dir` (run_pipeline then takes none itself).
+  static bool held_by_this_thread(const std::string& dir);
 
  private:
   int fd_ = -1;
+  std::string key_;  // the folder, as held_by_this_thread knows it
 };
 
 // Whether DIR/.lock names `job_mark` (save_dir_lock): this process sees the folder the job's

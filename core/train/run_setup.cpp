@@ -1,5 +1,7 @@
 // Validating train_options and building the pieces of a run.
 #include "core/train/run_setup.hpp"
+
+#include <cmath>
 #include "core/number_text.hpp"
 
 #include <algorithm>
@@ -42,10 +44,15 @@ void check_train_options(const train_options& o) {
   // threads before it refused.
   need(o.threads_per_stage >= 1 && o.threads_per_stage <= 1024,
        "--threads-per-stage must be in [1, 1024]: got " + std::to_string(o.threads_per_stage));
-  need(o.lr > 0, "--lr must be > 0: got " + number_text(o.lr));
+  // Finite too: the library's callers set them directly (inf failed in the first step).
+  need(o.lr > 0 && std::isfinite(o.lr), "--lr must be a finite number > 0: got " + number_text(o.lr));
   need(o.warmup_steps >= 0, "--warmup-steps must be >= 0: got " + std::to_string(o.warmup_steps));
-  need(o.grad_clip >= 0, "--grad-clip must be >= 0 (0 = off): got " + number_text(o.grad_clip));
-  need(o.weight_decay >= 0, "--weight-decay must be >= 0: got " + number_text(o.weight_decay));
+  need(o.grad_clip >= 0 && std::isfinite(o.grad_clip),
+       "--grad-clip must be a finite number >= 0 (0 = off): got " + number_text(o.grad_clip));
+  need(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
+       "--weight-decay must be a finite number >= 0: got " + number_text(o.weight_decay));
+  need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
+       "min_lr_ratio (train_options) must be in [0, 1]: got " + number_text(o.min_lr_ratio));
   need(o.step_timeout_s > 0 && o.step_timeout_s <= max_timeout_s,
        "--step-timeout must be > 0 and at most " + number_text(max_timeout_s) + " seconds: got " +
            number_text(o.step_timeout_s));

@@ -163,7 +163,7 @@ struct train_result {
   std::vector<std::pair<std::string, tensor_box>> parameters;  // final, by global name, each once
   sim_result last_step;   // the measured timeline of the last step (seconds; replica 0's ranks)
   sim_result last_step_all_ranks;  // dp > 1: the same step on every rank of every replica (--trace)
-  sim_result predicted;   // the simulator's prediction for the same plan on unit costs
+  sim_result predicted;   // the simulator on the plan that ran, with per-stage costs averaged from last_step
   std::string data_description;
   std::string partition;  // the method that cut the layers
   std::string split;      // which layers each virtual stage holds, in words

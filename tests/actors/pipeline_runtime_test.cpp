@@ -6,10 +6,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <unistd.h>
 #include <map>
 #include <thread>
 
 #include "actors/pipeline_runtime.hpp"
+#include "core/checkpoint/checkpoint_store.hpp"
 #include "core/model/tensor_box_torch.hpp"
 #include "core/schedule/plan_validator.hpp"
 #include "core/schedule/policy.hpp"
@@ -566,4 +570,45 @@ CATCH_TEST_CASE("the stage before starts its backward while the W part still run
     const int last = o.microbatches - 1;
     if (early) CATCH_CHECK(b0[last].start < b1[last].end);
   }
+}
+
+CATCH_TEST_CASE("a library caller's bad options, place, callback or held --save-dir is one clear error", "[actors][runtime][errors]") {
+  train_options o = tiny("1f1b", 2, 1);
+  o.steps = 2;
+  // A callback that throws: its message, not "the supervisor stopped" (CAF's unhandled exception).
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o, [](const step_metrics&) { throw std::runtime_error("boom"); }),
+                          "the on_step callback after step 1 threw: boom");
+  // Values a caller sets directly, checked before anything runs.
+  train_options ratio = o;
+  ratio.min_lr_ratio = 2;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(ratio), "min_lr_ratio (train_options) must be in [0, 1]: got 2");
+  train_options endless = o;
+  endless.lr = HUGE_VAL;
+  CATCH_CHECK_THROWS_WITH(check_train_options(endless), "--lr must be a finite number > 0: got inf");
+  job_place place;
+  place.processes = 2;
+  place.master_port = 70000;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o, {}, {}, place), "job_place.master_port (MASTER_PORT) must be in 1..65535: got 70000");
+  place.master_port = 31001;
+  place.join_timeout_s = std::nan("");
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o, {}, {}, place),
+                          "job_place.join_timeout_s (--join-timeout) must be a finite number > 0: got nan");
+  // A --save-dir another run holds (here another thread's lock): refused before training, as
+  // the command line refuses it (the library's run wrote into the other's folder).
+  const std::string dir = "/tmp/actorpipe_lock_test_" + std::to_string(::getpid());
+  std::atomic<bool> held{false}, done{false};
+  std::thread other([&] {
+    save_dir_lock lock(dir);
+    held = true;
+    while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  while (!held) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  train_options saving = o;
+  saving.save_dir = dir;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(saving), Catch::Contains("--save-dir '" + dir + "' is in use by another run"));
+  done = true;
+  other.join();
+  CATCH_CHECK_NOTHROW(run_pipeline(saving));  // free now: it takes the lock itself
+  CATCH_CHECK(std::filesystem::exists(dir + "/step-00000002"));
+  std::filesystem::remove_all(dir);
 }
