@@ -641,6 +641,10 @@ std::optional<int> refused_launched_command(const char* argv0, const std::vector
 }  // namespace
 
 int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  if (argc < 1 || argv == nullptr || argv[0] == nullptr) {  // an exec with no argv[0] (CLI11 threw length_error)
+    err << "actorpipe: error: no program name (argv[0]) to parse the command line from\n";
+    return exit_refused;
+  }
   command_line line;
   CLI::App& app = line.app;
   simulate_cli& simulate = line.simulate;

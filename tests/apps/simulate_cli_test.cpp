@@ -586,3 +586,12 @@ CATCH_TEST_CASE("simulate refuses an output that is an input or another output",
   CATCH_CHECK(cli({"simulate", "--trace", "/dev/null", "--svg", "/dev/null"}).code == 0);  // a device, twice
   std::remove(plan.c_str());
 }
+
+CATCH_TEST_CASE("cli_main without a program name is one error, exit 2", "[apps][errors]") {
+  // A library caller (or an exec with an empty argv): CLI11 threw std::length_error.
+  std::ostringstream out, err;
+  const char* const none[] = {nullptr};
+  CATCH_CHECK(actorpipe::cli_main(0, none, out, err) == 2);
+  CATCH_CHECK(err.str() == "actorpipe: error: no program name (argv[0]) to parse the command line from\n");
+  CATCH_CHECK(out.str().empty());
+}
