@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -518,18 +519,33 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
       return exit_refused;
     }
   }
+  // Help or the version on an output that takes it not (/dev/full, closed): exit 1, said.
+  const auto shown = [&out, &err](int code) {
+    std::signal(SIGPIPE, SIG_IGN);
+    errno = 0;
+    if (out.flush()) return code;
+    err << "actorpipe: error: could not write to standard output" << (errno ? std::string(" (") + std::strerror(errno) + ")" : "")
+        << '\n';
+    return exit_failed;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e, out, err);
+    return shown(app.exit(e, out, err));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e, out, err);
+    return shown(app.exit(e, out, err));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e, out, err);
+    return shown(app.exit(e, out, err));
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
-    if (what.find("subcommand") != std::string::npos && what.find("required") != std::string::npos)
-      what = "missing command (try: actorpipe train, actorpipe simulate, actorpipe doctor, or actorpipe --help)";
+    if (what.find("subcommand") != std::string::npos && what.find("required") != std::string::npos) {
+      // A flag before any command ("actorpipe -V") is no missing command.
+      const bool flag = argc > 1 && argv[1][0] == '-';
+      what = flag ? "unknown flag '" + std::string(argv[1]) + "' (actorpipe's own are --help and --version; a command's "
+                    "go after it: actorpipe train --help)"
+                  : "missing command (try: actorpipe train, actorpipe simulate, actorpipe launch, actorpipe doctor, or "
+                    "actorpipe --help)";
+    }
     const bool in_command = argc > 1 && (std::string(argv[1]) == "simulate" || std::string(argv[1]) == "train" ||
                                          std::string(argv[1]) == "launch" || std::string(argv[1]) == "doctor");
     // CLI11's "Could not convert: --stages = 9999999999": digits the value-text check passed
@@ -672,6 +688,9 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       if (auto code = refused_launched_command(argv[0], launch.la.command, err)) return *code;
       return run_launch_cli(app, launch, argv[0], err, logging);
     }
+    // A reader that goes away (`simulate ... | head`): the write fails (exit 1, said), where
+    // SIGPIPE ended the process without a word (141).
+    if (simulate.command->parsed() || doctor.command->parsed()) std::signal(SIGPIPE, SIG_IGN);
     if (simulate.command->parsed()) return written(run_simulate_cli(simulate, out));
     if (doctor.command->parsed()) return written(run_doctor(doctor.o, out));
   } catch (const std::exception& e) {

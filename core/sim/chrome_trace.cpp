@@ -1,6 +1,8 @@
 // Chrome trace writer.
 #include "core/sim/chrome_trace.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -55,7 +57,17 @@ std::string render_chrome_trace(const sim_result& r, const std::string& title) {
     add({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
     add({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", rank}, {"args", {{"sort_index", rank}}}});
   }
-  for (const auto& e : r.events) {
+  // Each rank's events in time order (a W that paused for an F or I was listed after what
+  // ran in its pause); ties keep their order.
+  std::vector<std::size_t> order(r.events.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&r](std::size_t a, std::size_t b) {
+    const auto& x = r.events[a];
+    const auto& y = r.events[b];
+    return x.rank != y.rank ? x.rank < y.rank : x.start < y.start;
+  });
+  for (const std::size_t i : order) {
+    const auto& e = r.events[i];
     json args = {{"virtual_stage", e.act.virtual_stage}, {"microbatch", e.act.microbatch}};
     // A B that sent its input gradient before its weight part: when (trace microseconds).
     if (e.output_at >= 0) args["input_grad_sent_at"] = e.output_at * 1000.0;

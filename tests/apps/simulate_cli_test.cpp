@@ -17,6 +17,7 @@
 #include "core/sim/plan_choice.hpp"
 #include "core/sim/simulator.hpp"
 #include "tests/apps/cli_runner.hpp"
+#include "tests/apps/process_runner.hpp"
 
 using namespace actorpipe;
 using Catch::Contains;
@@ -594,4 +595,21 @@ CATCH_TEST_CASE("cli_main without a program name is one error, exit 2", "[apps][
   CATCH_CHECK(actorpipe::cli_main(0, none, out, err) == 2);
   CATCH_CHECK(err.str() == "actorpipe: error: no program name (argv[0]) to parse the command line from\n");
   CATCH_CHECK(out.str().empty());
+}
+
+CATCH_TEST_CASE("simulate, help and a flag before the command: a lost report or an unknown flag is said", "[apps][errors]") {
+  // A reader that went away killed simulate by SIGPIPE (141, no word); help on /dev/full exited 0.
+  const std::string err = temp_path(".err");
+  const std::string piped = "bash -c '" + std::string(ACTORPIPE_BIN) + " simulate -P 32 -M 256 --format plan 2>" + err +
+                            " | head -c 10 >/dev/null; exit ${PIPESTATUS[0]}'";
+  const int status = std::system(piped.c_str());
+  CATCH_CHECK(WEXITSTATUS(status) == 1);
+  CATCH_CHECK_THAT(read_text(err), Contains("actorpipe simulate: error: could not write the report to standard output"));
+  const int help = std::system((std::string(ACTORPIPE_BIN) + " --help >/dev/full 2>" + err).c_str());
+  CATCH_CHECK(WEXITSTATUS(help) == 1);
+  CATCH_CHECK_THAT(read_text(err), Contains("actorpipe: error: could not write to standard output"));
+  auto flag = cli({"-V"});
+  CATCH_CHECK(flag.code == 2);
+  CATCH_CHECK_THAT(flag.err, Contains("unknown flag '-V' (actorpipe's own are --help and --version"));
+  std::remove(err.c_str());
 }

@@ -1171,3 +1171,19 @@ CATCH_TEST_CASE("a --log-file that cannot be written is exit 1 naming it, said o
   CATCH_CHECK(text.find("LOG ERROR") == std::string::npos);
   std::remove(err.c_str());
 }
+
+CATCH_TEST_CASE("an output that is the process's own standard output, a file, is refused", "[apps][train][errors]") {
+  // Written apart at their own offsets, the metrics lines and the report overwrote each other.
+  const std::string report = temp_path(".out"), err = temp_path(".err");
+  for (const std::string flag : {"--metrics", "--log-file"}) {
+    CATCH_INFO(flag);
+    const std::string command = std::string(ACTORPIPE_BIN) +
+                                " train --layers 2 --hidden 32 --heads 2 --seq-len 16 --vocab 64 -M 2 -B 2 --steps 1 " +
+                                flag + " /dev/stdout >" + report + " 2>" + err;
+    const int status = std::system(command.c_str());
+    CATCH_CHECK(WEXITSTATUS(status) == 2);
+    CATCH_CHECK_THAT(read_text(err), Contains("/dev/stdout") && Contains(" is this process's standard output, a file: "
+                                                                          "written apart, each would overwrite the other"));
+  }
+  for (const auto& f : {report, err}) std::remove(f.c_str());
+}
