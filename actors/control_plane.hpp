@@ -69,6 +69,7 @@ struct forward {
 // hung up (or a few seconds), then answer cluster_closed.
 struct shutdown_cluster {
   std::string error;
+  int stopped_by_signal = 0;  // run_finished's
 };
 struct cluster_closed {};
 

@@ -300,6 +300,9 @@ struct eval_output {
 // processes' runtimes.
 struct run_finished {
   std::string error;
+  // The signal the job stopped early for (0: it ran every step, or failed): every process
+  // exits 128 + it, whichever got the signal.
+  int stopped_by_signal = 0;
 };
 
 // Serialization of the messages that cross processes (CAF 0.17 inspectors).
@@ -372,7 +375,7 @@ typename Inspector::result_type inspect(Inspector& f, eval_output& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_finished& x) {
-  return f(caf::meta::type_name("run_finished"), x.error);
+  return f(caf::meta::type_name("run_finished"), x.error, x.stopped_by_signal);
 }
 }  // namespace actorpipe::msg
 

@@ -49,7 +49,8 @@ namespace {
 // `name=value` per line so that a mismatch can be told option by option
 // (describe_job_difference). Numbers in their shortest exact form. Files by what they hold,
 // not by their paths: each process reads its own copy, under a path of its host's.
-std::string job_fingerprint(const train_options& o, const job_place& g, const plan* file_plan, int resumed_after) {
+std::string job_fingerprint(const train_options& o, const job_place& g, const plan* file_plan, int resumed_after,
+                            const std::string& partition, const std::vector<int>& process_of_rank) {
   std::string s;
   auto add = [&s](const char* name, const auto& value) {
     s += name;
@@ -68,7 +69,7 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   };
   const auto file = [](const std::string& path) { return path.empty() ? std::string() : content_digest(path); };
   add("model", o.model_name);
-  add("partition", o.partition);
+  add("partition", partition);  // as resolved: a default given aloud is the default
   add("schedule", o.schedule_file.empty() ? o.schedule : std::string());
   add("schedule_file", file_plan ? "a plan of digest " + text_digest(format_plan(*file_plan)) : std::string());
   add("stages", o.stages);
@@ -77,7 +78,7 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   add("microbatch_size", o.microbatch_size);
   add("steps", o.steps);
   add("lr", o.lr);
-  add("warmup", o.warmup_steps);
+  add("warmup_steps", o.warmup_steps);
   add("min_lr_ratio", o.min_lr_ratio);
   add("grad_clip", o.grad_clip);
   add("weight_decay", o.weight_decay);
@@ -90,13 +91,15 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   add("text_columns", o.text.columns);
   add("max_positions", o.text.max_positions);
   add("intermediate", o.text.intermediate);
-  add("data_seed", o.data_seed);
+  // --seed gives both; a library caller may set them apart.
+  add("seed", o.data_seed == o.model.seed ? std::to_string(o.model.seed)
+                                          : std::to_string(o.model.seed) + " (data " + std::to_string(o.data_seed) + ")");
   add("threads_per_stage", o.threads_per_stage);  // intra-op threads split reductions otherwise
-  add("greedy_budget", o.greedy_budget);
+  add("budget", o.greedy_budget);
   add("activation_checkpointing", o.activation_checkpointing);
-  add("replan", o.plan_on_measured_costs);
-  add("early_input_grad", o.early_input_grad);
-  add("fill_w", o.fill_weight_grads);
+  add("unit_cost_plan", !o.plan_on_measured_costs);
+  add("late_input_grad", !o.early_input_grad);
+  add("no_w_fill", !o.fill_weight_grads);
   add("pause_w", o.pause_filled_weight_grads);
   add("vocab", o.model.vocab);
   add("seq_len", o.model.seq_len);
@@ -104,7 +107,6 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   add("heads", o.model.heads);
   add("layers", o.model.layers);
   add("init_std", o.model.init_std);
-  add("seed", o.model.seed);
   add("dp", o.dp);
   add("zero", o.zero_stage);
   add("bucket_mb", o.bucket_mb);
@@ -112,8 +114,12 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   // The step each resumes after (0: none): processes on other checkpoints trained mixed
   // states, then waited on each other for ever.
   add("resumed_after_step", resumed_after);
+  // As laid out: an even spread given aloud is the even spread.
+  std::vector<int> per_process(static_cast<std::size_t>(std::max(g.processes, 1)), 0);
+  for (int p : process_of_rank)
+    if (p >= 0 && p < g.processes) ++per_process[static_cast<std::size_t>(p)];
   std::string per;
-  for (int c : g.ranks_per_process) per += (per.empty() ? "" : ",") + std::to_string(c);
+  for (int c : per_process) per += (per.empty() ? "" : ",") + std::to_string(c);
   add("ranks_per_process", per);
   return s;
 }
@@ -281,6 +287,7 @@ std::shared_ptr<run_context> make_context(const train_options& o, const std::fun
   }
   result.data_description = setup.data_description;
   result.partition = setup.partition;
+  ctx->partition = setup.partition;
   result.split = describe_partition(setup.layers, setup.layer_names);
   if (setup.partition.rfind("profile", 0) == 0) {  // measured in this process: the split a job of several can take
     std::string counts;
@@ -406,7 +413,8 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
   cluster_options c;
   static_cast<job_place&>(c) = place;
   c.fingerprint = job_fingerprint(ctx->options, place,
-                                  ctx->options.schedule_file.empty() ? nullptr : ctx->static_plan.get(), ctx->first_step);
+                                  ctx->options.schedule_file.empty() ? nullptr : ctx->static_plan.get(), ctx->first_step,
+                                  ctx->partition, ctx->process_of_rank);
   c.process_of_rank = ctx->process_of_rank;
   c.clock = [ctx] { return ctx->now(); };
   c.epoch_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ctx->epoch.time_since_epoch()).count();
@@ -560,7 +568,7 @@ std::string run_as_process_0(caf::actor_system& sys, caf::scoped_actor& self, co
                     done = true;
                   });
   if (control) {  // tell the other processes, and wait until they hung up
-    self->send(control, msg::shutdown_cluster{error});
+    self->send(control, msg::shutdown_cluster{error, ctx.result ? ctx.result->stopped_by_signal : 0});
     self->receive([](msg::cluster_closed&) {}, caf::after(std::chrono::seconds(10)) >> [] {});
   }
   return error;
@@ -569,14 +577,17 @@ std::string run_as_process_0(caf::actor_system& sys, caf::scoped_actor& self, co
 // A worker process: run until process 0 says the run is over (or is lost). A local actor that
 // dies is reported to the supervisor, which stops the job. Returns the run's error.
 std::string run_as_worker(caf::actor_system& sys, caf::scoped_actor& self, const caf::actor& control,
-                          const run_context& ctx, const std::vector<caf::actor>& local) {
+                          const run_context& ctx, const std::vector<caf::actor>& local, int& stopped_by) {
   std::string error;
   const caf::actor_addr control_addr = control ? control.address() : caf::actor_addr{};
   for (auto& a : local) self->monitor(a);
   bool done = false, stop_passed_on = false;
   const std::atomic<int>* stop = ctx.options.stop_signal;
   while (!done)
-    self->receive([&](msg::run_finished& f) { error = std::move(f.error), done = true; },
+    self->receive([&](msg::run_finished& f) {
+                    error = std::move(f.error), done = true;
+                    stopped_by = f.stopped_by_signal;
+                  },
                   [&](const caf::down_msg& d) {
                     if (d.source == control_addr) {
                       error = "the control plane stopped: " + sys.render(d.reason);
@@ -650,7 +661,7 @@ void tear_down(caf::scoped_actor& self, const caf::actor& control, run_context& 
 // Forms the job (several processes), spawns, wires, runs and tears down in `sys`. Returns the
 // run's error ("" when it finished).
 std::string run_in(caf::actor_system& sys, const std::shared_ptr<run_context>& ctx, const job_place& place,
-                   const std::shared_ptr<transport_gate>& gate) {
+                   const std::shared_ptr<transport_gate>& gate, int& stopped_by) {
   const bool multi = place.processes > 1;
   caf::scoped_actor self{sys};
   const caf::actor control = multi ? form_job(sys, self, ctx, place) : caf::actor{};
@@ -677,7 +688,7 @@ std::string run_in(caf::actor_system& sys, const std::shared_ptr<run_context>& c
     throw;
   }
   const std::string error = ctx->process == 0 ? run_as_process_0(sys, self, control, *ctx, local)
-                                              : run_as_worker(sys, self, control, *ctx, local);
+                                              : run_as_worker(sys, self, control, *ctx, local, stopped_by);
   tear_down(self, control, *ctx, local, *gate, !error.empty());
   return error;
 }
@@ -706,11 +717,11 @@ void shut_down(std::unique_ptr<caf::actor_system> sys, std::unique_ptr<caf::acto
 // One actor system for this process: form the job (several processes), spawn, wire, run and
 // tear down. Returns the run's error ("" when it finished).
 std::string run_actors(const std::shared_ptr<run_context>& ctx, const job_place& place,
-                       const std::shared_ptr<transport_gate>& gate) {
+                       const std::shared_ptr<transport_gate>& gate, int& stopped_by) {
   auto cfg = std::make_unique<caf::actor_system_config>();
   configure_actor_system(*cfg, place.processes > 1);
   auto sys = std::make_unique<caf::actor_system>(*cfg);
-  const std::string error = run_in(*sys, ctx, place, gate);
+  const std::string error = run_in(*sys, ctx, place, gate, stopped_by);
   // Checkpoint parts still being written belong to a checkpoint that will not complete: they
   // stop at their next piece, and their directory goes. Their threads hold actor handles, so
   // they end before the actor system does.
@@ -742,7 +753,9 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   if (!o.resume.empty()) resume_state(*ctx, setup, result);
   auto gate = std::make_shared<transport_gate>();
   ctx->data = make_transport(*ctx, place, gate);
-  const std::string error = run_actors(ctx, place, gate);
+  int stopped_by = 0;  // another process's word on how the job ended (process 0's)
+  const std::string error = run_actors(ctx, place, gate, stopped_by);
+  if (place.process != 0) result.stopped_by_signal = stopped_by;
   if (ctx->abandoned) {  // an actor may still return into the run: it must find it, not the caller's frame
     static std::mutex kept_mutex;
     static std::vector<std::shared_ptr<run_context>>* kept = new std::vector<std::shared_ptr<run_context>>;

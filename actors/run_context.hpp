@@ -72,6 +72,7 @@ struct run_context {
   // and runners exist only for local ranks. Tensors move through `data`.
   int process = 0, processes = 1;
   std::vector<int> process_of_rank;  // per rank of the grid
+  std::string partition;             // the method that cut the layers, as resolved (run_setup::partition)
   std::shared_ptr<transport::tensor_transport> data;
 
   std::vector<caf::actor> compute;     // per rank (empty handle for a rank in another process)

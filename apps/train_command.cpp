@@ -329,6 +329,11 @@ job_place place_in_job(const train_cli_options& o, const train_options& t, const
   if (!(o.heartbeat_timeout_s >= 0 && o.heartbeat_timeout_s <= max_timeout_s))
     throw std::invalid_argument("--heartbeat-timeout=" + printf_text("%g", o.heartbeat_timeout_s) + " must be >= 0 (0: never) and at most " +
                                 printf_text("%g", max_timeout_s) + " seconds");
+  // Heartbeats go every second (a quarter of the timeout below 4 s): a loaded machine misses
+  // ticks of a few milliseconds, and a healthy job was stopped as "lost".
+  if (o.heartbeat_timeout_s > 0 && o.heartbeat_timeout_s < 1)
+    throw std::invalid_argument("--heartbeat-timeout=" + printf_text("%g", o.heartbeat_timeout_s) +
+                                " must be 0 (never) or at least 1 second");
   if (!o.ranks_per_process.empty()) place.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
   if (place.processes > 1) {
     set_log_prefix(process_prefix(place.process));  // its ranks follow once they are assigned
@@ -1157,10 +1162,8 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     }
   }
   train_result& r = *ran;
-  if (place.process != 0) {  // process 0 reports and writes the files
-    const int sig = stop_signal_received.load();  // the job stopped early for it (msg::stop_request)
-    return sig != 0 ? 128 + sig : 0;
-  }
+  if (place.process != 0)  // process 0 reports and writes the files; how the job ended is its word
+    return r.stopped_by_signal != 0 ? 128 + r.stopped_by_signal : 0;
 
   // Stopped early, the run left its redrawn progress line open (the last step ends it): the
   // summary starts on a line of its own.

@@ -180,7 +180,7 @@ struct train_result {
   // flight with what it had trained (parameters, metrics, timeline), and this says why; the
   // command reports it as a failure once those are written.
   std::string checkpoint_error;
-  int stopped_by_signal = 0;  // the signal that ended the run after steps.size() steps (0: it ran them all)
+  int stopped_by_signal = 0;  // the signal that ended the run after steps.size() steps (0: it ran them all); every process of a job has process 0's
 };
 
 }  // namespace actorpipe

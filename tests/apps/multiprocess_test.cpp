@@ -664,6 +664,52 @@ CATCH_TEST_CASE("processes resuming from checkpoints of other steps are refused,
   std::filesystem::remove_all(dir);
 }
 
+CATCH_TEST_CASE("a default given aloud forms the job, a difference is named by its flag, and every process exits as the "
+                "job ended", "[multiprocess]") {
+  // The documented defaults, written out by one process only: "partition=type:^blocks\\. against process 0's
+  // partition=" refused the same job (and launch --max-restarts retried it).
+  {
+    const int port = free_port();
+    const std::string log0 = temp_path(".d0.log"), log1 = temp_path(".d1.log"), out = temp_path(".d.safetensors");
+    auto args1 = job("1f1b", 1, 2, "");
+    args1.insert(args1.end(), {"--partition", "type:^blocks\\.", "--ranks-per-process", "2,2"});
+    const pid_t p0 = start_process(bin, job("1f1b", 1, 2, out), worker_env(0, 2, port), log0);
+    const pid_t p1 = start_process(bin, args1, worker_env(1, 2, port), log1);
+    CATCH_CHECK(wait_process(p1, 120) == 0);
+    CATCH_INFO("process 0:\n" << process_log(log0));
+    CATCH_CHECK(wait_process(p0, 120) == 0);
+    CATCH_CHECK(read_bytes(out) == read_bytes(one_process_reference("1f1b", 1, 2)));
+  }
+  // A difference reads as the flags say it (it was "warmup=2", "replan=false").
+  {
+    const int port = free_port();
+    const std::string log0 = temp_path(".w0.log"), log1 = temp_path(".w1.log");
+    auto args0 = job("1f1b", 1, 2, ""), args1 = job("1f1b", 1, 2, "");
+    args0.insert(args0.end(), {"--join-timeout", "4"});
+    args1.insert(args1.end(), {"--warmup-steps", "2", "--unit-cost-plan"});
+    const pid_t p0 = start_process(bin, args0, worker_env(0, 2, port), log0);
+    const pid_t p1 = start_process(bin, args1, worker_env(1, 2, port), log1);
+    CATCH_CHECK(wait_process(p1, 30) > 0);
+    CATCH_INFO("process 1:\n" << process_log(log1));
+    CATCH_CHECK_THAT(read_text(log1), Contains("warmup_steps=2 against process 0's warmup_steps=5") &&
+                                          Contains("unit_cost_plan=true against process 0's unit_cost_plan=false"));
+    CATCH_CHECK(wait_process(p0, 30) == 1);
+  }
+  // SIGTERM to process 0 alone stops the job: process 1 exits 143 too (it exited 0, a success
+  // to srun).
+  {
+    const int port = free_port();
+    const std::string log0 = temp_path(".s0.log"), log1 = temp_path(".s1.log");
+    const pid_t p0 = start_process(bin, job("1f1b", 1, 2000, ""), worker_env(0, 2, port), log0);
+    const pid_t p1 = start_process(bin, job("1f1b", 1, 2000, ""), worker_env(1, 2, port), log1);
+    CATCH_REQUIRE(wait_for_text(log0, "step 3/2000", 60));
+    kill(p0, SIGTERM);
+    CATCH_CHECK(wait_process(p0, 60) == 143);
+    CATCH_INFO("process 1:\n" << process_log(log1));
+    CATCH_CHECK(wait_process(p1, 60) == 143);
+  }
+}
+
 CATCH_TEST_CASE("processes compare what their plan and data files hold, not their paths", "[multiprocess]") {
   // Each process reads its own copy: one path may hold different plans (the job formed, then
   // hung until --step-timeout), and one plan may lie under two names.

@@ -850,6 +850,8 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--heartbeat-timeout", "-1"}, tiny),
        "--heartbeat-timeout=-1 must be >= 0 (0: never) and at most 1e+09 seconds"},
       {with({"train", "--heartbeat-timeout", "nan"}, tiny), "--heartbeat-timeout=nan must be >= 0"},
+      {with({"train", "--heartbeat-timeout", "0.001"}, tiny),
+       "--heartbeat-timeout=0.001 must be 0 (never) or at least 1 second"},
       // A config's 0 means "derive it"; given as a flag it is refused, not read as the default.
       {with({"train", "--microbatches", "0"}, tiny_model), "--microbatches must be >= 1: got 0"},
       {with({"train", "-B", "0"}, tiny_model), "--microbatch-size must be >= 1: got 0"},
