@@ -29,7 +29,8 @@ std::vector<int> assign_ranks_to_processes(int ranks, int processes, const std::
   } else {
     if (static_cast<int>(counts.size()) != processes)
       throw std::invalid_argument("--ranks-per-process=" + join(counts) + " has " + std::to_string(counts.size()) +
-                                  " entries but the job has WORLD_SIZE=" + std::to_string(processes) + " processes");
+                                  (counts.size() == 1 ? " entry" : " entries") + " but the job has WORLD_SIZE=" +
+                                  std::to_string(processes) + (processes == 1 ? " process" : " processes"));
     for (int c : counts)
       if (c < 1) throw std::invalid_argument("--ranks-per-process=" + join(counts) + ": every process needs at least one rank");
     const int total = std::accumulate(counts.begin(), counts.end(), 0);
@@ -54,7 +55,8 @@ std::vector<int> parse_ranks_per_process(const std::string& text) {
     const bool digits = !item.empty() && item.size() <= 9 &&
                         std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!digits)
-      throw std::invalid_argument("--ranks-per-process='" + text + "': '" + item + "' is not an integer (expected e.g. 1,3)");
+      throw std::invalid_argument("--ranks-per-process='" + text + "': '" + item +
+                                  "' is not a count of ranks (whole numbers >= 1, e.g. 1,3)");
     out.push_back(std::stoi(item));
     if (comma == std::string::npos) break;
     start = comma + 1;

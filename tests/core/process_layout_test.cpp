@@ -31,12 +31,12 @@ CATCH_TEST_CASE("bad layouts are one error naming the values", "[process_layout]
                           "--ranks-per-process=4,0: every process needs at least one rank");
   CATCH_CHECK_THROWS_WITH(assign_ranks_to_processes(4, 0), "WORLD_SIZE=0 must be >= 1");
   CATCH_CHECK_THROWS_WITH(parse_ranks_per_process("1,x"),
-                          "--ranks-per-process='1,x': 'x' is not an integer (expected e.g. 1,3)");
+                          "--ranks-per-process='1,x': 'x' is not a count of ranks (whole numbers >= 1, e.g. 1,3)");
   CATCH_CHECK_THROWS_WITH(parse_ranks_per_process("1,2.5"),
-                          "--ranks-per-process='1,2.5': '2.5' is not an integer (expected e.g. 1,3)");
+                          "--ranks-per-process='1,2.5': '2.5' is not a count of ranks (whole numbers >= 1, e.g. 1,3)");
   CATCH_CHECK_THROWS_WITH(parse_ranks_per_process(""), "--ranks-per-process is empty (expected e.g. 1,3)");
   // Read as written (a trailing empty entry, a blank and a sign were taken).
   for (const auto& [text, item] : std::vector<std::pair<std::string, std::string>>{{"1,1,", ""}, {" 1,1", " 1"}, {"1,+1", "+1"}})
     CATCH_CHECK_THROWS_WITH(parse_ranks_per_process(text),
-                            "--ranks-per-process='" + text + "': '" + item + "' is not an integer (expected e.g. 1,3)");
+                            "--ranks-per-process='" + text + "': '" + item + "' is not a count of ranks (whole numbers >= 1, e.g. 1,3)");
 }
