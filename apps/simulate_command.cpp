@@ -166,10 +166,7 @@ traced_costs read_costs_from(const std::string& path) {
                                                             : std::string()) +
                                   ")");
   // As --cost: costs too far apart would round away beside each other (an event's wrong dur).
-  double least = 0, most = 0;
-  for (const auto* table : {&t.costs.forward, &t.costs.backward, &t.costs.input_grad, &t.costs.weight_grad})
-    for (double c : *table)
-      if (c > 0) least = least > 0 ? std::min(least, c) : c, most = std::max(most, c);
+  const double least = smallest_cost(t.costs), most = largest_cost(t.costs);
   if (most > max_cost_ratio * least)
     throw std::invalid_argument("--costs-from '" + path + "': its median costs run from " + printf_text("%.10g", least) +
                                 " to " + printf_text("%.10g", most) + ", more than " +

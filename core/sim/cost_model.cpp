@@ -1,6 +1,8 @@
 // Cost model lookups and the --cost flag parser.
 #include "core/sim/cost_model.hpp"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -124,6 +126,13 @@ double smallest_cost(const cost_model& c) {
     for (double x : *table)
       if (x > 0 && (least == 0 || x < least)) least = x;
   return least;
+}
+
+double largest_cost(const cost_model& c) {
+  double most = 0;
+  for (const auto* table : {&c.forward, &c.backward, &c.input_grad, &c.weight_grad})
+    for (double x : *table) most = std::max(most, x);
+  return most;
 }
 
 }  // namespace actorpipe

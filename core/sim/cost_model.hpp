@@ -56,5 +56,7 @@ std::string cost_spec_note(const cost_model& costs);
 
 // The smallest non-zero cost of any op on any virtual stage (0 when there is none).
 double smallest_cost(const cost_model& costs);
+// The largest cost of any op on any virtual stage.
+double largest_cost(const cost_model& costs);
 
 }  // namespace actorpipe
