@@ -1,7 +1,6 @@
 // launch's processes' output, forwarded line by line with a process prefix (see the header).
 #include "apps/process_output.hpp"
 
-#include <sys/ioctl.h>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -10,20 +9,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <ostream>
 #include <string>
 #include <stdexcept>
 
 namespace actorpipe {
-namespace {
-
-// Erase the terminal row the cursor is on and go to its start.
-const char* const kClearRow = "\r\033[K";
-
-}  // namespace
-
 process_output::process_output(options o, std::ostream& log) : o_(o), log_(log) {}
 
 process_output::~process_output() {
@@ -177,30 +168,15 @@ void process_output::show_progress(stream& s, const std::string& text) {
   redraw_progress();
 }
 
-// TERM=dumb (Emacs' shell) takes no escape: spaces clear the row.
-static bool dumb_terminal() {
-  const char* term = std::getenv("TERM");
-  return term != nullptr && std::string(term) == "dumb";
-}
-
 void process_output::clear_progress() {
   if (!progress_shown_) return;
-  write_all(o_.err_fd, dumb_terminal() ? "\r" + std::string(drawn_, ' ') + "\r" : std::string(kClearRow));
+  write_all(o_.err_fd, progress_erase(drawn_));
   progress_shown_ = false;
 }
 
 void process_output::redraw_progress() {
   if (progress_.empty()) return;
-  // Within the terminal's width: "\r" goes back over one row only (a wrapped line left one).
-  std::string line = progress_;
-  struct winsize size {};
-  if (isatty(o_.err_fd) && ioctl(o_.err_fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 8 && line.size() >= size.ws_col)
-    line.resize(size.ws_col - 1);
-  if (dumb_terminal())
-    write_all(o_.err_fd, "\r" + line + std::string(line.size() < drawn_ ? drawn_ - line.size() : 0, ' '));
-  else
-    write_all(o_.err_fd, kClearRow + line);
-  drawn_ = line.size();
+  write_all(o_.err_fd, progress_redraw(o_.err_fd, progress_, drawn_));
   progress_shown_ = true;
 }
 

@@ -25,7 +25,6 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "actors/pipeline_runtime.hpp"
@@ -543,21 +542,9 @@ struct step_reporter {
                              " s: loss " + printf_text("%.4f", m.loss) + ", grad norm " + printf_text("%.4g", m.grad_norm) + ", " +
                              si(m.tokens_per_s) + " tokens/s");
     if (o.interactive_progress) {
-      // Within the terminal's width: "\r" goes back over one row only, so a line that wrapped
-      // left a row behind at every step (80 columns hold no --dp line).
-      struct winsize size {};
-      if (isatty(STDERR_FILENO) && ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 8 &&
-          line.size() >= size.ws_col)
-        line.resize(size.ws_col - 1);
-      // The row cleared first: a shorter line left the old one's end behind ("72%%"). A dumb
-      // terminal (TERM=dumb: Emacs' shell) takes no escape: spaces clear it.
-      const char* term = std::getenv("TERM");
-      if (term != nullptr && std::string(term) == "dumb")
-        progress << '\r' << line << std::string(line.size() < drawn ? drawn - line.size() : 0, ' ');
-      else
-        progress << "\r\033[K" << line;
-      drawn = line.size();
-      progress << (done == steps ? "\n" : "") << std::flush;
+      // The row cleared first (a shorter line left the old one's end behind: "72%%"), within
+      // the terminal's width (80 columns hold no --dp line).
+      progress << progress_redraw(STDERR_FILENO, line, drawn) << (done == steps ? "\n" : "") << std::flush;
       set_terminal_line_open(done != steps);  // a log line meanwhile ends it (it was glued on)
     } else
       progress << line << '\n' << std::flush;

@@ -13,8 +13,11 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -117,6 +120,26 @@ log_state& state() {
 }  // namespace
 
 void set_terminal_line_open(bool open) { terminal_line_open.store(open); }
+
+namespace {
+bool dumb_terminal() {
+  const char* term = std::getenv("TERM");
+  return term != nullptr && std::string(term) == "dumb";
+}
+}  // namespace
+
+std::string progress_redraw(int fd, std::string line, std::size_t& drawn) {
+  struct winsize size {};
+  if (::isatty(fd) && ::ioctl(fd, TIOCGWINSZ, &size) == 0 && size.ws_col > 8 && line.size() >= size.ws_col)
+    line.resize(size.ws_col - 1);
+  const std::size_t left = line.size() < drawn ? drawn - line.size() : 0;  // of the line before
+  drawn = line.size();
+  return dumb_terminal() ? "\r" + line + std::string(left, ' ') : "\r\033[K" + line;
+}
+
+std::string progress_erase(std::size_t drawn) {
+  return dumb_terminal() ? "\r" + std::string(drawn, ' ') + "\r" : std::string("\r\033[K");
+}
 
 void end_terminal_line() {
   if (terminal_line_open.exchange(false)) std::fputs("\n", stderr);

@@ -46,6 +46,13 @@ std::string log_prefix_text();
 // terminal) when `open`: the next log line to stderr ends it first instead of being glued on.
 // The drawer sets it after each redraw and clears it once it ends the line itself.
 void set_terminal_line_open(bool open);
+// A progress line redrawn in place on the terminal at `fd` (train's, launch's): the bytes that
+// draw `line` over the one drawn before (`drawn`: its length, updated). Cut to the terminal's
+// width ("\r" goes back over one row only: a wrapped line left a row behind at every redraw);
+// the row cleared by an escape, or by spaces on a dumb terminal (TERM=dumb: Emacs' shell).
+std::string progress_redraw(int fd, std::string line, std::size_t& drawn);
+// The bytes that erase it and go back to the row's start.
+std::string progress_erase(std::size_t drawn);
 // Ends that line (a newline on stderr) if it is open: for a line written to stderr directly.
 void end_terminal_line();
 
