@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/folder_probe.hpp"
+#include "core/std_streams.hpp"
 
 namespace actorpipe {
 
@@ -59,16 +60,12 @@ inline void check_output_file(const char* flag, const std::string& path, bool re
   const fs::path dir = parent.empty() ? fs::path(".") : parent;
   if (!fs::is_directory(dir, ec)) throw std::invalid_argument(named + ": the folder '" + dir.string() + "' does not exist");
   const auto status = fs::status(path, ec);
-  // /dev/stdout (or a name of the file) where standard output or error is a file: a second
-  // writer at its own offset overwrote the report (through a pipe it is one writer, and fine).
+  // /dev/stdout where standard output is a file: the two overwrote each other's lines.
   struct stat target {};
-  if (fs::exists(status) && ::stat(path.c_str(), &target) == 0 && S_ISREG(target.st_mode))
-    for (const auto& [fd, stream] : {std::pair<int, const char*>{1, "standard output"}, {2, "standard error"}}) {
-      struct stat open_file {};
-      if (::fstat(fd, &open_file) == 0 && open_file.st_dev == target.st_dev && open_file.st_ino == target.st_ino)
-        throw std::invalid_argument(named + " is this process's " + stream +
-                                    ", a file: written apart, each would overwrite the other; give another file");
-    }
+  if (fs::exists(status) && ::stat(path.c_str(), &target) == 0)
+    if (const char* stream = std_stream_writing(target))
+      throw std::invalid_argument(named + " is this process's " + stream +
+                                  ", a file: written apart, each would overwrite the other; give another file");
   if (fs::exists(status)) {
     if (replaced && !fs::is_regular_file(status))
       throw std::invalid_argument(named + " exists and is not a regular file (a device, pipe or socket): the file is "

@@ -2,6 +2,7 @@
 // threads may log at any time); setup swaps the sinks inside a dist_sink, which locks, and
 // re-sets each sink's formatter, which locks too.
 #include "core/log.hpp"
+#include "core/std_streams.hpp"
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/basic_file_sink.h>
@@ -194,16 +195,14 @@ void setup_logging(const log_options& o) {
     // Checked here for a message that names the option (spdlog's own names only the path).
     std::FILE* f = std::fopen(o.file.c_str(), "ab");
     if (!f) throw std::invalid_argument("--log-file=" + o.file + " cannot be opened for appending: " + std::strerror(errno));
-    // /dev/stdout where standard output (or error) is a file: the log's lines and the report
-    // each overwrote the other (through a pipe they take turns, and that is fine).
-    struct stat log_stat {}, open_stat {};
-    const bool regular = ::fstat(fileno(f), &log_stat) == 0 && S_ISREG(log_stat.st_mode);
+    // /dev/stdout where standard output is a file: the log's lines and the report each
+    // overwrote the other.
+    struct stat log_stat {};
+    const char* stream = ::fstat(fileno(f), &log_stat) == 0 ? std_stream_writing(log_stat) : nullptr;
     std::fclose(f);
-    for (int fd : {1, 2})
-      if (regular && ::fstat(fd, &open_stat) == 0 && open_stat.st_dev == log_stat.st_dev && open_stat.st_ino == log_stat.st_ino)
-        throw std::invalid_argument("--log-file=" + o.file + " is this process's standard " +
-                                    (fd == 1 ? "output" : "error") +
-                                    ", a file: written apart, each would overwrite the other; give another file");
+    if (stream)
+      throw std::invalid_argument("--log-file=" + o.file + " is this process's " + stream +
+                                  ", a file: written apart, each would overwrite the other; give another file");
     try {
       file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(o.file, false);
     } catch (const spdlog::spdlog_ex& e) {
