@@ -238,13 +238,15 @@ std::int32_t glue_labels::id_of(const std::string& label) const {
 }
 
 namespace {
+std::string lower_case(std::string name) {
+  for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return name;
+}
+
 // The column a generic header names "label" (in any case), or -1.
 int column_named_label(const std::vector<std::string>& header) {
-  for (std::size_t i = 0; i < header.size(); ++i) {
-    std::string name = header[i];
-    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (name == "label") return static_cast<int>(i);
-  }
+  for (std::size_t i = 0; i < header.size(); ++i)
+    if (lower_case(header[i]) == "label") return static_cast<int>(i);
   return -1;
 }
 }  // namespace
@@ -286,16 +288,12 @@ glue_columns glue_columns_for_header(const std::vector<std::string>& header) {
   c.label = named >= 0 ? named : static_cast<int>(header.size()) - 1;
   // The text: a column named as text is ("text", "sentence", ...), else the first other one
   // that is not named as an id ("id, text, label" trained on the ids).
-  const auto lower = [](std::string name) {
-    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return name;
-  };
   c.text_a = -1;
   for (const char* text : {"text", "sentence", "sentence1", "question", "review", "content", "document"})
     for (std::size_t i = 0; i < header.size() && c.text_a < 0; ++i)
-      if (static_cast<int>(i) != c.label && lower(header[i]) == text) c.text_a = static_cast<int>(i);
+      if (static_cast<int>(i) != c.label && lower_case(header[i]) == text) c.text_a = static_cast<int>(i);
   for (std::size_t i = 0; i < header.size() && c.text_a < 0; ++i) {
-    const std::string name = lower(header[i]);
+    const std::string name = lower_case(header[i]);
     if (static_cast<int>(i) != c.label && name != "id" && name != "idx" && name != "index" && name != "guid")
       c.text_a = static_cast<int>(i);
   }
