@@ -104,8 +104,8 @@ class file_source final : public token_source {
         for (std::size_t j = 0; j + 1 < n; j += 2) {
           const int tok = chunk[j] | (chunk[j + 1] << 8);
           if (tok >= vocab_)
-            fail(path_, "token " + std::to_string(tok) + " at position " + std::to_string((at + j) / 2) + " is >= vocab " +
-                            std::to_string(vocab_));
+            throw token_out_of_vocab("data file '" + path_ + "' token " + std::to_string(tok) + " at position " +
+                                     std::to_string((at + j) / 2) + " is >= vocab " + std::to_string(vocab_));
         }
       }
     }

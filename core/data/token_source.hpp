@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <memory>
 #include <string>
 
@@ -25,11 +26,17 @@ class token_source {
 // known floor and visibly falls. Throws std::invalid_argument for vocab < 2.
 std::unique_ptr<token_source> make_synthetic_source(int vocab, std::uint64_t seed);
 
+// A token file holding a token id >= vocab (a file made for a larger vocabulary): its error
+// has a type of its own, for a front end to name the flag that sets the vocabulary.
+struct token_out_of_vocab : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
 // A flat file of little-endian uint16 tokens (the nanoGPT / Megatron .bin convention).
 // Sample i of step s starts at an offset that is a pure function of (seed, s, i): another seed
 // reads other windows (core/data/token_file.cpp has the rule). Throws std::invalid_argument
 // naming the path when it is missing, unreadable, of odd size, shorter than min_tokens, or
-// holds a token >= vocab (naming the token and its position).
+// holds a token >= vocab (token_out_of_vocab, naming the token and its position).
 std::unique_ptr<token_source> open_token_file(const std::string& path, int vocab, std::int64_t min_tokens,
                                               std::uint64_t seed = 1234);
 

@@ -102,12 +102,11 @@ std::shared_ptr<const token_source> open_source(const train_options& o) {
   try {
     return uint16_tokens ? open_token_file(p, o.model.vocab, need_tokens, o.data_seed)
                          : open_text_file(p, need_tokens, o.data_seed);
+  } catch (const token_out_of_vocab& e) {
+    throw std::invalid_argument("--data-file: " + std::string(e.what()) + " (--vocab " + std::to_string(o.model.vocab) +
+                                "; a .bin file holds token ids below it)");
   } catch (const std::invalid_argument& e) {
-    const std::string what = e.what();
-    throw std::invalid_argument("--data-file: " + what +
-                                (what.find(" is >= vocab ") != std::string::npos
-                                     ? " (--vocab " + std::to_string(o.model.vocab) + "; a .bin file holds token ids below it)"
-                                     : std::string()));
+    throw std::invalid_argument("--data-file: " + std::string(e.what()));
   }
 }
 
