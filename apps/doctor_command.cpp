@@ -295,6 +295,37 @@ void check_gpu(report& r) {
         "moves device buffers between GPUs (tested where there is one)");
 }
 
+// Where rank 0's supervisor would listen: free here, or not this host's.
+void check_master_port(report& r, const std::string& addr, int port) {
+  const std::string where = "port " + std::to_string(port) + " on " + addr;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* target = nullptr;
+  if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &target) != 0 || !target) {
+    r.add(doctor_status::fail, "jobs", "master", "'" + addr + "' does not resolve (--master-addr / MASTER_ADDR)");
+    return;
+  }
+  const int fd = socket(target->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const int bound = fd >= 0 ? bind(fd, target->ai_addr, target->ai_addrlen) : -1;
+  const int why = bound == 0 ? 0 : errno;
+  if (fd >= 0) close(fd);
+  freeaddrinfo(target);
+  if (bound == 0)
+    r.add(doctor_status::ok, "jobs", "master", where + " is free: rank 0's supervisor can listen there");
+  else if (why == EADDRINUSE)
+    r.add(doctor_status::fail, "jobs", "master",
+          where + " is in use: a job started here now would fail to listen (launch --master-port picks another)");
+  else if (why == EADDRNOTAVAIL)
+    r.add(doctor_status::note, "jobs", "master",
+          where + ": not an address of this host; run actorpipe doctor on the node that has it to check the port");
+  else
+    r.add(doctor_status::warn, "jobs", "master", where + ": cannot listen there: " + std::strerror(why));
+}
+
 void check_jobs(report& r, const doctor_options& o) {
   struct rlimit files {};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
@@ -351,38 +382,13 @@ void check_jobs(report& r, const doctor_options& o) {
   }
   // The variables a job would take could not be read (MASTER_PORT=abc): no port of theirs to
   // check, and the defaults are not what the job would use.
-  if (!env_read && (o.master_addr.empty() || o.master_port == 0)) {
+  if (!env_read && (o.master_addr.empty() || o.master_port == 0))
     r.add(doctor_status::note, "jobs", "master",
           "not checked: the job's MASTER_ADDR / MASTER_PORT are not readable (above); --master-addr and --master-port "
           "name the ones to check");
-  } else {
-    const std::string addr = !o.master_addr.empty() ? o.master_addr : env.master_addr;
-    const int port = o.master_port > 0 ? o.master_port : env.master_port;
-    const std::string where = "port " + std::to_string(port) + " on " + addr;
-    addrinfo* target = nullptr;
-    hints.ai_flags = AI_NUMERICSERV;
-    if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &target) != 0 || !target) {
-      r.add(doctor_status::fail, "jobs", "master", "'" + addr + "' does not resolve (--master-addr / MASTER_ADDR)");
-    } else {
-      const int fd = socket(target->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      const int one = 1;
-      if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      const int bound = fd >= 0 ? bind(fd, target->ai_addr, target->ai_addrlen) : -1;
-      const int why = bound == 0 ? 0 : errno;
-      if (fd >= 0) close(fd);
-      freeaddrinfo(target);
-      if (bound == 0)
-        r.add(doctor_status::ok, "jobs", "master", where + " is free: rank 0's supervisor can listen there");
-      else if (why == EADDRINUSE)
-        r.add(doctor_status::fail, "jobs", "master",
-              where + " is in use: a job started here now would fail to listen (launch --master-port picks another)");
-      else if (why == EADDRNOTAVAIL)
-        r.add(doctor_status::note, "jobs", "master",
-              where + ": not an address of this host; run actorpipe doctor on the node that has it to check the port");
-      else
-        r.add(doctor_status::warn, "jobs", "master", where + ": cannot listen there: " + std::strerror(why));
-    }
-  }
+  else
+    check_master_port(r, !o.master_addr.empty() ? o.master_addr : env.master_addr,
+                      o.master_port > 0 ? o.master_port : env.master_port);
   const char* token = std::getenv(job_token_variable);
   std::string weak;  // what launch and train would refuse
   if (token) try {
