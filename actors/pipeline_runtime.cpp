@@ -329,6 +329,9 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
   } catch (const std::exception& e) {
     throw std::invalid_argument("--resume " + c.path + ": " + error_text(e));
   }
+  // The run's step, whatever updates its parameters had (one no gradient reached has fewer).
+  for (const auto& dp : view.dp_optimizers)
+    if (dp) dp->set_step_index(c.manifest.step);
   ctx.first_step = static_cast<int>(c.manifest.step);
   // A plan rebuilt on measured costs is measured on the first step this run takes.
   if (ctx.replan_from >= 0) ctx.replan_from = ctx.first_step + 1 < o.steps ? ctx.first_step + 1 : -1;

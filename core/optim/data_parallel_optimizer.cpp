@@ -22,7 +22,12 @@ struct data_parallel_optimizer::impl {
   std::vector<int> held;  // shards with state here
   // Reduced gradients and moments, shard after shard (only this replica's under ZeRO-1).
   at::Tensor reduced, exp_avg, exp_avg_sq;
-  long long steps = 0;
+  long long steps = 0;  // steps taken (the step index)
+  // Per parameter: whether a replica had a gradient for it this step (from the flags the
+  // reduced slices carry), and the AdamW updates it has had (bias correction is per
+  // parameter, as in shard_optimizer: one no replica had a gradient for is not stepped).
+  std::vector<bool> has_grad;
+  std::vector<long long> param_steps;
   // Early buckets: contributions per parameter in this step's last pass, and in the first step's.
   std::vector<long long> counts, per_step;
   std::vector<bool> late, bucket_out;
@@ -31,6 +36,10 @@ struct data_parallel_optimizer::impl {
 
   // Where shard j starts in the buffers above.
   long long base(int shard) const { return zero_stage == 0 ? shard * shard_length : 0; }
+  // A slice as it travels: its n elements, then one flag per parameter of the bucket.
+  long long travel_length(int b) const {
+    return layout.slice_length(b) + static_cast<long long>(params_of_bucket[b].size());
+  }
 };
 
 data_parallel_optimizer::data_parallel_optimizer(std::vector<std::pair<std::string, tensor_box>> params,
@@ -66,6 +75,8 @@ data_parallel_optimizer::data_parallel_optimizer(std::vector<std::pair<std::stri
   else
     s.held.push_back(replica);
   s.counts.assign(s.params.size(), 0);
+  s.has_grad.assign(s.params.size(), false);
+  s.param_steps.assign(s.params.size(), 0);
   s.late.assign(s.params.size(), false);
   s.buckets_of_param.resize(s.params.size());
   for (int b = 0; b < static_cast<int>(s.layout.buckets.size()); ++b) {
@@ -91,12 +102,23 @@ int data_parallel_optimizer::zero_stage() const { return impl_->zero_stage; }
 tensor_box data_parallel_optimizer::gradient_bucket(int b) const {
   torch::NoGradGuard no_grad;
   auto& s = *impl_;
-  at::Tensor out = torch::zeros({s.layout.buckets[b].padded});
+  const long long n = s.layout.slice_length(b), width = s.travel_length(b);
+  at::Tensor out = torch::zeros({width * s.layout.replicas});
   for (const auto& seg : s.layout.bucket_segments(b)) {
     const at::Tensor& g = unbox(s.named[seg.parameter].second).grad();
     if (!g.defined()) continue;
-    out.narrow(0, seg.offset, seg.length).copy_(g.reshape({-1}).narrow(0, seg.parameter_offset, seg.length));
+    const at::Tensor flat = g.reshape({-1});
+    // The segment's elements, cut where slices end: slice j starts at j * width.
+    for (long long at = seg.offset; at < seg.offset + seg.length;) {
+      const long long j = at / n, end = std::min(seg.offset + seg.length, (j + 1) * n);
+      out.narrow(0, j * width + (at - j * n), end - at).copy_(flat.narrow(0, seg.parameter_offset + (at - seg.offset), end - at));
+      at = end;
+    }
   }
+  const auto& qs = s.params_of_bucket[b];
+  for (size_t i = 0; i < qs.size(); ++i)
+    if (unbox(s.named[qs[i]].second).grad().defined())
+      for (int j = 0; j < s.layout.replicas; ++j) out[j * width + n + static_cast<long long>(i)] = 1.0f;
   return box(out);
 }
 
@@ -141,27 +163,32 @@ std::vector<int> data_parallel_optimizer::take_remaining_buckets() {
 int data_parallel_optimizer::step_index() const { return static_cast<int>(impl_->steps); }
 
 tensor_box data_parallel_optimizer::slice(const tensor_box& bucket, int b, int shard) const {
-  const long long n = impl_->layout.slice_length(b);
-  return box(unbox(bucket).narrow(0, shard * n, n));
+  const long long width = impl_->travel_length(b);
+  return box(unbox(bucket).narrow(0, shard * width, width));
 }
 
 void data_parallel_optimizer::reduce(int b, const std::vector<tensor_box>& by_replica) {
   torch::NoGradGuard no_grad;
   auto& s = *impl_;
-  const long long n = s.layout.slice_length(b);
+  const long long n = s.layout.slice_length(b), width = s.travel_length(b);
   if (static_cast<int>(by_replica.size()) != s.layout.replicas)
     throw std::invalid_argument("reduce: " + std::to_string(by_replica.size()) + " slices for " +
                                 std::to_string(s.layout.replicas) + " replicas");
   at::Tensor out = s.reduced.narrow(0, s.base(s.replica) + s.layout.shard_offset_of_bucket(b), n);
+  const auto& qs = s.params_of_bucket[b];
   for (int d = 0; d < s.layout.replicas; ++d) {
     const at::Tensor& t = unbox(by_replica[d]);
-    if (!t.defined() || t.numel() != n || t.scalar_type() != at::kFloat)
+    if (!t.defined() || t.numel() != width || t.scalar_type() != at::kFloat || !t.is_contiguous())
       throw std::invalid_argument("reduce: replica " + std::to_string(d) + "'s slice of bucket " + std::to_string(b) +
-                                  " is not " + std::to_string(n) + " float32 elements");
+                                  " is not " + std::to_string(width) + " contiguous float32 elements");
+    const at::Tensor flat = t.reshape({-1});
     if (d == 0)
-      out.copy_(t.reshape({-1}));
+      out.copy_(flat.narrow(0, 0, n));
     else
-      out.add_(t.reshape({-1}));
+      out.add_(flat.narrow(0, 0, n));
+    const float* flags = flat.data_ptr<float>() + n;
+    for (size_t i = 0; i < qs.size(); ++i)
+      if (flags[i] != 0) s.has_grad[qs[i]] = true;
   }
 }
 
@@ -197,20 +224,25 @@ void data_parallel_optimizer::step(double clip, double lr) {
   torch::NoGradGuard no_grad;
   auto& s = *impl_;
   ++s.steps;
+  // A parameter no replica had a gradient for (frozen, or not reached by this step's data, as
+  // a detached input leaves it) is left alone, as shard_optimizer leaves one without a
+  // gradient: its reduced zeros would have been decayed by, and counted as an update.
+  for (size_t p = 0; p < s.params.size(); ++p)
+    if (s.has_grad[p]) ++s.param_steps[p];
   // Shard by shard, segment by segment: ZeRO-0 and ZeRO-1 update the same runs of elements.
   for (int j : s.held) {
     const long long base = s.base(j);
     for (const auto& seg : s.layout.shard_segments(j)) {
-      // A frozen parameter (requires_grad false) gets no gradient on any replica: left alone,
-      // as the one-replica optimizer leaves it (its reduced zeros would be decayed by).
-      if (!unbox(s.named[seg.parameter].second).requires_grad()) continue;
+      if (!s.has_grad[seg.parameter]) continue;
       const at::Tensor g = s.reduced.narrow(0, base + seg.offset, seg.length);
       at::Tensor p = s.params[seg.parameter].narrow(0, seg.parameter_offset, seg.length);
       at::Tensor m = s.exp_avg.narrow(0, base + seg.offset, seg.length);
       at::Tensor v = s.exp_avg_sq.narrow(0, base + seg.offset, seg.length);
-      adamw_update(p, g, m, v, s.steps, s.decay[seg.parameter], lr, s.options, clip < 1.0 ? clip : 1.0);
+      adamw_update(p, g, m, v, s.param_steps[seg.parameter], s.decay[seg.parameter], lr, s.options,
+                   clip < 1.0 ? clip : 1.0);
     }
   }
+  std::fill(s.has_grad.begin(), s.has_grad.end(), false);
 }
 
 tensor_box data_parallel_optimizer::parameter_slice(int b) const {
@@ -257,27 +289,32 @@ std::vector<moment_segment> data_parallel_optimizer::export_moments() const {
     for (const auto& seg : s.layout.shard_segments(j)) {
       const long long at = s.base(j) + seg.offset;
       out.push_back({s.named[seg.parameter].first, seg.parameter_offset, box(s.exp_avg.narrow(0, at, seg.length).clone()),
-                     box(s.exp_avg_sq.narrow(0, at, seg.length).clone()), s.steps});
+                     box(s.exp_avg_sq.narrow(0, at, seg.length).clone()), s.param_steps[seg.parameter]});
     }
   return out;
 }
 
 void data_parallel_optimizer::import_moments(const std::vector<moment_segment>& runs) {
   auto& s = *impl_;
-  long long steps = -1;
+  long long most = -1;
+  std::vector<bool> seen(s.params.size(), false);
   for (int j : s.held)
     for (const auto& seg : s.layout.shard_segments(j)) {
       const long long at = s.base(j) + seg.offset;
       const std::string& name = s.named[seg.parameter].first;
       const long long t = stitch_moments(runs, name, seg.parameter_offset, s.exp_avg.narrow(0, at, seg.length),
                                          s.exp_avg_sq.narrow(0, at, seg.length));
-      if (steps >= 0 && t != steps)
-        throw std::invalid_argument("optimizer state of '" + name + "': " + std::to_string(t) + " steps, other parameters " +
-                                    std::to_string(steps) + " (a data-parallel stage steps all its parameters together)");
-      steps = t;
+      if (seen[seg.parameter] && s.param_steps[seg.parameter] != t)
+        throw std::invalid_argument("optimizer state of '" + name + "': runs disagree on the step count (" +
+                                    std::to_string(s.param_steps[seg.parameter]) + " and " + std::to_string(t) + ")");
+      seen[seg.parameter] = true;
+      s.param_steps[seg.parameter] = t;
+      most = std::max(most, t);
     }
-  if (steps >= 0) s.steps = steps;
+  if (most >= 0) s.steps = most;
 }
+
+void data_parallel_optimizer::set_step_index(long long steps) { impl_->steps = steps; }
 
 long long data_parallel_optimizer::state_bytes() const {
   return (impl_->exp_avg.numel() + impl_->exp_avg_sq.numel()) * static_cast<long long>(sizeof(float));

@@ -31,8 +31,11 @@ class data_parallel_optimizer {
   const flat_layout& layout() const;
   int replica() const;
   int zero_stage() const;
-  // Bucket b of this replica's gradients, flattened and padded with zeros (a new tensor);
-  // a parameter without a gradient counts as zeros.
+  // Bucket b of this replica's gradients as it travels (a new tensor): D slices, each its
+  // slice_length(b) elements (a parameter without a gradient counts as zeros, padding is
+  // zeros) followed by one flag per parameter of the bucket, in layout order: 1 where this
+  // replica has a gradient for it, 0 where not. reduce() reads the flags, so a parameter no
+  // replica has a gradient for is not stepped (as shard_optimizer leaves it).
   tensor_box gradient_bucket(int b) const;
   // Buckets that may leave before the step's last backward ends. Parameter p just had a
   // contribution accumulated, during its stage's last backward action of the step or before
@@ -48,9 +51,12 @@ class data_parallel_optimizer {
   // The buckets not handed out yet this step (all of them in the first); starts the next step.
   std::vector<int> take_remaining_buckets();
   int step_index() const;  // steps taken so far: the current step's number
-  // Slice `shard` of a bucket-sized tensor (a view).
+  void set_step_index(long long steps);  // a resumed run's: the step its checkpoint holds
+  // Slice `shard` of a travelling bucket from gradient_bucket (a view, flags included).
   tensor_box slice(const tensor_box& bucket, int b, int shard) const;
-  // This replica's slice of bucket b, reduced: by_replica[0] + by_replica[1] + ... in order.
+  // This replica's slice of bucket b, reduced: by_replica[0] + by_replica[1] + ... in order
+  // (each a travelling slice); and which of the bucket's parameters some replica had a
+  // gradient for, kept for this step's step().
   void reduce(int b, const std::vector<tensor_box>& by_replica);
   // This replica's slice of bucket b, once reduced: a copy, which stays as it is while it
   // travels, whatever this replica writes to its own buffers next.
@@ -62,7 +68,8 @@ class data_parallel_optimizer {
   double grad_sq_sum() const;
   // One AdamW update of every shard this replica holds state for (its own under ZeRO-1, all
   // under ZeRO-0), the reduced gradients scaled by `clip` when it is < 1 as the update reads
-  // them (adamw_update's grad_scale; the buffer itself is left as it is).
+  // them (adamw_update's grad_scale; the buffer itself is left as it is). Only parameters
+  // some replica had a gradient for are updated, each with its own update count.
   void step(double clip, double lr);
   // ZeRO-1: this replica's updated parameters of bucket b's slice, padded (a new tensor), and
   // the writing of another shard's into this replica's parameters.
@@ -73,9 +80,10 @@ class data_parallel_optimizer {
   long long state_bytes() const;  // AdamW moments held here
   // The moments of this replica's own shard, by parameter name and offset (copies; padding
   // left out; under ZeRO-0 the other shards' are the other replicas' to export, so the D
-  // replicas' runs are disjoint), and loading every shard held here from runs of any layout
-  // (std::invalid_argument naming a parameter whose runs leave a gap or disagree on the step
-  // count).
+  // replicas' runs are disjoint), each with its parameter's update count, and loading every
+  // shard held here from runs of any layout (std::invalid_argument naming a parameter whose
+  // runs leave a gap or disagree on the step count); the step index becomes the most updates
+  // a parameter held here has had (set_step_index says it where that is not the run's step).
   std::vector<moment_segment> export_moments() const;
   void import_moments(const std::vector<moment_segment>& runs);
 

@@ -234,3 +234,62 @@ CATCH_TEST_CASE("AdamW state moves between layouts by parameter name: ZeRO-1 sha
   std::vector<moment_segment> none;
   CATCH_CHECK_THROWS_WITH(short_of.import_moments(none), Contains("optimizer state of 'w': missing"));
 }
+
+CATCH_TEST_CASE("a parameter no replica has a gradient for is left alone; one some replicas have is stepped, counting its own updates") {
+  // b: no gradient on any replica in step 0 (a detached input, say), on replica 1 only in
+  // step 1, on both in step 2. shard_optimizer on the summed gradients leaves it alone in step
+  // 0 and then counts from 1 (bias correction); the data-parallel optimizer must do the same,
+  // with b's elements in one slice or cut across slices and buckets.
+  auto has = [](int d, int step) { return step == 2 || (step == 1 && d == 1); };
+  for (int zero : {0, 1})
+    for (long long bucket : {8LL, 16LL, 1000LL}) {
+      CATCH_INFO("zero " << zero << ", bucket " << bucket);
+      const int D = 2;
+      std::vector<replica_params> reps = {make_replica(0, 0), make_replica(1, 0)};
+      const flat_layout layout = make_flat_layout(sizes(reps[0]), D, bucket);
+      std::vector<std::unique_ptr<data_parallel_optimizer>> opts;
+      for (int d = 0; d < D; ++d)
+        opts.push_back(std::make_unique<data_parallel_optimizer>(reps[d].named(), layout, d, zero, adamw_options{},
+                                                                 std::vector<std::string>{}));
+      auto ref = make_replica(0, 0);
+      shard_optimizer one(ref.named(), adamw_options{});
+      for (int k = 0; k < 3; ++k) {
+        std::vector<replica_params> fresh = {make_replica(0, k), make_replica(1, k)};
+        for (int d = 0; d < D; ++d)
+          for (size_t i = 0; i < 3; ++i)
+            reps[d].tensors[i].mutable_grad() = (i != 1 || has(d, k)) ? fresh[d].tensors[i].grad().clone() : at::Tensor();
+        for (size_t i = 0; i < 3; ++i) {
+          at::Tensor sum;
+          for (int d = 0; d < D; ++d) {
+            const at::Tensor& g = reps[d].tensors[i].grad();
+            if (g.defined()) sum = sum.defined() ? sum + g : g.clone();
+          }
+          ref.tensors[i].mutable_grad() = sum;
+        }
+        for (int b = 0; b < static_cast<int>(layout.buckets.size()); ++b) {
+          std::vector<tensor_box> buckets = {opts[0]->gradient_bucket(b), opts[1]->gradient_bucket(b)};
+          for (int j = 0; j < D; ++j) opts[j]->reduce(b, {opts[0]->slice(buckets[0], b, j), opts[1]->slice(buckets[1], b, j)});
+          if (zero == 0)
+            for (int j = 0; j < D; ++j) opts[1 - j]->set_reduced_slice(j, b, opts[j]->reduced_slice(b));
+        }
+        for (int d = 0; d < D; ++d) opts[d]->step(1.0, 1e-2);
+        if (zero == 1)
+          for (int b = 0; b < static_cast<int>(layout.buckets.size()); ++b)
+            for (int j = 0; j < D; ++j) opts[1 - j]->set_parameter_slice(j, b, opts[j]->parameter_slice(b));
+        one.step(1e-2);
+        if (k == 0) CATCH_CHECK(torch::equal(reps[0].tensors[1], make_replica(0, 0).tensors[1]));  // untouched
+        for (int d = 0; d < D; ++d)
+          for (size_t i = 0; i < 3; ++i) CATCH_CHECK(torch::allclose(reps[d].tensors[i], ref.tensors[i].detach(), 1e-6, 1e-7));
+      }
+      // The update counts travel with the moments: b had 2, the others 3.
+      std::vector<moment_segment> runs;
+      for (auto& o : opts)
+        for (auto& r : o->export_moments()) runs.push_back(r);
+      for (const auto& r : runs) CATCH_CHECK(r.steps == (r.parameter == "b" ? 2 : 3));
+      for (const auto& r : one.export_moments()) CATCH_CHECK(r.steps == (r.parameter == "b" ? 2 : 3));
+      // A checkpoint whose parameters had different counts (any layout's) loads into replicas.
+      data_parallel_optimizer back(reps[0].named(), make_flat_layout(sizes(reps[0]), 3, 5), 1, 1, adamw_options{}, {});
+      CATCH_CHECK_NOTHROW(back.import_moments(one.export_moments()));
+      for (const auto& r : back.export_moments()) CATCH_CHECK(r.steps == (r.parameter == "b" ? 2 : 3));
+    }
+}
