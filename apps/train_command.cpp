@@ -64,6 +64,12 @@ std::string si(double x) {
 
 // The embedded default job (`make run`): a small GPT on the synthetic corpus whose loss falls
 // from ~5.5 towards the corpus's floor of 1.43 nats in about half a minute on 2 cores.
+// Whether --set gave `key` (key=value).
+bool set_by_override(const train_cli_options& o, const std::string& key) {
+  return std::any_of(o.overrides.begin(), o.overrides.end(),
+                     [&key](const std::string& kv) { return kv.rfind(key + "=", 0) == 0; });
+}
+
 job_config default_job() {
   job_config c;
   c.pp = 2;
@@ -117,10 +123,7 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   set("chunks", o.chunks);
   // Without a config file or a chunk count, the schedule's own (2 for interleaved, zbv and
   // dualpipev), as simulate does.
-  const auto set_by_user = [&o](const char* key) {  // by --set
-    return std::any_of(o.overrides.begin(), o.overrides.end(),
-                       [key](const std::string& kv) { return kv.rfind(std::string(key) + "=", 0) == 0; });
-  };
+  const auto set_by_user = [&o](const char* key) { return set_by_override(o, key); };
   const bool chunks_given = o.chunks || set_by_user("chunks");
   if (o.config_path.empty() && !chunks_given) c.chunks = default_chunks(c.schedule);
   // A plan file gives its stages, chunks and microbatches where neither a flag nor a config
@@ -291,6 +294,15 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
     for (const auto& [flag, given] : bert_only)
       if (given) throw std::invalid_argument(std::string(flag) + " is for --model bert, not --model " + t.model_name);
   }
+  // The model flags given aloud (a config file gives every value: not counted), for the note
+  // of those the model does not follow; --vocab to bert has its own note (resolve_job).
+  for (const auto& [flag, key, given] : {std::tuple<const char*, const char*, bool>{"--layers", "layers", o.layers.has_value()},
+                                         {"--hidden", "hidden", o.hidden.has_value()},
+                                         {"--heads", "heads", o.heads.has_value()},
+                                         {"--seq-len", "seq_len", o.seq_len.has_value()},
+                                         {"--vocab", "vocab", o.vocab.has_value() && t.model_name != "bert"}})
+    if (given || (set_by_override(o, key) && !(t.model_name == "bert" && std::string(key) == "vocab")))
+      t.model_flags_given.push_back(flag);
   t.eval_every = o.eval_every;
   t.text.eval_file = o.eval_file;
   t.text.vocab_file = o.vocab_file;

@@ -154,6 +154,11 @@ struct model_definition {
   // Every other name must match either way; --resume takes a checkpoint strictly.
   std::vector<std::string> init_unused_prefixes;
   std::vector<std::string> init_fresh_prefixes;
+  // The command line's model flags this definition follows, of --layers, --hidden, --heads,
+  // --seq-len, --vocab and --data-file (train_options.model and data_file). A run given one it
+  // does not list is told the flag may do nothing; --data-file is refused (the run would
+  // train on other data than the file it names).
+  std::vector<std::string> flags_followed;
 };
 
 // Checks a definition before anything is built: at least one layer, unique non-empty names,

@@ -88,6 +88,27 @@ void warn_of_backward_order(const plan& p, const std::string& source) {
              "order, as every built-in schedule runs them");
 }
 
+// A --data-file the model does not read is refused; other model flags it does not follow are
+// said once (a user's model may well read them without listing them).
+void check_flags_followed(const model_definition& model, const train_options& o) {
+  const auto follows = [&model](const std::string& flag) {
+    return std::find(model.flags_followed.begin(), model.flags_followed.end(), flag) != model.flags_followed.end();
+  };
+  const std::string listed = " (model_definition::flags_followed)";
+  const std::string& name = o.model_name.empty() ? model.name : o.model_name;  // as --model names it
+  if (o.data == "file" && !follows("--data-file"))
+    throw std::invalid_argument("--data-file " + o.data_file + ": model '" + name + "' does not read a data file" +
+                                listed + "; its data: " +
+                                (model.data_description.empty() ? std::string("its own") : model.data_description));
+  std::string ignored;
+  int count = 0;
+  for (const auto& flag : o.model_flags_given)
+    if (flag != "--data-file" && !follows(flag)) ignored += (count++ ? ", " : "") + flag;
+  if (count)
+    log_warn(ignored + (count == 1 ? " is" : " are") + " given, and model '" + name + "' does not say it follows " +
+             (count == 1 ? "it" : "them") + listed + ": " + (count == 1 ? "it" : "they") + " may do nothing");
+}
+
 }  // namespace
 
 run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, const std::function<bool(int rank)>& build_rank) {
@@ -101,6 +122,7 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   here.ranks_in_process = ranks_here;
   auto model = std::make_shared<const model_definition>(make_model(here));
   s.model = model;
+  check_flags_followed(*model, o);
   if (o.no_pipeline) {
     s.place = loop_placement(1, 1);
     s.policy = "greedy";  // one rank, no plan: F and B of each microbatch in turn

@@ -53,6 +53,9 @@ struct train_options {
   double weight_decay = 0.1;
   std::string data = "synthetic";  // "synthetic" or "file"
   std::string data_file;           // .bin: uint16 tokens; anything else: UTF-8 text as bytes
+  // The model flags the command line was given aloud (--layers, --set hidden=..., ...): those
+  // the model does not follow (model_definition::flags_followed) get a note.
+  std::vector<std::string> model_flags_given;
   std::uint64_t data_seed = 1234;
   int threads_per_stage = 1;
   bool activation_checkpointing = false;

@@ -1189,3 +1189,34 @@ CATCH_TEST_CASE("an output that is the process's own standard output, a file, is
   }
   for (const auto& f : {report, err}) std::remove(f.c_str());
 }
+
+CATCH_TEST_CASE("a user's model refuses a --data-file it does not read and names the model flags it may ignore",
+                "[apps][train][model_api]") {
+  // The tests' MLP makes its own data and reads none of the GPT's shape flags: it trained on
+  // its synthetic data with a --data-file given, and took --hidden 999 without a word.
+  const std::string models = TEST_MODELS_BIN, log = temp_path(".flags.log"), text = temp_path(".flags.txt");
+  std::ofstream(text) << "some text to train on, long enough for a window or two of it\n";
+  const std::vector<std::string> base = {"train", "--model", "test-mlp-bn", "--stages", "2", "--steps", "1",
+                                         "--microbatches", "2", "--microbatch-size", "4", "--step-timeout", "60"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  CATCH_CHECK(wait_process(start_process(models, with({"--data-file", text}), {}, log), 120) == 2);
+  CATCH_CHECK_THAT(read_text(log), Contains("--data-file " + text + ": model 'test-mlp-bn' does not read a data file "
+                                            "(model_definition::flags_followed); its data: "));
+  CATCH_CHECK(wait_process(start_process(models, with({"--hidden", "999", "--set", "seq_len=7"}), {}, log), 120) == 0);
+  CATCH_CHECK_THAT(read_text(log), Contains("--hidden, --seq-len are given, and model 'test-mlp-bn' does not say it "
+                                            "follows them (model_definition::flags_followed): they may do nothing"));
+  // The GPT follows them all: no such note.
+  const int gpt = wait_process(start_process(ACTORPIPE_BIN, {"train", "--layers", "2", "--hidden", "32", "--heads", "2",
+                                                             "--seq-len", "16", "--vocab", "256", "-M", "2", "-B", "2",
+                                                             "--steps", "1", "--data-file", text},
+                                             {}, log),
+                               120);
+  CATCH_INFO(read_text(log));
+  CATCH_CHECK(gpt == 0);
+  CATCH_CHECK(read_text(log).find("may do nothing") == std::string::npos);
+  for (const auto& f : {log, text}) std::remove(f.c_str());
+}
