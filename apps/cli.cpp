@@ -282,8 +282,9 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--intermediate", tr.intermediate, "bert: the MLP's inner width (default: 4 x --hidden)")->default_val(0);
   t->add_option("--threads-per-stage", tr.threads_per_stage, "Torch threads on each rank's compute thread")->default_val(1);
   t->add_option("--budget", tr.budget,
-                "Dynamic policies: live activations a rank may hold (0 = the policy's default; greedy: stages - rank, "
-                "+ stages per chunk after the first)")
+                "Dynamic policies: the rank's limit on microbatches in flight (0 = the policy's default). greedy: "
+                "activations its first chunk may hold (a microbatch admitted there holds one on each later chunk it "
+                "reaches too), default stages - rank, + stages per chunk after the first")
       ->default_val(0);
   t->add_flag("--activation-checkpointing", tr.activation_checkpointing, "Recompute each chunk's forward in backward");
   t->add_option("--step-timeout", tr.step_timeout_s, "Seconds a step may take before the job stops")->default_val(600);

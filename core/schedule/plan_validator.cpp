@@ -45,11 +45,48 @@ validation_report validate_plan(const plan& p) {
   }
   if (M < 1) err("plan has microbatches=" + std::to_string(M) + "; needs at least 1");
 
+  // Placement: every rank owns the same number of virtual stages, each rank's in increasing
+  // order its chunks 0, 1, ... (what the runtime and the simulator index by). A generator that
+  // fills rank_of alone leaves chunk_of to placement_from_ranks.
+  const int per_rank = S / P;
+  if (static_cast<int>(p.place.chunk_of.size()) != S) {
+    err("placement.chunk_of has " + std::to_string(p.place.chunk_of.size()) + " entries for " + std::to_string(S) +
+        " virtual stages (placement_from_ranks fills it from rank_of)");
+    return rep;
+  }
+  for (int v = 0; v < S; ++v)
+    if (p.place.rank_of[v] < 0 || p.place.rank_of[v] >= P) {
+      err("placement.rank_of[" + std::to_string(v) + "]=" + std::to_string(p.place.rank_of[v]) +
+          " is out of range 0.." + std::to_string(P - 1));
+      return rep;
+    }
+  for (int r = 0; r < P; ++r) {
+    const std::vector<int> mine = p.place.virtual_stages_of(r);
+    if (S % P != 0 || static_cast<int>(mine.size()) != per_rank) {
+      err("placement: rank " + std::to_string(r) + " owns " + std::to_string(mine.size()) + " of " + std::to_string(S) +
+          " virtual stages over " + std::to_string(P) + " ranks: every rank must own the same number of chunks");
+      return rep;
+    }
+    for (int k = 0; k < per_rank; ++k)
+      if (p.place.chunk_of[mine[k]] != k) {
+        err("placement.chunk_of[" + std::to_string(mine[k]) + "]=" + std::to_string(p.place.chunk_of[mine[k]]) +
+            ", but virtual stage " + std::to_string(mine[k]) + " is rank " + std::to_string(r) + "'s chunk " +
+            std::to_string(k) + " (a rank's virtual stages in increasing order are its chunks 0, 1, ...)");
+        return rep;
+      }
+  }
+
   // Structure: ranges, ownership, duplicates.
   std::map<std::tuple<int, int, int>, position> where;  // (op, v, m) -> first position
   for (int r = 0; r < P; ++r) {
     for (int i = 0; i < static_cast<int>(p.ranks[r].size()); ++i) {
       const action& a = p.ranks[r][i];
+      if (a.op != op_kind::forward && a.op != op_kind::backward && a.op != op_kind::input_grad &&
+          a.op != op_kind::weight_grad) {
+        err("rank " + std::to_string(r) + ", position " + std::to_string(i) + ": op code " +
+            std::to_string(static_cast<int>(a.op)) + " is not F, B, I or W");
+        continue;
+      }
       if (a.virtual_stage < 0 || a.virtual_stage >= S) {
         err(at(r, i, a) + ": virtual stage " + std::to_string(a.virtual_stage) + " is out of range 0.." +
             std::to_string(S - 1));

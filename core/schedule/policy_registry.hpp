@@ -24,7 +24,8 @@ struct policy_request {
   placement place;         // the run's placement: the registration's kind, stages x chunks
   int microbatches = 1;    // M
   int rank = 0;            // the rank this policy drives
-  int budget = 0;          // train --budget: live activations the rank may hold; 0 = the policy's default
+  int budget = 0;          // train --budget: the rank's limit on microbatches in flight (greedy: live
+                           // activations of its first chunk); 0 = the policy's default
   bool split_backward = false;  // run I and W instead of B (as the registration asked)
 };
 

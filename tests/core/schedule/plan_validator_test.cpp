@@ -105,3 +105,36 @@ CATCH_TEST_CASE("require_valid throws one line with the first errors", "[schedul
     CATCH_CHECK(msg.find('\n') == std::string::npos);
   }
 }
+
+CATCH_TEST_CASE("a placement the runtime cannot index and an unknown op are rejected, naming them", "[schedule][validator]") {
+  // A generator that set rank_of alone (chunk_of left empty) passed, and simulate and train
+  // crashed indexing chunk_of; one whose ranks own different numbers of virtual stages failed
+  // at train time with "layer range [0, 0) is empty".
+  const plan good = parse_plan(
+      "0: F0.0 F0.1 B0.0 B0.1\n"
+      "1: F1.0 B1.0 F1.1 B1.1\n");
+  auto errors = [](const plan& p) {
+    std::string all;
+    for (auto& e : validate_plan(p).errors) all += e + "\n";
+    return all;
+  };
+  CATCH_REQUIRE(errors(good).empty());
+  plan p = good;
+  p.place.chunk_of.clear();
+  CATCH_CHECK_THAT(errors(p), Contains("placement.chunk_of has 0 entries for 2 virtual stages (placement_from_ranks fills it"));
+  p = good;
+  p.place.chunk_of = {0, 5};
+  CATCH_CHECK_THAT(errors(p), Contains("placement.chunk_of[1]=5, but virtual stage 1 is rank 1's chunk 0"));
+  p = good;
+  p.place.rank_of = {0, 2};
+  CATCH_CHECK_THAT(errors(p), Contains("placement.rank_of[1]=2 is out of range 0..1"));
+  // 3 ranks, 4 virtual stages: rank 0 owns stages 0 and 3.
+  plan uneven = parse_plan("0: F0.0 B0.0\n1: F1.0 B1.0\n2: F2.0 B2.0\n");
+  uneven.place.rank_of = {0, 1, 2, 0};
+  uneven.place.chunk_of = {0, 0, 0, 1};
+  CATCH_CHECK_THAT(errors(uneven), Contains("placement: rank 0 owns 2 of 4 virtual stages over 3 ranks: every rank must "
+                                            "own the same number of chunks"));
+  p = good;
+  p.ranks[0][1].op = static_cast<op_kind>(7);
+  CATCH_CHECK_THAT(errors(p), Contains("rank 0, position 1: op code 7 is not F, B, I or W"));
+}
