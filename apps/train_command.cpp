@@ -793,8 +793,42 @@ void check_save_dir(const std::string& dir) {
     throw std::invalid_argument(named + ": cannot write in '" + p.string() + "' (" + probe.error + ")");
 }
 
+// The checkpoint folder that `path` is (from_self) or lies in, "" where none: a folder named as
+// the checkpoints are (step-N, or a write in flight) that holds a manifest, or whose folder is
+// --save-dir or holds a `latest` or `.lock` (a save folder's step yet to come).
+std::string checkpoint_folder_around(const std::string& path, const std::string& save_dir, bool from_self) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path full = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  const fs::path dir = save_dir.empty() ? fs::path() : fs::weakly_canonical(fs::absolute(save_dir, ec), ec);
+  for (fs::path a = from_self ? full : full.parent_path(); a.has_filename() && a != a.root_path(); a = a.parent_path()) {
+    const std::string name = a.filename().string();
+    if (name == "latest" || name == ".lock" || !is_checkpoint_store_name(name)) continue;
+    const fs::path up = a.parent_path();
+    if (fs::exists(a / "manifest.json", ec) || (!dir.empty() && up == dir) || fs::exists(up / "latest", ec) ||
+        fs::exists(up / ".lock", ec))
+      return a.string();
+  }
+  return "";
+}
+
+// A --save-dir in a checkpoint's folder: that folder holds the checkpoint's files only, and
+// pruning it (--keep-last of the run that wrote it) would delete this run's with it.
+void check_save_dir_not_in_checkpoint(const std::string& save_dir) {
+  std::string around = checkpoint_folder_around(save_dir, "", false), what = "inside checkpoint '" + around + "'";
+  if (around.empty()) {
+    around = checkpoint_folder_around(save_dir, "", true);
+    what = "checkpoint '" + around + "' itself";
+  }
+  if (!around.empty())
+    throw std::invalid_argument("--save-dir '" + save_dir + "' is " + what +
+                                ": that folder holds the checkpoint's own files, and pruning it would delete this "
+                                "run's: save into a folder of its own");
+}
+
 // An output file in --save-dir under a name the checkpoints use (latest, step-N, ...) would be
-// replaced by a checkpoint, or replace one.
+// replaced by a checkpoint, or replace one; one inside a checkpoint's folder would overwrite or
+// add to its files (a --save-final over its stage-0.safetensors damaged the checkpoint).
 void check_outputs_beside_checkpoints(const train_cli_options& o, const std::string& save_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -804,9 +838,12 @@ void check_outputs_beside_checkpoints(const train_cli_options& o, const std::str
                                    {"--save-final", o.save_final_path}}) {
     if (path.empty()) continue;
     const fs::path full = fs::weakly_canonical(path, ec);
-    if (full.parent_path() == dir && is_checkpoint_store_name(full.filename().string()))
+    if (!save_dir.empty() && full.parent_path() == dir && is_checkpoint_store_name(full.filename().string()))
       throw std::invalid_argument(std::string(flag) + " '" + path + "' is a name the checkpoints in --save-dir '" +
                                   save_dir + "' use: a checkpoint would replace it, or it one; give another name");
+    if (const std::string around = checkpoint_folder_around(path, save_dir, false); !around.empty())
+      throw std::invalid_argument(std::string(flag) + " '" + path + "' is inside checkpoint '" + around +
+                                  "': it would overwrite or add to that checkpoint's files; give another place");
   }
 }
 
@@ -1098,6 +1135,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;
   // Output paths first: a typo in one should not cost a training run.
   if (place.process == 0) {  // process 0 writes these
+    check_outputs_beside_checkpoints(o, t.save_dir);
     check_train_files(o, "");
     if (!o.metrics_path.empty()) check_output_file("--metrics", o.metrics_path, false);
     if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path, false);
@@ -1111,8 +1149,12 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     // the job has formed (a folder of each machine's own failed at the first save, after
     // training, a restart failing alike).
     const std::string mark = place.processes > 1 ? save_dir_job_mark(place.token) : std::string();
+    check_save_dir_not_in_checkpoint(t.save_dir);
+    // A --resume that is not there is refused before the folder and its lock are made.
+    std::error_code missing;
+    if (!t.resume.empty() && restart == 0 && !std::filesystem::exists(t.resume, missing))
+      throw std::invalid_argument("--resume '" + t.resume + "': does not exist");
     if (place.process == 0) {
-      check_outputs_beside_checkpoints(o, t.save_dir);
       save_dir_held.emplace(t.save_dir, mark);
     } else {
       t.after_join = [dir = t.save_dir, mark, process = place.process] {

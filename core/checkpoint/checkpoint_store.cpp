@@ -313,8 +313,21 @@ void prune_checkpoints(const std::string& dir, int keep_last) {
   const long long newest = all.empty() ? -1 : all.front().first;
   std::error_code ec;
   if (keep_last > 0)
-    for (size_t i = static_cast<size_t>(keep_last); i < all.size(); ++i)
-      if (all[i].second != latest) fs::remove_all(dir + "/" + all[i].second, ec);
+    for (size_t i = static_cast<size_t>(keep_last); i < all.size(); ++i) {
+      if (all[i].second == latest) continue;
+      // A checkpoint holds files only: a folder in it is someone's own (another run's save
+      // folder, say), which pruning must not delete with it.
+      const std::string path = dir + "/" + all[i].second;
+      std::string foreign;
+      for (const auto& e : fs::directory_iterator(path, ec))
+        if (e.is_directory(ec)) foreign = e.path().filename().string();
+      if (!foreign.empty()) {
+        log_warn("--keep-last: not removing " + path + ": it holds a folder, " + foreign +
+                 ", that is not a checkpoint's (move it out, then remove the checkpoint yourself)");
+        continue;
+      }
+      fs::remove_all(path, ec);
+    }
   // Partial directories of steps no newer than the newest complete one: crashed writes.
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();

@@ -415,6 +415,37 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   CATCH_CHECK_THAT(clash.err, Contains("--metrics '" + dir + "/latest' is a name the checkpoints in --save-dir '" + dir +
                                        "' use: a checkpoint would replace it, or it one; give another name"));
   CATCH_CHECK(std::filesystem::exists(dir + "/latest"));
+  // Nor into a checkpoint's own folder: a --save-dir there (its run's --keep-last pruned it
+  // with the checkpoint), or an output over or beside its files (a --save-final over its
+  // stage-0.safetensors damaged the checkpoint it resumed from), or in a step to come.
+  const std::string ckpt = dir + "/step-00000004";
+  for (const std::string& inside : {ckpt, ckpt + "/sub"}) {
+    auto nested = cli(with({"train", "--steps", "6", "--resume", ckpt, "--save-dir", inside}, tiny));
+    CATCH_CHECK(nested.code == 2);
+    CATCH_CHECK_THAT(nested.err, Contains("--save-dir '" + inside + "' is ") && Contains("step-00000004'") &&
+                                     Contains(": that folder holds the checkpoint's own files, and pruning it would "
+                                              "delete this run's: save into a folder of its own"));
+    CATCH_CHECK(!std::filesystem::exists(ckpt + "/.lock"));
+    CATCH_CHECK(!std::filesystem::exists(ckpt + "/sub"));
+  }
+  const std::string part = ckpt + "/stage-0.safetensors";
+  const auto part_bytes = std::filesystem::file_size(part);
+  auto over = cli(with({"train", "--steps", "6", "--resume", dir, "--save-final", part}, tiny));
+  CATCH_CHECK(over.code == 2);
+  CATCH_CHECK_THAT(over.err, Contains("--save-final '" + part + "' is inside checkpoint '") &&
+                                 Contains("step-00000004': it would overwrite or add to that checkpoint's files; give "
+                                          "another place"));
+  CATCH_CHECK(std::filesystem::file_size(part) == part_bytes);
+  auto to_come = cli(with({"train", "--steps", "6", "--resume", dir, "--save-dir", dir, "--metrics",
+                           dir + "/step-00000006/m.jsonl"}, tiny));
+  CATCH_CHECK(to_come.code == 2);
+  CATCH_CHECK_THAT(to_come.err, Contains("step-00000006': it would overwrite or add to that checkpoint's files"));
+  // A --resume that is not there leaves no --save-dir behind (it made the folder and its lock).
+  const std::string fresh = temp_path(".fresh");
+  auto typo = cli(with({"train", "--steps", "6", "--resume", dir + "-typo", "--save-dir", fresh}, tiny));
+  CATCH_CHECK(typo.code == 2);
+  CATCH_CHECK_THAT(typo.err, Contains("--resume '" + dir + "-typo': does not exist"));
+  CATCH_CHECK(!std::filesystem::exists(fresh));
   CATCH_CHECK(is_checkpoint_store_name("step-00000012"));
   CATCH_CHECK(!is_checkpoint_store_name("step-times.jsonl"));  // only a step's own folder name
   // Resuming from it, it goes on there.
@@ -1219,4 +1250,20 @@ CATCH_TEST_CASE("a user's model refuses a --data-file it does not read and names
   CATCH_CHECK(gpt == 0);
   CATCH_CHECK(read_text(log).find("may do nothing") == std::string::npos);
   for (const auto& f : {log, text}) std::remove(f.c_str());
+}
+
+CATCH_TEST_CASE("--keep-last leaves a checkpoint that holds a folder not its own", "[apps][train][checkpoint]") {
+  // A folder in a checkpoint (another run's save folder, made there before that was refused)
+  // went with the checkpoint when --keep-last pruned it.
+  const std::string dir = temp_path(".keep");
+  auto first = cli(with({"train", "--steps", "2", "--save-dir", dir, "--save-every", "1"}, tiny));
+  CATCH_REQUIRE(first.code == 0);
+  std::filesystem::create_directories(dir + "/step-00000001/mine");
+  auto next = cli(with({"train", "--steps", "3", "--resume", dir, "--save-dir", dir, "--save-every", "1", "--keep-last",
+                        "1"},
+                       tiny));
+  CATCH_REQUIRE(next.code == 0);
+  CATCH_CHECK(std::filesystem::exists(dir + "/step-00000001/mine"));
+  CATCH_CHECK(!std::filesystem::exists(dir + "/step-00000002"));
+  CATCH_CHECK(std::filesystem::exists(dir + "/step-00000003/manifest.json"));
 }
