@@ -104,11 +104,16 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                                     {"--vocab", o.vocab}})
     if (value && *value < 1)
       throw std::invalid_argument(std::string(flag) + " must be >= 1: got " + std::to_string(*value));
-  for (const auto& [flag, value] : {std::pair<const char*, const std::optional<double>&>{"--lr", o.lr},
-                                    {"--grad-clip", o.grad_clip},
-                                    {"--weight-decay", o.weight_decay}})
-    if (value && !std::isfinite(*value))
-      throw std::invalid_argument(std::string(flag) + " must be a finite number: got " + number_text(*value));
+  // Named as given (the job config's rules would name its keys: grad_clip=-1).
+  for (const auto& [flag, value, rule] :
+       {std::tuple<const char*, const std::optional<double>&, const char*>{"--lr", o.lr, "a finite number > 0"},
+        {"--grad-clip", o.grad_clip, "a finite number >= 0 (0 = no clipping)"},
+        {"--weight-decay", o.weight_decay, "a finite number >= 0"}})
+    if (value && (!std::isfinite(*value) || *value < 0 || (*value == 0 && std::string(flag) == "--lr")))
+      throw std::invalid_argument(std::string(flag) + " must be " + rule + ": got " + number_text(*value));
+  if (o.zero && *o.zero != 0 && *o.zero != 1)
+    throw std::invalid_argument("--zero must be 0 or 1: got " + std::to_string(*o.zero) +
+                                " (ZeRO-2/3, which also shard gradients and parameters, are not implemented)");
   job_config c = o.config_path.empty() ? default_job() : load_config_file(o.config_path);
   apply_overrides(c, o.overrides);
   auto set = [&](const char* key, const auto& value) {
@@ -191,10 +196,21 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
     if (c.microbatch_size == 0) c.microbatch_size = 4;
   }
   bool batch_cut = false;  // a batch size alone, cut into microbatches here
+  std::string cut_from;    // ... from which one
   if (c.batch_size > 0 && (o.batch_size || set_by_user("batch_size")) && c.num_microbatches == 0 &&
       c.microbatch_size == 0) {
     c.num_microbatches = std::gcd(c.batch_size, 8);
     batch_cut = true;
+    cut_from = "--batch-size " + std::to_string(c.batch_size);
+  }
+  // A global batch alone, the same per replica (one that dp does not divide is the config's
+  // error to name).
+  if (c.batch_size == 0 && c.global_batch_size > 0 && set_by_user("global_batch_size") && c.num_microbatches == 0 &&
+      c.microbatch_size == 0 && c.dp >= 1 && c.global_batch_size % c.dp == 0) {
+    c.num_microbatches = std::gcd(c.global_batch_size / c.dp, 8);
+    batch_cut = true;
+    cut_from = "global_batch_size " + std::to_string(c.global_batch_size) + " (" +
+               std::to_string(c.global_batch_size / c.dp) + " per replica)";
   }
   // Flags this run has no use for are named, not silently dropped.
   std::vector<std::string> unused;
@@ -229,14 +245,24 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   } catch (const std::invalid_argument& e) {
     // The hint where the count it chose is what the rule refuses (not "steps=0", say).
     if (!batch_cut || std::string(e.what()).find("microbatch") == std::string::npos) throw;
-    throw std::invalid_argument(std::string(e.what()) + " (--batch-size " + std::to_string(c.batch_size) +
-                                " alone is cut into " + std::to_string(c.num_microbatches) +
-                                " microbatches, the largest of 8, 4, 2, 1 that divides it: give --microbatches)");
+    throw std::invalid_argument(std::string(e.what()) + " (" + cut_from + " alone is cut into " +
+                                std::to_string(c.num_microbatches) +
+                                (c.num_microbatches == 1 ? " microbatch" : " microbatches") +
+                                ", the largest of 8, 4, 2, 1 that divides it: give --microbatches)");
   }
   if (c.tp != 1)
     throw std::invalid_argument("tp=" + std::to_string(c.tp) + ": this build has no tensor parallelism (tp = 1)");
   if (c.precision != "fp32")
     throw std::invalid_argument("precision=" + c.precision + " is not supported yet: use fp32");
+  if (o.no_pipeline && (o.zero || set_by_user("zero_stage") || o.bucket_mb)) {
+    const bool zero = o.zero || set_by_user("zero_stage");
+    unused.push_back(std::string(zero ? "--zero" : "") + (zero && o.bucket_mb ? ", " : "") +
+                     (o.bucket_mb ? "--bucket-mb" : "") + (zero && o.bucket_mb ? " are" : " is") +
+                     " for data parallelism (--dp), and --no-pipeline trains one replica: " +
+                     (zero && o.bucket_mb ? "they do" : "it does") + " not apply");
+  } else if (o.bucket_mb && c.dp == 1)
+    unused.push_back("--bucket-mb sizes the data-parallel gradient buckets, and --dp 1 has none to sync: it does not "
+                     "apply");
   if (c.zero_stage > 0 && c.dp == 1 && !o.no_pipeline)
     unused.push_back("zero_stage=" + std::to_string(c.zero_stage) +
                      " splits the optimizer state over data-parallel replicas, and --dp 1 has one: each rank keeps all "
@@ -453,7 +479,8 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
     for (int p = 0; p < place.processes; ++p) out << ' ' << std::count(layout.begin(), layout.end(), p);
     out << "; control port " << endpoint_text(place.master_addr, place.master_port) << '\n';
   }
-  out << "actorpipe train: " << what << "; " << t.microbatches << (t.dp > 1 ? " microbatches per replica x " : " microbatches x ") << t.microbatch_size
+  out << "actorpipe train: " << what << "; " << t.microbatches << (t.microbatches == 1 ? " microbatch" : " microbatches")
+      << (t.dp > 1 ? " per replica x " : " x ") << t.microbatch_size
       << (t.model_name == "gpt" ? " sequences of " + std::to_string(t.model.seq_len) + " tokens; " : " samples; ")
       << t.steps << (t.steps == 1 ? " step\n" : " steps\n");
   for (auto& n : c.notes) out << "note: " << n << '\n';

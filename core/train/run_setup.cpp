@@ -51,6 +51,12 @@ void check_train_options(const train_options& o) {
        "--grad-clip must be a finite number >= 0 (0 = off): got " + number_text(o.grad_clip));
   need(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
        "--weight-decay must be a finite number >= 0: got " + number_text(o.weight_decay));
+  // AdamW's decoupled decay multiplies the weights by 1 - lr x weight_decay each step: at 1 or
+  // more it zeroes or flips them, and the run diverged blaming --lr or --grad-clip.
+  need(o.lr * o.weight_decay < 1,
+       "--weight-decay " + number_text(o.weight_decay) + " with --lr " + number_text(o.lr) + ": each step multiplies " +
+           "the weights by 1 - lr x weight_decay = " + number_text(1 - o.lr * o.weight_decay) +
+           ", which must be > 0 (weight decay is usually 0.01 to 0.1)");
   need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
        "min_lr_ratio (train_options) must be in [0, 1]: got " + number_text(o.min_lr_ratio));
   need(o.step_timeout_s > 0 && o.step_timeout_s <= max_timeout_s,

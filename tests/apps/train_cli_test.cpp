@@ -852,8 +852,19 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
                                                         "a weights file, a checkpoint, or a folder of them)"},
       {with({"train", "--hidden", "30", "--heads", "4"}, {}), "hidden"},
       {with({"train", "--set", "tp=2"}, tiny), "tp=2: this build has no tensor parallelism"},
-      {with({"train", "--dp", "2", "--zero", "2"}, tiny), "zero_stage=2 is not supported with pp=2: use 0 or 1"},
-      {with({"train", "--stages", "1", "--dp", "2", "--zero", "3"}, tiny), "--zero=3 is not implemented"},
+      {with({"train", "--dp", "2", "--zero", "2"}, tiny),
+       "--zero must be 0 or 1: got 2 (ZeRO-2/3, which also shard gradients and parameters, are not implemented)"},
+      {with({"train", "--stages", "1", "--dp", "2", "--zero", "3"}, tiny), "--zero must be 0 or 1: got 3"},
+      {with({"train", "--zero", "-1"}, tiny), "--zero must be 0 or 1: got -1"},
+      // Named as typed, not by the config's keys (grad_clip=-1).
+      {with({"train", "--grad-clip", "-1"}, tiny), "--grad-clip must be a finite number >= 0 (0 = no clipping): got -1"},
+      {with({"train", "--lr", "-1"}, tiny), "--lr must be a finite number > 0: got -1"},
+      {with({"train", "--lr", "0"}, tiny), "--lr must be a finite number > 0: got 0"},
+      {with({"train", "--weight-decay", "-0.5"}, tiny), "--weight-decay must be a finite number >= 0: got -0.5"},
+      // Decay past 1 / lr flips the weights: the run diverged, blaming --lr or --grad-clip.
+      {with({"train", "--weight-decay", "1e10", "--lr", "0.001"}, tiny),
+       "--weight-decay 1e+10 with --lr 0.001: each step multiplies the weights by 1 - lr x weight_decay = "
+       "-9999999, which must be > 0"},
       {with({"train", "--dp", "2", "--set", "world_size=6"}, tiny), "world_size=6 does not equal pp*dp*tp = 2*2*1 = 4"},
       {with({"train", "--dp", "4", "--set", "global_batch_size=10", "--set", "num_microbatches=0", "--set",
              "batch_size=0"}, tiny), "global_batch_size=10 is not a multiple of dp=4"},
@@ -870,8 +881,8 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--threads-per-stage", "0"}, tiny), "--threads-per-stage must be in [1, 1024]: got 0"},
       // By the flag's name, not the config key's ("pp=0 must be >= 1", "override lr=nan: ...").
       {{"train", "--stages", "0"}, "--stages must be >= 1: got 0"},
-      {{"train", "--lr", "nan"}, "--lr must be a finite number: got nan"},
-      {{"train", "--weight-decay", "1e999"}, "--weight-decay must be a finite number: got inf"},
+      {{"train", "--lr", "nan"}, "--lr must be a finite number > 0: got nan"},
+      {{"train", "--weight-decay", "1e999"}, "--weight-decay must be a finite number >= 0: got inf"},
       // Digits within 64 bits that an int flag cannot hold (CLI11 said "Could not convert").
       {{"train", "--stages", "9999999999"}, "--stages=9999999999 is out of range for this flag"},
       {with({"train", "--threads-per-stage", "100000"}, tiny), "--threads-per-stage must be in [1, 1024]: got 100000"},
@@ -1266,4 +1277,25 @@ CATCH_TEST_CASE("--keep-last leaves a checkpoint that holds a folder not its own
   CATCH_CHECK(std::filesystem::exists(dir + "/step-00000001/mine"));
   CATCH_CHECK(!std::filesystem::exists(dir + "/step-00000002"));
   CATCH_CHECK(std::filesystem::exists(dir + "/step-00000003/manifest.json"));
+}
+
+CATCH_TEST_CASE("a global batch size alone is cut per replica, and data-parallel flags without replicas are noted",
+                "[apps][train][dp]") {
+  const std::vector<std::string> model = {"--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16",
+                                          "--vocab", "64", "--steps", "1"};
+  // It was refused: "pp=2 needs num_microbatches or microbatch_size".
+  auto global = cli(with({"train", "--dp", "2", "--set", "global_batch_size=16"}, model));
+  CATCH_CHECK(global.code == 0);
+  CATCH_CHECK_THAT(global.out, Contains("8 microbatches per replica x 1 sequences of 16 tokens"));
+  auto one = cli(with({"train", "--no-pipeline", "--batch-size", "1"}, model));
+  CATCH_CHECK(one.code == 0);
+  CATCH_CHECK_THAT(one.out, Contains("; 1 microbatch x 1 sequences"));
+  auto reference = cli(with({"train", "--no-pipeline", "--zero", "1", "--bucket-mb", "8"}, model));
+  CATCH_CHECK(reference.code == 0);
+  CATCH_CHECK_THAT(reference.out, Contains("note: --zero, --bucket-mb are for data parallelism (--dp), and --no-pipeline "
+                                           "trains one replica: they do not apply"));
+  auto buckets = cli(with({"train", "--bucket-mb", "8"}, model));
+  CATCH_CHECK(buckets.code == 0);
+  CATCH_CHECK_THAT(buckets.out, Contains("note: --bucket-mb sizes the data-parallel gradient buckets, and --dp 1 has none "
+                                         "to sync: it does not apply"));
 }
