@@ -182,7 +182,7 @@ std::string train_footer() {
          "  actorpipe train --config examples/job.json --set lr=1e-3 --metrics metrics.jsonl\n"
          "  actorpipe launch --nproc-per-node 2 -- train --stages 2   # the same job, one process per rank\n"
          "  actorpipe train --stages 2 --dp 2 --zero 1                 # 2 replicas of a 2-stage pipeline, ZeRO-1\n"
-         "  actorpipe train --save-dir ckpt --save-every 10 ; actorpipe train --resume ckpt --steps 120   # checkpoints, resume\n"
+         "  actorpipe train --save-dir ckpt --save-every 10 ; actorpipe train --resume ckpt --save-dir ckpt --save-every 10 --steps 120   # checkpoints, resume (and go on saving)\n"
          "  actorpipe train --model bert --data-file train.tsv --eval-file dev.tsv --eval-every 50   # BERT on GLUE TSV\n"
          "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
          "config defaults: see README) apply, and flags and --set override them.\n"

@@ -102,7 +102,26 @@ void check_machine(report& r, simd_level cpu, const std::map<std::string, std::s
 
 void check_compute(report& r, simd_level cpu, const std::map<std::string, std::string>& cpuinfo) {
 #ifdef ACTORPIPE_WITH_TORCH
-  r.add(doctor_status::ok, "compute", "LibTorch", without_prefix(libtorch_version(), "LibTorch ") + "; computes on the CPU");
+  {
+    // Its vectorised kernels against the CPU's (LibTorch 1.13 has them up to AVX-512): generic
+    // ones cost a multiple of the time in every op outside the BLAS.
+    const std::string kernels = aten_kernels();
+    const simd_level have = kernels.find("512") != std::string::npos ? simd_level::avx512
+                            : kernels.find("AVX2") != std::string::npos ? simd_level::avx2
+                                                                        : simd_level::sse;
+    const simd_level best = cpu >= simd_level::avx512 ? simd_level::avx512 : cpu >= simd_level::avx2 ? simd_level::avx2 : simd_level::sse;
+    std::string text = without_prefix(libtorch_version(), "LibTorch ") + "; computes on the CPU";
+    doctor_status status = doctor_status::ok;
+    if (!kernels.empty() && have < best) {
+      status = doctor_status::warn;
+      const char* asked = std::getenv(aten_capability_variable);
+      text += ": kernels for " + simd_level_name(have) + " on a CPU with " + simd_level_name(cpu) +
+              (asked && *asked ? std::string(" (unset ") + aten_capability_variable + " and LibTorch or actorpipe picks " +
+                                     simd_level_name(best) + ")"
+                               : std::string());
+    }
+    r.add(status, "compute", "LibTorch", text);
+  }
 #else
   (void)cpu;
   (void)cpuinfo;

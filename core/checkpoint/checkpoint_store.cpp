@@ -261,7 +261,8 @@ checkpoint_manifest verify_checkpoint(const std::string& path) {
     const auto bytes = fs::file_size(p, ec);
     if (ec) fail(p + ": missing (the manifest lists it)");
     if (bytes != file.bytes)
-      fail(p + ": " + std::to_string(bytes) + " bytes, the manifest says " + std::to_string(file.bytes) + " (truncated?)");
+      fail(p + ": " + std::to_string(bytes) + " bytes, the manifest says " + std::to_string(file.bytes) +
+           (bytes < file.bytes ? " (truncated?)" : " (written to since?)"));
     if (sha256_of_file(p) != file.sha256) fail(p + ": SHA-256 does not match the manifest (altered)");
   }
   return m;

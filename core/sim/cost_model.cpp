@@ -69,7 +69,8 @@ cost_model parse_cost_spec(const std::string& spec) {
     if (parts[k].empty()) continue;
     const double x = decimal_number_text(parts[k]) ? std::strtod(parts[k].c_str(), nullptr) : -1;
     if (!std::isfinite(x) || x < 0 || x > max_cost)
-      throw bad(std::string(names[k]) + " must be a decimal number in [0, " + number_text(max_cost) + "], got '" +
+      throw bad(std::string(names[k]) + " must be a decimal number in " + (k < 2 ? "(0, " : "[0, ") +
+                number_text(max_cost) + "], got '" +
                 parts[k] + "'");
     v[k] = x;
     given[k] = true;

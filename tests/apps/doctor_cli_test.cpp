@@ -155,6 +155,28 @@ CATCH_TEST_CASE("doctor checks launch's open files for --nproc-per-node against 
   CATCH_CHECK_THAT(text, Contains("not tried: ") && Contains("under the open-files limit of 30 (ulimit -n)"));
 }
 
+CATCH_TEST_CASE("doctor warns of LibTorch's generic kernels the user chose on a CPU with better ones", "[apps][doctor]") {
+#ifndef ACTORPIPE_WITH_TORCH
+  return;
+#endif
+  // ATEN_CPU_CAPABILITY=default: LibTorch's ops run without AVX, and doctor said "ok ... ready".
+  const simd_level cpu = cpu_simd_level();
+  const std::string log = temp_path(".log");
+  const pid_t pid = start_process(ACTORPIPE_BIN, {"doctor", "--master-port", std::to_string(free_port())},
+                                  {{aten_capability_variable, "default"}, {aten_marker_variable, ""}}, log);
+  const int code = wait_process(pid, 120);
+  const std::string out = read_text(log);
+  CATCH_INFO(out);
+  CATCH_CHECK(code == (out.find("\n  FAIL ") != std::string::npos ? 1 : 0));
+  if (cpu >= simd_level::avx2) {
+    CATCH_CHECK(status_of(out, "LibTorch") == "warn");
+    CATCH_CHECK_THAT(out, Contains("kernels for SSE on a CPU with " + simd_level_name(cpu) +
+                                   " (unset ATEN_CPU_CAPABILITY and LibTorch or actorpipe picks AVX"));
+  } else {
+    CATCH_CHECK(status_of(out, "LibTorch") == "ok");
+  }
+}
+
 CATCH_TEST_CASE("doctor warns of generic BLAS kernels the user chose on a CPU with better ones", "[apps][doctor]") {
   const simd_level cpu = cpu_simd_level();
   const std::string log = temp_path(".log");

@@ -354,7 +354,7 @@ CATCH_TEST_CASE("bad requests exit non-zero with one clear line on stderr", "[ap
       {{"simulate", "--latency", "-1"}, "--latency must be a number in [0, 1e+100], got -1"},
       {{"simulate", "--latency", "1e200"}, "--latency must be a number in [0, 1e+100], got 1e+200"},
       {{"simulate", "--cost", "1e308,1e308"},
-       "--cost '1e308,1e308': F must be a decimal number in [0, 1e+100], got '1e308'"},
+       "--cost '1e308,1e308': F must be a decimal number in (0, 1e+100], got '1e308'"},
       {{"simulate", "--schedule-file", "/nonexistent.txt"}, "cannot read schedule file '/nonexistent.txt'"},
       // Checked before the simulation (a large one's result was lost to a typo in a path).
       {{"simulate", "--trace", "/tmp"}, "--trace '/tmp' is a directory: give a file name"},
@@ -464,11 +464,11 @@ CATCH_TEST_CASE("simulate --cost takes decimal numbers only, and I and W as part
   // strtod read 0x10 as 16.
   auto hex = cli({"simulate", "--cost", "0x10,1,1,1"});
   CATCH_CHECK(hex.code == 2);
-  CATCH_CHECK(hex.err == "actorpipe simulate: error: --cost '0x10,1,1,1': F must be a decimal number in [0, 1e+100], "
+  CATCH_CHECK(hex.err == "actorpipe simulate: error: --cost '0x10,1,1,1': F must be a decimal number in (0, 1e+100], "
                          "got '0x10' (expected F,B,I,W e.g. 1,2,1,1; or F,,I,W; or F,B)\n");
   auto nan = cli({"simulate", "--cost", "1,nan"});
   CATCH_CHECK(nan.code == 2);
-  CATCH_CHECK_THAT(nan.err, Contains("--cost '1,nan': B must be a decimal number in [0, 1e+100], got 'nan'"));
+  CATCH_CHECK_THAT(nan.err, Contains("--cost '1,nan': B must be a decimal number in (0, 1e+100], got 'nan'"));
   // I and W longer than the B they are parts of: refused, naming them.
   auto parts = cli({"simulate", "--cost", "1,1,2,2"});
   CATCH_CHECK(parts.code == 2);

@@ -116,6 +116,7 @@ CATCH_TEST_CASE("a damaged checkpoint is refused naming the file, and the resume
          f.seekp(1234);
          f.put(static_cast<char>(c ^ 0x10));
        }},
+      {"grown", "part1.safetensors", [](const std::string& p) { std::ofstream(p + "/part1.safetensors", std::ios::app) << "x"; }},
       {"a missing manifest", "manifest.json", [](const std::string& p) { fs::remove(p + "/manifest.json"); }},
       {"a missing file", "part1.safetensors", [](const std::string& p) { fs::remove(p + "/part1.safetensors"); }},
       // The newest is chosen by its name: a manifest of another step resumed as that step.
@@ -133,6 +134,9 @@ CATCH_TEST_CASE("a damaged checkpoint is refused naming the file, and the resume
     const std::string newest = write_checkpoint(dir, 6);
     d.apply(newest);
     CATCH_CHECK_THROWS_WITH(verify_checkpoint(newest), Contains(newest + "/" + d.file));
+    // Which way the size is off (a grown file was called "truncated?").
+    if (std::string(d.what) == "truncated") CATCH_CHECK_THROWS_WITH(verify_checkpoint(newest), Contains(" (truncated?)"));
+    if (std::string(d.what) == "grown") CATCH_CHECK_THROWS_WITH(verify_checkpoint(newest), Contains(" (written to since?)"));
     const auto c = find_resume_checkpoint(dir);
     CATCH_CHECK(c.path == dir + "/step-00000003");
     CATCH_REQUIRE(c.refused.size() == 1);

@@ -177,9 +177,9 @@ CATCH_TEST_CASE("the cost flag accepts F,B,I,W and its short forms", "[sim][cost
   CATCH_CHECK(c.input_grad[0] == 2);
   CATCH_CHECK(c.weight_grad[0] == 2);
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,2,3"), Contains("--cost '1,2,3': needs 2 or 4 comma-separated values"));
-  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,x,1,1"), Contains("B must be a decimal number in [0, 1e+100], got 'x'"));
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,x,1,1"), Contains("B must be a decimal number in (0, 1e+100], got 'x'"));
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("0,2,1,1"), Contains("F must be > 0"));
-  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,-2,1,1"), Contains("B must be a decimal number in [0, 1e+100], got '-2'"));
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,-2,1,1"), Contains("B must be a decimal number in (0, 1e+100], got '-2'"));
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,,,1"), Contains("give B, or both I and W"));
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,inf,1,1"), Contains("got 'inf'"));
 }
@@ -189,10 +189,10 @@ CATCH_TEST_CASE("the cost flag takes plain decimal numbers only", "[sim][cost]")
   for (const char* text : {"0x10", "0X1p4", "nan", "infinity", " 1", "1 ", "1e", "e5", ".", "--1"}) {
     CATCH_CAPTURE(text);
     CATCH_CHECK_THROWS_WITH(parse_cost_spec(std::string(text) + ",2,1,1"),
-                            Contains("F must be a decimal number in [0, 1e+100], got '" + std::string(text) + "'"));
+                            Contains("F must be a decimal number in (0, 1e+100], got '" + std::string(text) + "'"));
   }
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("0x10,1,1,1"),
-                          "--cost '0x10,1,1,1': F must be a decimal number in [0, 1e+100], got '0x10' (expected "
+                          "--cost '0x10,1,1,1': F must be a decimal number in (0, 1e+100], got '0x10' (expected "
                           "F,B,I,W e.g. 1,2,1,1; or F,,I,W; or F,B)");
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,2,0x1,1"), Contains("I must be a decimal number in [0, 1e+100], got '0x1'"));
   for (const char* yes : {"1", "-2.5", "+3", ".5", "5.", "1e-3", "2E+10", "007"}) CATCH_CHECK(decimal_number_text(yes));
