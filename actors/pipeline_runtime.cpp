@@ -505,10 +505,13 @@ void open_gate(transport_gate& gate, const std::shared_ptr<const run_context>& s
     auto c = weak.lock();
     if (!c) return;
     const std::string ranks = ranks_of_process(c->process_of_rank, p);
+    // The transport's reasons name the process already ("lost process 1: ..."): once is enough.
+    const std::string named = "lost process " + std::to_string(p) + ": ";
+    const std::string why = reason.rfind(named, 0) == 0 ? reason.substr(named.size()) : reason;
     caf::anon_send(c->supervisor, msg::failure{"lost process " + std::to_string(p) +
                                                (ranks.find(',') == std::string::npos ? " (rank " : " (ranks ") + ranks +
                                                "): process " + std::to_string(c->process) +
-                                               "'s data connection to it failed: " + reason});
+                                               "'s data connection to it failed: " + why});
   });
 }
 

@@ -465,7 +465,8 @@ ucx_transport::ucx_transport(int self_process, int processes, frame_limits limit
     if (s.stopping) return;
     auto found = s.process_of_peer.find(peer);
     if (found == s.process_of_peer.end()) return;
-    s.close_source(found->second, "lost process " + std::to_string(found->second) + ": " + reason);
+    s.close_source(found->second, "lost process " + std::to_string(found->second) + ": UCX says '" + reason +
+                                      "' (the process died, was killed or cannot be reached)");
   });
   s.worker->execute([&s] { s.post_header_receive(); });
 }
