@@ -110,6 +110,9 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   add("dp", o.dp);
   add("zero", o.zero_stage);
   add("bucket_mb", o.bucket_mb);
+  // Every process writes its parts of a checkpoint into the folder process 0 names: a --save-dir
+  // on one side only was refused later as a folder the member could not see.
+  add("save_dir", o.save_dir.empty() ? std::string("none") : std::string("given"));
   add("world_size", g.processes);
   // The step each resumes after (0: none): processes on other checkpoints trained mixed
   // states, then waited on each other for ever.
