@@ -64,6 +64,12 @@ std::string si(double x) {
 
 // The embedded default job (`make run`): a small GPT on the synthetic corpus whose loss falls
 // from ~5.5 towards the corpus's floor of 1.43 nats in about half a minute on 2 cores.
+// A path without the slashes that end it ("/" stays "/").
+std::string without_trailing_slashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
 // Whether --set gave `key` (key=value).
 bool set_by_override(const train_cli_options& o, const std::string& key) {
   return std::any_of(o.overrides.begin(), o.overrides.end(),
@@ -307,11 +313,12 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.plan_on_measured_costs = !o.unit_cost_plan;
   t.early_input_grad = !o.late_input_grad;
   t.fill_weight_grads = !o.no_w_fill;
-  t.save_dir = o.save_dir;
+  // "ckpt/" is "ckpt": its checkpoints are named ckpt/step-N, not ckpt//step-N.
+  t.save_dir = without_trailing_slashes(o.save_dir);
   t.save_every = o.save_every;
   t.keep_last = o.keep_last;
-  t.resume = o.resume;
-  t.init_from = o.init_from;
+  t.resume = without_trailing_slashes(o.resume);
+  t.init_from = without_trailing_slashes(o.init_from);
   if (t.model_name != "bert") {  // the text flags are bert's: elsewhere they would do nothing
     const std::pair<const char*, bool> bert_only[] = {
         {"--eval-file", !o.eval_file.empty()},   {"--vocab-file", !o.vocab_file.empty()},
@@ -441,7 +448,11 @@ std::optional<resume_choice> resume_after_restart(train_options& t, int restart)
     log_info(what + "resuming from " + c.path + " (step " + std::to_string(c.manifest.step) + ")");
     return std::nullopt;
   } catch (const checkpoint_error& e) {
-    log_warn(what + "no checkpoint to resume from (" + e.what() + "); training starts again " + as_configured);
+    // The search speaks of --resume; here it looked in --save-dir.
+    std::string why = e.what();
+    const std::string searched = "--resume '" + t.save_dir + "'";
+    if (why.rfind(searched, 0) == 0) why = "--save-dir '" + t.save_dir + "'" + why.substr(searched.size());
+    log_warn(what + "no checkpoint to resume from (" + why + "); training starts again " + as_configured);
     return std::nullopt;
   }
 }

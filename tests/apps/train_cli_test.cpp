@@ -1267,8 +1267,9 @@ CATCH_TEST_CASE("--keep-last leaves a checkpoint that holds a folder not its own
   // A folder in a checkpoint (another run's save folder, made there before that was refused)
   // went with the checkpoint when --keep-last pruned it.
   const std::string dir = temp_path(".keep");
-  auto first = cli(with({"train", "--steps", "2", "--save-dir", dir, "--save-every", "1"}, tiny));
+  auto first = cli(with({"train", "--steps", "2", "--save-dir", dir + "//", "--save-every", "1"}, tiny));
   CATCH_REQUIRE(first.code == 0);
+  CATCH_CHECK_THAT(first.out, Contains("the newest " + dir + "/step-00000002 ("));  // not dir//step-...
   std::filesystem::create_directories(dir + "/step-00000001/mine");
   auto next = cli(with({"train", "--steps", "3", "--resume", dir, "--save-dir", dir, "--save-every", "1", "--keep-last",
                         "1"},
