@@ -528,6 +528,9 @@ class metrics_file {
       whole_bytes_ = append_ && std::filesystem::is_regular_file(path_, ec) ? whole_lines_size(path_) : 0;
       if (append_ && std::filesystem::is_regular_file(path_, ec) && std::filesystem::file_size(path_, ec) != whole_bytes_)
         std::filesystem::resize_file(path_, whole_bytes_, ec);
+      // A restart redoes the steps after its checkpoint: their earlier lines go, so the file
+      // holds each step once (this run's first line says where it starts).
+      if (append_ && whole_bytes_ > 0 && std::filesystem::is_regular_file(path_, ec)) drop_lines_from(first_step_of(text, false));
       errno = 0;
       out_.open(path_, append_ ? std::ios::app : std::ios::out);
       if (!out_) return give_up("cannot write --metrics file '" + path_ + "'");
@@ -548,6 +551,38 @@ class metrics_file {
   }
 
  private:
+  // The step a line is of: {"step": k} is the step after k done (k from 0), and with `evals`
+  // {"eval_after_step": k} is of step k - 1, which it follows. -1 for another line.
+  static long long first_step_of(const std::string& line, bool evals) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object()) return -1;
+    if (j.contains("step") && j["step"].is_number_integer()) return j["step"].get<long long>();
+    if (evals && j.contains("eval_after_step") && j["eval_after_step"].is_number_integer())
+      return j["eval_after_step"].get<long long>() - 1;
+    return -1;
+  }
+  // Rewrites the file without the lines of steps `from` and after (and the evaluations after
+  // them), where it has any.
+  void drop_lines_from(long long from) {
+    if (from < 0) return;
+    std::ifstream in(path_, std::ios::binary);
+    std::string kept, line;
+    bool dropped = false;
+    while (std::getline(in, line)) {
+      const long long step = first_step_of(line, true);
+      if (step >= from) {
+        dropped = true;
+        continue;
+      }
+      kept += line + '\n';
+    }
+    in.close();
+    if (!dropped) return;
+    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+    out << kept << std::flush;
+    if (out) whole_bytes_ = kept.size();
+  }
+
   // The bytes of `path` up to and with its last line end.
   static std::uintmax_t whole_lines_size(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

@@ -1122,6 +1122,17 @@ CATCH_TEST_CASE("train --resume appends to its --metrics file, and a new run sta
   // The summary's lines number the steps as the run does (the sync line said "steps 2..3").
   CATCH_CHECK_THAT(resumed.out, Contains("busy per step, steps 4..5 "));
   CATCH_CHECK_THAT(resumed.out, Contains("after the pipeline's last action, steps 4..5\n"));
+  // Going on from an older checkpoint (a restart after a crash past its last save) redoes the
+  // steps after it: their earlier lines go, so each step is in the file once and in order.
+  const auto again = cli(with({"train", "--steps", "5", "--dp", "2", "--resume", dir + "/step-00000002", "--metrics",
+                               metrics}, tiny));
+  CATCH_REQUIRE(again.code == 0);
+  {
+    std::ifstream f(metrics);
+    std::vector<int> steps;
+    for (std::string l; std::getline(f, l);) steps.push_back(nlohmann::json::parse(l)["step"].get<int>());
+    CATCH_CHECK(steps == std::vector<int>{0, 1, 2, 3, 4});
+  }
   CATCH_REQUIRE(cli(with({"train", "--steps", "1", "--metrics", metrics}, tiny)).code == 0);
   CATCH_CHECK(lines() == 1);
   std::filesystem::remove_all(dir);
