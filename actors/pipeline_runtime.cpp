@@ -751,8 +751,11 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   // checkpoints): the command line holds the lock already; a library caller gets it here,
   // before training (a folder that cannot be made is refused now, not at the first save).
   std::optional<save_dir_lock> save_dir_held;
-  if (!o.save_dir.empty() && place.process == 0 && !save_dir_lock::held_by_this_thread(o.save_dir))
+  if (!o.save_dir.empty() && place.process == 0 && !save_dir_lock::held_by_this_thread(o.save_dir)) {
+    check_train_options(o);  // a refused run makes no folder
     save_dir_held.emplace(o.save_dir);
+    check_save_dir_is_ours(o.save_dir, o.resume, o.keep_last);  // as the command line asks
+  }
   const std::vector<int> process_of_rank = ranks_over_processes(o, place.processes, place.ranks_per_process);
   const run_setup setup = prepare_run(o, make_chunk, [&](int r) { return process_of_rank[r] == place.process; });
   train_result result;

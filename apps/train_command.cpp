@@ -920,39 +920,6 @@ void check_outputs_beside_checkpoints(const train_cli_options& o, const std::str
   }
 }
 
-// --save-dir holding another run's checkpoints: this run would write steps over them, and
-// --keep-last prune them. Taken only by the run that continues them: --resume from that folder
-// (or a checkpoint in it), or a restart of the job that wrote them.
-void check_save_dir_is_ours(const train_options& t, int restart) {
-  namespace fs = std::filesystem;
-  const auto existing = complete_checkpoints(t.save_dir);
-  if (existing.empty() || restart > 0) return;
-  std::error_code ec;
-  const fs::path dir = fs::weakly_canonical(t.save_dir, ec);
-  if (!t.resume.empty()) {
-    const fs::path from = fs::weakly_canonical(t.resume, ec);
-    if (from == dir) return;  // its newest valid checkpoint
-    if (from.parent_path() == dir) {
-      // An older checkpoint of the folder would start a second line of steps beside the first:
-      // `latest`, --keep-last and a restart (which takes the newest) would mix the two.
-      const std::string name = from.filename().string();
-      std::string newer;
-      for (const auto& [step, other] : existing)
-        if (other > name) newer = newer.empty() ? other : other + ", " + newer;
-      if (newer.empty()) return;
-      throw std::invalid_argument("--resume " + t.resume + " is not the newest checkpoint in --save-dir '" + t.save_dir +
-                                  "' (" + newer + " came after it): going on from it there would mix two runs' "
-                                  "checkpoints, and a restart would take the newest: save into another folder");
-    }
-  }
-  const std::string span = existing.size() == 1 ? existing.front().second
-                                                : existing.back().second + " .. " + existing.front().second;
-  throw std::invalid_argument("--save-dir '" + t.save_dir + "' holds " + std::to_string(existing.size()) +
-                              (existing.size() == 1 ? " checkpoint" : " checkpoints") + " of another run (" + span +
-                              "), which this run would write over or mix with" + (t.keep_last > 0 ? ", and prune" : "") +
-                              ": continue that run with --resume " + t.save_dir + ", or save into another folder");
-}
-
 // SIGINT, SIGTERM and SIGHUP (a closed terminal; not under nohup) while train runs. The first
 // asks the run to stop after the step in flight
 // (train_options::stop_signal); a second one ends the process at once, as the signal's default
@@ -1185,12 +1152,6 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   // Before anything is made or said: a refused run leaves no --save-dir folder (nor its lock)
   // and prints no note its error contradicts.
   check_train_options(t);
-  // Without a folder nothing is saved: a run given these believed it checkpointed.
-  if (t.save_dir.empty() && t.save_every != 0)
-    throw std::invalid_argument("--save-every " + std::to_string(t.save_every) + " needs --save-dir (the folder to checkpoint into)");
-  if (t.save_dir.empty() && t.keep_last != 0)
-    throw std::invalid_argument("--keep-last " + std::to_string(t.keep_last) +
-                                " needs --save-dir (the folder whose checkpoints it keeps)");
 
   // A multi-process job when the launcher says so. Process 0 reports; the others stay quiet.
   std::vector<int> layout;  // process of each rank (multi-process jobs)
@@ -1238,7 +1199,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
                                       "be a folder they share (a network filesystem), at the same path");
       };
     }
-    check_save_dir_is_ours(t, restart);
+    if (restart == 0) check_save_dir_is_ours(t.save_dir, t.resume, t.keep_last);
   }
   // A restart, or a run resumed by hand, adds to the lines of the run before it (steps after the
   // checkpoint it resumes from appear again: they ran again); a new run starts the file afresh.

@@ -465,6 +465,37 @@ bool save_dir_marked_by(const std::string& dir, const std::string& job_mark) {
   return false;
 }
 
+// Taken only by the run that continues the folder's checkpoints: a --resume of the folder (or
+// of its newest checkpoint). A restart of the job that wrote them does not ask.
+void check_save_dir_is_ours(const std::string& save_dir, const std::string& resume, int keep_last) {
+  const auto existing = complete_checkpoints(save_dir);
+  if (existing.empty()) return;
+  std::error_code ec;
+  const fs::path dir = fs::weakly_canonical(save_dir, ec);
+  if (!resume.empty()) {
+    const fs::path from = fs::weakly_canonical(resume, ec);
+    if (from == dir) return;  // its newest valid checkpoint
+    if (from.parent_path() == dir) {
+      // An older checkpoint of the folder would start a second line of steps beside the first:
+      // `latest`, --keep-last and a restart (which takes the newest) would mix the two.
+      const std::string name = from.filename().string();
+      std::string newer;
+      for (const auto& [step, other] : existing)
+        if (other > name) newer = newer.empty() ? other : other + ", " + newer;
+      if (newer.empty()) return;
+      throw std::invalid_argument("--resume " + resume + " is not the newest checkpoint in --save-dir '" + save_dir +
+                                  "' (" + newer + " came after it): going on from it there would mix two runs' "
+                                  "checkpoints, and a restart would take the newest: save into another folder");
+    }
+  }
+  const std::string span = existing.size() == 1 ? existing.front().second
+                                                : existing.back().second + " .. " + existing.front().second;
+  throw std::invalid_argument("--save-dir '" + save_dir + "' holds " + std::to_string(existing.size()) +
+                              (existing.size() == 1 ? " checkpoint" : " checkpoints") + " of another run (" + span +
+                              "), which this run would write over or mix with" + (keep_last > 0 ? ", and prune" : "") +
+                              ": continue that run with --resume " + save_dir + ", or save into another folder");
+}
+
 bool is_checkpoint_store_name(const std::string& name) {
   if (is_write_in_flight(name)) return true;
   const bool step_dir = name.size() > 5 && name.rfind("step-", 0) == 0 &&

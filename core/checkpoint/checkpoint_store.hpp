@@ -143,6 +143,12 @@ bool save_dir_marked_by(const std::string& dir, const std::string& job_mark);
 
 // The names a folder of checkpoints uses (latest, step-N, .lock, and those of writes in
 // flight): a file of another kind under one of them would be replaced or removed.
+// A --save-dir holding another run's checkpoints (this run would write steps over them, and
+// keep_last prune them) is std::invalid_argument, naming them and what to do; so is a resume
+// of an older checkpoint of the folder (two lines of steps in it). Nothing to say where the
+// folder holds none, or the run resumes the folder or its newest checkpoint.
+void check_save_dir_is_ours(const std::string& save_dir, const std::string& resume, int keep_last);
+
 bool is_checkpoint_store_name(const std::string& name);
 
 // Keeps the newest `keep_last` complete checkpoints (and the one `latest` names) and removes

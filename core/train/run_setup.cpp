@@ -76,6 +76,11 @@ void check_train_options(const train_options& o) {
   need(o.init_from.empty() || o.resume.empty(), "give --init-from (weights only) or --resume (the whole state), not both");
   need(o.save_every >= 0, "--save-every must be >= 0 (0 = only after the last step): got " + std::to_string(o.save_every));
   need(o.keep_last >= 0, "--keep-last must be >= 0 (0 = keep all): got " + std::to_string(o.keep_last));
+  // Without a folder nothing is saved: a run given these believed it checkpointed.
+  need(!(o.save_dir.empty() && o.save_every != 0),
+       "--save-every " + std::to_string(o.save_every) + " needs --save-dir (the folder to checkpoint into)");
+  need(!(o.save_dir.empty() && o.keep_last != 0),
+       "--keep-last " + std::to_string(o.keep_last) + " needs --save-dir (the folder whose checkpoints it keeps)");
 
   // Below 1 KiB a step sends a message per few floats (1e-6 ran a step for minutes).
   need(o.bucket_mb * 1024 >= 1 && o.bucket_mb <= 4096,

@@ -18,6 +18,7 @@
 #include "actors/pipeline_runtime.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/train/reference_trainer.hpp"
+#include "core/train/run_setup.hpp"
 #include "tests/support/train_results.hpp"
 
 #include <catch2/catch.hpp>
@@ -76,6 +77,18 @@ CATCH_TEST_CASE("4 steps, a checkpoint, and a resume to 10 end bit for bit where
     }
     CATCH_REQUIRE(paths == std::vector<std::string>{dir + "/step-00000004", dir + "/step-00000008", dir + "/step-00000010"});
     CATCH_CHECK(bit_identical(straight, run_pipeline(o)));  // saving changes nothing
+    if (std::string(j.schedule) == "gpipe") {
+      // A library run into a folder of another run's checkpoints wrote over them (the command
+      // line refused it); a save interval with no folder saved nothing, silently.
+      CATCH_CHECK_THROWS_WITH(run_pipeline(saving), Contains("--save-dir '" + dir + "' holds 3 checkpoints of another run "
+                                                             "(step-00000004 .. step-00000010)"));
+      train_options nowhere = o;
+      nowhere.save_every = 2;
+      CATCH_CHECK_THROWS_WITH(run_pipeline(nowhere), Contains("--save-every 2 needs --save-dir"));
+      nowhere.save_every = 0;
+      nowhere.keep_last = 1;
+      CATCH_CHECK_THROWS_WITH(check_train_options(nowhere), Contains("--keep-last 1 needs --save-dir"));
+    }
     train_options rest = o;
     rest.resume = dir + "/step-00000004";  // as if the run had died after step 4's checkpoint
     const train_result resumed = run_pipeline(rest);

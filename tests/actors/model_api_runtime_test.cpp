@@ -280,14 +280,16 @@ CATCH_TEST_CASE("buffers (batch norm's running statistics) are saved, resumed an
     };
     train_options dp = o;
     dp.dp = 2;
-    dp.save_dir = dir;
+    dp.save_dir = dir + "-dp";  // a folder of its own: dir holds the stopped run's checkpoints
+    std::filesystem::remove_all(dp.save_dir);
     dp.save_every = 2;
     chunk_catcher whole, second;
     whole.model = second.model = std::make_shared<const model_definition>(make_model(dp));
     run_pipeline(dp, {}, whole.factory());
     train_options again = dp;
     again.save_dir.clear();
-    again.resume = dir + "/step-00000002";
+    again.save_every = 0;
+    again.resume = dp.save_dir + "/step-00000002";
     run_pipeline(again, {}, second.factory());
     const auto a = buffers_of(whole), b = buffers_of(second);
     CATCH_REQUIRE(a.size() == 4);  // 2 stages x 2 replicas
@@ -299,6 +301,7 @@ CATCH_TEST_CASE("buffers (batch norm's running statistics) are saved, resumed an
     }
     CATCH_CHECK(with_buffers == 2);  // the batch norm's stage, in each replica
     std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(dp.save_dir);
   }
   // The unpipelined run holds the same statistics.
   const auto reference = by_name(run_reference(o));
