@@ -746,13 +746,13 @@ std::string run_actors(const std::shared_ptr<run_context>& ctx, const job_place&
 train_result run_pipeline(const train_options& o, const std::function<void(const step_metrics&)>& on_step,
                           const chunk_factory& make_chunk, const job_place& place,
                           const std::function<void(const eval_record&)>& on_eval) {
+  check_train_options(o);  // before the place: its rules count the ranks these give
   validate_place(o, place);
   // One writer per --save-dir (two runs in one folder write over and prune each other's
   // checkpoints): the command line holds the lock already; a library caller gets it here,
   // before training (a folder that cannot be made is refused now, not at the first save).
   std::optional<save_dir_lock> save_dir_held;
   if (!o.save_dir.empty() && place.process == 0 && !save_dir_lock::held_by_this_thread(o.save_dir)) {
-    check_train_options(o);  // a refused run makes no folder
     save_dir_held.emplace(o.save_dir);
     check_save_dir_is_ours(o.save_dir, o.resume, o.keep_last);  // as the command line asks
   }

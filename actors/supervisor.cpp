@@ -319,18 +319,10 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
   const int k = st_.step;
   const auto& o = ctx_->options;
   const step_metrics m = step_report(*ctx_, st_);
-  stop_if_signalled(k + 1);
   if (ctx_->result) {
     // The first step this run ran (a resumed one's is not step 0).
     if (ctx_->result->steps.empty()) ctx_->result->optimizer_state_bytes = m.optimizer_state_bytes;
     ctx_->result->steps.push_back(m);
-    // The last step's timeline; and before an evaluation pass or a checkpoint, after which the
-    // run may end (a stop asked for during the pass, a checkpoint that fails).
-    if (k + 1 == o.steps || stopping_ || periodic_save_due(k + 1) || (ctx_->eval_microbatches > 0 && eval_due(o, k + 1))) {
-      ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes, ctx_->ranks);
-      if (ctx_->replicas > 1)
-        ctx_->result->last_step_all_ranks = measured_timeline(*ctx_, st_.flushes, ctx_->world_ranks());
-    }
   }
   // A caller's callback that throws stops the run with its message (it was CAF's
   // "unhandled exception", and the caller heard "the supervisor stopped").
@@ -339,7 +331,20 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
     } catch (const std::exception& e) {
       stop("the on_step callback after step " + std::to_string(k + 1) + " threw: " + error_text(e));
       return;
+    } catch (...) {
+      stop("the on_step callback after step " + std::to_string(k + 1) + " threw an exception that is not a std::exception");
+      return;
     }
+  // After the callback: a stop it asks for (early stopping) ends the run at this step, as the
+  // unpipelined run does (it trained one step more).
+  stop_if_signalled(k + 1);
+  // The last step's timeline; and before an evaluation pass or a checkpoint, after which the
+  // run may end (a stop asked for during the pass, a checkpoint that fails).
+  if (ctx_->result &&
+      (k + 1 == o.steps || stopping_ || periodic_save_due(k + 1) || (ctx_->eval_microbatches > 0 && eval_due(o, k + 1)))) {
+    ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes, ctx_->ranks);
+    if (ctx_->replicas > 1) ctx_->result->last_step_all_ranks = measured_timeline(*ctx_, st_.flushes, ctx_->world_ranks());
+  }
   if (!stopping_ && ctx_->replan_from >= 0 && k + 1 >= ctx_->replan_from && k + 1 <= ctx_->replan_until &&
       !replan(k, m.bubble_ratio))
     return;

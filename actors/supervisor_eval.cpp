@@ -76,6 +76,9 @@ void supervisor::finish_eval() {
     } catch (const std::exception& e) {
       stop("the on_eval callback after step " + std::to_string(done) + " threw: " + error_text(e));
       return;
+    } catch (...) {
+      stop("the on_eval callback after step " + std::to_string(done) + " threw an exception that is not a std::exception");
+      return;
     }
   if (ctx_->result) ctx_->result->evals.push_back(std::move(r));
   stop_if_signalled(done);  // a stop asked for during the pass: no further step

@@ -36,6 +36,19 @@ auto once_begun(const std::string& what, F&& run) -> decltype(run()) {
   }
 }
 
+// A caller's callback: what it throws stops the run naming it, as the pipeline's supervisor says.
+template <typename F>
+void hook(const char* name, int after_step, F&& run) {
+  const std::string where = std::string("the ") + name + " callback after step " + std::to_string(after_step) + " threw";
+  try {
+    run();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(where + ": " + error_text(e));
+  } catch (...) {
+    throw std::runtime_error(where + " an exception that is not a std::exception");
+  }
+}
+
 }  // namespace
 
 train_result run_reference(const train_options& options, const std::function<void(const step_metrics&)>& on_step,
@@ -81,7 +94,7 @@ train_result run_reference(const train_options& options, const std::function<voi
     sm.tokens_per_s = sm.seconds > 0 ? double(M) * o.microbatch_size * s.tokens_per_sample / sm.seconds : 0;
     sm.peak_activations = {1};
     result.steps.push_back(sm);
-    if (on_step) on_step(sm);
+    if (on_step) hook("on_step", k + 1, [&] { on_step(sm); });
     if (s.model->eval_microbatches > 0 && eval_due(o, k + 1)) {
       const auto t1 = std::chrono::steady_clock::now();
       std::vector<eval_piece> pieces;
@@ -93,7 +106,7 @@ train_result run_reference(const train_options& options, const std::function<voi
       eval_record e = once_begun("the evaluation after step " + std::to_string(k + 1),
                                  [&] { return summarize_eval(*s.model, k + 1, pieces); });
       e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-      if (on_eval) on_eval(e);
+      if (on_eval) hook("on_eval", k + 1, [&] { on_eval(e); });
       result.evals.push_back(std::move(e));
     }
     const int signal = o.stop_signal ? o.stop_signal->load() : 0;

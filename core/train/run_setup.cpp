@@ -67,10 +67,9 @@ void check_train_options(const train_options& o) {
   need(o.dp >= 1, "--dp must be >= 1: got " + std::to_string(o.dp));
   need(!(o.no_pipeline && o.dp > 1), "--no-pipeline trains one replica on one rank: got --dp=" + std::to_string(o.dp) +
                                          " (give it microbatches * dp microbatches for the same batch)");
-  need(!(o.zero_stage > 1 && o.stages > 1), "--zero=" + std::to_string(o.zero_stage) + " is not supported with pp=" +
-                                                std::to_string(o.stages) + ": use 0 or 1");
   need(o.zero_stage == 0 || o.zero_stage == 1,
-       "--zero=" + std::to_string(o.zero_stage) + " is not implemented (ZeRO-2/3 also shard gradients and parameters): use 0 or 1");
+       "--zero must be 0 or 1: got " + std::to_string(o.zero_stage) +
+           " (ZeRO-2/3, which also shard gradients and parameters, are not implemented)");
   need(!(o.no_pipeline && (!o.save_dir.empty() || !o.resume.empty())),
        "--no-pipeline trains the reference without checkpoints: drop --save-dir / --resume (--init-from loads weights)");
   need(o.init_from.empty() || o.resume.empty(), "give --init-from (weights only) or --resume (the whole state), not both");
@@ -230,7 +229,10 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   if (o.eval_every < 0) throw std::invalid_argument("--eval-every=" + std::to_string(o.eval_every) + " must be >= 0");
   if (o.eval_every > 0 && s.eval_microbatches == 0)
     throw std::invalid_argument("--eval-every=" + std::to_string(o.eval_every) + " needs evaluation data (--model bert with " +
-                                "--eval-file dev.tsv), and model '" + model->name + "' has none");
+                                "--eval-file dev.tsv), and model '" + model->name + "' has none" +
+                                (model->eval_data ? " (its eval_data is set, but eval_microbatches=" +
+                                                        std::to_string(model->eval_microbatches) + ")"
+                                                  : std::string()));
   s.data_description = model->data_description.empty() ? "model '" + model->name + "' data" : model->data_description;
   s.tokens_per_sample = model->tokens_per_sample;
   s.greedy_budget = o.greedy_budget;

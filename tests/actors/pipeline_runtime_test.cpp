@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -578,6 +579,35 @@ CATCH_TEST_CASE("a library caller's bad options, place, callback or held --save-
   // A callback that throws: its message, not "the supervisor stopped" (CAF's unhandled exception).
   CATCH_CHECK_THROWS_WITH(run_pipeline(o, [](const step_metrics&) { throw std::runtime_error("boom"); }),
                           "the on_step callback after step 1 threw: boom");
+  // Anything thrown (CAF printed "unhandled exception ... unknown exception"), and the same
+  // words from the unpipelined run (it passed the bare message on).
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o, [](const step_metrics&) { throw 42; }),
+                          "the on_step callback after step 1 threw an exception that is not a std::exception");
+  CATCH_CHECK_THROWS_WITH(run_reference(o, [](const step_metrics&) { throw std::runtime_error("boom"); }),
+                          "the on_step callback after step 1 threw: boom");
+  // A stop asked for by on_step (early stopping) ends both runs after that step: the pipeline
+  // trained one step more.
+  for (const bool pipelined : {true, false}) {
+    CATCH_INFO("pipelined " << pipelined);
+    std::atomic<int> stop{0};
+    train_options early = o;
+    early.steps = 5;
+    early.stop_signal = &stop;
+    const auto on_step = [&stop](const step_metrics& m) {
+      if (m.step == 1) stop.store(SIGTERM);
+    };
+    const train_result r = pipelined ? run_pipeline(early, on_step) : run_reference(early, on_step);
+    CATCH_CHECK(r.steps.size() == 2);
+    CATCH_CHECK(r.stopped_by_signal == SIGTERM);
+  }
+  // Named as check_train_options names them, before the place is looked at (it said
+  // "WORLD_SIZE=1 processes but the job has --stages=0 ranks").
+  train_options none = o;
+  none.stages = 0;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(none), "--stages must be >= 1: got 0");
+  train_options below = o;
+  below.zero_stage = -1;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(below), Catch::StartsWith("--zero must be 0 or 1: got -1"));
   // Values a caller sets directly, checked before anything runs.
   train_options ratio = o;
   ratio.min_lr_ratio = 2;
