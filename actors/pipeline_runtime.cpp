@@ -113,6 +113,10 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   // Every process writes its parts of a checkpoint into the folder process 0 names: a --save-dir
   // on one side only was refused later as a folder the member could not see.
   add("save_dir", o.save_dir.empty() ? std::string("none") : std::string("given"));
+  // Each side watches the other by its own: a process sending no heartbeats (0) was taken for
+  // a frozen one by a member waiting 3 s, and a healthy job stopped.
+  add("heartbeat_timeout", g.heartbeat_timeout_s);
+  add("step_timeout", o.step_timeout_s);
   add("world_size", g.processes);
   // The step each resumes after (0: none): processes on other checkpoints trained mixed
   // states, then waited on each other for ever.

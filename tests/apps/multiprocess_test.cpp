@@ -686,14 +686,16 @@ CATCH_TEST_CASE("a default given aloud forms the job, a difference is named by i
     const std::string log0 = temp_path(".w0.log"), log1 = temp_path(".w1.log");
     auto args0 = job("1f1b", 1, 2, ""), args1 = job("1f1b", 1, 2, "");
     args0.insert(args0.end(), {"--join-timeout", "4"});
-    args1.insert(args1.end(), {"--warmup-steps", "2", "--unit-cost-plan", "--save-dir", temp_path(".member-ckpt")});
+    args1.insert(args1.end(), {"--warmup-steps", "2", "--unit-cost-plan", "--save-dir", temp_path(".member-ckpt"),
+                               "--heartbeat-timeout", "0"});
     const pid_t p0 = start_process(bin, args0, worker_env(0, 2, port), log0);
     const pid_t p1 = start_process(bin, args1, worker_env(1, 2, port), log1);
     CATCH_CHECK(wait_process(p1, 30) > 0);
     CATCH_INFO("process 1:\n" << process_log(log1));
     CATCH_CHECK_THAT(read_text(log1), Contains("warmup_steps=2 against process 0's warmup_steps=5") &&
                                           Contains("unit_cost_plan=true against process 0's unit_cost_plan=false") &&
-                                          Contains("save_dir=given against process 0's save_dir=none"));
+                                          Contains("save_dir=given against process 0's save_dir=none") &&
+                                          Contains("heartbeat_timeout=0 against process 0's heartbeat_timeout=60"));
     CATCH_CHECK(wait_process(p0, 30) == 1);
   }
   // SIGTERM to process 0 alone stops the job: process 1 exits 143 too (it exited 0, a success
