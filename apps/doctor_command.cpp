@@ -410,16 +410,21 @@ void check_jobs(report& r, const doctor_options& o) {
                       o.master_port > 0 ? o.master_port : env.master_port);
   const char* token = std::getenv(job_token_variable);
   std::string weak;  // what launch and train would refuse
-  if (token) try {
+  if (token && *token) try {
       check_job_token(token);
     } catch (const std::invalid_argument& e) {
       weak = e.what();
     }
+  // A job's process (WORLD_SIZE > 1 here) without a token: train refuses to start. Empty is unset.
+  if (weak.empty() && (!token || !*token) && env_read && env.processes > 1)
+    weak = env.size_variable + "=" + std::to_string(env.processes) + " but " + job_token_variable +
+           " is not set: train would refuse to start (start the job with actorpipe launch, which makes one, or export "
+           "the same token to every process)";
   if (!weak.empty())
     r.add(doctor_status::fail, "jobs", "job token", weak);
   else
     r.add(doctor_status::ok, "jobs", "job token",
-          token ? std::string(job_token_variable) + " is set (never printed)"
+          token && *token ? std::string(job_token_variable) + " is set (never printed)"
                 : std::string(job_token_variable) +
                       " is not set: launch makes one for a single node; a job of several nodes needs the same one "
                       "exported on every node (openssl rand -hex 32)");

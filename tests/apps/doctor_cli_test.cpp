@@ -155,6 +155,22 @@ CATCH_TEST_CASE("doctor checks launch's open files for --nproc-per-node against 
   CATCH_CHECK_THAT(text, Contains("not tried: ") && Contains("under the open-files limit of 30 (ulimit -n)"));
 }
 
+CATCH_TEST_CASE("doctor fails a job's process without a job token, as train refuses it", "[apps][doctor]") {
+  // It said "ok job token ... is not set: launch makes one" and "ready", exit 0.
+  const std::string log = temp_path(".log");
+  const int port = free_port();
+  const pid_t pid = start_process(ACTORPIPE_BIN, {"doctor"},
+                                  {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+                                   {"MASTER_PORT", std::to_string(port)}, {"ACTORPIPE_JOB_TOKEN", ""}},
+                                  log);
+  const int code = wait_process(pid, 120);
+  const std::string out = read_text(log);
+  CATCH_INFO(out);
+  CATCH_CHECK(code == 1);
+  CATCH_CHECK(status_of(out, "job token") == "FAIL");
+  CATCH_CHECK_THAT(out, Contains("WORLD_SIZE=2 but ACTORPIPE_JOB_TOKEN is not set: train would refuse to start"));
+}
+
 CATCH_TEST_CASE("doctor warns of LibTorch's generic kernels the user chose on a CPU with better ones", "[apps][doctor]") {
 #ifndef ACTORPIPE_WITH_TORCH
   return;
