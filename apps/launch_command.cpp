@@ -211,9 +211,10 @@ class watch_scope {
   int signal_fd_ = -1;
 };
 
-// While launch watches, a closed stdout (actorpipe launch ... | head) must not kill it with
-// SIGPIPE: the lines for it are dropped instead. Set after the forks, so the processes keep
-// the default.
+// While launch runs, a closed stdout (actorpipe launch ... | head) must not kill it with
+// SIGPIPE: the lines for it are dropped instead, and it exits 1 saying so. Its processes get the
+// default back in start_process (after an attempt's end it was the default again, and launch's
+// own last lines killed it: 141).
 class ignore_sigpipe {
  public:
   ignore_sigpipe() {
@@ -248,6 +249,10 @@ pid_t start_process(const char* program, char* const* argv, char* const* envp, c
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != parent) _exit(128 + SIGTERM);
   sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+  struct sigaction default_pipe {};  // launch ignores SIGPIPE; the process gets the default
+  default_pipe.sa_handler = SIG_DFL;
+  sigemptyset(&default_pipe.sa_mask);
+  sigaction(SIGPIPE, &default_pipe, nullptr);
   move_fd(ends.out, STDOUT_FILENO);
   move_fd(ends.err, STDERR_FILENO);
   execve(program, argv, envp);
@@ -585,7 +590,6 @@ attempt_end run_attempt(const attempt_plan& p, std::vector<child>& kids, watch_s
     kids[i] = child{pid, first_rank + i, i, true, false};
   }
   output.opened();
-  ignore_sigpipe no_sigpipe;  // after the forks: the processes keep the default
 
   watch_state w{opt, kids, output, n};
   watch_until_all_ended(w, scope);
@@ -616,6 +620,7 @@ std::string running_executable(const std::string& argv0) {
 
 int run_launch(const launch_options& opt, std::ostream& log) {
   validate(opt);
+  const ignore_sigpipe no_sigpipe;
   bool generated = false;
   const std::string token = job_token(opt, generated);
   std::vector<child> kids;

@@ -659,3 +659,15 @@ CATCH_TEST_CASE("the actorpipe binary: launch's lines obey --log-level, and --lo
   CATCH_CHECK_THAT(logged, Contains(" info: [p1] schedule 1f1b: stages=2, chunks=1, microbatches=4"));
   std::remove(file.c_str());
 }
+
+CATCH_TEST_CASE("launch whose reader goes away exits 1, not by SIGPIPE", "[apps][launch][binary]") {
+  // Its own last lines, written after the attempt (SIGPIPE was the default again), killed it:
+  // 141 and no word. The processes still get the default SIGPIPE.
+  env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  const std::string piped = "bash -c '" + std::string(ACTORPIPE_BIN) +
+                            " launch --nproc-per-node 2 -- simulate -P 32 -M 256 --format plan 2>&1 | head -c 10 "
+                            ">/dev/null; exit ${PIPESTATUS[0]}'";
+  const int status = std::system(piped.c_str());
+  CATCH_CHECK(WIFEXITED(status));
+  CATCH_CHECK(WEXITSTATUS(status) == 1);
+}
