@@ -159,7 +159,7 @@ void process_output::emit_line(stream& s, const std::string& text) {
   if (ends_progress) progress_.clear(), progress_owner_ = nullptr;
   write_all(s.is_err ? o_.err_fd : o_.out_fd, line + "\n");
   if (redraw) redraw_progress();
-  log_to_file(log_level::info, line);
+  log_passed_on(line);
 }
 
 void process_output::show_progress(stream& s, const std::string& text) {

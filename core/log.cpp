@@ -85,6 +85,8 @@ struct log_state {
   std::shared_ptr<spdlog::sinks::sink> file;
   std::shared_ptr<spdlog::logger> logger = std::make_shared<spdlog::logger>("actorpipe", all);
   std::shared_ptr<spdlog::logger> file_logger = std::make_shared<spdlog::logger>("actorpipe.file", file_only);
+  // Lines passed on from other processes (launch's): into the file whatever this process's level.
+  std::shared_ptr<spdlog::logger> passed_logger = std::make_shared<spdlog::logger>("actorpipe.passed", file_only);
   std::string prefix;
 
   log_state() {
@@ -95,6 +97,8 @@ struct log_state {
     // Every line reaches the file at once, in one write: processes of a job may share a file.
     logger->flush_on(spdlog::level::trace);
     file_logger->flush_on(spdlog::level::trace);
+    passed_logger->set_level(spdlog::level::trace);
+    passed_logger->flush_on(spdlog::level::trace);
     try {
       spdlog::register_logger(logger);  // spdlog::get("actorpipe") finds it
       spdlog::set_default_logger(logger);
@@ -190,6 +194,7 @@ void setup_logging(const log_options& o) {
   }
   s.logger->set_error_handler(on_log_error);
   s.file_logger->set_error_handler(on_log_error);
+  s.passed_logger->set_error_handler(on_log_error);
   std::shared_ptr<spdlog::sinks::sink> file;
   if (!o.file.empty()) {
     // Checked here for a message that names the option (spdlog's own names only the path).
@@ -267,6 +272,14 @@ void log_message(log_level level, const std::string& text) {
 void log_to_file(log_level level, const std::string& text) {
   if (level == log_level::off) return;
   state().file_logger->log(spdlog::source_loc{}, to_spdlog(level), spdlog::string_view_t(text));
+}
+
+void log_passed_on(const std::string& text) {
+  // Its level as the process logged it ("[p1 r1] actorpipe train: error: ..."), for the stamp.
+  const log_level level = text.find(": error: ") != std::string::npos     ? log_level::error
+                          : text.find(": warning: ") != std::string::npos ? log_level::warn
+                                                                          : log_level::info;
+  state().passed_logger->log(spdlog::source_loc{}, to_spdlog(level), spdlog::string_view_t(text));
 }
 
 void flush_log() {

@@ -61,6 +61,10 @@ void log_message(log_level level, const std::string& text);
 // Only to the log file (nothing when there is none), if `level` passes: for output that is
 // already on the terminal another way (actorpipe launch copies its processes' lines there).
 void log_to_file(log_level level, const std::string& text);
+// Only to the log file, whatever this process's level: a line another process wrote (launch
+// passes its processes' lines on; they filtered them by their own --log-level), stamped with
+// the level its text says ("...: error: ...", "...: warning: ...", else info).
+void log_passed_on(const std::string& text);
 void flush_log();
 // Why --log-file could not be written, from the first failure on (said once on stderr when it
 // happened); "" while every line went in. A command ends with exit 1 when it is not "".
