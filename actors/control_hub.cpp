@@ -239,8 +239,11 @@ class hub final : public control_role {
       return;
     }
     if (joined_.count(h.process)) {
+      // Also what nodes launched with different --nproc-per-node look like: node 1's first
+      // process takes a rank node 0's already holds.
       refuse(hdl, "process " + std::to_string(h.process) + " has already joined (two processes with RANK=" +
-                      std::to_string(h.process) + "?)");
+                      std::to_string(h.process) + "? or nodes launched with different --nproc-per-node, or processes "
+                      "with different WORLD_SIZE: this job has " + std::to_string(o_.processes) + ")");
       return;
     }
     c.authenticated = true;
