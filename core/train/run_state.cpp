@@ -292,12 +292,22 @@ std::string load_weights(const run_state_view& state, const std::string& path,
   if (renamed > 0)
     log_info("read " + std::to_string(renamed) + " LayerNorm tensors under their TensorFlow names (gamma, beta as weight, bias)");
   const std::vector<std::string> no_prefixes;
-  load_parameter_tensors(state, parameters, model ? model->init_fresh_prefixes : no_prefixes);
-  // Names the model lacks: neither a parameter of this process's runners nor a name another
-  // process's layers may hold.
+  // What does not fit is said with the names the model lacks (below): a misspelt name is one
+  // missing and one not in the model, and the second says which.
+  std::string fit_error;
+  try {
+    load_parameter_tensors(state, parameters, model ? model->init_fresh_prefixes : no_prefixes);
+  } catch (const std::invalid_argument& e) {
+    fit_error = e.what();
+  }
+  const std::set<std::string> file_names = in_files;
+  std::vector<std::string> model_names;
   for (const auto& runner : state.runners)
     if (runner)
-      for (const auto& p : loaded_tensors(*runner)) in_files.erase(p.first);
+      for (const auto& p : loaded_tensors(*runner)) model_names.push_back(p.first);
+  // Names the model lacks: neither a parameter of this process's runners nor a name another
+  // process's layers may hold.
+  for (const auto& name : model_names) in_files.erase(name);
   for (auto it = in_files.begin(); it != in_files.end();)  // other replicas' buffers (a data-parallel run's)
     it = without_replica(*it) != *it ? in_files.erase(it) : std::next(it);
   for (auto it = in_files.begin(); elsewhere && it != in_files.end();) it = elsewhere(*it) ? in_files.erase(it) : std::next(it);
@@ -312,10 +322,28 @@ std::string load_weights(const run_state_view& state, const std::string& path,
   }
   if (!unused.empty())
     log_info("skipped " + std::to_string(unused.size()) + " tensors of " + path + " that the model has no use for: " + list(unused));
-  if (!in_files.empty())
-    throw std::invalid_argument("the parameters do not fit the model: " + std::to_string(in_files.size()) +
-                                " not in the model: " + list({in_files.begin(), in_files.end()}));
-  return from;
+  const std::string extra = in_files.empty() ? std::string()
+                                             : std::to_string(in_files.size()) + " not in the model: " +
+                                                   list({in_files.begin(), in_files.end()});
+  if (fit_error.empty() && extra.empty()) return from;
+  // A file saved under other names by one prefix (a BERT file without "bert.", say).
+  std::string hint;
+  for (const auto& m : model_names) {
+    if (!hint.empty() || file_names.count(m)) continue;
+    for (const auto& n : in_files) {
+      if (m.size() > n.size() && m.compare(m.size() - n.size(), n.size(), n) == 0 && m[m.size() - n.size() - 1] == '.') {
+        hint = " (the model's names are the file's with '" + m.substr(0, m.size() - n.size()) + "' before them)";
+        break;
+      }
+      if (n.size() > m.size() && n.compare(n.size() - m.size(), m.size(), m) == 0 && n[n.size() - m.size() - 1] == '.') {
+        hint = " (the file's names are the model's with '" + n.substr(0, n.size() - m.size()) + "' before them)";
+        break;
+      }
+    }
+  }
+  throw std::invalid_argument((fit_error.empty() ? "the parameters do not fit the model: " + extra
+                                                 : fit_error + (extra.empty() ? "" : "; " + extra)) +
+                              hint);
 }
 
 std::function<bool(const std::string&)> held_elsewhere(const run_setup& setup) {

@@ -566,7 +566,21 @@ CATCH_TEST_CASE("train --init-from starts from saved weights, and a model they d
   auto twice = cli(with({"train", "--steps", "1", "--init-from", twice_file}, tiny));
   CATCH_CHECK(twice.code == 2);
   CATCH_CHECK_THAT(twice.err, Contains("the weights hold '" + layer_norm + "' twice (as '"));
-  for (const auto& f : {nan_file, int_file, twice_file}) std::remove(f.c_str());
+  // A misspelt name is one missing and one the model lacks: both are said (only the missing one
+  // was); and names under a prefix the model does not use are pointed out.
+  const std::string first = saved.at(0).first;
+  const std::string typo_file = changed([&](auto& t) { t.at(0).first = first + "x"; });
+  auto typo = cli(with({"train", "--steps", "1", "--init-from", typo_file}, tiny));
+  CATCH_CHECK(typo.code == 2);
+  CATCH_CHECK_THAT(typo.err, Contains("the parameters do not fit the model: 1 missing: " + first + "; 1 not in the model: " +
+                                      first + "x"));
+  const std::string prefixed_file = changed([](auto& t) {
+    for (auto& entry : t) entry.first = "model." + entry.first;
+  });
+  auto prefixed = cli(with({"train", "--steps", "1", "--init-from", prefixed_file}, tiny));
+  CATCH_CHECK(prefixed.code == 2);
+  CATCH_CHECK_THAT(prefixed.err, Contains("(the file's names are the model's with 'model.' before them)"));
+  for (const auto& f : {nan_file, int_file, twice_file, typo_file, prefixed_file}) std::remove(f.c_str());
   std::remove(weights.c_str());
   std::remove(again.c_str());
 }
