@@ -147,11 +147,12 @@ CATCH_TEST_CASE("bert: a stop during an evaluation pass ends the run after it, o
   CATCH_CHECK(during_eval.evals.size() == 1);
   CATCH_CHECK(!during_eval.last_step.events.empty());
 
-  // Passes after steps 2 and 4; the stop arrives as step 2 runs (after step 1's check).
+  // Passes after steps 2 and 4; the stop arrives by the end of step 2 (from its on_step, which
+  // the supervisor asks before it checks for a stop), before its pass.
   stop.store(0);
   o.eval_every = 2;
   const train_result during_step = run_pipeline(o, [&stop](const step_metrics& m) {
-    if (m.step == 0) stop.store(SIGTERM);
+    if (m.step == 1) stop.store(SIGTERM);
   });
   CATCH_CHECK(during_step.stopped_by_signal == SIGTERM);
   CATCH_CHECK(during_step.steps.size() == 2);
