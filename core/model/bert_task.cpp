@@ -135,8 +135,12 @@ model_definition bert_task_model(const train_options& o) {
                          o.model.seq_len, h, c.heads);
   }
 
-  if (train.pairs() && o.model.seq_len < 3)
-    throw std::invalid_argument("--seq-len must be >= 3 for sentence pairs ([CLS] a [SEP] b [SEP]): got " +
+  // Room for one token of each sentence at least (2 and 3 trained on no text at all).
+  if (train.pairs() && o.model.seq_len < 5)
+    throw std::invalid_argument("--seq-len must be >= 5 for sentence pairs ([CLS] a [SEP] b [SEP], a token of each): got " +
+                                std::to_string(o.model.seq_len));
+  if (!train.pairs() && o.model.seq_len < 3)
+    throw std::invalid_argument("--seq-len must be >= 3 for single sentences ([CLS] a [SEP], a token of it): got " +
                                 std::to_string(o.model.seq_len));
   bert_data d;
   d.train = encode_all(train, tok, o.model.seq_len);

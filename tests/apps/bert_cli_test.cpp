@@ -321,9 +321,12 @@ CATCH_TEST_CASE("train --model bert reads CoLA's headerless files, refuses STS-B
                    Contains("error: --vocab-file: "));
   const std::string pairs = write_text(".pairs.tsv", "sentence1\tsentence2\tlabel\na\tb\t0\nc\td\t1\n");
   std::vector<std::string> tiny_seq = small;
-  tiny_seq[12] = "2";  // --seq-len
+  tiny_seq[12] = "4";  // --seq-len: [CLS] a [SEP] [SEP], no room for b (3 and 2 trained on no text at all)
   CATCH_CHECK_THAT(cli(with(tiny_seq, {"--data-file", pairs, "--steps", "1"})).err,
-                   Contains("--seq-len must be >= 3 for sentence pairs ([CLS] a [SEP] b [SEP]): got 2"));
+                   Contains("--seq-len must be >= 5 for sentence pairs ([CLS] a [SEP] b [SEP], a token of each): got 4"));
+  tiny_seq[12] = "2";
+  CATCH_CHECK_THAT(cli(with(tiny_seq, {"--data-file", train, "--steps", "1"})).err,
+                   Contains("--seq-len must be >= 3 for single sentences ([CLS] a [SEP], a token of it): got 2"));
   // A config that does not set lr leaves BERT's own default, 2e-4.
   const std::string config = write_text(".json", "{\"pp\": 2, \"model\": \"bert\"}");
   auto configured = cli({"train", "--config", config, "--data-file", train, "--layers", "2", "--hidden", "32", "--heads",
