@@ -48,6 +48,8 @@ eval_record summarize_eval(const model_definition& model, int step, const std::v
   if (model.eval_metrics) r.metrics = model.eval_metrics(all, truth);
   r.output_shape = all.sizes().vec();
   r.outputs.assign(all.data_ptr<float>(), all.data_ptr<float>() + all.numel());
+  const at::Tensor flat_truth = truth.contiguous();
+  r.targets.assign(flat_truth.data_ptr<std::int64_t>(), flat_truth.data_ptr<std::int64_t>() + flat_truth.numel());
   return r;
 }
 

@@ -120,13 +120,16 @@ inline int ranks_in_this_process(const train_options& o) {
 inline int pipeline_stages(const train_options& o) { return o.no_pipeline ? 1 : o.stages; }
 
 // One evaluation pass: after `step` steps, the loss over every evaluated row, the model's
-// metrics, and every output (float32, row-major) with its shape, concatenated in eval order.
+// metrics, and every output (float32, row-major) with its shape, concatenated in eval order,
+// with the targets in the same order: a target of -100 marks a padding row (the last
+// microbatch filled up), whose outputs count in no metric.
 struct eval_record {
   int step = 0;
   double loss = 0;
   std::vector<std::pair<std::string, double>> metrics;
   std::vector<std::int64_t> output_shape;
   std::vector<float> outputs;
+  std::vector<std::int64_t> targets;
   double seconds = 0;
 };
 

@@ -3,6 +3,7 @@
 // synthetic sentiment rule.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <tuple>
@@ -99,6 +100,10 @@ CATCH_TEST_CASE("bert's pipelined evaluation gives the unpipelined evaluation's 
   CATCH_REQUIRE(ref.evals.size() == 2);
   // Every eval row once, in order: 60 rows in microbatches of 8, the last with 4 rows of padding.
   CATCH_CHECK(ref.evals[0].output_shape == std::vector<std::int64_t>{64, 2});
+  // The targets beside them tell the padding rows (-100) from the file's (a class index).
+  CATCH_REQUIRE(ref.evals[0].targets.size() == 64);
+  CATCH_CHECK(std::count(ref.evals[0].targets.begin(), ref.evals[0].targets.end(), -100) == 4);
+  CATCH_CHECK(std::all_of(ref.evals[0].targets.begin(), ref.evals[0].targets.begin() + 60, [](std::int64_t t) { return t >= 0; }));
   for (auto [schedule, stages, chunks, dp] : std::vector<std::tuple<std::string, int, int, int>>{
            {"1f1b", 2, 1, 1}, {"interleaved", 2, 2, 1}, {"zbv", 2, 2, 1}, {"gpipe", 4, 1, 1}, {"1f1b", 2, 1, 2}}) {
     CATCH_INFO(schedule << " on " << stages << " stages, dp " << dp);
@@ -110,6 +115,7 @@ CATCH_TEST_CASE("bert's pipelined evaluation gives the unpipelined evaluation's 
       CATCH_CHECK(r.evals[i].step == static_cast<int>(i) + 1);
       CATCH_CHECK(r.evals[i].output_shape == ref.evals[i].output_shape);
       CATCH_CHECK(r.evals[i].outputs == ref.evals[i].outputs);  // the same bits
+      CATCH_CHECK(r.evals[i].targets == ref.evals[i].targets);
       CATCH_CHECK(r.evals[i].loss == ref.evals[i].loss);
       CATCH_CHECK(r.evals[i].metrics == ref.evals[i].metrics);
     }
