@@ -135,6 +135,7 @@ class hub final : public control_role {
     }
     if (!ready_) {
       joined_.erase(c.process);
+      left_.insert(c.process);
       log_warn("process " + std::to_string(c.process) + " left while the job was forming");
       return;
     }
@@ -148,9 +149,16 @@ class hub final : public control_role {
 
   void on_join_deadline() {
     if (ready_ || failed_) return;
-    std::string missing;
-    for (int p = 1; p < o_.processes; ++p)
-      if (!joined_.count(p)) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+    std::string missing, left;
+    for (int p = 1; p < o_.processes; ++p) {
+      if (joined_.count(p)) continue;
+      std::string& list = left_.count(p) ? left : missing;
+      list += (list.empty() ? "" : ", ") + std::to_string(p);
+    }
+    // One that joined and gave up waiting (its own --join-timeout ran out a moment sooner) is
+    // not one that never came.
+    if (!left.empty())
+      missing += (missing.empty() ? "" : "; ") + left + " (joined, then left: its own --join-timeout ran out first?)";
     // Where this process turned one away, that is most likely why it is missing.
     fail_setup("only " + std::to_string(joined_.size() + 1) + " of " + std::to_string(o_.processes) +
                " processes joined within " + join_timeout_text() + " s (--join-timeout); missing: " + missing +
@@ -349,6 +357,7 @@ class hub final : public control_role {
 
   std::map<int, connection_handle> by_process_;  // admitted processes that joined
   std::set<int> joined_;
+  std::set<int> left_;  // processes that joined and left while the job was forming
   std::string last_refusal_;  // why the last connection was turned away, for the join timeout's message
   bool shutting_down_ = false;
   caf::actor shutdown_reply_to_;
