@@ -307,7 +307,7 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--join-timeout", tr.join_timeout_s, "Multi-process jobs: seconds for every process to join")->default_val(60);
   t->add_option("--heartbeat-timeout", tr.heartbeat_timeout_s,
                 "Multi-process jobs: seconds another process may stay silent (stopped, frozen, cut off) before the job "
-                "stops; each says something every second (0 = never, e.g. while a debugger holds one)")
+                "stops; each says something every second (0 = never, e.g. while a debugger holds one; else at least 1)")
       ->default_val(60);
   t->add_flag("--no-pipeline", tr.no_pipeline, "Train the same model unpartitioned in one thread: the reference");
   t->add_flag("--unit-cost-plan", tr.unit_cost_plan,

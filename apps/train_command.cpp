@@ -370,14 +370,12 @@ job_place place_in_job(const train_cli_options& o, const train_options& t, const
     throw std::invalid_argument("--join-timeout=" + printf_text("%g", o.join_timeout_s) + " must be > 0 and at most " +
                                 printf_text("%g", max_timeout_s) + " seconds");
   place.heartbeat_timeout_s = o.heartbeat_timeout_s;
-  if (!(o.heartbeat_timeout_s >= 0 && o.heartbeat_timeout_s <= max_timeout_s))
-    throw std::invalid_argument("--heartbeat-timeout=" + printf_text("%g", o.heartbeat_timeout_s) + " must be >= 0 (0: never) and at most " +
-                                printf_text("%g", max_timeout_s) + " seconds");
-  // Heartbeats go every second (a quarter of the timeout below 4 s): a loaded machine misses
-  // ticks of a few milliseconds, and a healthy job was stopped as "lost".
-  if (o.heartbeat_timeout_s > 0 && o.heartbeat_timeout_s < 1)
+  // One rule, one message. Heartbeats go every second (a quarter of the timeout below 4 s): a
+  // loaded machine misses ticks of a few milliseconds, and under 1 s a healthy job was stopped
+  // as "lost".
+  if (!(o.heartbeat_timeout_s == 0 || (o.heartbeat_timeout_s >= 1 && o.heartbeat_timeout_s <= max_timeout_s)))
     throw std::invalid_argument("--heartbeat-timeout=" + printf_text("%g", o.heartbeat_timeout_s) +
-                                " must be 0 (never) or at least 1 second");
+                                " must be 0 (never) or from 1 to " + printf_text("%g", max_timeout_s) + " seconds");
   if (!o.ranks_per_process.empty()) place.ranks_per_process = parse_ranks_per_process(o.ranks_per_process);
   if (place.processes > 1) {
     set_log_prefix(process_prefix(place.process));  // its ranks follow once they are assigned
