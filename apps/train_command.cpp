@@ -62,8 +62,6 @@ std::string si(double x) {
   return printf_text("%.0f", x);
 }
 
-// The embedded default job (`make run`): a small GPT on the synthetic corpus whose loss falls
-// from ~5.5 towards the corpus's floor of 1.43 nats in about half a minute on 2 cores.
 // A path without the slashes that end it ("/" stays "/").
 std::string without_trailing_slashes(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -76,6 +74,8 @@ bool set_by_override(const train_cli_options& o, const std::string& key) {
                      [&key](const std::string& kv) { return kv.rfind(key + "=", 0) == 0; });
 }
 
+// The embedded default job (`make run`): a small GPT on the synthetic corpus whose loss falls
+// from ~5.5 towards the corpus's floor of 1.43 nats in about half a minute on 2 cores.
 job_config default_job() {
   job_config c;
   c.pp = 2;
@@ -236,7 +236,7 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
       unused.push_back("--no-pipeline trains the whole model on one thread: " + dropped + " do" +
                        (dropped.find(',') == std::string::npos ? "es" : "") + " not apply" +
                        (microbatches_from_file ? " (but the plan's " + std::to_string(c.num_microbatches) +
-                                                     " microbatches do)"
+                                                     (c.num_microbatches == 1 ? " microbatch does)" : " microbatches do)")
                                                : ""));
   }
   if (o.no_pipeline) {

@@ -116,9 +116,10 @@ tensor_box data_parallel_optimizer::gradient_bucket(int b) const {
     }
   }
   const auto& qs = s.params_of_bucket[b];
+  float* flags = out.data_ptr<float>() + n;
   for (size_t i = 0; i < qs.size(); ++i)
     if (unbox(s.named[qs[i]].second).grad().defined())
-      for (int j = 0; j < s.layout.replicas; ++j) out[j * width + n + static_cast<long long>(i)] = 1.0f;
+      for (int j = 0; j < s.layout.replicas; ++j) flags[j * width + static_cast<long long>(i)] = 1.0f;
   return box(out);
 }
 

@@ -812,7 +812,7 @@ CATCH_TEST_CASE("a diverging multi-process run stops with the reason instead of 
   // parts (and the losses) cross processes as non-finite doubles.
   const std::string log = temp_path(".diverge.log");
   auto train = job("1f1b", 1, 30, "");
-  train.insert(train.end(), {"--lr", "1e4", "--grad-clip", "0", "--warmup-steps", "0"});
+  train.insert(train.end(), {"--lr", "1e4", "--grad-clip", "0", "--warmup-steps", "0", "--weight-decay", "0"});
   const int code = wait_process(start_process(bin, launched(2, train), {{"UCX_TLS", "tcp,self"}}, log), 60);
   CATCH_INFO(process_log(log));
   CATCH_CHECK(code > 0);

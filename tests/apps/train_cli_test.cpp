@@ -596,7 +596,7 @@ CATCH_TEST_CASE("train --schedule-file: the plan's own stages, chunks and microb
   auto m1 = cli(with({"train", "--schedule-file", one}, model));
   CATCH_CHECK(m1.err.find("error") == std::string::npos);
   CATCH_CHECK(m1.code == 0);
-  CATCH_CHECK_THAT(m1.out, Contains("2 stages x 1 chunk; 1 microbatches x 2 sequences"));
+  CATCH_CHECK_THAT(m1.out, Contains("2 stages x 1 chunk; 1 microbatch x 2 sequences"));
   auto file = cli(with({"train", "--schedule-file", two_chunks}, model));
   CATCH_REQUIRE(file.code == 0);
   CATCH_CHECK_THAT(file.out, Contains("2 stages x 2 chunks; 2 microbatches x 2 sequences"));
@@ -616,8 +616,8 @@ CATCH_TEST_CASE("train --schedule-file: the plan's own stages, chunks and microb
   // --no-pipeline is the reference of the plan's run: the plan's microbatches, not the default 8.
   auto reference = cli(with({"train", "--schedule-file", one, "--no-pipeline"}, model));
   CATCH_CHECK(reference.code == 0);
-  CATCH_CHECK_THAT(reference.out, Contains("1 microbatches x 2 sequences"));
-  CATCH_CHECK_THAT(reference.out, Contains("--schedule-file does not apply (but the plan's 1 microbatches do)\n"));
+  CATCH_CHECK_THAT(reference.out, Contains("1 microbatch x 2 sequences"));
+  CATCH_CHECK_THAT(reference.out, Contains("--schedule-file does not apply (but the plan's 1 microbatch does)\n"));
   // A plan through a pipe, as `--schedule-file <(actorpipe simulate ... --format plan)` gives
   // it: read once (a second read finds the pipe empty), the same run as from the file.
   int fds[2];
@@ -741,7 +741,7 @@ CATCH_TEST_CASE("train --batch-size alone is cut into 8 microbatches (or 4, 2, 1
   const std::vector<std::string> model = {"train", "--layers", "4", "--hidden", "32", "--heads", "2", "--seq-len", "16",
                                           "--vocab", "64", "--steps", "1"};
   for (const auto& [batch, cut] : std::vector<std::pair<std::string, std::string>>{
-           {"16", "8 microbatches x 2 sequences"}, {"12", "4 microbatches x 3 sequences"}, {"7", "1 microbatches x 7 sequences"}}) {
+           {"16", "8 microbatches x 2 sequences"}, {"12", "4 microbatches x 3 sequences"}, {"7", "1 microbatch x 7 sequences"}}) {
     CATCH_INFO("--batch-size " << batch);
     auto piped = cli(with(model, {"--batch-size", batch, "--schedule", "gpipe"}));
     CATCH_CHECK(piped.code == 0);
@@ -754,7 +754,7 @@ CATCH_TEST_CASE("train --batch-size alone is cut into 8 microbatches (or 4, 2, 1
   auto prime = cli(with(model, {"--batch-size", "7"}));
   CATCH_CHECK(prime.code == 2);
   CATCH_CHECK_THAT(prime.err, Contains("1f1b needs microbatches >= stages") &&
-                                  Contains("(--batch-size 7 alone is cut into 1 microbatches, the largest of 8, 4, 2, 1 "
+                                  Contains("(--batch-size 7 alone is cut into 1 microbatch, the largest of 8, 4, 2, 1 "
                                            "that divides it: give --microbatches)"));
   // Not on an error of another flag's (it read "steps=0 must be >= 1 (--batch-size 4 alone ...)").
   auto other = cli(with(model, {"--batch-size", "4", "--steps", "0"}));
@@ -1288,7 +1288,7 @@ CATCH_TEST_CASE("a user's model refuses a --data-file it does not read and names
   for (const auto& f : {log, text}) std::remove(f.c_str());
 }
 
-CATCH_TEST_CASE("--keep-last leaves a checkpoint that holds a folder not its own", "[apps][train][checkpoint]") {
+CATCH_TEST_CASE("keep-last leaves a checkpoint that holds a folder not its own", "[apps][train][checkpoint]") {
   // A folder in a checkpoint (another run's save folder, made there before that was refused)
   // went with the checkpoint when --keep-last pruned it.
   const std::string dir = temp_path(".keep");

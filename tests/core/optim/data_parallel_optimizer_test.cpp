@@ -235,7 +235,7 @@ CATCH_TEST_CASE("AdamW state moves between layouts by parameter name: ZeRO-1 sha
   CATCH_CHECK_THROWS_WITH(short_of.import_moments(none), Contains("optimizer state of 'w': missing"));
 }
 
-CATCH_TEST_CASE("a parameter no replica has a gradient for is left alone; one some replicas have is stepped, counting its own updates") {
+CATCH_TEST_CASE("a parameter no replica has a gradient for is left alone, one some replicas have is stepped, counting its own updates") {
   // b: no gradient on any replica in step 0 (a detached input, say), on replica 1 only in
   // step 1, on both in step 2. shard_optimizer on the summed gradients leaves it alone in step
   // 0 and then counts from 1 (bias correction); the data-parallel optimizer must do the same,
