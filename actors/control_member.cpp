@@ -135,7 +135,9 @@ class member final : public control_role {
     conns_.erase(it);
     connected_ = false;
     if (!ready_)
-      fail_setup("process 0 closed the connection while this process was joining");
+      // Also when this process had joined and others had not: process 0 gave up waiting.
+      fail_setup("process 0 closed the connection before the job formed (it stopped, or gave up waiting for the other "
+                 "processes: its log says which)");
     else
       report_failure("lost the connection to process 0 (the supervisor, at " + master() + ")");
   }

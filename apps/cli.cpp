@@ -254,7 +254,7 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
           ""));
   t->add_option("--lr", tr.lr, "Peak learning rate [default: 3e-3; 2e-4 with --model bert]");
   t->add_option("--grad-clip", tr.grad_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
-  t->add_option("--weight-decay", tr.weight_decay, "AdamW weight decay on matrices [default: 0.1]");
+  t->add_option("--weight-decay", tr.weight_decay, "AdamW weight decay on matrices (lr x weight decay below 1) [default: 0.1]");
 }
 
 // train's flags for how it runs: the data, the compute, the files it writes, multi-process
