@@ -25,6 +25,7 @@
 #include "apps/launch_command.hpp"
 #include "core/signal_name.hpp"
 #include "tests/apps/cli_runner.hpp"
+#include "tests/apps/process_runner.hpp"
 
 using namespace actorpipe;
 using Catch::Contains;
@@ -649,10 +650,7 @@ CATCH_TEST_CASE("the actorpipe binary: launch's lines obey --log-level, and --lo
   auto r = binary("launch --log-file " + file + " --nproc-per-node 2 -- simulate --stages 2 --microbatches 4");
   CATCH_CHECK(r.code == 0);
   CATCH_CHECK_THAT(r.err, Contains("actorpipe launch: starting 2 processes"));  // still on the terminal
-  std::ifstream f(file);
-  std::stringstream s;
-  s << f.rdbuf();
-  const std::string logged = s.str();
+  const std::string logged = read_text(file);
   CATCH_CAPTURE(logged);
   CATCH_CHECK_THAT(logged, Contains(" info: actorpipe launch: starting 2 processes on node 0 of 1"));
   CATCH_CHECK_THAT(logged, Contains(" info: [p0] schedule 1f1b: stages=2, chunks=1, microbatches=4"));
@@ -663,10 +661,7 @@ CATCH_TEST_CASE("the actorpipe binary: launch's lines obey --log-level, and --lo
   auto failing = binary("launch --log-level warn --log-file " + file +
                         " --nproc-per-node 2 -- simulate --stages 2 --microbatches 4 --cost 0,1");
   CATCH_CHECK(failing.code == 2);
-  std::ifstream g(file);
-  std::stringstream t;
-  t << g.rdbuf();
-  const std::string kept = t.str();
+  const std::string kept = read_text(file);
   CATCH_CAPTURE(kept);
   CATCH_CHECK_THAT(kept, Contains(" error: [p0] actorpipe simulate: error: --cost '0,1': F must be"));
   CATCH_CHECK(kept.find("starting 2 processes") == std::string::npos);  // launch's own info line: filtered
