@@ -2,6 +2,7 @@
 #include "apps/train_command.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -490,7 +491,9 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
   }
   out << "actorpipe train: " << what << "; " << t.microbatches << (t.microbatches == 1 ? " microbatch" : " microbatches")
       << (t.dp > 1 ? " per replica x " : " x ") << t.microbatch_size
-      << (t.model_name == "gpt" ? " sequences of " + std::to_string(t.model.seq_len) + " tokens; " : " samples; ")
+      << (t.model_name == "gpt" ? (t.microbatch_size == 1 ? " sequence of " : " sequences of ") +
+                                      std::to_string(t.model.seq_len) + (t.model.seq_len == 1 ? " token; " : " tokens; ")
+                                : (t.microbatch_size == 1 ? " sample; " : " samples; "))
       << t.steps << (t.steps == 1 ? " step\n" : " steps\n");
   for (auto& n : c.notes) out << "note: " << n << '\n';
   // Intra-op threads past the CPUs take turns: each step gets slower, not faster.
@@ -912,6 +915,13 @@ void check_outputs_beside_checkpoints(const train_cli_options& o, const std::str
     if (!save_dir.empty() && full.parent_path() == dir && is_checkpoint_store_name(full.filename().string()))
       throw std::invalid_argument(std::string(flag) + " '" + path + "' is a name the checkpoints in --save-dir '" +
                                   save_dir + "' use: a checkpoint would replace it, or it one; give another name");
+    // Another run's save folder (it holds `latest` or `.lock`): its `latest` overwritten with
+    // metrics lines, say.
+    const fs::path up = full.parent_path();
+    if (is_checkpoint_store_name(full.filename().string()) &&
+        (fs::exists(up / "latest", ec) || fs::exists(up / ".lock", ec)))
+      throw std::invalid_argument(std::string(flag) + " '" + path + "' is a name the checkpoints in '" + up.string() +
+                                  "' use (a folder of checkpoints): give another name");
     if (const std::string around = checkpoint_folder_around(path, save_dir, false); !around.empty())
       throw std::invalid_argument(std::string(flag) + " '" + path + "' is inside checkpoint '" + around +
                                   "': it would overwrite or add to that checkpoint's files; give another place");
@@ -1173,6 +1183,18 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path, false);
     if (!o.save_final_path.empty()) check_output_file("--save-final", o.save_final_path, true);
   }
+  // A --save-dir this run made, and leaves with nothing but its lock in it because the run was
+  // refused or failed before its first checkpoint: it goes again (a refused run left the folder).
+  struct made_folder {
+    std::string path;
+    ~made_folder() {
+      if (path.empty() || std::uncaught_exceptions() == 0) return;
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(path, ec))
+        if (e.path().filename() != ".lock") return;
+      if (!ec) std::filesystem::remove_all(path, ec);
+    }
+  } made_save_dir;
   std::optional<save_dir_lock> save_dir_held;  // for the whole run: one writer per folder
   if (!t.save_dir.empty()) {
     check_save_dir(t.save_dir);
@@ -1187,6 +1209,8 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     if (!t.resume.empty() && restart == 0 && !std::filesystem::exists(t.resume, missing))
       throw std::invalid_argument("--resume '" + t.resume + "': does not exist");
     if (place.process == 0) {
+      std::error_code ec;
+      if (!std::filesystem::exists(t.save_dir, ec)) made_save_dir.path = t.save_dir;
       save_dir_held.emplace(t.save_dir, mark);
     } else {
       t.after_join = [dir = t.save_dir, mark, process = place.process] {

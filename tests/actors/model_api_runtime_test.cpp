@@ -565,6 +565,16 @@ CATCH_TEST_CASE("data parallel leaves a frozen layer, and one its data's path gi
   }
 }
 
+CATCH_TEST_CASE("a model's flags_followed names flags as they are spelt", "[actors][runtime][model_api][errors]") {
+  // "hidden" matched nothing: the model was told it ignored --hidden, and "data-file" refused
+  // the file it read.
+  register_mlp_variant("test-mlp-flag-names", "follows 'hidden'", [](model_definition& m) { m.flags_followed = {"hidden"}; });
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-flag-names";
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("flags_followed holds 'hidden', not one of --layers, --hidden, --heads, "
+                                                    "--seq-len, --vocab, --data-file"));
+}
+
 CATCH_TEST_CASE("activation checkpointing with a layer working in place first on a stage trains as unpipelined",
                 "[actors][runtime][model_api]") {
   // h2 applies LeakyReLU in place to its input, then its Linear; twice applied it is another

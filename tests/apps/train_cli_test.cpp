@@ -446,6 +446,16 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   CATCH_CHECK(typo.code == 2);
   CATCH_CHECK_THAT(typo.err, Contains("--resume '" + dir + "-typo': does not exist"));
   CATCH_CHECK(!std::filesystem::exists(fresh));
+  // Nor one refused later, once the folder and its lock were made (a data file not there).
+  auto no_data = cli(with({"train", "--steps", "6", "--save-dir", fresh, "--data-file", dir + "-none.txt"}, tiny));
+  CATCH_CHECK(no_data.code == 2);
+  CATCH_CHECK(!std::filesystem::exists(fresh));
+  // Another run's `latest` is no output file, with --save-dir or without (metrics lines went
+  // into it).
+  auto onto_latest = cli(with({"train", "--steps", "1", "--metrics", dir + "/latest"}, tiny));
+  CATCH_CHECK(onto_latest.code == 2);
+  CATCH_CHECK_THAT(onto_latest.err, Contains("--metrics '" + dir + "/latest' is a name the checkpoints in '") &&
+                                        Contains("' use (a folder of checkpoints): give another name"));
   CATCH_CHECK(is_checkpoint_store_name("step-00000012"));
   CATCH_CHECK(!is_checkpoint_store_name("step-times.jsonl"));  // only a step's own folder name
   // Resuming from it, it goes on there.
@@ -1312,10 +1322,10 @@ CATCH_TEST_CASE("a global batch size alone is cut per replica, and data-parallel
   // It was refused: "pp=2 needs num_microbatches or microbatch_size".
   auto global = cli(with({"train", "--dp", "2", "--set", "global_batch_size=16"}, model));
   CATCH_CHECK(global.code == 0);
-  CATCH_CHECK_THAT(global.out, Contains("8 microbatches per replica x 1 sequences of 16 tokens"));
+  CATCH_CHECK_THAT(global.out, Contains("8 microbatches per replica x 1 sequence of 16 tokens"));
   auto one = cli(with({"train", "--no-pipeline", "--batch-size", "1"}, model));
   CATCH_CHECK(one.code == 0);
-  CATCH_CHECK_THAT(one.out, Contains("; 1 microbatch x 1 sequences"));
+  CATCH_CHECK_THAT(one.out, Contains("; 1 microbatch x 1 sequence of 16 tokens"));
   auto reference = cli(with({"train", "--no-pipeline", "--zero", "1", "--bucket-mb", "8"}, model));
   CATCH_CHECK(reference.code == 0);
   CATCH_CHECK_THAT(reference.out, Contains("note: --zero, --bucket-mb are for data parallelism (--dp), and --no-pipeline "
