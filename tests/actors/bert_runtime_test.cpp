@@ -163,4 +163,19 @@ CATCH_TEST_CASE("bert: a stop during an evaluation pass ends the run after it, o
   CATCH_CHECK(during_step.stopped_by_signal == SIGTERM);
   CATCH_CHECK(during_step.steps.size() == 2);
   CATCH_CHECK(during_step.evals.empty());  // step 2's pass skipped
+  // The unpipelined run alike (it ran the pass, then stopped), and a stop asked for during its
+  // pass ends it after the pass.
+  stop.store(0);
+  const train_result reference = run_reference(o, [&stop](const step_metrics& m) {
+    if (m.step == 1) stop.store(SIGTERM);
+  });
+  CATCH_CHECK(reference.stopped_by_signal == SIGTERM);
+  CATCH_CHECK(reference.steps.size() == 2);
+  CATCH_CHECK(reference.evals.empty());
+  stop.store(0);
+  o.eval_every = 1;
+  const train_result reference_eval = run_reference(o, {}, [&stop](const eval_record&) { stop.store(SIGTERM); });
+  CATCH_CHECK(reference_eval.stopped_by_signal == SIGTERM);
+  CATCH_CHECK(reference_eval.steps.size() == 1);
+  CATCH_CHECK(reference_eval.evals.size() == 1);
 }
