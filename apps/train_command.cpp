@@ -867,9 +867,17 @@ void check_save_dir(const std::string& dir) {
     throw std::invalid_argument(named + ": cannot write in '" + p.string() + "' (" + probe.error + ")");
 }
 
+// A folder of checkpoints: --save-dir (`dir`, canonical; empty where none), or one that holds a
+// `latest` or `.lock` (another run's).
+bool is_save_folder(const std::filesystem::path& folder, const std::filesystem::path& dir) {
+  std::error_code ec;
+  return (!dir.empty() && folder == dir) || std::filesystem::exists(folder / "latest", ec) ||
+         std::filesystem::exists(folder / ".lock", ec);
+}
+
 // The checkpoint folder that `path` is (from_self) or lies in, "" where none: a folder named as
 // the checkpoints are (step-N, or a write in flight) that holds a manifest, or whose folder is
-// --save-dir or holds a `latest` or `.lock` (a save folder's step yet to come).
+// a folder of checkpoints (a save folder's step yet to come).
 std::string checkpoint_folder_around(const std::string& path, const std::string& save_dir, bool from_self) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -878,10 +886,7 @@ std::string checkpoint_folder_around(const std::string& path, const std::string&
   for (fs::path a = from_self ? full : full.parent_path(); a.has_filename() && a != a.root_path(); a = a.parent_path()) {
     const std::string name = a.filename().string();
     if (name == "latest" || name == ".lock" || !is_checkpoint_store_name(name)) continue;
-    const fs::path up = a.parent_path();
-    if (fs::exists(a / "manifest.json", ec) || (!dir.empty() && up == dir) || fs::exists(up / "latest", ec) ||
-        fs::exists(up / ".lock", ec))
-      return a.string();
+    if (fs::exists(a / "manifest.json", ec) || is_save_folder(a.parent_path(), dir)) return a.string();
   }
   return "";
 }
@@ -911,17 +916,15 @@ void check_outputs_beside_checkpoints(const train_cli_options& o, const std::str
                                    {"--trace", o.trace_path},
                                    {"--save-final", o.save_final_path}}) {
     if (path.empty()) continue;
-    const fs::path full = fs::weakly_canonical(path, ec);
-    if (!save_dir.empty() && full.parent_path() == dir && is_checkpoint_store_name(full.filename().string()))
-      throw std::invalid_argument(std::string(flag) + " '" + path + "' is a name the checkpoints in --save-dir '" +
-                                  save_dir + "' use: a checkpoint would replace it, or it one; give another name");
-    // Another run's save folder (it holds `latest` or `.lock`): its `latest` overwritten with
-    // metrics lines, say.
-    const fs::path up = full.parent_path();
-    if (is_checkpoint_store_name(full.filename().string()) &&
-        (fs::exists(up / "latest", ec) || fs::exists(up / ".lock", ec)))
-      throw std::invalid_argument(std::string(flag) + " '" + path + "' is a name the checkpoints in '" + up.string() +
-                                  "' use (a folder of checkpoints): give another name");
+    const fs::path full = fs::weakly_canonical(path, ec), up = full.parent_path();
+    // In --save-dir, or another run's folder of checkpoints (its `latest` was overwritten with
+    // metrics lines, say).
+    if (is_checkpoint_store_name(full.filename().string()) && is_save_folder(up, save_dir.empty() ? fs::path() : dir))
+      throw std::invalid_argument(std::string(flag) + " '" + path + "' is a name the checkpoints in " +
+                                  (!save_dir.empty() && up == dir
+                                       ? "--save-dir '" + save_dir + "' use: a checkpoint would replace it, or it one; "
+                                       : "'" + up.string() + "' use (a folder of checkpoints): ") +
+                                  "give another name");
     if (const std::string around = checkpoint_folder_around(path, save_dir, false); !around.empty())
       throw std::invalid_argument(std::string(flag) + " '" + path + "' is inside checkpoint '" + around +
                                   "': it would overwrite or add to that checkpoint's files; give another place");

@@ -174,7 +174,7 @@ model_definition gpt_model(const train_options& o) {
   };
   std::shared_ptr<const token_source> source = open_source(o);
   m.data_description = source->describe();
-  m.flags_followed = {"--layers", "--hidden", "--heads", "--seq-len", "--vocab", "--data-file"};
+  m.flags_followed = model_flags();  // all of them
   const int microbatch_size = o.microbatch_size, seq_len = c.seq_len;
   m.data = [source, microbatch_size, seq_len](std::uint64_t step, int microbatch) {
     return make_microbatch(*source, step, microbatch, microbatch_size, seq_len);

@@ -47,15 +47,21 @@ layer_spec make_layer(std::string name, module_factory build) {
   return s;
 }
 
+const std::vector<std::string>& model_flags() {
+  static const std::vector<std::string> flags = {"--layers", "--hidden", "--heads", "--seq-len", "--vocab", "--data-file"};
+  return flags;
+}
+
 void validate_model(const model_definition& m) {
   const std::string who = "model '" + m.name + "'";
   if (m.layers.empty()) throw std::invalid_argument(who + " has no layers: a model needs at least one layer spec");
   // Spelt as the flags are: "hidden" matched nothing, and the model was told it ignored --hidden.
   for (const auto& flag : m.flags_followed)
-    if (flag != "--layers" && flag != "--hidden" && flag != "--heads" && flag != "--seq-len" && flag != "--vocab" &&
-        flag != "--data-file")
-      throw std::invalid_argument(who + ": flags_followed holds '" + flag +
-                                  "', not one of --layers, --hidden, --heads, --seq-len, --vocab, --data-file");
+    if (std::find(model_flags().begin(), model_flags().end(), flag) == model_flags().end()) {
+      std::string known;
+      for (const auto& f : model_flags()) known += (known.empty() ? "" : ", ") + f;
+      throw std::invalid_argument(who + ": flags_followed holds '" + flag + "', not one of " + known);
+    }
   std::set<std::string> names;
   std::set<std::string> keys;
   for (std::size_t i = 0; i < m.layers.size(); ++i) {

@@ -161,6 +161,9 @@ struct model_definition {
   std::vector<std::string> flags_followed;
 };
 
+// The command line's model flags, as flags_followed spells them.
+const std::vector<std::string>& model_flags();
+
 // Checks a definition before anything is built: at least one layer, unique non-empty names,
 // a build function per layer, a loss, data. Throws std::invalid_argument naming the layer.
 void validate_model(const model_definition& model);

@@ -96,16 +96,20 @@ train_result run_reference(const train_options& options, const std::function<voi
     sm.peak_activations = {1};
     result.steps.push_back(sm);
     if (on_step) hook("on_step", k + 1, [&] { on_step(sm); });
-    // A stop asked for by now ends the run after this step, its evaluation skipped, as the
-    // pipeline's supervisor does (it hurries to its checkpoint).
-    const int signal = o.stop_signal ? o.stop_signal->load() : 0;
-    if (signal != 0 && k + 1 < o.steps) {
-      if (s.model->eval_microbatches > 0 && eval_due(o, k + 1))
-        log_info("the evaluation due after step " + std::to_string(k + 1) + " is skipped: the run stops");
-      result.stopped_by_signal = signal;
+    // A stop asked for (with steps left) ends the run after this step, records its signal.
+    const auto stops = [&] {
+      const int signal = o.stop_signal ? o.stop_signal->load() : 0;
+      if (signal != 0 && k + 1 < o.steps) result.stopped_by_signal = signal;
+      return result.stopped_by_signal != 0;
+    };
+    const bool eval_now = s.model->eval_microbatches > 0 && eval_due(o, k + 1);
+    // One asked for by now skips this step's evaluation, as the pipeline's supervisor does (it
+    // hurries to its checkpoint).
+    if (stops()) {
+      if (eval_now) log_info("the evaluation due after step " + std::to_string(k + 1) + " is skipped: the run stops");
       break;
     }
-    if (s.model->eval_microbatches > 0 && eval_due(o, k + 1)) {
+    if (eval_now) {
       const auto t1 = std::chrono::steady_clock::now();
       std::vector<eval_piece> pieces;
       for (int m = 0; m < s.model->eval_microbatches; ++m) {
@@ -118,11 +122,7 @@ train_result run_reference(const train_options& options, const std::function<voi
       e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
       if (on_eval) hook("on_eval", k + 1, [&] { on_eval(e); });
       result.evals.push_back(std::move(e));
-      // One asked for during the pass: no further step.
-      if (const int during = o.stop_signal ? o.stop_signal->load() : 0; during != 0 && k + 1 < o.steps) {
-        result.stopped_by_signal = during;
-        break;
-      }
+      if (stops()) break;  // one asked for during the pass: no further step
     }
   }
   result.parameters = collect_parameters(s.runners);
