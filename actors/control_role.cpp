@@ -96,10 +96,7 @@ std::string control_role::silence_text() const {
          " s (--heartbeat-timeout): it is stopped, frozen or cut off";
 }
 
-std::string control_role::ranks_label(int process) const {
-  const std::string ranks = ranks_of_process(o_.process_of_rank, process);
-  return (ranks.find(',') != std::string::npos ? "ranks " : "rank ") + ranks;
-}
+std::string control_role::ranks_label(int process) const { return actorpipe::ranks_label(o_.process_of_rank, process); }
 
 std::string control_role::master() const { return endpoint_text(o_.master_addr, o_.master_port); }
 

@@ -511,13 +511,11 @@ void open_gate(transport_gate& gate, const std::shared_ptr<const run_context>& s
   gate.open_with(make_dispatch(weak), [weak](int p, const std::string& reason) {
     auto c = weak.lock();
     if (!c) return;
-    const std::string ranks = ranks_of_process(c->process_of_rank, p);
     // The transport's reasons name the process already ("lost process 1: ..."): once is enough.
     const std::string named = "lost process " + std::to_string(p) + ": ";
     const std::string why = reason.rfind(named, 0) == 0 ? reason.substr(named.size()) : reason;
-    caf::anon_send(c->supervisor, msg::failure{"lost process " + std::to_string(p) +
-                                               (ranks.find(',') == std::string::npos ? " (rank " : " (ranks ") + ranks +
-                                               "): process " + std::to_string(c->process) +
+    caf::anon_send(c->supervisor, msg::failure{"lost process " + std::to_string(p) + " (" +
+                                               ranks_label(c->process_of_rank, p) + "): process " + std::to_string(c->process) +
                                                "'s data connection to it failed: " + why});
   });
 }
@@ -671,6 +669,28 @@ void tear_down(caf::scoped_actor& self, const caf::actor& control, run_context& 
   ctx.supervisor = caf::actor{};
 }
 
+// A process other than 0 that cannot take part in the job that has just formed (its check of
+// after_join threw) says why to process 0's supervisor, which stops the job with that reason
+// (else process 0 saw only a closed connection: "died or was killed"), and waits (a few
+// seconds at most) until process 0 says the run is over, so that its hanging up is not
+// reported first.
+void refuse_to_process_0(caf::scoped_actor& self, const caf::actor& control, const run_context& ctx,
+                         const std::string& why) {
+  msg::set_targets t;
+  t.targets[{static_cast<std::uint8_t>(target_kind::runtime), 0}] = caf::actor_cast<caf::actor>(self);
+  self->send(control, std::move(t));
+  self->send(control, msg::forward{0, static_cast<std::uint8_t>(target_kind::supervisor), 0,
+                                   caf::make_message(msg::failure{"process " + std::to_string(ctx.process) + " (" +
+                                                                  ranks_label(ctx.process_of_rank, ctx.process) +
+                                                                  ") refused the job once it formed: " + why})});
+  self->monitor(control);
+  bool done = false;
+  while (!done)
+    self->receive([&](msg::run_finished&) { done = true; },
+                  [&](const caf::down_msg& d) { done = d.source == control.address(); },
+                  caf::after(std::chrono::seconds(10)) >> [&] { done = true; });
+}
+
 // Forms the job (several processes), spawns, wires, runs and tears down in `sys`. Returns the
 // run's error ("" when it finished).
 std::string run_in(caf::actor_system& sys, const std::shared_ptr<run_context>& ctx, const job_place& place,
@@ -680,7 +700,14 @@ std::string run_in(caf::actor_system& sys, const std::shared_ptr<run_context>& c
   const caf::actor control = multi ? form_job(sys, self, ctx, place) : caf::actor{};
   std::vector<caf::actor> local;  // this process's actors, for shutdown and for reporting one that dies
   try {
-    if (multi && ctx->options.after_join) ctx->options.after_join();
+    if (multi && ctx->options.after_join) {
+      try {
+        ctx->options.after_join();
+      } catch (const std::exception& e) {
+        if (ctx->process != 0) refuse_to_process_0(self, control, *ctx, e.what());
+        throw;
+      }
+    }
     spawn_actors(sys, control, ctx);
     open_gate(*gate, ctx);
     local = ctx->local_actors();

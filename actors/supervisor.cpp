@@ -170,6 +170,10 @@ rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const co
 // processes are not: their links report.
 void supervisor::on_start_run(const msg::start_run& s) {
   st_.reply_to = s.reply_to;
+  if (!st_.early_error.empty()) {
+    stop(st_.early_error);
+    return;
+  }
   for (int r = 0; r < P_; ++r) {
     if (!ctx_->is_local_rank(r)) continue;
     watch(ctx_->compute[r], "compute actor of rank " + std::to_string(r));
@@ -200,6 +204,10 @@ void supervisor::on_down(const caf::down_msg& dm) {
 // the runtime tells them the run is over), and the runtime hears why ("" for success).
 void supervisor::stop(std::string error) {
   if (st_.stopped) return;
+  if (!st_.reply_to) {  // before start_run: nobody to tell yet
+    if (st_.early_error.empty()) st_.early_error = error.empty() ? "the run stopped before it began" : std::move(error);
+    return;
+  }
   st_.stopped = true;
   // A checkpoint being taken will not complete: the runtime removes what it left.
   if (save_ && !error.empty()) ctx_->checkpoint_parts->discard(ctx_->options.save_dir + "/" + save_->partial);

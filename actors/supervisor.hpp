@@ -21,6 +21,9 @@ struct supervisor_state {
   caf::actor reply_to;
   int step = 0;
   bool stopped = false;
+  // A failure that arrived before start_run (a process that refused the job as it formed, or
+  // was lost then): the run stops with it as it starts.
+  std::string early_error;
   double started = 0;
   std::vector<double> losses;
   int losses_got = 0;

@@ -71,4 +71,9 @@ std::string ranks_of_process(const std::vector<int>& process_of_rank, int proces
   return out.empty() ? "none" : out;
 }
 
+std::string ranks_label(const std::vector<int>& process_of_rank, int process) {
+  const std::string ranks = ranks_of_process(process_of_rank, process);
+  return (ranks.find(',') != std::string::npos ? "ranks " : "rank ") + ranks;
+}
+
 }  // namespace actorpipe

@@ -17,6 +17,8 @@ std::vector<int> assign_ranks_to_processes(int ranks, int processes, const std::
 // The ranks process `process` hosts, for messages: "2, 3" ("none" when it hosts none).
 // process_of_rank[r] is rank r's process (assign_ranks_to_processes).
 std::string ranks_of_process(const std::vector<int>& process_of_rank, int process);
+// The same with its word: "rank 2", "ranks 2, 3" ("rank none").
+std::string ranks_label(const std::vector<int>& process_of_rank, int process);
 
 // "1,3" -> {1, 3}; throws std::invalid_argument naming --ranks-per-process and the text.
 std::vector<int> parse_ranks_per_process(const std::string& text);

@@ -1269,7 +1269,8 @@ CATCH_TEST_CASE("launch killed outright: its processes still stop after their st
 
 // Two machines, each with a --save-dir of its own (here: one relative path, two working
 // folders): every process writes its part into process 0's folder, so the first save failed
-// after training, and a restart failed alike. Now refused once the job forms, exit 2.
+// after training, and a restart failed alike. Now refused once the job forms, exit 2, and
+// process 0 says why.
 CATCH_TEST_CASE("a --save-dir that a process does not share with process 0 is refused once the job forms",
                 "[multiprocess][checkpoint]") {
   const int port = free_port();
@@ -1291,6 +1292,10 @@ CATCH_TEST_CASE("a --save-dir that a process does not share with process 0 is re
   CATCH_CHECK(follower == 2);
   CATCH_CHECK_THAT(text, Contains("--save-dir 'ck': process 1 does not see the folder process 0 saves into"));
   CATCH_CHECK(leader != 0);
+  // Process 0 names the member's reason (it said "died or was killed").
+  CATCH_CHECK_THAT(read_text(logs[0]), Contains("process 1 (ranks 2, 3) refused the job once it formed: --save-dir 'ck': "
+                                                "process 1 does not see the folder process 0 saves into"));
+  CATCH_CHECK_THAT(read_text(logs[0]), !Contains("died or was killed"));
   CATCH_CHECK(!std::filesystem::exists(base + "-node0/ck/step-00000003"));  // nothing trained
   for (int p = 0; p < 2; ++p) std::filesystem::remove_all(base + "-node" + std::to_string(p));
 }
