@@ -334,7 +334,8 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
     load_parameter_tensors(view, params);
     load_optimizer_tensors(view, moments);
   } catch (const std::exception& e) {
-    throw std::invalid_argument("--resume " + c.path + ": " + error_text(e));
+    const std::string vocabulary = resume_vocabulary_hint(c.manifest.meta, o);
+    throw std::invalid_argument("--resume " + c.path + ": " + error_text(e) + (vocabulary.empty() ? "" : "; " + vocabulary));
   }
   // The run's step, whatever updates its parameters had (one no gradient reached has fewer).
   for (const auto& dp : view.dp_optimizers)

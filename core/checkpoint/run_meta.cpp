@@ -131,4 +131,20 @@ std::string resume_model_mismatch(const nlohmann::json& meta, const train_option
          ": its tensors belong to another model (give " + saved + ")";
 }
 
+std::string resume_vocabulary_hint(const nlohmann::json& meta, const train_options& o) {
+  if (!meta.is_object() || o.model_name != "bert" || meta.value("model", std::string()) != "bert") return "";
+  const auto saved = meta.find("vocab_file_content");
+  if (saved == meta.end() || !saved->is_string()) return "";
+  const std::string now = input_digest(o.text.vocab_file);
+  if (saved->get<std::string>() == now) return "";
+  if (now.empty())
+    return "the checkpoint was trained with a --vocab-file, and this run builds its vocabulary from --data-file: give "
+           "the --vocab-file it was trained with";
+  if (saved->get<std::string>().empty())
+    return "the checkpoint's vocabulary was built from its --data-file, and this run reads --vocab-file '" +
+           o.text.vocab_file + "': leave --vocab-file out";
+  return "--vocab-file '" + o.text.vocab_file +
+         "' is not the vocabulary the checkpoint was trained with: give the one it was trained with";
+}
+
 }  // namespace actorpipe

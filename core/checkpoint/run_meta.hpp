@@ -32,4 +32,11 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
 // --layers 4, this run --layers 2: its tensors belong to another model (give --layers 4)".
 std::string resume_model_mismatch(const nlohmann::json& meta, const train_options& options);
 
+// BERT's vocabulary against the checkpoint's, for an error about tensors that do not fit:
+// "" when the --vocab-file contents agree (or the checkpoint does not say), else a sentence
+// naming what differs ("the checkpoint was trained with a --vocab-file, and this run builds
+// its vocabulary from --data-file: give that --vocab-file"). Another vocabulary of the same
+// size is allowed (resume_changes names it); one of another size cannot load.
+std::string resume_vocabulary_hint(const nlohmann::json& meta, const train_options& options);
+
 }  // namespace actorpipe

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -337,4 +338,30 @@ CATCH_TEST_CASE("train --model bert reads CoLA's headerless files, refuses STS-B
   std::getline(m, first);
   CATCH_CHECK(nlohmann::json::parse(first).at("lr").get<double>() == Approx(2e-4));
   for (const auto& f : {train, dev, metrics, stsb, ids, wide, one_label, no_cls, pairs, config}) std::remove(f.c_str());
+}
+
+// A checkpoint trained with a --vocab-file, resumed without it (a vocabulary built from the
+// data, of another size) or with another file: the embedding's shape error names the
+// vocabulary (it named only the tensor's shapes).
+CATCH_TEST_CASE("train --model bert --resume with another vocabulary names --vocab-file in the error", "[apps][bert][checkpoint]") {
+  const std::string train = write_text(".train.tsv", sentiment_tsv(sentiment_rows(60, 41)));
+  const std::string vocab = write_text(".vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\na\ngood\nbad\n");
+  const std::string other = write_text(".other-vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n");
+  const std::string dir = temp_path(".vocab-ck");
+  auto saved = cli(with(small, {"--data-file", train, "--vocab-file", vocab, "--steps", "1", "--save-dir", dir}));
+  CATCH_INFO(saved.out << saved.err);
+  CATCH_REQUIRE(saved.code == 0);
+  auto without = cli(with(small, {"--data-file", train, "--steps", "2", "--resume", dir}));
+  CATCH_CHECK(without.code == 2);
+  CATCH_CHECK_THAT(without.err, Contains("bert.embeddings.word_embeddings.weight"));
+  CATCH_CHECK_THAT(without.err, Contains("; the checkpoint was trained with a --vocab-file, and this run builds its "
+                                         "vocabulary from --data-file: give the --vocab-file it was trained with"));
+  auto wrong = cli(with(small, {"--data-file", train, "--vocab-file", other, "--steps", "2", "--resume", dir}));
+  CATCH_CHECK(wrong.code == 2);
+  CATCH_CHECK_THAT(wrong.err, Contains("; --vocab-file '" + other +
+                                       "' is not the vocabulary the checkpoint was trained with: give the one it was "
+                                       "trained with"));
+  auto same = cli(with(small, {"--data-file", train, "--vocab-file", vocab, "--steps", "2", "--resume", dir}));
+  CATCH_CHECK(same.code == 0);
+  std::filesystem::remove_all(dir);
 }
