@@ -287,7 +287,7 @@ class hub final : public control_role {
       // Another world size a restart would bring again (final: exit 2, not restarted); other
       // differences may pass while a job's nodes restart one by one.
       const std::string difference = describe_job_difference(j.fingerprint, o_.fingerprint);
-      const bool size = difference.find("world_size=") != std::string::npos;
+      const bool size = difference.find("WORLD_SIZE=") != std::string::npos;
       refuse(hdl, std::string(size ? control_wire::refusal_world_size : "") + "process " + std::to_string(c.process) +
                       " runs a different job: " + difference);
       return;

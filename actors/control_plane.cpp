@@ -30,6 +30,24 @@ std::string one_line(const std::string& text) {
   return s;
 }
 
+// An option of the fingerprint as a message names it: its flag (or environment variable) and
+// its value as given there ("--steps 3", "no --save-dir", "--data-file (8192 bytes, digest
+// ...)", "WORLD_SIZE=2"); options that only a config or code sets keep their key.
+std::string option_text(const std::string& key, const std::string& value) {
+  if (key == "world_size") return "WORLD_SIZE=" + value;
+  if (key == "resumed_after_step") return value == "0" ? "no --resume" : "--resume of a step-" + value + " checkpoint";
+  if (key == "lower_case") return value == "false" ? "--no-lower-case" : "no --no-lower-case";
+  if (key == "min_lr_ratio" || key == "pause_w" || key == "init_std") return key + "=" + value;
+  std::string flag = "--" + key;
+  for (char& c : flag)
+    if (c == '_') c = '-';
+  if (value.empty() || value == "false" || value == "none") return "no " + flag;
+  if (value == "true" || value == "given") return flag;
+  if (key == "data_file" || key == "init_from" || key == "eval_file" || key == "vocab_file" || key == "schedule_file")
+    return flag + " (" + value + ")";  // what the file holds, not its path
+  return flag + " " + value;
+}
+
 }  // namespace
 
 std::string describe_job_difference(const std::string& theirs, const std::string& process0s) {
@@ -41,7 +59,7 @@ std::string describe_job_difference(const std::string& theirs, const std::string
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].second == b[i].second) continue;
     if (!out.empty()) out += "; ";
-    out += a[i].first + "=" + a[i].second + " against process 0's " + b[i].first + "=" + b[i].second;
+    out += option_text(a[i].first, a[i].second) + " against process 0's " + option_text(b[i].first, b[i].second);
   }
   return out.empty() ? "the same options in another form" : out;
 }

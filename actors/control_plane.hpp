@@ -35,9 +35,10 @@ struct cluster_options : job_place {
   std::function<double()> clock;          // seconds on the run's clock (process 0's is shared)
 };
 
-// What differs between two job fingerprints (`name=value` lines): "lr=0.01 against
-// process 0's lr=0.003; steps=..." with `theirs` first; the whole texts if they do not
-// share their names.
+// What differs between two job fingerprints (`name=value` lines), each option named as it is
+// given: "--lr 0.01 against process 0's --lr 0.003; --steps ..." with `theirs` first
+// ("WORLD_SIZE=3", "no --save-dir", "--data-file (8192 bytes, digest ...)"); the whole texts
+// if they do not share their names.
 std::string describe_job_difference(const std::string& theirs, const std::string& process0s);
 
 namespace msg {

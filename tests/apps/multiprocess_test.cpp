@@ -631,15 +631,15 @@ CATCH_TEST_CASE("a process started with other options is refused, told which one
   const int code1 = wait_process(p1, 30);
   CATCH_INFO("process 1:\n" << process_log(log1));
   CATCH_CHECK(code1 > 0);
-  CATCH_CHECK(read_text(log1).find("refused this process: process 1 runs a different job: steps=3 against process 0's "
-                                   "steps=2; lr=0.01 against process 0's lr=0.003") != std::string::npos);
+  CATCH_CHECK(read_text(log1).find("refused this process: process 1 runs a different job: --steps 3 against process 0's "
+                                   "--steps 2; --lr 0.01 against process 0's --lr 0.003") != std::string::npos);
   // Process 0 logs the refusal and goes on waiting for a process 1 that matches; when none
   // comes, its error says why the missing one is missing.
-  CATCH_CHECK(wait_for_text(log0, "runs a different job: steps=3", 10));
+  CATCH_CHECK(wait_for_text(log0, "runs a different job: --steps 3", 10));
   const int code0 = wait_process(p0, 30);
   CATCH_INFO("process 0:\n" << process_log(log0));
   CATCH_CHECK(code0 == 1);
-  CATCH_CHECK(read_text(log0).find("missing: 1; the last process refused: process 1 runs a different job: steps=3") !=
+  CATCH_CHECK(read_text(log0).find("missing: 1; the last process refused: process 1 runs a different job: --steps 3") !=
               std::string::npos);
 }
 
@@ -658,8 +658,8 @@ CATCH_TEST_CASE("processes resuming from checkpoints of other steps are refused,
   const pid_t p1 = start_process(bin, args1, worker_env(1, 2, port), log1);
   CATCH_CHECK(wait_process(p1, 30) > 0);
   CATCH_INFO("process 1:\n" << process_log(log1));
-  CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: resumed_after_step=4 against process 0's "
-                                             "resumed_after_step=2"));
+  CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: --resume of a step-4 checkpoint against process 0's "
+                                             "--resume of a step-2 checkpoint"));
   CATCH_CHECK(wait_process(p0, 30) == 1);
   std::filesystem::remove_all(dir);
 }
@@ -692,10 +692,10 @@ CATCH_TEST_CASE("a default given aloud forms the job, a difference is named by i
     const pid_t p1 = start_process(bin, args1, worker_env(1, 2, port), log1);
     CATCH_CHECK(wait_process(p1, 30) > 0);
     CATCH_INFO("process 1:\n" << process_log(log1));
-    CATCH_CHECK_THAT(read_text(log1), Contains("warmup_steps=2 against process 0's warmup_steps=5") &&
-                                          Contains("unit_cost_plan=true against process 0's unit_cost_plan=false") &&
-                                          Contains("save_dir=given against process 0's save_dir=none") &&
-                                          Contains("heartbeat_timeout=0 against process 0's heartbeat_timeout=60"));
+    CATCH_CHECK_THAT(read_text(log1), Contains("--warmup-steps 2 against process 0's --warmup-steps 5") &&
+                                          Contains("--unit-cost-plan against process 0's no --unit-cost-plan") &&
+                                          Contains("--save-dir against process 0's no --save-dir") &&
+                                          Contains("--heartbeat-timeout 0 against process 0's --heartbeat-timeout 60"));
     CATCH_CHECK(wait_process(p0, 30) == 1);
   }
   // SIGTERM to process 0 alone stops the job: process 1 exits 143 too (it exited 0, a success
@@ -748,7 +748,7 @@ CATCH_TEST_CASE("processes compare what their plan and data files hold, not thei
     CATCH_CHECK(wait_process(p1, 30) > 0);
     CATCH_INFO("process 1:\n" << process_log(log1));
     CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: schedule_file=a plan of digest ") &&
-                                          Contains(" against process 0's schedule_file=a plan of digest "));
+                                          Contains(" against process 0's --schedule-file (a plan of digest "));
     CATCH_CHECK(wait_process(p0, 30) == 1);
   }
   {  // the same plan under another name, and token files of one name with other tokens
@@ -770,7 +770,7 @@ CATCH_TEST_CASE("processes compare what their plan and data files hold, not thei
     CATCH_CHECK(wait_process(q1, 30) > 0);
     CATCH_INFO("process 1:\n" << process_log(log1));
     CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: data_file=8192 bytes, digest ") &&
-                                          Contains(" against process 0's data_file=8192 bytes, digest "));
+                                          Contains(" against process 0's --data-file (8192 bytes, digest "));
     CATCH_CHECK(wait_process(q0, 30) == 1);
   }
   std::filesystem::remove_all(dir0);
