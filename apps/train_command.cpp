@@ -1069,63 +1069,6 @@ class follower_stop_watch {
   std::thread thread_;
 };
 
-// --no-pipeline computes each step on this thread, where nothing can stop a layer or a data
-// function that never returns: without this, such a run hung for ever where the pipeline's
-// supervisor stops the job after --step-timeout. Once a step (or an evaluation pass) has run
-// longer than that, this ends the process with the error, exit 1; the --metrics lines of the
-// steps before are written already.
-class reference_step_watch {
- public:
-  reference_step_watch(double limit_s, int steps) : limit_s_(limit_s), steps_(steps), thread_([this] { watch(); }) {}
-  ~reference_step_watch() {
-    done_.store(true);
-    thread_.join();
-  }
-  reference_step_watch(const reference_step_watch&) = delete;
-  reference_step_watch& operator=(const reference_step_watch&) = delete;
-
-  void step_done(int step) { progress(step + 1, false); }
-  void eval_done(int after_step) { progress(after_step, false); }
-  void eval_starts(int after_step) { progress(after_step, true); }
-
- private:
-  void progress(int next_step, bool in_eval) {
-    next_step_.store(next_step);
-    in_eval_.store(in_eval);
-    since_.store(now_s());
-  }
-  static double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  }
-  void watch() {
-    const auto tick = std::chrono::duration<double>(std::clamp(limit_s_ / 10, 0.001, 0.2));
-    while (!done_.load()) {
-      std::this_thread::sleep_for(tick);
-      if (done_.load() || now_s() - since_.load() <= limit_s_) continue;
-      const int step = next_step_.load();
-      const std::string what = in_eval_.load() ? "the evaluation pass after step " + std::to_string(step)
-                                               : "step " + std::to_string(step + 1) + " of " + std::to_string(steps_);
-      const std::string why = what + " did not finish within " + number_text(limit_s_) +
-                              " s (--step-timeout): --no-pipeline runs it on this process's one thread, which is still in "
-                              "the model's or the data's code; ending the process";
-      end_terminal_line();
-      std::cerr << "actorpipe train: error: " << why << '\n';
-      std::cerr.flush();
-      log_to_file(log_level::error, "actorpipe train: " + why);
-      flush_log();
-      std::fflush(nullptr);
-      std::_Exit(1);
-    }
-  }
-  const double limit_s_;
-  const int steps_;
-  std::atomic<int> next_step_{0};
-  std::atomic<bool> in_eval_{false};
-  std::atomic<double> since_{now_s()};
-  std::atomic<bool> done_{false};
-  std::thread thread_;
-};
-
 }  // namespace
 
 void check_train_files(const train_cli_options& o, const std::string& log_file) {
@@ -1239,20 +1182,9 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   if (place.process != 0) follower.emplace(t.step_timeout_s);
   std::optional<train_result> ran;
   if (o.no_pipeline) {
-    reference_step_watch watch(t.step_timeout_s, t.steps);
-    ran = run_reference(
-        t,
-        [&](const step_metrics& m) {
-          show(m);
-          if (t.eval_every > 0 && eval_due(t, m.step + 1))
-            watch.eval_starts(m.step + 1);
-          else
-            watch.step_done(m.step);
-        },
-        [&](const eval_record& e) {
-          show_eval(e);
-          watch.eval_done(e.step);
-        });
+    // A step that outlasts --step-timeout ends the run (its thread, stuck in a layer or the
+    // data, is left to the process's exit).
+    ran = run_reference(t, show, show_eval);
   } else {
     try {
       ran = run_pipeline(t, show, {}, place, show_eval);

@@ -1,12 +1,19 @@
-// Reference trainer: the whole model as one chunk on the calling thread; per step, every
+// Reference trainer: the whole model as one chunk on a thread of its own; per step, every
 // microbatch's forward and backward in order (gradient accumulation), then clip and AdamW.
 #include "core/train/reference_trainer.hpp"
 
 #include "core/model/layer_model.hpp"
 #include "core/train/evaluation.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -15,6 +22,7 @@
 #include "core/model/compute_threads.hpp"
 #include "core/log.hpp"
 #include "core/model/error_text.hpp"
+#include "core/number_text.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/train/run_setup.hpp"
 #include "core/train/run_state.hpp"
@@ -50,12 +58,39 @@ void hook(const char* name, int after_step, F&& run) {
   }
 }
 
-}  // namespace
+// Where the reference's thread is, for the caller's step deadline, and the callbacks it may
+// still call: once the caller has given up on it (abandoned), it calls none, and reads
+// nothing of the caller's (the stop signal) again.
+struct reference_progress {
+  std::atomic<int> step{0};  // the step (0-based) in flight, or the one whose evaluation runs
+  std::atomic<bool> in_eval{false};
+  std::atomic<double> since{0};  // steady clock seconds when it began
+  std::mutex callbacks;           // held while a callback runs, and to abandon the thread
+  bool abandoned = false;         // under `callbacks`
+  std::mutex done_mutex;
+  std::condition_variable done_signal;
+  bool done = false;  // under done_mutex
+  std::exception_ptr error;
+  train_result result;
+  std::function<void(const step_metrics&)> on_step;
+  std::function<void(const eval_record&)> on_eval;
+};
 
-train_result run_reference(const train_options& options, const std::function<void(const step_metrics&)>& on_step,
-                           const std::function<void(const eval_record&)>& on_eval) {
-  train_options o = options;
-  o.no_pipeline = true;
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The steps, on the calling thread (the reference's own).
+train_result train_reference(const train_options& o, reference_progress& p) {
+  // What runs under `callbacks`: false (nothing run) when the caller has given up on this thread.
+  const auto with_caller = [&p](auto&& run) {
+    std::lock_guard<std::mutex> lock(p.callbacks);
+    if (p.abandoned) return false;
+    run();
+    return true;
+  };
+  const auto& on_step = p.on_step;
+  const auto& on_eval = p.on_eval;
   run_setup s = prepare_run(o);
   if (!o.init_from.empty()) init_from_weights(s, o);
   set_compute_threads(o.threads_per_stage);
@@ -67,6 +102,7 @@ train_result run_reference(const train_options& options, const std::function<voi
   result.partition = s.partition;
   result.split = describe_partition(s.layers, s.layer_names);
   for (int k = 0; k < o.steps; ++k) {
+    p.step.store(k), p.in_eval.store(false), p.since.store(steady_seconds());
     auto t0 = std::chrono::steady_clock::now();
     double loss = 0;
     std::vector<double> losses(M);
@@ -95,11 +131,16 @@ train_result run_reference(const train_options& options, const std::function<voi
     sm.tokens_per_s = sm.seconds > 0 ? double(M) * o.microbatch_size * s.tokens_per_sample / sm.seconds : 0;
     sm.peak_activations = {1};
     result.steps.push_back(sm);
-    if (on_step) hook("on_step", k + 1, [&] { on_step(sm); });
+    if (!with_caller([&] {
+          if (on_step) hook("on_step", k + 1, [&] { on_step(sm); });
+        }))
+      return result;
     // A stop asked for (with steps left) ends the run after this step, records its signal.
     const auto stops = [&] {
-      const int signal = o.stop_signal ? o.stop_signal->load() : 0;
-      if (signal != 0 && k + 1 < o.steps) result.stopped_by_signal = signal;
+      with_caller([&] {
+        const int signal = o.stop_signal ? o.stop_signal->load() : 0;
+        if (signal != 0 && k + 1 < o.steps) result.stopped_by_signal = signal;
+      });
       return result.stopped_by_signal != 0;
     };
     const bool eval_now = s.model->eval_microbatches > 0 && eval_due(o, k + 1);
@@ -110,6 +151,7 @@ train_result run_reference(const train_options& options, const std::function<voi
       break;
     }
     if (eval_now) {
+      p.in_eval.store(true), p.since.store(steady_seconds());
       const auto t1 = std::chrono::steady_clock::now();
       std::vector<eval_piece> pieces;
       for (int m = 0; m < s.model->eval_microbatches; ++m) {
@@ -120,13 +162,68 @@ train_result run_reference(const train_options& options, const std::function<voi
       eval_record e = once_begun("the evaluation after step " + std::to_string(k + 1),
                                  [&] { return summarize_eval(*s.model, k + 1, pieces); });
       e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-      if (on_eval) hook("on_eval", k + 1, [&] { on_eval(e); });
+      if (!with_caller([&] {
+            if (on_eval) hook("on_eval", k + 1, [&] { on_eval(e); });
+          }))
+        return result;
       result.evals.push_back(std::move(e));
       if (stops()) break;  // one asked for during the pass: no further step
     }
   }
   result.parameters = collect_parameters(s.runners);
   return result;
+}
+
+}  // namespace
+
+// On a thread of its own (its LibTorch thread settings are its own, not the caller's), which
+// the caller watches: a step (or an evaluation pass) that outlasts step_timeout_s ends the run
+// with an error, and the thread, stuck in the model's or the data's code, is left to finish
+// or to the process's exit (it calls no callback and reads nothing of the caller's after).
+train_result run_reference(const train_options& options, const std::function<void(const step_metrics&)>& on_step,
+                           const std::function<void(const eval_record&)>& on_eval) {
+  train_options o = options;
+  o.no_pipeline = true;
+  check_train_options(o);  // before a thread: a bad step_timeout_s is refused, not waited on
+  auto p = std::make_shared<reference_progress>();
+  p->on_step = on_step;
+  p->on_eval = on_eval;
+  p->since.store(steady_seconds());
+  std::thread worker([p, o] {
+    try {
+      p->result = train_reference(o, *p);
+    } catch (...) {
+      p->error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(p->done_mutex);
+    p->done = true;
+    p->done_signal.notify_all();
+  });
+  const auto tick = std::chrono::duration<double>(std::clamp(o.step_timeout_s / 10, 0.001, 0.2));
+  std::unique_lock<std::mutex> lock(p->done_mutex);
+  while (!p->done) {
+    p->done_signal.wait_for(lock, tick);
+    if (p->done || steady_seconds() - p->since.load() <= o.step_timeout_s) continue;
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> callbacks(p->callbacks);  // not in the middle of a callback
+      p->abandoned = true;
+    }
+    lock.lock();
+    if (p->done) break;  // it finished meanwhile
+    worker.detach();
+    const int k = p->step.load();
+    throw std::runtime_error(
+        (p->in_eval.load() ? "the evaluation pass after step " + std::to_string(k + 1)
+                           : "step " + std::to_string(k + 1) + " of " + std::to_string(o.steps)) +
+        " did not finish within " + number_text(o.step_timeout_s) +
+        " s (--step-timeout): the unpipelined run's one thread is still in the model's or the data's code; it is left "
+        "to finish, or to the process's exit");
+  }
+  lock.unlock();
+  worker.join();
+  if (p->error) std::rethrow_exception(p->error);
+  return std::move(p->result);
 }
 
 }  // namespace actorpipe

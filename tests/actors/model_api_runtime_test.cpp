@@ -16,6 +16,7 @@
 #include "tests/support/train_results.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <functional>
@@ -601,4 +602,46 @@ CATCH_TEST_CASE("activation checkpointing with a layer working in place first on
       CATCH_CHECK(torch::allclose(got.at(name), t, 1e-5, 1e-6));
     }
   }
+}
+
+// The reference ran on the caller's thread: a layer that never returned hung a library caller
+// for ever (step_timeout_s was the command line's alone), and its thread settings became the
+// caller's. Now a step past step_timeout_s throws, the stuck thread calls no callback after,
+// and the caller's LibTorch thread count is its own.
+CATCH_TEST_CASE("run_reference stops a step past step_timeout_s, and leaves the caller's thread settings alone",
+                "[actors][runtime][model_api][errors]") {
+  auto release = std::make_shared<std::atomic<bool>>(false);
+  register_mlp_variant("test-mlp-stalls", "its data stalling in step 2", [release](model_definition& m) {
+    m.data = [release, good = m.data](std::uint64_t step, int index) {
+      if (step == 1)
+        while (!release->load()) usleep(1000);
+      return good(step, index);
+    };
+  });
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-stalls";
+  o.step_timeout_s = 0.5;
+  o.threads_per_stage = 1;
+  at::set_num_threads(2);
+  const int caller_threads = at::get_num_threads();
+  CATCH_INFO("the caller's LibTorch threads: " << caller_threads);
+  std::atomic<int> steps_seen{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string message = error_of([&] { run_reference(o, [&](const step_metrics&) { ++steps_seen; }); });
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CATCH_CHECK(message == "step 2 of 4 did not finish within 0.5 s (--step-timeout): the unpipelined run's one thread is "
+                         "still in the model's or the data's code; it is left to finish, or to the process's exit");
+  CATCH_CHECK(waited < 10);
+  CATCH_CHECK(steps_seen.load() == 1);
+  release->store(true);  // the stuck thread finishes its run, calling nothing of ours
+  usleep(300000);
+  CATCH_CHECK(steps_seen.load() == 1);
+  CATCH_CHECK(at::get_num_threads() == caller_threads);
+  // A run within its deadline returns as before, callbacks and all.
+  o.model_name = "test-mlp";
+  o.step_timeout_s = 60;
+  const train_result r = run_reference(o, [&](const step_metrics&) { ++steps_seen; });
+  CATCH_CHECK(r.steps.size() == 4);
+  CATCH_CHECK(steps_seen.load() == 5);
+  CATCH_CHECK(at::get_num_threads() == caller_threads);
 }

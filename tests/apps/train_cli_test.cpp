@@ -971,14 +971,14 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
   const auto failed = cli(with({"train", "--steps", "2", "--step-timeout", "0.0001"}, tiny));
   CATCH_CHECK(failed.code == 1);
   CATCH_CHECK_THAT(failed.err, Contains("step 1 of 2 did not finish within 0.0001 s (--step-timeout)"));
-  // --no-pipeline too (it waited for ever on a layer that never returns): the process ends
-  // itself, so the built binary runs it.
+  // --no-pipeline too (it waited for ever on a layer that never returns): the built binary
+  // runs it, as its stuck thread is left to the process's exit.
   std::string tiny_flags;
   for (const auto& flag : tiny) tiny_flags += " " + flag;
   const auto reference = binary("train --no-pipeline --steps 2 --step-timeout 0.0001" + tiny_flags);
   CATCH_CHECK(reference.code == 1);
   CATCH_CHECK_THAT(reference.err, Contains("actorpipe train: error: step 1 of 2 did not finish within 0.0001 s "
-                                           "(--step-timeout): --no-pipeline runs it on this process's one thread"));
+                                           "(--step-timeout): the unpipelined run's one thread is still in the model's"));
   CATCH_CHECK(binary("train --no-pipeline --steps 2 --step-timeout 60" + tiny_flags).code == 0);
   // A reader that goes away (`| head -1`) ended the run by SIGPIPE, before --save-final was
   // written; the run goes on, writes its files and exits 1 naming the lost report.
