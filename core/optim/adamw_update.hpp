@@ -20,6 +20,13 @@ namespace actorpipe {
 void adamw_update(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, long long t, bool decay, double lr,
                   const adamw_options& o, double grad_scale = 1.0);
 
+// Once a parameter has a gradient, zero_grad keeps it (zeroed), so AdamW goes on updating the
+// parameter by its moments in steps no gradient reaches it, as PyTorch's
+// zero_grad(set_to_none=False) does; never having had one, it stays still. A resumed run
+// gives a parameter with updates behind it its zeroed gradient back (undefined, it stood
+// still where the run it continues had moved it).
+void restore_gradient(at::Tensor& param);
+
 // The sum of g's squared entries, in double (float and contiguous: sum_of_squares' fixed order).
 double sq_sum(const at::Tensor& g);
 

@@ -310,6 +310,10 @@ void data_parallel_optimizer::import_moments(const std::vector<moment_segment>& 
                                     std::to_string(s.param_steps[seg.parameter]) + " and " + std::to_string(t) + ")");
       seen[seg.parameter] = true;
       s.param_steps[seg.parameter] = t;
+      if (t > 0) {  // its zeroed gradient, as the run it continues had it
+        at::Tensor param = unbox(s.named[seg.parameter].second);
+        restore_gradient(param);
+      }
       most = std::max(most, t);
     }
   if (most >= 0) s.steps = most;

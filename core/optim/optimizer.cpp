@@ -185,9 +185,15 @@ std::vector<moment_segment> shard_optimizer::export_moments() const {
   return out;
 }
 
+void restore_gradient(at::Tensor& param) {
+  if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
+}
+
 void shard_optimizer::import_moments(const std::vector<moment_segment>& runs) {
-  for (auto& s : impl_->slots)
+  for (auto& s : impl_->slots) {
     s.steps = stitch_moments(runs, s.name, 0, s.exp_avg.view({-1}), s.exp_avg_sq.view({-1}));
+    if (s.steps > 0) restore_gradient(s.param);
+  }
 }
 
 long long shard_optimizer::state_bytes() const {

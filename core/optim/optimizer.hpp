@@ -43,7 +43,9 @@ class shard_optimizer {
   long long num_elements() const;
   long long state_bytes() const;  // the AdamW moments it holds
   // The moments by parameter name (copies, one whole run per parameter), and loading them from
-  // runs of any layout (std::invalid_argument naming a parameter whose runs leave a gap).
+  // runs of any layout (std::invalid_argument naming a parameter whose runs leave a gap). A
+  // parameter updated before gets its gradient back, zeroed, as the run it continues had it
+  // (restore_gradient).
   std::vector<moment_segment> export_moments() const;
   void import_moments(const std::vector<moment_segment>& runs);
 

@@ -28,19 +28,28 @@ std::string render_ascii_timeline(const sim_result& r, int max_width) {
     if (e.end > e.start) shortest = std::min(shortest, e.end - e.start);
     widest = std::max(widest, label_of(e, r.chunks).size());
   }
-  double scale = static_cast<double>(widest + 1) / shortest;  // columns per time unit
+  // Columns for the whole step: each action wide enough for its label, at most what the width
+  // holds. Where columns per time unit overflow (costs of 1e-308), times are taken as fractions
+  // of the makespan (the row's length overflowed with it).
   // "rank N" padded to the widest rank's name (7 up to rank 99), then the two bars.
   const std::size_t name_width = std::max<std::size_t>(7, 5 + std::to_string(r.stages - 1).size());
   const int usable = std::max(20, max_width - static_cast<int>(name_width) - 2);
+  double scale = static_cast<double>(widest + 1) / shortest;  // columns per time unit
   if (r.makespan * scale > usable) scale = usable / r.makespan;
-  const int cols = static_cast<int>(std::ceil(r.makespan * scale - 1e-9));
+  const bool finite = std::isfinite(scale) && std::isfinite(r.makespan * scale);
+  const double wanted = static_cast<double>(widest + 1) * (r.makespan / shortest);
+  const double step_cols = finite ? r.makespan * scale : std::isfinite(wanted) ? std::min<double>(wanted, usable) : usable;
+  const int cols = std::max(1, static_cast<int>(std::ceil(step_cols - 1e-9)));
+  const auto column = [&](double t) {
+    return static_cast<int>(std::lround(finite ? t * scale : t / r.makespan * step_cols));
+  };
 
   std::vector<std::string> rows(r.stages, std::string(cols, '.'));
   std::vector<std::vector<int>> drawn(r.stages, std::vector<int>(cols, -1));  // which event each cell shows
   for (size_t i = 0; i < r.events.size(); ++i) {
     const timeline_event& e = r.events[i];
-    int b = std::min(static_cast<int>(std::lround(e.start * scale)), cols - 1);  // one at the very end too
-    int en = std::max(b + 1, static_cast<int>(std::lround(e.end * scale)));
+    int b = std::min(column(e.start), cols - 1);  // one at the very end too
+    int en = std::max(b + 1, column(e.end));
     en = std::min(en, cols);
     std::string label = label_of(e, r.chunks);
     // Keep one blank column between neighbours when there is room for the label and a gap.
@@ -69,7 +78,7 @@ std::string render_ascii_timeline(const sim_result& r, int max_width) {
   out += "; '.' idle\n";
   if (hidden > 0)
     out += "(" + std::to_string(hidden) + " of " + std::to_string(r.events.size()) +
-           " actions are hidden under others: one column is " + number_text(1 / scale) +
+           " actions are hidden under others: one column is " + number_text(finite ? 1 / scale : r.makespan / step_cols) +
            " time units here; the SVG and the Chrome trace draw every one)\n";
   return out;
 }

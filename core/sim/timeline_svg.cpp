@@ -58,12 +58,17 @@ std::string render_svg_timeline(const sim_result& r) {
   double shortest = 0;
   for (const auto& e : r.events)
     if (e.end > e.start && (shortest == 0 || e.end - e.start < shortest)) shortest = e.end - e.start;
-  const double unit = shortest > 0 ? shortest : 1;
   // At most 16000 px: one action far shorter than the rest (a cost of 0.0001 beside 1s) made
-  // pictures hundreds of thousands of pixels wide; past the cap such actions are 1 px.
+  // pictures hundreds of thousands of pixels wide; past the cap such actions are 1 px. Where px
+  // per time unit overflow (costs of 1e-308), times are drawn as fractions of the makespan.
+  const double unit = shortest > 0 ? shortest : 1;
   const double scale = r.makespan > 0 ? std::min(std::clamp(1100.0 / r.makespan, 2.0 / unit, 40.0 / unit), 16000.0 / r.makespan)
                                       : 1.0;  // px per time unit
-  const double plot_w = r.makespan * scale;
+  const bool finite = std::isfinite(scale) && std::isfinite(r.makespan * scale);
+  const double in_step = r.makespan / unit;  // the shortest actions a step would hold
+  const double plot_w = finite ? r.makespan * scale
+                               : std::min(std::clamp(1100.0, 2.0 * in_step, 40.0 * in_step), 16000.0);
+  const auto px = [&](double t) { return finite ? t * scale : t / r.makespan * plot_w; };  // from the left edge
   const double width = std::max(left + plot_w + 20, 560.0);  // room for the title and the legend
   const double lanes_h = r.stages * (lane + gap);
   const double height = top + lanes_h + 70;
@@ -83,7 +88,7 @@ std::string render_svg_timeline(const sim_result& r) {
          "\" height=\"" + printf_text("%.1f", lane) + "\" fill=\"#f2f2f2\"/>\n";
   }
   for (const auto& e : r.events) {
-    double x = left + e.start * scale, w = std::max(1.0, (e.end - e.start) * scale);
+    double x = left + px(e.start), w = std::max(1.0, px(e.end) - px(e.start));
     double y = top + e.rank * (lane + gap);
     int rgb[3];
     colour_of(e.act.op, e.chunk, r.chunks, rgb);
@@ -109,8 +114,10 @@ std::string render_svg_timeline(const sim_result& r) {
     double mag = std::pow(10.0, std::floor(std::log10(raw)));
     step = raw / mag < 2 ? mag : raw / mag < 5 ? 2 * mag : 5 * mag;
   }
-  for (double t = 0; t <= r.makespan + 1e-9 && step > 0; t += step) {
-    double x = left + t * scale;
+  // Counted, not summed: a step under 1e-9 walked 1e11 ticks (the bound was absolute).
+  for (int i = 0; i <= 100 && step > 0 && i * step <= r.makespan * (1 + 1e-9); ++i) {
+    const double t = i * step;
+    double x = left + px(t);
     s += "<line x1=\"" + printf_text("%.1f", x) + "\" y1=\"" + printf_text("%.1f", axis_y) + "\" x2=\"" + printf_text("%.1f", x) + "\" y2=\"" +
          printf_text("%.1f", axis_y + 4) + "\" stroke=\"black\"/>";
     s += "<text x=\"" + printf_text("%.1f", x) + "\" y=\"" + printf_text("%.1f", axis_y + 16) + "\" text-anchor=\"middle\">" +

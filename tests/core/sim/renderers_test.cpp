@@ -60,6 +60,14 @@ CATCH_TEST_CASE("ASCII timeline draws every action where the simulator put it", 
   CATCH_CHECK_THAT(zv, Contains("lower case = chunk 1"));
 }
 
+CATCH_TEST_CASE("ASCII timeline draws costs of any size alike", "[sim][render]") {
+  // At 1e-308 the columns per time unit overflowed, and the row's length with them
+  // ("basic_string::_M_create").
+  const std::string unit = render_ascii_timeline(simulate(make_schedule("1f1b", {4, 8, 1}), cost_model::uniform(1, 2, 1, 1)));
+  for (const double c : {1e-12, 1e-308, 1e-320})
+    CATCH_CHECK(render_ascii_timeline(simulate(make_schedule("1f1b", {4, 8, 1}), cost_model::uniform(c, 2 * c, c, c))) == unit);
+}
+
 CATCH_TEST_CASE("ASCII timeline says how many actions a scaled-down row cannot show", "[sim][render]") {
   // gpipe on 2 ranks, 1 microbatch, costs 1 and 2 beside a latency of 1e6: 191 columns for
   // 2000006 time units. F1.0 [1000001, 1000002] and B1.0 [1000002, 1000004] share column 95.
@@ -209,6 +217,18 @@ CATCH_TEST_CASE("SVG draws a box per action and a lane per rank", "[sim][render]
   const double capped = width_of(render_svg_timeline(tiny_w));
   CATCH_CHECK(capped <= 16100);
   CATCH_CHECK(capped > 1100);
+  // Costs of any size draw the same picture with the same ticks: at 1e-12 the axis had 517
+  // ticks (its bound was absolute), at 1e-20 it walked 1e11 of them and never ended, and at
+  // 1e-308 px per time unit overflowed.
+  const std::string unit_svg = render_svg_timeline(simulate(make_schedule("1f1b", {4, 8, 1}), cost_model::uniform(1, 2, 1, 1)));
+  for (const double c : {1e-12, 1e-20, 1e-308, 1e-320}) {
+    CATCH_INFO("cost " << c);
+    const std::string svg_c = render_svg_timeline(simulate(make_schedule("1f1b", {4, 8, 1}), cost_model::uniform(c, 2 * c, c, c)));
+    CATCH_CHECK(width_of(svg_c) == width_of(unit_svg));
+    CATCH_CHECK(count(svg_c, "text-anchor=\"middle\">") == count(unit_svg, "text-anchor=\"middle\">"));
+    CATCH_CHECK(count(svg_c, "nan") == 0);
+    CATCH_CHECK(count(svg_c, "inf") == 0);
+  }
 }
 
 CATCH_TEST_CASE("a name that is not UTF-8 gives well-formed SVG and JSON", "[sim][render]") {
