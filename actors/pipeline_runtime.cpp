@@ -248,12 +248,24 @@ void validate_place(const train_options& o, const job_place& place) {
 // Everything the actors share: the prepared run (partition, plan or policy, runners,
 // optimizers, data) and where each rank lives. `result` receives the run's description now
 // and (process 0) its metrics later.
-// An eval round's plan: the training plan's forwards, in each rank's order (a dynamic policy's
-// run takes GPipe's, which has its loop placement). Forwards wait only for forwards, so
-// dropping the backwards of a deadlock-free plan leaves one.
+// An eval round's plan: the training plan's forwards, in each rank's order. Forwards wait only
+// for forwards, so dropping the backwards of a deadlock-free plan leaves one. A dynamic
+// policy's run takes GPipe's order on the policy's placement (GPipe's own plan, on a loop,
+// deadlocked a policy on a V): each rank its virtual stages in increasing order, every
+// microbatch of one before the next; what each waits for lies on lower virtual stages.
 std::shared_ptr<const plan> eval_plan_of(const run_setup& setup, const train_options& o) {
-  plan p = setup.static_plan ? *setup.static_plan
-                             : make_schedule("gpipe", {setup.place.ranks, o.microbatches, setup.place.chunks()});
+  plan p;
+  if (setup.static_plan) {
+    p = *setup.static_plan;
+  } else {
+    p.name = "gpipe's order on the " + setup.place.kind + " placement";
+    p.place = setup.place;
+    p.microbatches = o.microbatches;
+    p.ranks.resize(static_cast<std::size_t>(setup.place.ranks));
+    for (int r = 0; r < setup.place.ranks; ++r)
+      for (const int v : setup.place.virtual_stages_of(r))
+        for (int m = 0; m < o.microbatches; ++m) p.ranks[r].push_back(action{op_kind::forward, v, m});
+  }
   p.name += " (forwards only, for evaluation)";
   for (auto& actions : p.ranks)
     actions.erase(std::remove_if(actions.begin(), actions.end(), [](const action& a) { return a.op != op_kind::forward; }),

@@ -9,6 +9,8 @@
 #include "core/model/layer_model.hpp"
 #include "core/model/safetensors.hpp"
 #include "core/model/tensor_box_torch.hpp"
+#include "core/schedule/policy.hpp"
+#include "core/schedule/policy_registry.hpp"
 #include "core/train/evaluation.hpp"
 #include "core/train/reference_trainer.hpp"
 #include "tests/support/legacy_gpt_chunk.hpp"
@@ -355,6 +357,25 @@ CATCH_TEST_CASE("evaluation asks eval_data only for its microbatches, whatever t
     const train_result r = run_pipeline(p);
     CATCH_REQUIRE(r.evals.size() == 1);
     CATCH_CHECK(r.evals[0].output_shape == ref.evals[0].output_shape);
+    CATCH_CHECK(r.evals[0].outputs == ref.evals[0].outputs);
+    CATCH_CHECK(r.evals[0].loss == ref.evals[0].loss);
+  }
+  // A dynamic policy of the user's on a V: its evaluation ran GPipe's plan on a loop placement,
+  // each rank waiting for forwards the other's chunks never sent, until --step-timeout.
+  policy_options v;
+  v.placement = "v-shape";
+  v.default_chunks = 2;
+  register_policy("test-greedy-v", [](const policy_request& r) {
+    return make_greedy_policy(r.place, r.microbatches, r.rank, r.budget > 0 ? r.budget : 2, r.split_backward);
+  }, "greedy on a V", v);
+  for (const char* schedule : {"test-greedy-v", "greedy", "zbv"}) {
+    CATCH_INFO(schedule);
+    train_options p = o;
+    p.schedule = schedule;
+    p.chunks = 2;
+    p.step_timeout_s = 30;
+    const train_result r = run_pipeline(p);
+    CATCH_REQUIRE(r.evals.size() == 1);
     CATCH_CHECK(r.evals[0].outputs == ref.evals[0].outputs);
     CATCH_CHECK(r.evals[0].loss == ref.evals[0].loss);
   }
