@@ -11,12 +11,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
 #include "actors/control_role.hpp"
 #include "core/job_token.hpp"
 #include "core/log.hpp"
+#include "core/number_text.hpp"
 
 namespace actorpipe {
 namespace msg {
@@ -25,6 +27,7 @@ namespace {
 struct member_join_deadline {};
 struct retry_connect {};
 struct member_heartbeat_tick {};
+struct member_silence_tick {};
 }  // namespace
 }  // namespace msg
 }  // namespace actorpipe
@@ -32,6 +35,7 @@ struct member_heartbeat_tick {};
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::member_join_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::retry_connect)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::member_heartbeat_tick)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::member_silence_tick)
 
 namespace actorpipe {
 namespace {
@@ -168,6 +172,23 @@ class member final : public control_role {
     self_->delayed_send(self_, heartbeat_interval(), msg::member_heartbeat_tick{});
   }
 
+  // With heartbeats off, process 0 still says something every step (a step's start, the
+  // optimizer's turn): silent past the limit the runtime gives (twice --step-timeout and a
+  // margin), it is frozen, and nothing else would end this process's wait.
+  void on_silence_tick() {
+    if (finished_ || !connected_) return;
+    if (const double silent = silent_for(server_); silent > o_.member_silence_limit_s) {
+      self_->close(server_);
+      conns_.erase(server_);
+      connected_ = false;
+      report_failure("lost process 0 (the supervisor, at " + master() + "): nothing heard from it for " +
+                     number_text(std::floor(silent)) + " s, where it speaks at every step (twice --step-timeout and " +
+                     "10 s; with --heartbeat-timeout 0 nothing watches it sooner): it is stopped, frozen or cut off");
+      return;
+    }
+    self_->delayed_send(self_, seconds_span(std::min(1.0, o_.member_silence_limit_s / 4)), msg::member_silence_tick{});
+  }
+
   // A local proxy's message for another process: the hub delivers or relays it.
   void on_forward(msg::forward& f) {
     if (connected_) write_envelope(server_, f.target, f.process, f.index, std::move(f.content));
@@ -226,7 +247,10 @@ class member final : public control_role {
     log_info("joined the job of process 0 at " + master() + " as process " + std::to_string(o_.process) + " (" +
              ranks_label(o_.process) + ")");
     self_->send(owner_, msg::cluster_ready{std::move(w.addresses), w.clock, "", w.epoch_ns, std::move(w.boot_id), false});
-    if (heartbeats_on()) on_heartbeat_tick();
+    if (heartbeats_on())
+      on_heartbeat_tick();
+    else if (o_.member_silence_limit_s > 0)
+      on_silence_tick();
   }
 
   // The hub sent something malformed: hang up and end this process's run.
@@ -260,6 +284,7 @@ caf::behavior control_member(caf::io::broker* self, cluster_options o, std::vect
       [m](const msg::member_join_deadline&) { m->on_join_deadline(); },
       [m](const msg::retry_connect&) { m->try_connect(); },
       [m](const msg::member_heartbeat_tick&) { m->on_heartbeat_tick(); },
+      [m](const msg::member_silence_tick&) { m->on_silence_tick(); },
       [m](msg::set_targets& t) { m->on_set_targets(t); },
       [m](msg::forward& f) { m->on_forward(f); },
       // Only process 0 shuts the cluster down; a member has no process to wait for.

@@ -33,6 +33,10 @@ struct cluster_options : job_place {
   std::int64_t epoch_ns = 0;
   std::string boot_id;
   std::function<double()> clock;          // seconds on the run's clock (process 0's is shared)
+  // A member with heartbeats off (--heartbeat-timeout 0): how long process 0 may stay silent
+  // before this process ends its run (0: never). Process 0 says something every step, so the
+  // runtime gives twice --step-timeout and a margin: a frozen process 0 held its members for ever.
+  double member_silence_limit_s = 0;
 };
 
 // What differs between two job fingerprints (`name=value` lines), each option named as it is

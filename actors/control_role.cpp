@@ -86,9 +86,13 @@ caf::timespan control_role::heartbeat_interval() const {
 
 bool control_role::beat_and_check(caf::io::connection_handle hdl) {
   write_frame(hdl, control_wire::heartbeat, {});
+  return silent_for(hdl) > o_.heartbeat_timeout_s;
+}
+
+double control_role::silent_for(caf::io::connection_handle hdl) {
   const auto now = std::chrono::steady_clock::now();
   auto [it, added] = heard_.try_emplace(hdl, now);  // first asked: the silence starts now
-  return std::chrono::duration<double>(now - it->second).count() > o_.heartbeat_timeout_s;
+  return std::chrono::duration<double>(now - it->second).count();
 }
 
 std::string control_role::silence_text() const {

@@ -70,6 +70,8 @@ class control_role {
   bool beat_and_check(caf::io::connection_handle hdl);
   // "nothing heard from it for 60 s (--heartbeat-timeout): ...", for the failure naming it.
   std::string silence_text() const;
+  // Seconds since anything arrived on `hdl` (since first asked, where nothing has).
+  double silent_for(caf::io::connection_handle hdl);
 
   // "rank 2" or "ranks 2, 3" ("rank none" for a process without ranks).
   std::string ranks_label(int process) const;

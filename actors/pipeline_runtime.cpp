@@ -442,6 +442,7 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
   c.clock = [ctx] { return ctx->now(); };
   c.epoch_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ctx->epoch.time_since_epoch()).count();
   c.boot_id = host_boot_id();
+  if (place.process != 0 && place.heartbeat_timeout_s == 0) c.member_silence_limit_s = 2 * ctx->options.step_timeout_s + 10;
   caf::actor control = spawn_control_plane(sys, c, ctx->data->address(), self);
   msg::cluster_ready ready;
   self->monitor(control);

@@ -1077,6 +1077,38 @@ CATCH_TEST_CASE("a stopped process is lost after --heartbeat-timeout, whichever 
   }
 }
 
+// With heartbeats off, a member waited on a stopped process 0 for ever (only process 0 kept
+// --step-timeout). Process 0 speaks at every step: silent for twice --step-timeout and 10 s,
+// it is lost.
+CATCH_TEST_CASE("with --heartbeat-timeout 0 a member still gives up on a stopped process 0, after twice --step-timeout",
+                "[multiprocess][failure]") {
+  const int port = free_port();
+  const std::string metrics = temp_path(".nohb.jsonl");
+  std::vector<std::string> logs = {temp_path(".nohb0.log"), temp_path(".nohb1.log")};
+  std::vector<pid_t> pids;
+  for (int p = 0; p < 2; ++p) {
+    auto args = slow_job(p == 0 ? metrics : temp_path(".nohb1.jsonl"));
+    const auto limit = std::find(args.begin(), args.end(), "--step-timeout");
+    *(limit + 1) = "5";
+    args.insert(args.end(), {"--heartbeat-timeout", "0"});
+    pids.push_back(start_process(bin, args, worker_env(p, 2, port), logs[p]));
+  }
+  CATCH_REQUIRE(wait_for([&] { return lines_in(metrics) >= 1; }, 120));
+  kill(pids[0], SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  const int code = wait_process(pids[1], 90);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  kill(pids[0], SIGCONT);
+  wait_process(pids[0], 60);
+  CATCH_INFO("process 1:\n" << process_log(logs[1]) << "\nprocess 0:\n" << process_log(logs[0]));
+  CATCH_CHECK(code == 1);
+  CATCH_CHECK(took >= 15);  // 20 s of silence, less what passed since process 0 last spoke
+  CATCH_CHECK(took < 60);
+  CATCH_CHECK_THAT(read_text(logs[1]), Contains("error: lost process 0 (the supervisor, at 127.0.0.1:" + std::to_string(port) +
+                                                "): nothing heard from it for 2") &&
+                                           Contains(" s, where it speaks at every step (twice --step-timeout and 10 s"));
+}
+
 CATCH_TEST_CASE("Ctrl-C to launch stops a 2-process job after a step, with a checkpoint, and launch exits 130",
                 "[multiprocess][signal]") {
   const std::string metrics = temp_path(".lstop.jsonl"), dir = temp_path(".lstop.ckpt");
