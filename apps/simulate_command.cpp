@@ -59,12 +59,22 @@ void require_match(const char* flag, const std::optional<int>& given, int in_fil
 // The job config behind a --config / --set request, flags applied last. Resolved for a plan:
 // no batch size is needed unless the config gives one (config.hpp, resolve_for_plan).
 job_config resolve_config(const simulate_options& opt) {
-  job_config c = opt.config_path.empty() ? job_config{} : load_config_file(opt.config_path);
+  job_config c;
+  if (!opt.config_path.empty()) {
+    c = load_config_file(opt.config_path);
+  } else {  // --set alone: what the flags default to (it started from pp=1, chunks=1)
+    c.pp = 4;
+    const bool batch_set = overrides_give(opt.overrides, "batch_size") || overrides_give(opt.overrides, "global_batch_size");
+    if (!batch_set) c.num_microbatches = 8;  // a batch given alone is cut as the config's rules say
+  }
   apply_overrides(c, opt.overrides);
   if (opt.schedule) apply_override(c, "schedule", *opt.schedule);
   if (opt.stages) apply_override(c, "pp", std::to_string(*opt.stages));
   if (opt.microbatches) apply_override(c, "num_microbatches", std::to_string(*opt.microbatches));
   if (opt.chunks) apply_override(c, "chunks", std::to_string(*opt.chunks));
+  // Without a config file or a chunk count, the schedule's own (2 for interleaved, zbv and
+  // dualpipev), as train does.
+  if (opt.config_path.empty() && !opt.chunks && !overrides_give(opt.overrides, "chunks")) c.chunks = default_chunks(c.schedule);
   resolve_for_plan(c);
   return c;
 }

@@ -70,10 +70,7 @@ std::string without_trailing_slashes(std::string path) {
 }
 
 // Whether --set gave `key` (key=value).
-bool set_by_override(const train_cli_options& o, const std::string& key) {
-  return std::any_of(o.overrides.begin(), o.overrides.end(),
-                     [&key](const std::string& kv) { return kv.rfind(key + "=", 0) == 0; });
-}
+bool set_by_override(const train_cli_options& o, const std::string& key) { return overrides_give(o.overrides, key); }
 
 // The embedded default job (`make run`): a small GPT on the synthetic corpus whose loss falls
 // from ~5.5 towards the corpus's floor of 1.43 nats in about half a minute on 2 cores.

@@ -340,6 +340,11 @@ void apply_overrides(job_config& config, const std::vector<std::string>& assignm
   for (const auto& a : assignments) apply_override(config, a);
 }
 
+bool overrides_give(const std::vector<std::string>& assignments, const std::string& key) {
+  return std::any_of(assignments.begin(), assignments.end(),
+                     [&key](const std::string& kv) { return kv.rfind(key + "=", 0) == 0; });
+}
+
 namespace {
 
 // An unknown schedule name is named first, before any rule it would change the outcome of

@@ -77,6 +77,8 @@ void apply_override(job_config& config, const std::string& assignment);
 // Every "key=value" in order; a key given twice is refused ("--set pp is given 2 times: give
 // it once"), as a flag given twice is (the last one silently won).
 void apply_overrides(job_config& config, const std::vector<std::string>& assignments);
+// Whether one of the "key=value" assignments gives `key`.
+bool overrides_give(const std::vector<std::string>& assignments, const std::string& key);
 
 // Fills derived fields and checks every rule; throws std::invalid_argument naming the
 // parameter(s) and value(s) of the first rule broken. Calling it again on its result changes

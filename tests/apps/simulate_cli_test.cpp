@@ -502,11 +502,20 @@ CATCH_TEST_CASE("simulate --cost takes decimal numbers only, and I and W as part
 
 CATCH_TEST_CASE("simulate --set needs no batch size, and names an unknown schedule first", "[apps][simulate][config]") {
   // simulate has no batch flags: a config without a batch size is a plan request.
+  // --set alone starts from what the flags default to (4 stages, 8 microbatches, the
+  // schedule's chunks), as train does: it started from pp=1, chunks=1, and a key that has
+  // nothing to do with the plan (lr) broke `--schedule zbv --stages 2 -M 4`.
   auto gpipe = cli({"simulate", "--set", "schedule=gpipe"});
   CATCH_REQUIRE(gpipe.code == 0);
   CATCH_CHECK(gpipe.err.empty());
-  CATCH_CHECK_THAT(gpipe.out, Contains("schedule gpipe: stages=1, chunks=1, microbatches=1;"));
-  CATCH_CHECK_THAT(gpipe.out, Contains("config: pp=1 dp=1 tp=1 (world_size=1), num_microbatches=1 (no batch size given)\n"));
+  CATCH_CHECK_THAT(gpipe.out, Contains("schedule gpipe: stages=4, chunks=1, microbatches=8;"));
+  CATCH_CHECK_THAT(gpipe.out, Contains("config: pp=4 dp=1 tp=1 (world_size=4), num_microbatches=8 (no batch size given)\n"));
+  auto zbv = cli({"simulate", "--schedule", "zbv", "--stages", "2", "-M", "4", "--set", "lr=1e-3"});
+  CATCH_REQUIRE(zbv.code == 0);
+  CATCH_CHECK_THAT(zbv.out, Contains("schedule zbv: stages=2, chunks=2, microbatches=4;"));
+  auto interleaved = cli({"simulate", "--schedule", "interleaved", "--set", "num_microbatches=4"});
+  CATCH_REQUIRE(interleaved.code == 0);
+  CATCH_CHECK_THAT(interleaved.out, Contains("schedule interleaved: stages=4, chunks=2, microbatches=4;"));
   auto pp3 = cli({"simulate", "--set", "pp=3", "-M", "8"});
   CATCH_REQUIRE(pp3.code == 0);
   CATCH_CHECK_THAT(pp3.out, Contains("schedule 1f1b: stages=3, chunks=1, microbatches=8;"));
@@ -519,8 +528,10 @@ CATCH_TEST_CASE("simulate --set needs no batch size, and names an unknown schedu
   CATCH_REQUIRE(greedy.code == 0);
   CATCH_CHECK_THAT(greedy.out, Contains("schedule greedy: stages=2, chunks=1, microbatches=4;"));
 
-  // Without a microbatch count, pp > 1 names it.
-  auto none = cli({"simulate", "--set", "pp=3"});
+  // Without a microbatch count (a config file that gives none), pp > 1 names it.
+  const std::string no_count = temp_path(".pp3.json");
+  std::ofstream(no_count) << "{\"pp\": 3}";
+  auto none = cli({"simulate", "--config", no_count});
   CATCH_CHECK(none.code == 2);
   CATCH_CHECK(none.err == "actorpipe simulate: error: pp=3 needs num_microbatches (or batch_size with "
                           "microbatch_size, to derive it)\n");
