@@ -1171,6 +1171,14 @@ CATCH_TEST_CASE("train refuses an output that is an input or another output", "[
   CATCH_CHECK(twice.code == 2);
   CATCH_CHECK_THAT(twice.err, Contains("--metrics '" + same + "' is also --save-final ('" + same +
                                        "'): each output needs a file of its own"));
+  // Through a link to a file not written yet: both went to it, the metrics lost under the trace.
+  const std::string linked_trace = temp_path(".linked-trace.json"), link = temp_path(".linked-metrics.jsonl");
+  std::filesystem::create_symlink(std::filesystem::path(linked_trace).filename(), link);
+  auto linked = cli(with({"train", "--steps", "1", "--metrics", link, "--trace", linked_trace}, tiny));
+  CATCH_CHECK(linked.code == 2);
+  CATCH_CHECK_THAT(linked.err, Contains("--metrics '" + link + "' is also --trace ('" + linked_trace + "')"));
+  CATCH_CHECK(!std::filesystem::exists(linked_trace));
+  std::filesystem::remove(link);
   const std::string plan = temp_path(".plan.txt");
   std::ofstream(plan) << "0: F0.0 F0.1 F0.2 F0.3 B0.0 B0.1 B0.2 B0.3\n1: F1.0 B1.0 F1.1 B1.1 F1.2 B1.2 F1.3 B1.3\n";
   auto over_plan = cli(with({"train", "--steps", "1", "--schedule-file", plan, "--trace", plan}, tiny));
