@@ -133,6 +133,18 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   auto model = std::make_shared<const model_definition>(make_model(here));
   s.model = model;
   check_flags_followed(*model, o);
+  const int L = static_cast<int>(model->layers.size());
+  // Before a plan or a policy per rank is made (for 100000 stages that took minutes).
+  if (!o.no_pipeline) {
+    const long long stage_count = static_cast<long long>(P) * V;
+    if (o.model_name == "gpt" && o.partition.empty() && o.model.layers < stage_count)  // its default gives each a block
+      throw std::invalid_argument("--layers=" + std::to_string(o.model.layers) + " cannot be split over stages*chunks=" +
+                                  std::to_string(stage_count) + " virtual stages (the default partition gives each a block; " +
+                                  "--partition uniform cuts all " + std::to_string(L) + " layers, embeddings and head included)");
+    if (L < stage_count)
+      throw std::invalid_argument("the model's " + std::to_string(L) + " layers cannot be split over stages*chunks=" +
+                                  std::to_string(stage_count) + " virtual stages (each needs at least one layer)");
+  }
   if (o.no_pipeline) {
     s.place = loop_placement(1, 1);
     s.policy = "greedy";  // one rank, no plan: F and B of each microbatch in turn
@@ -160,12 +172,7 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
     s.static_plan = std::make_shared<const plan>(std::move(p));
   }
   const int S = s.place.num_virtual_stages();
-  const int L = static_cast<int>(model->layers.size());
   for (const auto& l : model->layers) s.layer_names.push_back(l.name);
-  if (o.model_name == "gpt" && o.partition.empty() && o.model.layers < S)  // its default gives each a block
-    throw std::invalid_argument("--layers=" + std::to_string(o.model.layers) + " cannot be split over stages*chunks=" +
-                                std::to_string(S) + " virtual stages (the default partition gives each a block; --partition " +
-                                "uniform cuts all " + std::to_string(L) + " layers, embeddings and head included)");
   // The reference runs the model whole: a partition given for the pipeline it is compared
   // with is not its own (counts for 2 stages were refused against its 1).
   s.partition = o.partition.empty() || o.no_pipeline ? model->default_partition : o.partition;
