@@ -34,6 +34,17 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
   out.executed.ranks.resize(P);
   std::vector<std::vector<timeline_event>> per_rank(P);
   for (auto& p : policies) p->reset();
+  // What a policy throws, named as train names it: "rank 1: policy 'mine' failed: ...".
+  const auto policy_call = [&name](int r, auto&& call) {
+    try {
+      return call();
+    } catch (const std::exception& e) {
+      throw std::runtime_error("rank " + std::to_string(r) + ": policy '" + name + "' failed: " + e.what());
+    } catch (...) {
+      throw std::runtime_error("rank " + std::to_string(r) + ": policy '" + name +
+                               "' failed: an exception that is not a std::exception");
+    }
+  };
 
   // Rank r's output for microbatch m, ready at `ready`, reaches virtual stage to_v's table
   // (plus the send latency when to_v lives on another rank).
@@ -41,6 +52,16 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
     const double t = ready + (place.rank_of[to_v] != r ? costs.send_latency : 0.0);
     table[idx(to_v, m)] = t;
     events.push(t);
+  };
+  // One that says it is finished before its rank ran all it lists fails the run in train (the
+  // step would wait for what never comes): the same here, where it simulated cleanly.
+  auto check_finished = [&](int r) {
+    if (!policy_call(r, [&] { return policies[r]->finished(); })) return;
+    const std::size_t listed = policy_call(r, [&] { return policies[r]->all_actions().size(); });
+    if (per_rank[r].size() < listed)
+      throw std::runtime_error("rank " + std::to_string(r) + ": policy '" + name + "' said it was finished after " +
+                               std::to_string(per_rank[r].size()) + " of the " + std::to_string(listed) +
+                               " actions it lists");
   };
   auto finish = [&](int r) {
     const timeline_event& e = *running[r];
@@ -53,9 +74,10 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
       i_done[idx(v, m)] = e.end;
       if (v > 0 && e.output_at < 0) deliver(r, v - 1, m, grad_at, e.end);  // an early B delivered at its start
     }
-    policies[r]->completed(a);
+    policy_call(r, [&] { policies[r]->completed(a); });
     per_rank[r].push_back(e);
     running[r].reset();
+    check_finished(r);
   };
 
   while (!events.empty()) {
@@ -77,10 +99,10 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
     };
     for (int r = 0; r < P; ++r) {
       if (running[r]) continue;
-      auto a = policies[r]->next(ready);
+      auto a = policy_call(r, [&] { return policies[r]->next(ready); });
       // Nothing to start: the policy may fill the wait, as it may in train (where the stage
       // asks it only when the input it waits for is not already on its way).
-      if (!a) a = policies[r]->fill(ready);
+      if (!a) a = policy_call(r, [&] { return policies[r]->fill(ready); });
       if (!a) continue;
       if (place.rank_of.at(a->virtual_stage) != r)
         throw std::logic_error("policy of rank " + std::to_string(r) + " chose " + to_string(*a) +
@@ -92,13 +114,14 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
       busy_until[r] = end;
       out.executed.ranks[r].push_back(*a);
       events.push(end);
+      check_finished(r);
     }
   }
   std::string stuck;
   for (int r = 0; r < P; ++r)
-    if (!policies[r]->finished())
+    if (!policy_call(r, [&] { return policies[r]->finished(); }))
       stuck += (stuck.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " waits for " +
-               policies[r]->waiting_for();
+               policy_call(r, [&] { return policies[r]->waiting_for(); });
   if (!stuck.empty()) throw std::runtime_error("policies deadlocked: " + stuck);
 
   auto rep = require_valid(out.executed);

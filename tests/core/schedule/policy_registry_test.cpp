@@ -27,26 +27,29 @@ class scripted_policy final : public rank_policy {
  public:
   scripted_policy(std::vector<action> listed, std::vector<action> picks)
       : listed_(std::move(listed)), picks_(std::move(picks)) {}
-  void reset() override { next_ = 0; }
+  void reset() override { next_ = done_ = 0; }
   std::optional<action> next(const std::function<bool(const action&)>&) override {
     if (next_ >= picks_.size()) return std::nullopt;
     return picks_[next_++];
   }
-  void completed(const action&) override {}
-  bool finished() const override { return next_ >= picks_.size(); }
+  void completed(const action&) override { ++done_; }
+  // Every pick done (with `early`: every pick made, which the runtime and simulate refuse).
+  bool finished() const override { return (early_ ? next_ : done_) >= picks_.size(); }
   std::string waiting_for() const override { return "script"; }
   std::vector<action> all_actions() const override { return listed_; }
+  void finish_early() { early_ = true; }
 
  private:
   std::vector<action> listed_, picks_;
-  size_t next_ = 0;
+  size_t next_ = 0, done_ = 0;
+  bool early_ = false;
 };
 
 // A policy that runs every action out of turn: next() has nothing, fill() the list in order.
 class filling_policy final : public rank_policy {
  public:
   explicit filling_policy(std::vector<action> listed) : listed_(std::move(listed)) {}
-  void reset() override { next_ = 0; }
+  void reset() override { next_ = done_ = 0; }
   std::optional<action> next(const std::function<bool(const action&)>&) override { return std::nullopt; }
   std::optional<action> fill(const std::function<bool(const action&)>&) override {
     if (next_ >= listed_.size()) return std::nullopt;
@@ -55,14 +58,14 @@ class filling_policy final : public rank_policy {
   std::optional<action> next_listed() const override {
     return next_ < listed_.size() ? std::optional<action>(listed_[next_]) : std::nullopt;
   }
-  void completed(const action&) override {}
-  bool finished() const override { return next_ >= listed_.size(); }
+  void completed(const action&) override { ++done_; }
+  bool finished() const override { return done_ >= listed_.size(); }
   std::string waiting_for() const override { return "a wait to fill"; }
   std::vector<action> all_actions() const override { return listed_; }
 
  private:
   std::vector<action> listed_;
-  size_t next_ = 0;
+  size_t next_ = 0, done_ = 0;
 };
 
 policy_sim_result run(const std::string& name, int P, int M, int V, int budget = 0) {
@@ -264,6 +267,39 @@ CATCH_TEST_CASE("what a factory returns is checked before and while it runs", "[
   // simulate asks fill() too: one rank, F then B, all out of turn.
   const auto simulated = run("test-fills", 1, 1, 1);
   CATCH_CHECK(simulated.executed.ranks[0] == std::vector<action>{F00, B00});
+
+  // As train refuses them, simulate refuses a policy that says it is finished before its rank
+  // ran all it lists (it simulated cleanly), and names the rank and the policy of one that
+  // throws (its own message was all it said).
+  register_policy("test-early", [](const policy_request& r) {
+    std::vector<action> listed;
+    for (int m = 0; m < r.microbatches; ++m) listed.push_back({op_kind::forward, r.rank, m});
+    for (int m = 0; m < r.microbatches; ++m) listed.push_back({op_kind::backward, r.rank, m});
+    auto p = std::make_unique<scripted_policy>(listed, listed);
+    p->finish_early();
+    return p;
+  });
+  CATCH_CHECK_THROWS_WITH(run("test-early", 1, 2, 1),
+                          "rank 0: policy 'test-early' said it was finished after 3 of the 4 actions it lists");
+  register_policy("test-throws", [](const policy_request& r) {
+    struct throwing final : public rank_policy {
+      explicit throwing(int rank) : rank_(rank) {}
+      void reset() override {}
+      std::optional<action> next(const std::function<bool(const action&)>&) override {
+        if (rank_ == 1) throw std::runtime_error("exploded on purpose");
+        return std::nullopt;
+      }
+      void completed(const action&) override {}
+      bool finished() const override { return false; }
+      std::string waiting_for() const override { return "nothing"; }
+      std::vector<action> all_actions() const override {
+        return {{op_kind::forward, rank_, 0}, {op_kind::backward, rank_, 0}};
+      }
+      int rank_;
+    };
+    return std::make_unique<throwing>(r.rank);
+  });
+  CATCH_CHECK_THROWS_WITH(run("test-throws", 2, 1, 1), "rank 1: policy 'test-throws' failed: exploded on purpose");
 }
 
 CATCH_TEST_CASE("simulate runs a registered policy by name", "[apps][simulate][policy]") {
