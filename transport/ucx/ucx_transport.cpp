@@ -28,6 +28,15 @@ namespace actorpipe::transport {
 
 namespace {
 
+// A failed send or receive, worded as a lost peer is ("UCX says 'Endpoint timeout' (the
+// process died, ...)"), not as the operation's own text with its tag: the status after the
+// operation's "failed: " (or "has failed: " for a peer already lost).
+std::string lost_peer_reason(const std::string& error, const char* while_doing) {
+  const auto at = error.rfind("failed: ");
+  const std::string status = at == std::string::npos ? error : error.substr(at + 8);
+  return "UCX says '" + status + "' " + while_doing + " (the process died, was killed or cannot be reached)";
+}
+
 constexpr std::uint64_t header_type = 1;
 constexpr std::uint64_t payload_type = 2;
 constexpr int type_shift = 56;
@@ -401,7 +410,7 @@ struct ucx_transport::state {
   void on_payload(int process, arrival& arrived, const std::string& error, std::size_t received) {
     if (stopping || sources[process].closed) return;
     if (!error.empty()) {
-      close_source(process, "lost process " + std::to_string(process) + ": receiving a tensor failed: " + error);
+      close_source(process, "lost process " + std::to_string(process) + ": " + lost_peer_reason(error, "receiving a tensor"));
       return;
     }
     if (received != arrived.meta.nbytes) {
@@ -415,7 +424,7 @@ struct ucx_transport::state {
 
   void on_send_error(int process, const std::string& error) {
     if (stopping) return;
-    close_source(process, "lost process " + std::to_string(process) + ": sending a tensor failed: " + error);
+    close_source(process, "lost process " + std::to_string(process) + ": " + lost_peer_reason(error, "sending a tensor"));
   }
 
   void start_send(int dest, tensor_meta& meta, tensor_box& tensor) {
