@@ -531,9 +531,9 @@ void report_failure(process_output& output, const attempt_plan& p, const attempt
         "attempt " + std::to_string(n) + " failed (" + end.failure + "); not restarting: " +
             (end.code == 126 || end.code == 127
                  ? std::string("the command cannot run, and would not the next time")
-                 : "it stopped on " + (end.code > 128 ? "the " + signal_name(end.code - 128) : std::string("a stop signal")) +
-                       " it was sent (after its checkpoint where it could take one), and a restart would undo that "
-                       "request"));
+                 : "the job stopped on " + (end.code > 128 ? "the " + signal_name(end.code - 128) : std::string("a stop signal")) +
+                       " one of its processes was sent (after its checkpoint where it could take one), and a restart "
+                       "would undo that request"));
   } else if (end.code == exit_refused) {
     say(output, log_level::error,
         "attempt " + std::to_string(n) + " failed (" + end.failure + "); not restarting: exit code " +

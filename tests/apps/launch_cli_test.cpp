@@ -436,7 +436,8 @@ CATCH_TEST_CASE("launch with max restarts: a job that fails once and then succee
     CATCH_CHECK(run_launch(o, log) == 128 + sig);
     CATCH_CAPTURE(log.str());
     CATCH_CHECK_THAT(log.str(), Contains("attempt 1 failed (process 1 (local 1) was killed by signal " + std::to_string(sig) +
-                                         "); not restarting: it stopped on the " + signal_name(sig) + " it was sent"));
+                                         "); not restarting: the job stopped on the " + signal_name(sig) +
+                                         " one of its processes was sent"));
     CATCH_CHECK(log.str().find("restart 1") == std::string::npos);
     CATCH_CHECK(no_children_left());
   }
