@@ -556,7 +556,7 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
       const std::string rest = what.substr(convert.size());
       const auto eq = rest.find(" = ");
       if (eq != std::string::npos)
-        what = rest.substr(0, eq) + "=" + rest.substr(eq + 3) + " is out of range for this flag";
+        what = rest.substr(0, eq) + "=" + rest.substr(eq + 3) + " is out of range for this flag (at most 2147483647)";
     }
     // A validator's message that names its flag itself, after CLI11's own "--flag: ".
     if (const auto colon = what.find(": "); colon != std::string::npos && what.rfind("--", 0) == 0 &&

@@ -146,9 +146,11 @@ traced_costs read_costs_from(const std::string& path) {
   // Virtual stages whose backward the trace timed only whole (a plan without I and W, and a
   // B that did not send its input gradient early): their I and W are half of B each.
   std::vector<bool> timed_apart(static_cast<std::size_t>(t.virtual_stages), false);
-  std::vector<int> has_i(static_cast<std::size_t>(t.virtual_stages), 0), has_w(has_i);
+  std::vector<int> has_i(static_cast<std::size_t>(t.virtual_stages), 0), has_w(has_i), has_f(has_i), has_b(has_i);
   for (const auto& e : events) {
     const auto v = static_cast<std::size_t>(e.act.virtual_stage);
+    has_f[v] |= e.act.op == op_kind::forward;
+    has_b[v] |= e.act.op != op_kind::forward;
     if (e.act.op == op_kind::input_grad || e.act.op == op_kind::weight_grad ||
         (e.act.op == op_kind::backward && e.output_at >= 0))
       timed_apart[v] = true;
@@ -168,13 +170,20 @@ traced_costs read_costs_from(const std::string& path) {
     }
   // Every virtual stage needs its F and its backward (B, or I and W) in the trace.
   for (int v = 0; v < t.virtual_stages; ++v)
-    if (!(t.costs.forward[v] > 0) || !(t.costs.backward[v] > 0))
+    if (!(t.costs.forward[v] > 0) || !(t.costs.backward[v] > 0)) {
+      const bool forward = !(t.costs.forward[v] > 0);
+      // Timed, at 0 ("dur": 0): not missing, but no cost to plan on either.
+      if (forward ? has_f[static_cast<std::size_t>(v)] : has_b[static_cast<std::size_t>(v)])
+        throw std::invalid_argument("--costs-from '" + path + "': virtual stage " + std::to_string(v) + "'s " +
+                                    (forward ? "forward" : "backward") +
+                                    " takes 0 (the median of its \"dur\"): a plan needs every op's cost > 0");
       throw std::invalid_argument("--costs-from '" + path + "': virtual stage " + std::to_string(v) + " has " +
                                   (t.costs.forward[v] > 0 ? "no backward time" : "no forward time") +
                                   " (a trace of a whole step times every op on every virtual stage" +
                                   (v + 1 < t.virtual_stages ? "; this one's go up to " + std::to_string(t.virtual_stages - 1)
                                                             : std::string()) +
                                   ")");
+    }
   // As --cost: costs too far apart would round away beside each other (an event's wrong dur).
   const double least = smallest_cost(t.costs), most = largest_cost(t.costs);
   if (most > max_cost_ratio * least)
@@ -360,9 +369,12 @@ void print_text(std::ostream& out, const simulate_options& opt, const cost_model
 }  // namespace
 
 void list_schedules_command(std::ostream& out) {
-  for (const auto& s : list_schedules()) {
+  const auto all = list_schedules();
+  std::size_t width = 13;  // one column for the descriptions, however long a user's name is
+  for (const auto& s : all) width = std::max(width, s.name.size());
+  for (const auto& s : all) {
     std::string name = s.name;
-    name.resize(std::max<size_t>(name.size(), 13), ' ');
+    name.resize(width, ' ');
     out << name << ' ' << (s.dynamic ? "[dynamic policy] " : "") << s.description << '\n';
   }
 }

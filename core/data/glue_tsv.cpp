@@ -132,13 +132,17 @@ std::string list_labels(const glue_labels& labels) {
 }
 
 void check_columns(const glue_columns& c) {
+  // A single-sentence task's columns are two (text_b -1 is "none", not a column to show).
+  const bool pair = c.text_b != -1;
   const auto bad = [&](const std::string& what) {
     throw std::invalid_argument("glue columns " + what + ": got text_a=" + std::to_string(c.text_a) +
-                                ", text_b=" + std::to_string(c.text_b) + ", label=" + std::to_string(c.label));
+                                (pair ? ", text_b=" + std::to_string(c.text_b) : std::string()) +
+                                ", label=" + std::to_string(c.label));
   };
   if (c.text_a < 0 || c.label < 0) bad("text_a and label must be >= 0");
   if (c.text_b < -1) bad("text_b must be >= 0, or -1 for a single-sentence task");
-  if (c.text_a == c.label || c.text_b == c.label || c.text_b == c.text_a) bad("must be three different columns");
+  if (c.text_a == c.label || c.text_b == c.label || c.text_b == c.text_a)
+    bad(pair ? "must be three different columns" : "must be two different columns");
 }
 
 std::string column_role(const glue_columns& c, int column) {

@@ -64,6 +64,7 @@ void check_train_options(const train_options& o) {
            number_text(o.step_timeout_s));
   need(o.greedy_budget >= 0, "--budget must be >= 0 (0 = the policy's default): got " + std::to_string(o.greedy_budget));
   need(o.data == "synthetic" || o.data == "file", "--data must be synthetic or a file: got '" + o.data + "'");
+  need(!(o.data == "file" && o.data_file.empty()), "data=file needs --data-file (the file to read): got none");
   need(o.dp >= 1, "--dp must be >= 1: got " + std::to_string(o.dp));
   need(!(o.no_pipeline && o.dp > 1), "--no-pipeline trains one replica on one rank: got --dp=" + std::to_string(o.dp) +
                                          " (give it microbatches * dp microbatches for the same batch)");

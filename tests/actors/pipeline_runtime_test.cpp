@@ -216,6 +216,8 @@ CATCH_TEST_CASE("bad runs stop with one clear error", "[actors][runtime][errors]
   o.data = "file";
   o.data_file = "/nonexistent/tokens.bin";
   CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("/nonexistent/tokens.bin"));
+  o.data_file.clear();  // a library caller's data without its file ("--data-file : model ..." it read)
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "data=file needs --data-file (the file to read): got none");
 }
 
 CATCH_TEST_CASE("a failing action or a stalled rank stops the job naming it, without hanging", "[actors][runtime][errors]") {

@@ -192,6 +192,17 @@ CATCH_TEST_CASE("simulate --costs-from takes a trace's per-stage medians and cho
   CATCH_CHECK(holes.code == 2);
   CATCH_CHECK_THAT(holes.err, Contains("--costs-from '" + slow + "': virtual stage 1 has no backward time (a trace of a "
                                        "whole step times every op on every virtual stage)"));
+  // Timed at 0 is not missing ("has no forward time", it said).
+  {
+    sim_result zero = simulate(make_schedule("1f1b", {2, 2, 1}), cost_model::uniform(1, 2, 1, 1));
+    for (auto& e : zero.events)
+      if (e.act.virtual_stage == 0 && e.act.op == op_kind::forward) e.end = e.start;
+    std::ofstream(slow) << render_chrome_trace(zero);
+  }
+  auto zero_dur = cli({"simulate", "--stages", "2", "--microbatches", "2", "--costs-from", slow});
+  CATCH_CHECK(zero_dur.code == 2);
+  CATCH_CHECK_THAT(zero_dur.err, Contains("--costs-from '" + slow + "': virtual stage 0's forward takes 0 (the median of "
+                                          "its \"dur\"): a plan needs every op's cost > 0"));
   // A split backward's W dropped from the trace (W3's): it was read as free.
   {
     sim_result no_w = simulate(make_schedule("zbv", {2, 4, 2}), cost_model::uniform(1, 2, 1, 1));

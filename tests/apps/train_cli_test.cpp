@@ -908,7 +908,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {{"train", "--lr", "nan"}, "--lr must be a finite number > 0: got nan"},
       {{"train", "--weight-decay", "1e999"}, "--weight-decay must be a finite number >= 0: got inf"},
       // Digits within 64 bits that an int flag cannot hold (CLI11 said "Could not convert").
-      {{"train", "--stages", "9999999999"}, "--stages=9999999999 is out of range for this flag"},
+      {{"train", "--stages", "9999999999"}, "--stages=9999999999 is out of range for this flag (at most 2147483647)"},
       {with({"train", "--threads-per-stage", "100000"}, tiny), "--threads-per-stage must be in [1, 1024]: got 100000"},
       // 1e308 s overflowed the clock, and step 0 "did not finish within 1e+308 s" at once.
       {with({"train", "--step-timeout", "1e308"}, tiny), "--step-timeout must be > 0 and at most 1e+09 seconds: got 1e+308"},
