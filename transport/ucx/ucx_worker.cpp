@@ -141,11 +141,6 @@ ucx_worker::~ucx_worker() {
   wake();
   if (thread_.joinable()) thread_.join();
   // The thread has exited: this thread now owns the worker.
-  if (leave_worker_) {  // see leave_worker_: its endpoints still hold requests
-    pending_.clear();
-    ::close(wake_fd_);
-    return;
-  }
   ucp_worker_destroy(worker_);
   pending_.clear();  // abandoned operations: their requests were released before the worker went
   ucp_cleanup(context_);
@@ -524,7 +519,6 @@ void ucx_worker::shutdown_on_progress_thread() {
   }
   sweep_close_requests();
   newly_failed_.clear();
-  leave_worker_ = !closing_.empty();
 
   // Whatever UCX did not complete in time (a peer that is stopped or cut off acknowledges
   // nothing): report it ourselves, and hand every request still held back to UCX, which
@@ -533,7 +527,6 @@ void ucx_worker::shutdown_on_progress_thread() {
   for (auto& entry : pending_) {
     operation& op = *entry.second;
     if (op.request != nullptr) {
-      if (ucp_request_check_status(op.request) == UCS_INPROGRESS) leave_worker_ = true;
       ucp_request_free(op.request);
       op.request = nullptr;
     }

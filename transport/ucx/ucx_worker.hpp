@@ -132,12 +132,6 @@ private:
   std::unordered_map<operation*, std::unique_ptr<operation>> pending_;
   std::vector<int> newly_failed_;
   std::vector<void*> closing_;  // ucp_ep_close_nbx requests still in flight
-  // Requests UCX still held when the shutdown's grace ran out (a stopped or cut-off peer
-  // acknowledges nothing): destroying the worker then asserts on the endpoints they sit on
-  // (SIGABRT in ucp_ep_destroy_base, seen once in ~20 runs with process 0 SIGSTOPped), so the
-  // worker and its context are left to the process's exit instead. Set by the progress thread
-  // before it ends; read after it was joined.
-  bool leave_worker_ = false;
 
   std::thread thread_;
 };
