@@ -747,7 +747,7 @@ CATCH_TEST_CASE("processes compare what their plan and data files hold, not thei
     const pid_t p1 = start_process(bin, with_file(dir1 + "/plan.txt", {}), worker_env(1, 2, port), log1);
     CATCH_CHECK(wait_process(p1, 30) > 0);
     CATCH_INFO("process 1:\n" << process_log(log1));
-    CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: schedule_file=a plan of digest ") &&
+    CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: --schedule-file (a plan of digest ") &&
                                           Contains(" against process 0's --schedule-file (a plan of digest "));
     CATCH_CHECK(wait_process(p0, 30) == 1);
   }
@@ -769,7 +769,7 @@ CATCH_TEST_CASE("processes compare what their plan and data files hold, not thei
                                    worker_env(1, 2, port2), log1);
     CATCH_CHECK(wait_process(q1, 30) > 0);
     CATCH_INFO("process 1:\n" << process_log(log1));
-    CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: data_file=8192 bytes, digest ") &&
+    CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: --data-file (8192 bytes, digest ") &&
                                           Contains(" against process 0's --data-file (8192 bytes, digest "));
     CATCH_CHECK(wait_process(q0, 30) == 1);
   }
