@@ -70,6 +70,35 @@ void register_mlp_variant(const std::string& name, const std::string& descriptio
       "the tests' MLP, " + description);
 }
 
+// The tests' MLP whose first layer's second half runs only on the microbatches `marked` picks
+// (their first input marked 100): a parameter some steps give no gradient.
+void register_half_used_mlp(const std::string& name, const std::string& when,
+                            const std::function<bool(std::uint64_t step, int index)>& marked) {
+  register_mlp_variant(name, "its first layer's second half used " + when, [marked](model_definition& m) {
+    m.layers[0].build = [] {
+      return layer_module(torch::nn::Sequential(torch::nn::Linear(16, 32), torch::nn::Linear(16, 32)));
+    };
+    m.layers[0].forward = [](layer_module& module, const at::Tensor& x) {
+      auto& seq = module.as<torch::nn::SequentialImpl>();
+      const bool use = x.index({0, 0}).item<float>() > 50;
+      at::Tensor z = x.clone();
+      z.index_put_({0, 0}, 0.0);
+      at::Tensor y = torch::tanh(seq.ptr(0)->as<torch::nn::LinearImpl>()->forward(z));
+      if (use) y = y + torch::tanh(seq.ptr(1)->as<torch::nn::LinearImpl>()->forward(z));
+      return y;
+    };
+    m.data = [good = m.data, marked](std::uint64_t step, int index) {
+      microbatch_tensors t = good(step, index);
+      if (marked(step, index)) {
+        at::Tensor input = unbox(t.inputs).clone();
+        input.index_put_({0, 0}, 100.0);
+        t.inputs = box(input);
+      }
+      return t;
+    };
+  });
+}
+
 // What `run` throws ("" when it does not).
 std::string error_of(const std::function<void()>& run) {
   try {
@@ -400,30 +429,9 @@ CATCH_TEST_CASE("an evaluation output of any floating-point type is taken, an in
 // leaves early only from its stage's last weight-gradient pass of the step.
 CATCH_TEST_CASE("data parallel with a layer that some microbatches skip trains to the unpipelined run",
                 "[actors][runtime][model_api][dp]") {
-  register_mlp_variant("test-mlp-cond", "its first layer's second half used by marked microbatches", [](model_definition& m) {
-    m.layers[0].build = [] {
-      return layer_module(torch::nn::Sequential(torch::nn::Linear(16, 32), torch::nn::Linear(16, 32)));
-    };
-    m.layers[0].forward = [](layer_module& module, const at::Tensor& x) {
-      auto& seq = module.as<torch::nn::SequentialImpl>();
-      const bool use = x.index({0, 0}).item<float>() > 50;
-      at::Tensor z = x.clone();
-      z.index_put_({0, 0}, 0.0);
-      at::Tensor y = torch::tanh(seq.ptr(0)->as<torch::nn::LinearImpl>()->forward(z));
-      if (use) y = y + torch::tanh(seq.ptr(1)->as<torch::nn::LinearImpl>()->forward(z));
-      return y;
-    };
-    // Step 1 marks microbatch 0 alone, every later step all four.
-    m.data = [good = m.data](std::uint64_t step, int index) {
-      microbatch_tensors t = good(step, index);
-      if (step > 0 || index == 0) {
-        at::Tensor marked = unbox(t.inputs).clone();
-        marked.index_put_({0, 0}, 100.0);
-        t.inputs = box(marked);
-      }
-      return t;
-    };
-  });
+  // Step 1 marks microbatch 0 alone, every later step all four.
+  register_half_used_mlp("test-mlp-cond", "by marked microbatches",
+                         [](std::uint64_t step, int index) { return step > 0 || index == 0; });
   train_options o = mlp_options("1f1b", 1);
   o.model_name = "test-mlp-cond";
   o.weight_decay = 0;  // a parameter left without a gradient is not decayed alike (known)
@@ -672,29 +680,7 @@ CATCH_TEST_CASE("run_reference stops a step past step_timeout_s, and leaves the 
 // its gradient undefined, and it stood still: other parameters than the straight run's.
 CATCH_TEST_CASE("a parameter reached only before the checkpoint moves on after a resume as in the straight run",
                 "[actors][runtime][model_api][checkpoint]") {
-  register_mlp_variant("test-mlp-once", "its first layer's second half used in step 1 alone", [](model_definition& m) {
-    m.layers[0].build = [] {
-      return layer_module(torch::nn::Sequential(torch::nn::Linear(16, 32), torch::nn::Linear(16, 32)));
-    };
-    m.layers[0].forward = [](layer_module& module, const at::Tensor& x) {
-      auto& seq = module.as<torch::nn::SequentialImpl>();
-      const bool use = x.index({0, 0}).item<float>() > 50;
-      at::Tensor z = x.clone();
-      z.index_put_({0, 0}, 0.0);
-      at::Tensor y = torch::tanh(seq.ptr(0)->as<torch::nn::LinearImpl>()->forward(z));
-      if (use) y = y + torch::tanh(seq.ptr(1)->as<torch::nn::LinearImpl>()->forward(z));
-      return y;
-    };
-    m.data = [good = m.data](std::uint64_t step, int index) {
-      microbatch_tensors t = good(step, index);
-      if (step == 0 && index == 0) {
-        at::Tensor marked = unbox(t.inputs).clone();
-        marked.index_put_({0, 0}, 100.0);
-        t.inputs = box(marked);
-      }
-      return t;
-    };
-  });
+  register_half_used_mlp("test-mlp-once", "in step 1 alone", [](std::uint64_t step, int index) { return step == 0 && index == 0; });
   struct job { int dp, zero; };
   for (const job j : {job{1, 0}, job{2, 0}, job{2, 1}}) {
     CATCH_INFO("dp " << j.dp << ", zero " << j.zero);
