@@ -997,7 +997,8 @@ class stop_signal_scope {
  public:
   // follower: a process other than the job's first, which stops with the job. mid_line: the
   // progress line is being redrawn on a terminal, so the notice starts a line of its own.
-  stop_signal_scope(bool follower, bool checkpoint, bool mid_line) {
+  // several: process 0 of a job of several processes, which stops at once while the job forms.
+  stop_signal_scope(bool follower, bool checkpoint, bool mid_line, bool several = false) {
     stop_signal_received.store(0);
     for (int i = 0; i < 3; ++i)
       stop_notice[i] = std::string(mid_line ? "\n" : "") + log_prefix_text() + "actorpipe: " + signal_name(signals_[i]) +
@@ -1005,6 +1006,7 @@ class stop_signal_scope {
                                    "step in flight; before the job has formed, at once)\n"
                                  : std::string(": stopping after the step in flight") +
                                        (checkpoint ? ", with a checkpoint of it" : "") +
+                                       (several ? " (before the job has formed, at once)" : "") +
                                        "; again (a second or more later) to stop at once\n");
     for (int i = 0; i < 3; ++i) {
       if (signals_[i] == SIGHUP && hangup_at_start != 0) continue;  // nohup'd, or not known
@@ -1173,7 +1175,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   print_job(out, o, t, c, place, layout);
   const step_reporter show{o, t.steps, t.dp, progress, metrics};
   const eval_reporter show_eval{o.interactive_progress, t.steps, progress, metrics};
-  const stop_signal_scope signals(place.process != 0, !t.save_dir.empty(), o.interactive_progress);
+  const stop_signal_scope signals(place.process != 0, !t.save_dir.empty(), o.interactive_progress, place.processes > 1);
   t.stop_signal = &stop_signal_received;
   std::optional<follower_stop_watch> follower;
   if (place.process != 0) follower.emplace(t.step_timeout_s);

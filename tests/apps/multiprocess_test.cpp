@@ -1162,6 +1162,8 @@ CATCH_TEST_CASE("a signal while the job forms ends a process at once, the hub an
     CATCH_INFO(text);
     CATCH_CHECK(code == 128 + SIGTERM);  // a stop asked for, as after a step: launch --max-restarts does not restart it (it did, on 1)
     CATCH_CHECK_THAT(text, Contains("error: SIGTERM before every process had joined the job: nothing was trained"));
+    // Its notice says so too (process 0's spoke only of the step in flight).
+    CATCH_CHECK_THAT(text, Contains(process == 0 ? "(before the job has formed, at once)" : "before the job has formed, at once"));
     CATCH_CHECK(took < 10);  // not the 60 s --join-timeout
   }
   {  // a member whose connect hangs (process 0's port takes no connections): the same
