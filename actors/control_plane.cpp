@@ -56,8 +56,13 @@ std::string describe_job_difference(const std::string& theirs, const std::string
   for (size_t i = 0; same_names && i < a.size(); ++i) same_names = a[i].first == b[i].first;
   if (!same_names) return "its options are '" + one_line(theirs) + "', process 0's are '" + one_line(process0s) + "'";
   std::string out;
+  // Another world size spreads the ranks otherwise: the spread is not a second difference
+  // (it named a --ranks-per-process no one gave).
+  bool world_differs = false;
+  for (size_t i = 0; i < a.size(); ++i) world_differs = world_differs || (a[i].first == "world_size" && a[i].second != b[i].second);
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].second == b[i].second) continue;
+    if (world_differs && a[i].first == "ranks_per_process") continue;
     if (!out.empty()) out += "; ";
     out += option_text(a[i].first, a[i].second) + " against process 0's " + option_text(b[i].first, b[i].second);
   }

@@ -688,15 +688,22 @@ void tear_down(caf::scoped_actor& self, const caf::actor& control, run_context& 
 // (else process 0 saw only a closed connection: "died or was killed"), and waits (a few
 // seconds at most) until process 0 says the run is over, so that its hanging up is not
 // reported first.
+// How such a failure reads ("process 1 (rank 1) refused the job once it formed: ..."): process 0
+// ends the run as refused (exit 2: a restart would meet the same folder).
+constexpr char refused_once_formed[] = ") refused the job once it formed: ";
+
 void refuse_to_process_0(caf::scoped_actor& self, const caf::actor& control, const run_context& ctx,
                          const std::string& why) {
   msg::set_targets t;
   t.targets[{static_cast<std::uint8_t>(target_kind::runtime), 0}] = caf::actor_cast<caf::actor>(self);
+  // Its feeder is asked to start the first step meanwhile: taken here and left unread (it was
+  // dropped with a warning naming an unknown actor).
+  t.targets[{static_cast<std::uint8_t>(target_kind::feeder), 0}] = caf::actor_cast<caf::actor>(self);
   self->send(control, std::move(t));
   self->send(control, msg::forward{0, static_cast<std::uint8_t>(target_kind::supervisor), 0,
                                    caf::make_message(msg::failure{"process " + std::to_string(ctx.process) + " (" +
                                                                   ranks_label(ctx.process_of_rank, ctx.process) +
-                                                                  ") refused the job once it formed: " + why})});
+                                                                  refused_once_formed + why})});
   self->monitor(control);
   bool done = false;
   while (!done)
@@ -824,6 +831,8 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   } else {
     ctx->data.reset();
   }
+  // A member's refusal is the job's (exit 2): launch restarted it, to wait out --join-timeout.
+  if (!error.empty() && error.find(refused_once_formed) != std::string::npos) throw std::invalid_argument(error);
   if (!error.empty()) throw std::runtime_error(error);
   if (place.process != 0) return result;
   if (place.processes == 1)  // replica 0's: every replica holds the same

@@ -5,6 +5,7 @@
 #include "core/number_text.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <cstdio>
 #include <cerrno>
@@ -64,8 +65,6 @@ job_config resolve_config(const simulate_options& opt) {
     c = load_config_file(opt.config_path);
   } else {  // --set alone: what the flags default to (it started from pp=1, chunks=1)
     c.pp = 4;
-    const bool batch_set = overrides_give(opt.overrides, "batch_size") || overrides_give(opt.overrides, "global_batch_size");
-    if (!batch_set) c.num_microbatches = 8;  // a batch given alone is cut as the config's rules say
   }
   apply_overrides(c, opt.overrides);
   if (opt.schedule) apply_override(c, "schedule", *opt.schedule);
@@ -75,6 +74,16 @@ job_config resolve_config(const simulate_options& opt) {
   // Without a config file or a chunk count, the schedule's own (2 for interleaved, zbv and
   // dualpipev), as train does.
   if (opt.config_path.empty() && !opt.chunks && !overrides_give(opt.overrides, "chunks")) c.chunks = default_chunks(c.schedule);
+  // Neither a microbatch count nor a size: 8 microbatches, or a batch given alone cut into 8,
+  // or the largest of 4, 2, 1 that divides it, as train cuts it.
+  if (opt.config_path.empty() && c.num_microbatches == 0 && c.microbatch_size == 0) {
+    if (c.batch_size > 0)
+      c.num_microbatches = std::gcd(c.batch_size, 8);
+    else if (c.global_batch_size > 0 && c.dp >= 1 && c.global_batch_size % c.dp == 0)
+      c.num_microbatches = std::gcd(c.global_batch_size / c.dp, 8);
+    else if (c.global_batch_size == 0)
+      c.num_microbatches = 8;
+  }
   resolve_for_plan(c);
   return c;
 }

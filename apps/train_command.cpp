@@ -878,7 +878,7 @@ bool is_save_folder(const std::filesystem::path& folder, const std::filesystem::
 std::string checkpoint_folder_around(const std::string& path, const std::string& save_dir, bool from_self) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path full = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  const fs::path full = write_target(path);  // through links, a dangling one's too
   const fs::path dir = save_dir.empty() ? fs::path() : fs::weakly_canonical(fs::absolute(save_dir, ec), ec);
   for (fs::path a = from_self ? full : full.parent_path(); a.has_filename() && a != a.root_path(); a = a.parent_path()) {
     const std::string name = a.filename().string();
@@ -913,7 +913,9 @@ void check_outputs_beside_checkpoints(const train_cli_options& o, const std::str
                                    {"--trace", o.trace_path},
                                    {"--save-final", o.save_final_path}}) {
     if (path.empty()) continue;
-    const fs::path full = fs::weakly_canonical(path, ec), up = full.parent_path();
+    // Where the write lands: through a link to `latest` (not yet written, or one to replace)
+    // metrics lines replaced the checkpoint's pointer.
+    const fs::path full = write_target(path), up = full.parent_path();
     // In --save-dir, or another run's folder of checkpoints (its `latest` was overwritten with
     // metrics lines, say).
     if (is_checkpoint_store_name(full.filename().string()) && is_save_folder(up, save_dir.empty() ? fs::path() : dir))

@@ -107,6 +107,9 @@ CATCH_TEST_CASE("a job difference names each option that differs, or shows both 
               "WORLD_SIZE=3 against process 0's WORLD_SIZE=2; --no-lower-case against process 0's no --no-lower-case; "
               "--resume of a step-4 checkpoint against process 0's no --resume; min_lr_ratio=0.5 against process 0's "
               "min_lr_ratio=0.1; no --schedule-file against process 0's --schedule-file (a plan of digest 12)");
+  // The ranks' spread follows the world size: not named beside it.
+  CATCH_CHECK(describe_job_difference("world_size=3\nranks_per_process=2,1,1\n", "world_size=2\nranks_per_process=2,2\n") ==
+              "WORLD_SIZE=3 against process 0's WORLD_SIZE=2");
   // Another build's fingerprint (other names, or not name=value): both texts, on one line.
   CATCH_CHECK(describe_job_difference("steps=2\nlr=0.003\n", ours) ==
               "its options are 'steps=2 lr=0.003', process 0's are 'steps=2 lr=0.003 data_file=/a b/c.bin'");

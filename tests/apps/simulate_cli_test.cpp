@@ -524,6 +524,10 @@ CATCH_TEST_CASE("simulate --set needs no batch size, and names an unknown schedu
   auto zbv = cli({"simulate", "--schedule", "zbv", "--stages", "2", "-M", "4", "--set", "lr=1e-3"});
   CATCH_REQUIRE(zbv.code == 0);
   CATCH_CHECK_THAT(zbv.out, Contains("schedule zbv: stages=2, chunks=2, microbatches=4;"));
+  // A batch size alone is cut as train cuts it (8 microbatches, or the largest of 4, 2, 1).
+  auto batch_alone = cli({"simulate", "--set", "batch_size=12"});
+  CATCH_REQUIRE(batch_alone.code == 0);
+  CATCH_CHECK_THAT(batch_alone.out, Contains("schedule 1f1b: stages=4, chunks=1, microbatches=4;"));
   auto interleaved = cli({"simulate", "--schedule", "interleaved", "--set", "num_microbatches=4"});
   CATCH_REQUIRE(interleaved.code == 0);
   CATCH_CHECK_THAT(interleaved.out, Contains("schedule interleaved: stages=4, chunks=2, microbatches=4;"));

@@ -415,6 +415,25 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   CATCH_CHECK_THAT(clash.err, Contains("--metrics '" + dir + "/latest' is a name the checkpoints in --save-dir '" + dir +
                                        "' use: a checkpoint would replace it, or it one; give another name"));
   CATCH_CHECK(std::filesystem::exists(dir + "/latest"));
+  // Through a link: to `latest`, to `.lock` (both replaced by metrics lines, exit 0), or into
+  // a step to come.
+  for (const std::string& target : {dir + "/latest", dir + "/.lock", dir + "/step-00000006/m.jsonl"}) {
+    const std::string link = temp_path(".to-checkpoint.jsonl");
+    std::filesystem::create_symlink(target, link);
+    auto linked = cli(with({"train", "--steps", "6", "--save-dir", dir, "--resume", dir, "--metrics", link}, tiny));
+    CATCH_INFO(target);
+    CATCH_CHECK(linked.code == 2);
+    CATCH_CHECK_THAT(linked.err, Contains("--metrics '" + link + "' is "));
+    std::filesystem::remove(link);
+  }
+  CATCH_CHECK(read_text(dir + "/latest").rfind("step-", 0) == 0);
+  const std::string unmade = temp_path(".unmade-ck"), to_latest = temp_path(".to-latest.jsonl");
+  std::filesystem::create_symlink(unmade + "/latest", to_latest);  // a folder the run makes
+  auto dangling = cli(with({"train", "--steps", "1", "--save-dir", unmade, "--metrics", to_latest}, tiny));
+  CATCH_CHECK(dangling.code == 2);
+  CATCH_CHECK_THAT(dangling.err, Contains("--metrics '" + to_latest + "' is a name the checkpoints in --save-dir"));
+  std::filesystem::remove(to_latest);
+  std::filesystem::remove_all(unmade);
   // Nor into a checkpoint's own folder: a --save-dir there (its run's --keep-last pruned it
   // with the checkpoint), or an output over or beside its files (a --save-final over its
   // stage-0.safetensors damaged the checkpoint it resumed from), or in a step to come.
