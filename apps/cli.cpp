@@ -671,6 +671,9 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   launch_cli& launch = line.launch;
   doctor_cli& doctor = line.doctor;
   if (auto code = parse_command_line(app, argc, argv, out, err)) return *code;
+  // A write past the file-size limit (ulimit -f, a batch scheduler's) fails with EFBIG, which
+  // the writer names ("File too large"); SIGXFSZ killed the process (153), every output lost.
+  std::signal(SIGXFSZ, SIG_IGN);
 
   logging_scope logging;
   // A report that could not be written (stdout on a full disk, /dev/full) is a failure, not

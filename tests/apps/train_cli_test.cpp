@@ -1362,3 +1362,19 @@ CATCH_TEST_CASE("a global batch size alone is cut per replica, and data-parallel
   CATCH_CHECK_THAT(buckets.out, Contains("note: --bucket-mb sizes the data-parallel gradient buckets, and --dp 1 has none "
                                          "to sync: it does not apply"));
 }
+
+// A file-size limit (ulimit -f) killed train with SIGXFSZ (exit 153, no word, every output
+// lost): the write past it fails instead, named, and the run exits 1 as for a full disk.
+CATCH_TEST_CASE("a file-size limit fails the write that passes it, named, instead of killing train", "[apps][errors]") {
+  const std::string final_path = temp_path(".fsz.st"), err = temp_path(".fsz.err");
+  std::string flags;
+  for (const auto& f : tiny) flags += " " + f;
+  const std::string cmd = "bash -c 'ulimit -f 4; exec " + std::string(ACTORPIPE_BIN) + " train --steps 1 --save-final " +
+                          final_path + flags + " >/dev/null 2>" + err + "'";
+  const int status = std::system(cmd.c_str());
+  CATCH_INFO(read_text(err));
+  CATCH_REQUIRE(WIFEXITED(status));
+  CATCH_CHECK(WEXITSTATUS(status) == 1);
+  CATCH_CHECK_THAT(read_text(err), Contains("File too large"));
+  std::remove(final_path.c_str());
+}
