@@ -117,7 +117,19 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   if (struct stat st {}; ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     throw std::runtime_error("'" + path + "' exists and is not a regular file: safetensors are written beside it and "
                              "renamed into place, which would replace it");
-  const std::string tmp = path + ".tmp";
+  // Through a symbolic link the file it names is replaced, as a write through it would be (the
+  // rename replaced the link itself with a file, and the file it named kept its old contents).
+  std::string dest = path;
+  {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(dest, ec)); ++hops) {
+      const fs::path to = fs::read_symlink(dest, ec);
+      if (ec) break;
+      dest = (to.is_absolute() ? to : fs::path(dest).parent_path() / to).string();
+    }
+  }
+  const std::string tmp = dest + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("cannot create '" + tmp + "': " + std::strerror(errno));
   // Pieces of at most 8 MiB, each shown to `written` before it goes to the file (so a hash of
@@ -148,10 +160,10 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     ::unlink(tmp.c_str());
     throw std::runtime_error("cannot flush '" + tmp + "': " + why);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (std::rename(tmp.c_str(), dest.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot rename '" + tmp + "' to '" + path + "': " + why);
+    throw std::runtime_error("cannot rename '" + tmp + "' to '" + dest + "': " + why);
   }
 }
 

@@ -96,6 +96,27 @@ CATCH_TEST_CASE("safetensors round trip keeps names, dtypes, shapes and bits", "
   }
 }
 
+// Through a symbolic link the file it names gets the tensors (the rename replaced the link with
+// a file of its own, and the named file kept its old contents), as a write through it would.
+CATCH_TEST_CASE("safetensors saved through a symbolic link replace the file it names", "[model][safetensors]") {
+  temp_dir dir("linked");
+  fs::create_directories(dir.file("elsewhere"));
+  const std::string target = dir.file("elsewhere/model.safetensors"), link = dir.file("model.safetensors");
+  std::ofstream(target) << "old";
+  fs::create_symlink("elsewhere/model.safetensors", link);
+  const at::Tensor w = randn({2, 3}, 3);
+  save_safetensors(link, {{"w", box(w)}});
+  CATCH_CHECK(fs::is_symlink(fs::symlink_status(link)));
+  CATCH_CHECK(torch::equal(unbox(load_safetensors(target).at(0).second), w));
+  CATCH_CHECK_FALSE(fs::exists(target + ".tmp"));
+  // A link to a file not written yet: it is written there.
+  const std::string unwritten = dir.file("elsewhere/new.safetensors"), to_new = dir.file("new.safetensors");
+  fs::create_symlink("elsewhere/new.safetensors", to_new);
+  save_safetensors(to_new, {{"w", box(w)}});
+  CATCH_CHECK(fs::is_symlink(fs::symlink_status(to_new)));
+  CATCH_CHECK(fs::is_regular_file(unwritten));
+}
+
 CATCH_TEST_CASE("safetensors layout: LE header size, sorted JSON header, aligned packed data", "[model][safetensors]") {
   temp_dir dir("layout");
   const std::string path = dir.file("x.safetensors");
