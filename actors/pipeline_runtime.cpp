@@ -467,7 +467,7 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
   if (!ready.error.empty()) {
     caf::anon_send_exit(control, caf::exit_reason::user_shutdown);
     if (ready.refused) throw std::invalid_argument(ready.error);  // exit 2: a restart would meet it again
-    if (stopped_by != 0) throw stopped_while_forming(ready.error, stopped_by);
+    if (stopped_by != 0) throw stopped_on_request(ready.error, stopped_by);
     throw std::runtime_error(ready.error);
   }
   if (place.process != 0) ctx->epoch = aligned_epoch(ready, c.boot_id);
@@ -833,6 +833,13 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   }
   // A member's refusal is the job's (exit 2): launch restarted it, to wait out --join-timeout.
   if (!error.empty() && error.find(refused_once_formed) != std::string::npos) throw std::invalid_argument(error);
+  // A failure while the job stopped on a signal (a process its launch killed as it stopped): the
+  // stop asked for, not a failure to restart (the other node's launch restarted the job, to wait
+  // out --join-timeout twice).
+  const int own_signal = o.stop_signal ? o.stop_signal->load() : 0;
+  const int stopping_on = place.process == 0 ? result.stopped_by_signal : stopped_by != 0 ? stopped_by : own_signal;
+  if (!error.empty() && stopping_on != 0)
+    throw stopped_on_request(error + " (as the job stopped on the " + signal_name(stopping_on) + " asked for)", stopping_on);
   if (!error.empty()) throw std::runtime_error(error);
   if (place.process != 0) return result;
   if (place.processes == 1)  // replica 0's: every replica holds the same

@@ -14,11 +14,12 @@
 
 namespace actorpipe {
 
-// A stop signal (options.stop_signal) before every process of the job had joined: nothing was
-// trained. A stop asked for, not a failure: train exits 128 + `signal` (launch --max-restarts
-// does not restart it).
-struct stopped_while_forming : std::runtime_error {
-  stopped_while_forming(const std::string& what, int sig) : std::runtime_error(what), signal(sig) {}
+// A run that ended on a stop asked for (options.stop_signal, or another process's) the way a
+// failure would: before every process of the job had joined (nothing was trained), or with a
+// process lost while the job stopped (its launch SIGKILLed it at --stop-timeout). A stop, not a
+// failure: train exits 128 + `signal` (launch --max-restarts does not restart it).
+struct stopped_on_request : std::runtime_error {
+  stopped_on_request(const std::string& what, int sig) : std::runtime_error(what), signal(sig) {}
   int signal;
 };
 

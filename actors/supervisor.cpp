@@ -204,6 +204,11 @@ void supervisor::on_down(const caf::down_msg& dm) {
 // the runtime tells them the run is over), and the runtime hears why ("" for success).
 void supervisor::stop(std::string error) {
   if (st_.stopped) return;
+  // A failure after a stop was asked for ends the run as that stop (see stopped_on_request).
+  if (!error.empty() && ctx_->result) {
+    const int own = ctx_->options.stop_signal ? ctx_->options.stop_signal->load() : 0;
+    if (const int asked = own != 0 ? own : requested_signal_; asked != 0) ctx_->result->stopped_by_signal = asked;
+  }
   if (!st_.reply_to) {  // before start_run: nobody to tell yet
     if (st_.early_error.empty()) st_.early_error = error.empty() ? "the run stopped before it began" : std::move(error);
     return;

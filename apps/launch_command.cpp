@@ -343,6 +343,7 @@ struct watch_state {
   process_output& output;
   int alive = 0;
   int result = 0;  // the first failure's code
+  bool every_exit_zero = true;  // no process ended otherwise (a stop that came during the last step)
   std::string first_failure = std::string();  // which process, and how it ended
   std::optional<steady::time_point> first_failure_at = std::nullopt;
   bool first_failure_final = false;           // exited 126, 127, 130 or 143 (attempt_end::not_restartable)
@@ -388,6 +389,7 @@ bool reap_ended(watch_state& w) {
     const auto [code, how] = how_it_ended(r, status);
     const bool exited = r > 0 && WIFEXITED(status);
     w.output.drain(c.rank);  // its last lines before the news of its end
+    if (code != 0) w.every_exit_zero = false;
     if (code == 0 || c.stopped_by_us) continue;
     say(w.output, log_level::error, c.name() + ' ' + how);
     if (w.result == 0) {
@@ -458,7 +460,8 @@ void pass_on_signal(watch_state& w, int sig) {
     w.kill_at = w.kill_at ? std::min(*w.kill_at, k) : k;
   } else {
     say(w.output, log_level::warn,
-        "got " + signal_name(sig) + " again, sending SIGKILL to " + signal_running(w, SIGKILL));
+        "got " + signal_name(sig) + (sig == w.first_signal ? " again" : " after the " + signal_name(w.first_signal)) +
+            ", sending SIGKILL to " + signal_running(w, SIGKILL));
   }
 }
 
@@ -599,6 +602,12 @@ attempt_end run_attempt(const attempt_plan& p, std::vector<child>& kids, watch_s
   end.code = with_late_stop_signals(scope, w.result);
   // Told to stop: a signal during the watch, or one after every process ended cleanly.
   end.stopped = w.signals_received > 0 || (w.result == 0 && end.code != 0);
+  // Every process exited 0: the job finished (a stop that came during its last step has no step
+  // left to stop after, as train alone says with 0); launch said 130 all the same.
+  if (w.every_exit_zero && end.code != 0) {
+    say(output, log_level::info, "every process exited 0: the job finished before the stop asked for could end it");
+    end.code = 0;
+  }
   end.failure = w.first_failure;
   end.not_restartable = w.first_failure_final;
   // Until the first failure: the others' grace period after it is no part of the process's life.

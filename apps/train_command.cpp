@@ -1189,7 +1189,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   } else {
     try {
       ran = run_pipeline(t, show, {}, place, show_eval);
-    } catch (const stopped_while_forming& e) {  // a stop asked for: 128 + N, not a failure to restart
+    } catch (const stopped_on_request& e) {  // a stop asked for: 128 + N, not a failure to restart
       log_error(e.what());
       return 128 + e.signal;
     }

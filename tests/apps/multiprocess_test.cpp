@@ -1109,6 +1109,30 @@ CATCH_TEST_CASE("with --heartbeat-timeout 0 a member still gives up on a stopped
                                            Contains(" s, where it speaks at every step (twice --step-timeout and 10 s"));
 }
 
+// A process lost while the job stops on a signal (its launch's --stop-timeout SIGKILLed it) ended
+// process 0 as a failure (exit 1), which the other node's launch restarted, to wait out
+// --join-timeout twice: it ends as the stop asked for (128 + N), naming the loss.
+CATCH_TEST_CASE("a process lost while the job stops on a signal ends the job as that stop, not as a failure",
+                "[multiprocess][signal]") {
+  const int port = free_port();
+  const std::string metrics = temp_path(".lost-stop.jsonl");
+  std::vector<std::string> logs = {temp_path(".lost-stop0.log"), temp_path(".lost-stop1.log")};
+  std::vector<pid_t> pids;
+  for (int p = 0; p < 2; ++p)
+    pids.push_back(start_process(bin, slow_job(p == 0 ? metrics : temp_path(".lost-stop1.jsonl")), worker_env(p, 2, port), logs[p]));
+  CATCH_REQUIRE(wait_for([&] { return lines_in(metrics) >= 1; }, 120));
+  kill(pids[1], SIGTERM);
+  CATCH_REQUIRE(wait_for([&] { return read_text(logs[0]).find("process 1 got SIGTERM") != std::string::npos; }, 30));
+  kill(pids[1], SIGKILL);
+  const int code = wait_process(pids[0], 60);
+  wait_process(pids[1], 10);
+  CATCH_INFO("process 0:\n" << process_log(logs[0]));
+  // The step may also have ended before the loss was seen: then the stop itself (143) says so.
+  CATCH_CHECK(code == 128 + SIGTERM);
+  if (read_text(logs[0]).find("lost process 1") != std::string::npos)
+    CATCH_CHECK_THAT(read_text(logs[0]), Contains("(as the job stopped on the SIGTERM asked for)"));
+}
+
 CATCH_TEST_CASE("Ctrl-C to launch stops a 2-process job after a step, with a checkpoint, and launch exits 130",
                 "[multiprocess][signal]") {
   const std::string metrics = temp_path(".lstop.jsonl"), dir = temp_path(".lstop.ckpt");
