@@ -74,9 +74,10 @@ job_config resolve_config(const simulate_options& opt) {
   // Without a config file or a chunk count, the schedule's own (2 for interleaved, zbv and
   // dualpipev), as train does.
   if (opt.config_path.empty() && !opt.chunks && !overrides_give(opt.overrides, "chunks")) c.chunks = default_chunks(c.schedule);
-  // Neither a microbatch count nor a size: 8 microbatches, or a batch given alone cut into 8,
-  // or the largest of 4, 2, 1 that divides it, as train cuts it.
-  if (opt.config_path.empty() && c.num_microbatches == 0 && c.microbatch_size == 0) {
+  // Neither a microbatch count nor a size (flags, --set, or a config that gives neither): 8
+  // microbatches, or a batch given alone cut into 8, or the largest of 4, 2, 1 that divides it,
+  // as train cuts it.
+  if (c.num_microbatches == 0 && c.microbatch_size == 0) {
     if (c.batch_size > 0)
       c.num_microbatches = std::gcd(c.batch_size, 8);
     else if (c.global_batch_size > 0 && c.dp >= 1 && c.global_batch_size % c.dp == 0)

@@ -405,7 +405,8 @@ void resolve_rules(job_config& c, bool plan_from_file, bool batch_sizes_optional
   long long virtual_stages = static_cast<long long>(c.pp) * c.chunks;
   // The GPT's default partition gives each virtual stage a block; another partition (or another
   // model) counts the model's own layers, which the run's partition checks.
-  if (c.model == "gpt" && c.partition.empty() && c.layers < virtual_stages)
+  // A plan alone (simulate) has no model to cut: its layers are not checked.
+  if (!batch_sizes_optional && c.model == "gpt" && c.partition.empty() && c.layers < virtual_stages)
     fail("layers=" + str(c.layers) + " cannot be split over pp*chunks = " + str(c.pp) + "*" + str(c.chunks) + " = " +
          str(virtual_stages) + " virtual stages (the default partition gives each a block; partition uniform cuts all " +
          str(c.layers + 3) + " layers, embeddings and head included)");
