@@ -164,12 +164,15 @@ void set_from_text(std::uint64_t& out, const std::string& key, const std::string
 }
 
 void set_from_text(double& out, const std::string& key, const std::string& value) {
-  if (!plain_number_text(value)) bad_override(key, value, "a number");
+  // Decimal, as the flags and a config's JSON take it (strtod took "0x1p-10" and "inf" too).
+  if (!decimal_number_text(value)) bad_override(key, value, "a decimal number");
   errno = 0;
   char* end = nullptr;
   double v = std::strtod(value.c_str(), &end);
-  if (*end != '\0') bad_override(key, value, "a number");
-  if (errno == ERANGE || !std::isfinite(v)) bad_override(key, value, "a finite number");
+  if (*end != '\0') bad_override(key, value, "a decimal number");
+  // ERANGE also flags a number below the normal range (1e-320), which is still one: only an
+  // overflow to infinity is refused.
+  if (!std::isfinite(v)) bad_override(key, value, "a finite number");
   out = v;
 }
 

@@ -115,8 +115,15 @@ CATCH_TEST_CASE("apply_override parses the value as the field's type", "[config]
   CATCH_CHECK_THROWS_WITH(apply_override(c, "pp", ""), Catch::Contains("pp must be an integer"));
   CATCH_CHECK_THROWS_WITH(apply_override(c, "pp", " 4"), Catch::Contains("pp must be an integer"));
   CATCH_CHECK_THROWS_WITH(apply_override(c, "pp", "99999999999"), Catch::Contains("'99999999999'"));
-  CATCH_CHECK_THROWS_WITH(apply_override(c, "lr", "abc"), Catch::Contains("lr must be a number, got 'abc'"));
-  CATCH_CHECK_THROWS_WITH(apply_override(c, "lr", "nan"), Catch::Contains("lr must be a finite number"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "lr", "abc"), Catch::Contains("lr must be a decimal number, got 'abc'"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "lr", "nan"), Catch::Contains("lr must be a decimal number, got 'nan'"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "lr", "1e400"), Catch::Contains("lr must be a finite number, got '1e400'"));
+  // Decimal as the flags take it (hex was taken), and a number below the normal range is one
+  // (1e-320 read as "must be a finite number").
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "lr", "0x1p-10"), Catch::Contains("lr must be a decimal number, got '0x1p-10'"));
+  apply_override(c, "grad_clip", "1e-320");
+  CATCH_CHECK(c.grad_clip > 0);
+  CATCH_CHECK(c.grad_clip < 1e-300);
   CATCH_CHECK_THROWS_WITH(apply_override(c, "seed", "-1"), Catch::Contains("seed must be a non-negative integer"));
   CATCH_CHECK_THROWS_WITH(apply_override(c, "ppp", "4"), Catch::Contains("unknown config key 'ppp'"));
   CATCH_CHECK_THROWS_WITH(apply_override(c, "pp4"), Catch::Contains("'pp4' must look like key=value"));
