@@ -1090,7 +1090,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   // The plan file is read once: it may be a pipe (`--schedule-file <(actorpipe simulate ...)`),
   // but not for a job of several processes (one of them would get it) or a restart (read).
   if (!o.schedule_file.empty()) {
-    const launch_env launched = read_launch_env();
+    const launch_env launched = read_launch_env(true);
     std::error_code ec;
     if ((launched.processes > 1 || launched.restart_count > 0) && std::filesystem::exists(o.schedule_file, ec) &&
         !std::filesystem::is_regular_file(o.schedule_file, ec))
@@ -1110,7 +1110,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
 
   // A multi-process job when the launcher says so. Process 0 reports; the others stay quiet.
   std::vector<int> layout;  // process of each rank (multi-process jobs)
-  const launch_env env = read_launch_env();
+  const launch_env env = read_launch_env(true);
   const job_place place = place_in_job(o, t, env, layout);
   if (place.processes > 1) t.gather_parameters = !o.save_final_path.empty();  // for --save-final
   const int restart = env.restart_count;

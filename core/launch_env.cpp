@@ -29,7 +29,7 @@ struct family {
 
 }  // namespace
 
-launch_env read_launch_env(const std::function<const char*(const char*)>& env) {
+launch_env read_launch_env(const std::function<const char*(const char*)>& env, bool jobs_only) {
   static const family families[] = {
       {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
       {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
@@ -53,6 +53,10 @@ launch_env read_launch_env(const std::function<const char*(const char*)>& env) {
     out.local_rank = local ? parse_int(f.local, local) : out.process;
     break;
   }
+  if (jobs_only && out.processes <= 1) {  // no job to find: its address is of no use here
+    if (const char* restart = env(kRestartCountVariable)) out.restart_count = parse_int(kRestartCountVariable, restart);
+    return out;
+  }
   if (const char* addr = env("MASTER_ADDR")) {
     if (*addr == '\0') throw std::invalid_argument("MASTER_ADDR is set but empty");
     out.master_addr = addr;
@@ -66,8 +70,8 @@ launch_env read_launch_env(const std::function<const char*(const char*)>& env) {
   return out;
 }
 
-launch_env read_launch_env() {
-  return read_launch_env([](const char* name) -> const char* { return std::getenv(name); });
+launch_env read_launch_env(bool jobs_only) {
+  return read_launch_env([](const char* name) -> const char* { return std::getenv(name); }, jobs_only);
 }
 
 }  // namespace actorpipe

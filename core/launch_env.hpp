@@ -28,9 +28,12 @@ struct launch_env : job_place {
 // Throws std::invalid_argument naming the variable and its value: a missing partner
 // ("RANK is set but WORLD_SIZE is not"), a non-integer, a rank outside [0, world size), a
 // port outside 1..65535, a restart count that is not a non-negative integer.
-launch_env read_launch_env(const std::function<const char*(const char*)>& getenv_fn);
+launch_env read_launch_env(const std::function<const char*(const char*)>& getenv_fn, bool jobs_only = false);
 
 // The same, from the process environment.
-launch_env read_launch_env();
+// jobs_only: MASTER_ADDR and MASTER_PORT are read only for a job of several processes (train
+// alone has no use for them: an empty MASTER_PORT refused a one-process run); doctor reads them
+// always.
+launch_env read_launch_env(bool jobs_only = false);
 
 }  // namespace actorpipe

@@ -65,6 +65,16 @@ CATCH_TEST_CASE("bad launcher variables name the variable and the value", "[laun
   CATCH_CHECK_THROWS_WITH(read({{"MASTER_PORT", "70000"}}), "MASTER_PORT=70000 is not a port (1..65535)");
   CATCH_CHECK_THROWS_WITH(read({{"MASTER_PORT", "0"}}), Contains("is not a port"));
   CATCH_CHECK_THROWS_WITH(read({{"MASTER_ADDR", ""}}), "MASTER_ADDR is set but empty");
+  // train reads them only for a job of several processes: a one-process run has no use for them.
+  const auto for_jobs = [](std::map<std::string, std::string> vars) {
+    return read_launch_env([&vars](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    }, true);
+  };
+  CATCH_CHECK(for_jobs({{"MASTER_PORT", ""}, {"MASTER_ADDR", ""}}).processes == 1);
+  CATCH_CHECK_THROWS_WITH(for_jobs({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", ""}}),
+                          "MASTER_PORT='' is not a non-negative integer");
   CATCH_CHECK_THROWS_WITH(read({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "a"}}),
                           "OMPI_COMM_WORLD_LOCAL_RANK='a' is not a non-negative integer");
 }
