@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 #include <cmath>
 #include <cstdio>
 #include <cerrno>
@@ -66,6 +67,13 @@ job_config resolve_config(const simulate_options& opt) {
   } else {  // --set alone: what the flags default to (it started from pp=1, chunks=1)
     c.pp = 4;
   }
+  // A flag and --set of its key, both given: one is a slip (the flag won, silently).
+  for (const auto& [flag, key, given] : std::initializer_list<std::tuple<const char*, const char*, bool>>{
+           {"--schedule", "schedule", opt.schedule.has_value()}, {"--stages", "pp", opt.stages.has_value()},
+           {"--microbatches", "num_microbatches", opt.microbatches.has_value()},
+           {"--chunks", "chunks", opt.chunks.has_value()}})
+    if (given && overrides_give(opt.overrides, key))
+      throw std::invalid_argument(std::string(flag) + " and --set " + key + " both give " + key + ": give it once");
   apply_overrides(c, opt.overrides);
   if (opt.schedule) apply_override(c, "schedule", *opt.schedule);
   if (opt.stages) apply_override(c, "pp", std::to_string(*opt.stages));

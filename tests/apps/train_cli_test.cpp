@@ -909,8 +909,10 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
        "--weight-decay 1e+10 with --lr 0.001: each step multiplies the weights by 1 - lr x weight_decay = "
        "-9999999, which must be > 0"},
       {with({"train", "--dp", "2", "--set", "world_size=6"}, tiny), "world_size=6 does not equal pp*dp*tp = 2*2*1 = 4"},
-      {with({"train", "--dp", "4", "--set", "global_batch_size=10", "--set", "num_microbatches=0", "--set",
-             "batch_size=0"}, tiny), "global_batch_size=10 is not a multiple of dp=4"},
+      {with({"train", "--dp", "4", "--set", "global_batch_size=10", "--set", "batch_size=0"}, tiny),
+       "global_batch_size=10 is not a multiple of dp=4"},
+      // A flag and --set of its key: the flag won, silently.
+      {with({"train", "--set", "steps=3", "--steps", "2"}, tiny), "--steps and --set steps both give steps: give it once"},
       {with({"train", "--dp", "0"}, tiny), "--dp must be >= 1: got 0"},
       {with({"train", "--dp", "2", "--bucket-mb", "0"}, tiny), "--bucket-mb must be in [1/1024, 4096] (1 KiB to 4 GiB): got 0"},
       {with({"train", "--dp", "2", "--bucket-mb", "0.000001"}, tiny), "--bucket-mb must be in [1/1024, 4096] (1 KiB to 4 GiB): got 1e-06"},
