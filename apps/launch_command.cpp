@@ -545,10 +545,15 @@ void report_failure(process_output& output, const attempt_plan& p, const attempt
             "form: the master port taken, a wrong job token or world size), and a restart would be refused the same "
             "way");
   } else if (p.restart < p.opt.max_restarts) {
+    // Without a --save-dir there is no checkpoint to resume: it starts again (train says so too).
+    const bool saves = std::any_of(p.opt.command.begin(), p.opt.command.end(), [](const std::string& a) {
+      return a == "--save-dir" || a.rfind("--save-dir=", 0) == 0;
+    });
     say(output, log_level::warn,
         "attempt " + std::to_string(n) + " failed (" + end.failure + "); restarting the job (restart " +
-            std::to_string(n) + " of " + std::to_string(p.opt.max_restarts) +
-            "): train resumes from the newest valid checkpoint in its --save-dir");
+            std::to_string(n) + " of " + std::to_string(p.opt.max_restarts) + "): " +
+            (saves ? "train resumes from the newest valid checkpoint in its --save-dir"
+                   : "train starts again from step 0, as it has no --save-dir to resume from"));
   } else {
     std::vector<attempt_end> all = p.history;
     all.push_back(end);

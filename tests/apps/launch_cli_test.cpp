@@ -384,7 +384,8 @@ CATCH_TEST_CASE("launch with max restarts starts a failed job again, telling eac
   CATCH_CHECK(run_launch(o, log) == 3);
   CATCH_CAPTURE(log.str());
   CATCH_CHECK_THAT(log.str(), Contains("attempt 1 failed (process 1 (local 1) exited with code 3); restarting the job "
-                                       "(restart 1 of 2): train resumes from the newest valid checkpoint in its --save-dir"));
+                                       "(restart 1 of 2): train starts again from step 0, as it has no --save-dir to "
+                                       "resume from"));
   CATCH_CHECK_THAT(log.str(), Contains("restart 1 of 2: starting 2 processes again (ACTORPIPE_RESTART_COUNT=1)"));
   CATCH_CHECK_THAT(log.str(), Contains("attempt 2 failed (process 1 (local 1) exited with code 3); restarting the job "
                                        "(restart 2 of 2)"));
