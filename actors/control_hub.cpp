@@ -251,7 +251,9 @@ class hub final : public control_role {
       // process takes a rank node 0's already holds.
       refuse(hdl, "process " + std::to_string(h.process) + " has already joined (two processes with RANK=" +
                       std::to_string(h.process) + "? or nodes launched with different --nproc-per-node, or processes "
-                      "with different WORLD_SIZE: this job has " + std::to_string(o_.processes) + ")");
+                      "with different WORLD_SIZE: this job has " + std::to_string(o_.processes) +
+                      "; or this is a process 0 left from an earlier attempt, stopped or frozen, that still counts "
+                      "the process it lost)");
       return;
     }
     c.authenticated = true;
