@@ -398,6 +398,11 @@ void list_schedules_command(std::ostream& out) {
 }
 
 void run_simulate(const simulate_options& opt, std::ostream& out) {
+  // Named as given (the schedule's own rule read "stages must be >= 1: got stages=0").
+  for (const auto& [flag, value] : {std::pair<const char*, const std::optional<int>&>{"--stages", opt.stages},
+                                    {"--microbatches", opt.microbatches},
+                                    {"--chunks", opt.chunks}})
+    if (value && *value < 1) throw std::invalid_argument(std::string(flag) + " must be >= 1: got " + std::to_string(*value));
   check_output_options(opt);
   check_distinct_files({{"--trace", opt.trace_path}, {"--svg", opt.svg_path}},
                        {{"--schedule-file", opt.schedule_file}, {"--costs-from", opt.costs_from}, {"--config", opt.config_path}});
