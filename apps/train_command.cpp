@@ -243,7 +243,14 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                                       {"--chunks", o.chunks.has_value()},
                                       {"--schedule", o.schedule.has_value()},
                                       {"--schedule-file", !o.schedule_file.empty()},
-                                      {"--partition", o.partition.has_value()}})
+                                      {"--partition", o.partition.has_value()},
+                                      {"--set pp", set_by_user("pp")},
+                                      {"--set chunks", set_by_user("chunks")},
+                                      {"--set schedule", set_by_user("schedule")},
+                                      {"--set partition", set_by_user("partition")},
+                                      {"--unit-cost-plan", o.unit_cost_plan},
+                                      {"--late-input-grad", o.late_input_grad},
+                                      {"--no-w-fill", o.no_w_fill}})
       if (given) dropped += std::string(dropped.empty() ? "" : ", ") + flag;
     if (!dropped.empty())
       unused.push_back("--no-pipeline trains the whole model on one thread: " + dropped + " do" +

@@ -838,6 +838,11 @@ CATCH_TEST_CASE("train names the flags a run has no use for instead of dropping 
   CATCH_CHECK_THAT(uncut.out, Contains("note: --no-pipeline trains the whole model on one thread: --partition does not apply\n"));
   CATCH_CHECK_THAT(reference.out,
                    Contains("note: --no-pipeline trains the whole model on one thread: --stages, --schedule do not apply\n"));
+  // The same given by --set, and the pipeline's own switches (dropped without a word).
+  auto set_reference = cli(with(run, {"--no-pipeline", "--set", "pp=3", "--set", "schedule=zbv", "--no-w-fill"}));
+  CATCH_CHECK(set_reference.code == 0);
+  CATCH_CHECK_THAT(set_reference.out, Contains("note: --no-pipeline trains the whole model on one thread: --set pp, "
+                                               "--set schedule, --no-w-fill do not apply\n"));
   auto zero = cli(with(run, {"--zero", "1"}));
   CATCH_CHECK(zero.code == 0);
   CATCH_CHECK_THAT(zero.out, Contains("note: zero_stage=1 splits the optimizer state over data-parallel replicas, and "
