@@ -507,9 +507,21 @@ void ucx_worker::shutdown_on_progress_thread() {
   for (operation* op : receives) {
     if (pending_.count(op) != 0) ucp_request_cancel(worker_, op->request);
   }
+  // A receive the cancel did not end is matched and under way (a rendezvous pulling its data
+  // from a peer that may be stopped): its endpoint is not known here, and a flush on it is
+  // never acknowledged, which left requests on it when the worker was destroyed (UCX asserts
+  // there: SIGABRT in ucp_ep_destroy_base). Every endpoint is forced then; a run that ended
+  // well has no such receive, and flushes.
+  bool receive_under_way = false;
+  for (int round = 0; round < 16; ++round) {  // a cancel may complete on the next progress
+    receive_under_way = false;
+    for (operation* op : receives) receive_under_way = receive_under_way || pending_.count(op) != 0;
+    if (!receive_under_way) break;
+    ucp_worker_progress(worker_);
+  }
   // Endpoints: flush when idle (peer gets what we sent); force when sends are stuck, which
   // completes them with errors instead of waiting for a receive that may never be posted.
-  for (auto& entry : peers_) close_endpoint(*entry.second, has_pending_send.count(entry.first) != 0);
+  for (auto& entry : peers_) close_endpoint(*entry.second, receive_under_way || has_pending_send.count(entry.first) != 0);
 
   const auto deadline = std::chrono::steady_clock::now() + shutdown_grace;
   while ((!closing_.empty() || pending_count_.load() != 0) &&
