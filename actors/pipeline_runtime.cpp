@@ -683,15 +683,15 @@ void tear_down(caf::scoped_actor& self, const caf::actor& control, run_context& 
   ctx.supervisor = caf::actor{};
 }
 
+// How a member's refusal reads ("process 1 (rank 1) refused the job once it formed: ..."):
+// process 0 ends the run as refused (exit 2: a restart would meet the same folder).
+constexpr char refused_once_formed[] = ") refused the job once it formed: ";
+
 // A process other than 0 that cannot take part in the job that has just formed (its check of
 // after_join threw) says why to process 0's supervisor, which stops the job with that reason
 // (else process 0 saw only a closed connection: "died or was killed"), and waits (a few
 // seconds at most) until process 0 says the run is over, so that its hanging up is not
 // reported first.
-// How such a failure reads ("process 1 (rank 1) refused the job once it formed: ..."): process 0
-// ends the run as refused (exit 2: a restart would meet the same folder).
-constexpr char refused_once_formed[] = ") refused the job once it formed: ";
-
 void refuse_to_process_0(caf::scoped_actor& self, const caf::actor& control, const run_context& ctx,
                          const std::string& why) {
   msg::set_targets t;

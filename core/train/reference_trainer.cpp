@@ -210,8 +210,14 @@ train_result run_reference(const train_options& options, const std::function<voi
       p->abandoned = true;
     }
     lock.lock();
-    if (p->done) break;  // it finished meanwhile
-    worker.detach();
+    // Given up on: it calls no callback from here, so what it returns lacks steps; the run
+    // failed either way (it may have finished meanwhile).
+    if (p->done) {
+      lock.unlock();
+      worker.join();
+    } else {
+      worker.detach();
+    }
     const int k = p->step.load();
     throw std::runtime_error(
         (p->in_eval.load() ? "the evaluation pass after step " + std::to_string(k + 1)
