@@ -25,6 +25,8 @@ glue_columns parse_columns(const std::string& text) {
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
     try {
+      // Digits only, as every number flag takes them (stoi skipped a leading blank and a '+').
+      if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos) throw std::invalid_argument("");
       std::size_t used = 0;
       const int n = std::stoi(item, &used);
       if (used != item.size() || n < 0) throw std::invalid_argument("");
