@@ -163,10 +163,7 @@ class member final : public control_role {
   void on_heartbeat_tick() {
     if (finished_ || !connected_) return;
     if (beat_and_check(server_)) {
-      self_->close(server_);
-      conns_.erase(server_);
-      connected_ = false;
-      report_failure("lost process 0 (the supervisor, at " + master() + "): " + silence_text());
+      hang_up_on_silent_process_0(silence_text());
       return;
     }
     self_->delayed_send(self_, heartbeat_interval(), msg::member_heartbeat_tick{});
@@ -178,12 +175,9 @@ class member final : public control_role {
   void on_silence_tick() {
     if (finished_ || !connected_) return;
     if (const double silent = silent_for(server_); silent > o_.member_silence_limit_s) {
-      self_->close(server_);
-      conns_.erase(server_);
-      connected_ = false;
-      report_failure("lost process 0 (the supervisor, at " + master() + "): nothing heard from it for " +
-                     number_text(std::floor(silent)) + " s, where it speaks at every step (twice --step-timeout and " +
-                     "10 s; with --heartbeat-timeout 0 nothing watches it sooner): it is stopped, frozen or cut off");
+      hang_up_on_silent_process_0("nothing heard from it for " + number_text(std::floor(silent)) +
+                                  " s, where it speaks at every step (twice --step-timeout and 10 s; with "
+                                  "--heartbeat-timeout 0 nothing watches it sooner): it is stopped, frozen or cut off");
       return;
     }
     self_->delayed_send(self_, seconds_span(std::min(1.0, o_.member_silence_limit_s / 4)), msg::member_silence_tick{});
@@ -251,6 +245,14 @@ class member final : public control_role {
       on_heartbeat_tick();
     else if (o_.member_silence_limit_s > 0)
       on_silence_tick();
+  }
+
+  // Process 0 went silent (`why`): hang up and end this process's run, naming it.
+  void hang_up_on_silent_process_0(const std::string& why) {
+    self_->close(server_);
+    conns_.erase(server_);
+    connected_ = false;
+    report_failure("lost process 0 (the supervisor, at " + master() + "): " + why);
   }
 
   // The hub sent something malformed: hang up and end this process's run.

@@ -24,23 +24,6 @@ using file_roles = std::vector<std::pair<std::string, std::string>>;
 // Throws std::invalid_argument naming both flags when two outputs, or an output and an input,
 // are one file (the same path once made absolute, or the same existing file; a device such as
 // /dev/null may be given to several).
-// Where writing `path` lands: its symbolic links followed, a dangling one's too (a link to a
-// file not written yet is where the write goes; weakly_canonical stops at it).
-inline std::filesystem::path write_target(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path x = fs::absolute(path, ec);
-  for (int hops = 0; hops < 40; ++hops) {  // as the kernel's limit on a chain of links
-    const fs::path parent = fs::weakly_canonical(x.parent_path(), ec);
-    x = parent / x.filename();
-    if (!fs::is_symlink(fs::symlink_status(x, ec))) break;
-    const fs::path to = fs::read_symlink(x, ec);
-    if (ec) break;
-    x = to.is_absolute() ? to : parent / to;
-  }
-  return fs::weakly_canonical(x, ec);
-}
-
 inline void check_distinct_files(const file_roles& outputs, const file_roles& inputs) {
   namespace fs = std::filesystem;
   const auto same = [](const std::string& a, const std::string& b) {

@@ -5,8 +5,6 @@
 #include "core/number_text.hpp"
 
 #include <algorithm>
-#include <numeric>
-#include <tuple>
 #include <cmath>
 #include <cstdio>
 #include <cerrno>
@@ -67,13 +65,10 @@ job_config resolve_config(const simulate_options& opt) {
   } else {  // --set alone: what the flags default to (it started from pp=1, chunks=1)
     c.pp = 4;
   }
-  // A flag and --set of its key, both given: one is a slip (the flag won, silently).
-  for (const auto& [flag, key, given] : std::initializer_list<std::tuple<const char*, const char*, bool>>{
-           {"--schedule", "schedule", opt.schedule.has_value()}, {"--stages", "pp", opt.stages.has_value()},
-           {"--microbatches", "num_microbatches", opt.microbatches.has_value()},
-           {"--chunks", "chunks", opt.chunks.has_value()}})
-    if (given && overrides_give(opt.overrides, key))
-      throw std::invalid_argument(std::string(flag) + " and --set " + key + " both give " + key + ": give it once");
+  refuse_flag_and_override(opt.overrides, {{"--schedule", "schedule", opt.schedule.has_value()},
+                                           {"--stages", "pp", opt.stages.has_value()},
+                                           {"--microbatches", "num_microbatches", opt.microbatches.has_value()},
+                                           {"--chunks", "chunks", opt.chunks.has_value()}});
   apply_overrides(c, opt.overrides);
   if (opt.schedule) apply_override(c, "schedule", *opt.schedule);
   if (opt.stages) apply_override(c, "pp", std::to_string(*opt.stages));
@@ -87,9 +82,9 @@ job_config resolve_config(const simulate_options& opt) {
   // as train cuts it.
   if (c.num_microbatches == 0 && c.microbatch_size == 0) {
     if (c.batch_size > 0)
-      c.num_microbatches = std::gcd(c.batch_size, 8);
+      c.num_microbatches = microbatches_of_batch(c.batch_size);
     else if (c.global_batch_size > 0 && c.dp >= 1 && c.global_batch_size % c.dp == 0)
-      c.num_microbatches = std::gcd(c.global_batch_size / c.dp, 8);
+      c.num_microbatches = microbatches_of_batch(c.global_batch_size / c.dp);
     else if (c.global_batch_size == 0)
       c.num_microbatches = 8;
   }

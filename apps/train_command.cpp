@@ -18,7 +18,6 @@
 #include <iterator>
 #include <ostream>
 #include <sstream>
-#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -118,21 +117,19 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   if (o.zero && *o.zero != 0 && *o.zero != 1)
     throw std::invalid_argument("--zero must be 0 or 1: got " + std::to_string(*o.zero) +
                                 " (ZeRO-2/3, which also shard gradients and parameters, are not implemented)");
-  // A flag and --set of its key, both given: one is a slip (the flag won, silently).
-  for (const auto& [flag, key, given] : std::initializer_list<std::tuple<const char*, const char*, bool>>{
-           {"--schedule", "schedule", o.schedule.has_value()}, {"--model", "model", o.model.has_value()},
-           {"--partition", "partition", o.partition.has_value()}, {"--stages", "pp", o.stages.has_value()},
-           {"--dp", "dp", o.dp.has_value()}, {"--zero", "zero_stage", o.zero.has_value()},
-           {"--chunks", "chunks", o.chunks.has_value()}, {"--microbatches", "num_microbatches", o.microbatches.has_value()},
-           {"--microbatch-size", "microbatch_size", o.microbatch_size.has_value()},
-           {"--batch-size", "batch_size", o.batch_size.has_value()}, {"--steps", "steps", o.steps.has_value()},
-           {"--layers", "layers", o.layers.has_value()}, {"--hidden", "hidden", o.hidden.has_value()},
-           {"--heads", "heads", o.heads.has_value()}, {"--seq-len", "seq_len", o.seq_len.has_value()},
-           {"--vocab", "vocab", o.vocab.has_value()}, {"--warmup-steps", "warmup_steps", o.warmup_steps.has_value()},
-           {"--seed", "seed", o.seed.has_value()}, {"--lr", "lr", o.lr.has_value()},
-           {"--grad-clip", "grad_clip", o.grad_clip.has_value()}, {"--weight-decay", "weight_decay", o.weight_decay.has_value()}})
-    if (given && set_by_override(o, key))
-      throw std::invalid_argument(std::string(flag) + " and --set " + key + " both give " + key + ": give it once");
+  refuse_flag_and_override(
+      o.overrides,
+      {{"--schedule", "schedule", o.schedule.has_value()}, {"--model", "model", o.model.has_value()},
+       {"--partition", "partition", o.partition.has_value()}, {"--stages", "pp", o.stages.has_value()},
+       {"--dp", "dp", o.dp.has_value()}, {"--zero", "zero_stage", o.zero.has_value()},
+       {"--chunks", "chunks", o.chunks.has_value()}, {"--microbatches", "num_microbatches", o.microbatches.has_value()},
+       {"--microbatch-size", "microbatch_size", o.microbatch_size.has_value()},
+       {"--batch-size", "batch_size", o.batch_size.has_value()}, {"--steps", "steps", o.steps.has_value()},
+       {"--layers", "layers", o.layers.has_value()}, {"--hidden", "hidden", o.hidden.has_value()},
+       {"--heads", "heads", o.heads.has_value()}, {"--seq-len", "seq_len", o.seq_len.has_value()},
+       {"--vocab", "vocab", o.vocab.has_value()}, {"--warmup-steps", "warmup_steps", o.warmup_steps.has_value()},
+       {"--seed", "seed", o.seed.has_value()}, {"--lr", "lr", o.lr.has_value()},
+       {"--grad-clip", "grad_clip", o.grad_clip.has_value()}, {"--weight-decay", "weight_decay", o.weight_decay.has_value()}});
   job_config c = o.config_path.empty() ? default_job() : load_config_file(o.config_path);
   apply_overrides(c, o.overrides);
   auto set = [&](const char* key, const auto& value) {
@@ -218,7 +215,7 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   std::string cut_from;    // ... from which one
   if (c.batch_size > 0 && (o.batch_size || set_by_user("batch_size")) && c.num_microbatches == 0 &&
       c.microbatch_size == 0) {
-    c.num_microbatches = std::gcd(c.batch_size, 8);
+    c.num_microbatches = microbatches_of_batch(c.batch_size);
     batch_cut = true;
     cut_from = "--batch-size " + std::to_string(c.batch_size);
   }
@@ -226,7 +223,7 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   // error to name).
   if (c.batch_size == 0 && c.global_batch_size > 0 && set_by_user("global_batch_size") && c.num_microbatches == 0 &&
       c.microbatch_size == 0 && c.dp >= 1 && c.global_batch_size % c.dp == 0) {
-    c.num_microbatches = std::gcd(c.global_batch_size / c.dp, 8);
+    c.num_microbatches = microbatches_of_batch(c.global_batch_size / c.dp);
     batch_cut = true;
     cut_from = "global_batch_size " + std::to_string(c.global_batch_size) + " (" +
                std::to_string(c.global_batch_size / c.dp) + " per replica)";

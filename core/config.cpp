@@ -4,6 +4,7 @@
 #include "core/number_text.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -347,6 +348,14 @@ bool overrides_give(const std::vector<std::string>& assignments, const std::stri
   return std::any_of(assignments.begin(), assignments.end(),
                      [&key](const std::string& kv) { return kv.rfind(key + "=", 0) == 0; });
 }
+
+void refuse_flag_and_override(const std::vector<std::string>& assignments, std::initializer_list<flag_key> flags) {
+  for (const flag_key& f : flags)
+    if (f.given && overrides_give(assignments, f.key))
+      fail(std::string(f.flag) + " and --set " + f.key + " both give " + f.key + ": give it once");
+}
+
+int microbatches_of_batch(int batch_size) { return std::gcd(batch_size, 8); }
 
 namespace {
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,17 @@ void apply_override(job_config& config, const std::string& assignment);
 void apply_overrides(job_config& config, const std::vector<std::string>& assignments);
 // Whether one of the "key=value" assignments gives `key`.
 bool overrides_give(const std::vector<std::string>& assignments, const std::string& key);
+// A command line's flag and --set of the same key, both given, are refused (the flag won,
+// silently): `flags` holds (flag, key, given) triples. Throws std::invalid_argument naming both.
+struct flag_key {
+  const char* flag;
+  const char* key;
+  bool given;
+};
+void refuse_flag_and_override(const std::vector<std::string>& assignments, std::initializer_list<flag_key> flags);
+// The microbatches a batch given alone is cut into (per replica): 8, or the largest of 4, 2, 1
+// that divides it, as train and simulate cut it.
+int microbatches_of_batch(int batch_size);
 
 // Fills derived fields and checks every rule; throws std::invalid_argument naming the
 // parameter(s) and value(s) of the first rule broken. Calling it again on its result changes

@@ -8,6 +8,21 @@
 
 namespace actorpipe {
 
+std::filesystem::path write_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path x = fs::absolute(path, ec);
+  for (int hops = 0; hops < 40; ++hops) {  // as the kernel's limit on a chain of links
+    const fs::path parent = fs::weakly_canonical(x.parent_path(), ec);
+    x = parent / x.filename();
+    if (!fs::is_symlink(fs::symlink_status(x, ec))) break;
+    const fs::path to = fs::read_symlink(x, ec);
+    if (ec) break;
+    x = to.is_absolute() ? to : parent / to;
+  }
+  return fs::weakly_canonical(x, ec);
+}
+
 std::filesystem::path nearest_existing(const std::filesystem::path& path) {
   std::error_code ec;
   std::filesystem::path at = path;

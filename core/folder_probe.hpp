@@ -15,6 +15,10 @@ std::filesystem::path nearest_existing(const std::filesystem::path& path);
 // "is a symbolic link to 'x', which does not exist" for such a link, else "".
 std::string dangling_link_text(const std::filesystem::path& path);
 
+// Where writing `path` lands, absolute: its symbolic links followed, a dangling one's too (a
+// link to a file not written yet is where the write goes; weakly_canonical stops at it).
+std::filesystem::path write_target(const std::string& path);
+
 struct folder_probe {
   bool created = false;  // a file could be made in the folder
   std::string error;     // why the file could not be made, or (with `write`) written; "" when all went

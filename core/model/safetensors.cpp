@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/folder_probe.hpp"
 #include "core/model/tensor_box_torch.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -119,16 +120,8 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
                              "renamed into place, which would replace it");
   // Through a symbolic link the file it names is replaced, as a write through it would be (the
   // rename replaced the link itself with a file, and the file it named kept its old contents).
-  std::string dest = path;
-  {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(dest, ec)); ++hops) {
-      const fs::path to = fs::read_symlink(dest, ec);
-      if (ec) break;
-      dest = (to.is_absolute() ? to : fs::path(dest).parent_path() / to).string();
-    }
-  }
+  std::error_code ec;
+  const std::string dest = std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec)) ? write_target(path).string() : path;
   const std::string tmp = dest + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("cannot create '" + tmp + "': " + std::strerror(errno));
