@@ -176,6 +176,7 @@ class hub final : public control_role {
   // The run is over: tell every process, and answer once they all hung up (or after 5 s).
   void on_shutdown(const msg::shutdown_cluster& s) {
     shutting_down_ = true;
+    run_failed_ = !s.error.empty();
     shutdown_reply_to_ = caf::actor_cast<caf::actor>(self_->current_sender());
     for (auto& [p, hdl] : by_process_)
       write_envelope(hdl, static_cast<std::uint8_t>(target_kind::runtime), p, 0,
@@ -209,7 +210,13 @@ class hub final : public control_role {
     if (!shutdown_reply_to_) return;
     std::string left;
     for (auto& [p, hdl] : by_process_) left += (left.empty() ? "" : ", ") + std::to_string(p);
-    log_warn("process(es) " + left + " did not hang up within 5 s of the end of the run");
+    // After a failure (a lost or frozen process, a timeout) a process that does not answer is
+    // part of what the run's error says, which comes after this: only a detail then.
+    const std::string text = "process(es) " + left + " did not hang up within 5 s of the end of the run";
+    if (run_failed_)
+      log_info(text + " (it failed: its error follows)");
+    else
+      log_warn(text);
     reply_closed();
   }
 
@@ -362,6 +369,7 @@ class hub final : public control_role {
   std::set<int> left_;  // processes that joined and left while the job was forming
   std::string last_refusal_;  // why the last connection was turned away, for the join timeout's message
   bool shutting_down_ = false;
+  bool run_failed_ = false;  // the run it shuts down for ended with an error
   caf::actor shutdown_reply_to_;
 };
 

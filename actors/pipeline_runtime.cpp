@@ -353,6 +353,8 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
   for (const auto& dp : view.dp_optimizers)
     if (dp) dp->set_step_index(c.manifest.step);
   ctx.first_step = static_cast<int>(c.manifest.step);
+  const auto pending = c.manifest.meta.find("eval_pending");
+  ctx.eval_pending = pending != c.manifest.meta.end() && pending->is_boolean() && pending->get<bool>();
   // A plan rebuilt on measured costs is measured on the first step this run takes.
   if (ctx.replan_from >= 0) ctx.replan_from = ctx.first_step + 1 < o.steps ? ctx.first_step + 1 : -1;
   ctx.replan_until = last_replan(ctx.replan_from, o.steps);

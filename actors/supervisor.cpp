@@ -185,7 +185,18 @@ void supervisor::on_start_run(const msg::start_run& s) {
     watch(ctx_->optimizer_shards[id], "optimizer shard of " + ctx_->describe_stage(id));
   }
   watch(ctx_->feeder, "feeder");
-  begin_step(ctx_->first_step);
+  // The pass its checkpoint's run skipped when it stopped, where this run's --eval-every also
+  // wants one there; then the first step (not after_step: that step's checkpoint is the one
+  // this run started from).
+  const int first = ctx_->first_step;
+  if (ctx_->eval_pending && ctx_->eval_microbatches > 0 && eval_due(ctx_->options, first)) {
+    log_info("the evaluation due after step " + std::to_string(first) +
+             " did not run before the checkpoint's run stopped: it runs first");
+    start_eval(first);
+    eval_->made_up = true;
+    return;
+  }
+  begin_step(first);
 }
 
 void supervisor::watch(const caf::actor& a, std::string name) {
@@ -374,7 +385,8 @@ void supervisor::after_step(int done) {
       start_eval(done);  // comes back here when the pass is over
       return;
     }
-    log_info("the evaluation due after step " + std::to_string(done) + " is skipped: the run stops");
+    log_info("the evaluation due after step " + std::to_string(done) + " is skipped: the run stops" +
+             (o.save_dir.empty() ? std::string() : " (a run resumed from its checkpoint runs it first)"));
   }
   const bool due = !saves_failed_ && !o.save_dir.empty() && (periodic_save_due(done) || done == o.steps || stopping_);
   if (!due) {

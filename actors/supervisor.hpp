@@ -101,6 +101,7 @@ class supervisor {
     std::string partial;
     int snapshots_left = 0, writes_left = 0;
     bool failed = false;  // a part or the commit failed: it is not committed, its directory goes
+    bool eval_pending = false;  // the evaluation due after `step` was skipped (the run stops)
     std::vector<checkpoint_file> files;
     double due_at = 0, started_at = 0, resumed_at = 0;  // step done; snapshot asked; training went on
   };
@@ -109,6 +110,7 @@ class supervisor {
   // came back (flushes this round, outputs by eval microbatch).
   struct eval_in_flight {
     int done = 0, round = 0, rounds = 0, step_id = 0, outputs = 0;
+    bool made_up = false;  // the pass a resumed run makes up before its first step
     std::vector<eval_piece> pieces;
     double started = 0;
   };

@@ -18,6 +18,7 @@ void supervisor::start_save(int done, double due_at) {
   save_->due_at = due_at;
   save_->started_at = ctx_->now();
   save_->partial = partial_checkpoint_name(done);
+  save_->eval_pending = ctx_->eval_microbatches > 0 && eval_due(ctx_->options, done) && evaluated_after_ != done;
   save_->snapshots_left = save_->writes_left = shards_;
   try {
     checkpoint_writer make_dir(ctx_->options.save_dir, done, save_->partial);  // creates the partial directory
@@ -70,7 +71,7 @@ void supervisor::on_state_written(const msg::state_written& w) {
   try {
     checkpoint_writer writer(o.save_dir, save_->step, save_->partial);
     for (const auto& f : save_->files) writer.add_file(f);
-    const std::string path = writer.commit(checkpoint_meta(ctx_->options, save_->step));
+    const std::string path = writer.commit(checkpoint_meta(ctx_->options, save_->step, save_->eval_pending));
     prune_checkpoints(o.save_dir, o.keep_last);
     log_info("saved checkpoint " + path);
     if (ctx_->result) {

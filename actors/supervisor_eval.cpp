@@ -61,6 +61,7 @@ void supervisor::maybe_eval_round_done() {
 
 void supervisor::finish_eval() {
   const int done = eval_->done;
+  const bool made_up = eval_->made_up;
   eval_record r;
   try {
     r = summarize_eval(*ctx_->model, done, eval_->pieces);
@@ -82,7 +83,10 @@ void supervisor::finish_eval() {
     }
   if (ctx_->result) ctx_->result->evals.push_back(std::move(r));
   stop_if_signalled(done);  // a stop asked for during the pass: no further step
-  after_step(done);
+  if (made_up)
+    go_on(done);  // step `done`'s checkpoint is the one this run started from
+  else
+    after_step(done);
 }
 
 }  // namespace actorpipe::detail

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <type_traits>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -129,8 +130,11 @@ void set_from_json(double& out, const std::string& key, const nlohmann::json& v)
   out = v.get<double>();
 }
 
+// Every string key has a default, and an empty value does not say which one was meant
+// (partition "" trained on the model's own cut, where --partition '' is refused).
 void set_from_json(std::string& out, const std::string& key, const nlohmann::json& v) {
   if (!v.is_string()) wrong_type(key, "a string", v);
+  if (v.get<std::string>().empty()) wrong_type(key, "a non-empty string (leave the key out for its default)", v);
   out = v.get<std::string>();
 }
 
@@ -177,7 +181,11 @@ void set_from_text(double& out, const std::string& key, const std::string& value
   out = v;
 }
 
-void set_from_text(std::string& out, const std::string&, const std::string& value) { out = value; }
+void set_from_text(std::string& out, const std::string& key, const std::string& value) {
+  if (value.empty())
+    throw std::invalid_argument("override " + key + "=: " + key + " must not be empty (leave it out for its default)");
+  out = value;
+}
 
 [[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
 
@@ -466,7 +474,15 @@ void resolve_for_plan(job_config& c) { resolve_rules(c, false, true); }
 
 nlohmann::json config_to_json(const job_config& c) {
   nlohmann::json j = nlohmann::json::object();
-  for (const field& f : fields()) std::visit([&](auto ptr) { j[f.name] = c.*ptr; }, f.ptr);
+  for (const field& f : fields())
+    std::visit(
+        [&](auto ptr) {
+          using value_type = std::decay_t<decltype(c.*ptr)>;
+          if constexpr (std::is_same_v<value_type, std::string>)
+            if ((c.*ptr).empty()) return;  // partition's default is no value, which a config leaves out
+          j[f.name] = c.*ptr;
+        },
+        f.ptr);
   return j;
 }
 

@@ -43,8 +43,9 @@ std::string shown(const nlohmann::json& v) {
 
 }  // namespace
 
-nlohmann::json checkpoint_meta(const train_options& o, int step) {
+nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pending) {
   return {{"step", step},
+          {"eval_pending", eval_pending},
           {"steps", o.steps},
           {"model", o.model_name},
           {"gpt", {{"vocab", o.model.vocab}, {"seq_len", o.model.seq_len}, {"hidden", o.model.hidden},

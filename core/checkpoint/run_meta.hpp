@@ -13,8 +13,9 @@ namespace actorpipe {
 
 // The step (the learning rate's position and the data's, both functions of it), the job's
 // shape, the optimizer's settings and the data's. Nothing random runs after initialisation, so
-// there is no RNG state to keep.
-nlohmann::json checkpoint_meta(const train_options& options, int step);
+// there is no RNG state to keep. `eval_pending`: the evaluation pass due after `step` did not
+// run (the run stopped there), so a run resumed from it makes that pass first.
+nlohmann::json checkpoint_meta(const train_options& options, int step, bool eval_pending = false);
 
 // The settings of `options` that make a run resumed from a checkpoint with `meta` train other
 // steps than the uninterrupted run would have: the data (data, data_file, data_seed), the

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -57,28 +58,50 @@ void strip_bom(std::string& line) {
   if (line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
 }
 
-// The file's lines without line ends; line i is lines[i - 1]. Trailing empty lines are dropped.
-// Lines end with LF or CRLF; a file with no LF at all but CRs (old Mac line ends) has CR line
-// ends. In a file with LF line ends a CR alone stays text (the tokenizer takes it for a space).
+// The text's lines without line ends; line i is lines[i - 1]. Lines end with LF or CRLF; a file
+// with more lone CRs than LFs (old Mac line ends, perhaps with an LF added at the end by a
+// tool) has CR line ends too. In a file with LF line ends a CR alone stays text (the tokenizer
+// takes it for a space).
+std::vector<std::string> split_lines(const std::string& text) {
+  std::size_t lf = 0, lone_cr = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') ++lf;
+    if (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n')) ++lone_cr;
+  }
+  const bool cr_ends = lone_cr > lf;
+  std::vector<std::string> lines;
+  std::string line;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch == '\n' || (cr_ends && ch == '\r')) {
+      if (ch == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;  // CRLF is one end
+      lines.push_back(std::move(line));
+      line.clear();
+    } else {
+      line += ch;
+    }
+  }
+  if (!line.empty()) lines.push_back(std::move(line));
+  for (std::string& l : lines) strip_line_end(l);  // LF files: CRLF
+  if (!lines.empty()) strip_bom(lines.front());
+  return lines;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f = open(path);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) fail(path, "could not be read to the end");
+  check_not_utf16(path, text.substr(0, std::min<std::size_t>(text.size(), 4096)));
+  return text;
+}
+
+// The file's lines (split_lines). Trailing empty lines are dropped.
 // A file with lines that are not valid UTF-8 is read (such bytes vanish in tokenization) with a
 // warning naming it, the first such line and their count, which *invalid_utf8 and
 // *first_invalid_utf8 get.
 std::vector<std::string> read_lines(const std::string& path, int* invalid_utf8 = nullptr,
                                     int* first_invalid_utf8 = nullptr) {
-  std::ifstream f = open(path);
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) fail(path, "could not be read to the end");
-  check_not_utf16(path, text.substr(0, std::min<std::size_t>(text.size(), 4096)));
-  const char end = text.find('\n') == std::string::npos && text.find('\r') != std::string::npos ? '\r' : '\n';
-  std::vector<std::string> lines;
-  for (std::size_t start = 0; start < text.size();) {
-    std::size_t stop = text.find(end, start);
-    if (stop == std::string::npos) stop = text.size();
-    lines.push_back(text.substr(start, stop - start));
-    if (end == '\n') strip_line_end(lines.back());
-    start = stop + 1;
-  }
-  if (!lines.empty()) strip_bom(lines.front());
+  std::vector<std::string> lines = split_lines(read_text(path));
   while (!lines.empty() && lines.back().empty()) lines.pop_back();
   int bad = 0, first_bad = 0;
   for (std::size_t i = 0; i < lines.size(); ++i)
@@ -109,11 +132,20 @@ int index_of(const std::vector<std::string>& header, const char* name) {
   return it == header.end() ? -1 : static_cast<int>(it - header.begin());
 }
 
-// A decimal label of at most 4 digits (and a leading '-'), else nothing: integer labels
-// become ids 0..max, so a larger number is more likely a score or a name than a class.
+// Whether a label is written as a decimal with a zero fraction ("1.0", "0.00": a float column
+// exported by pandas), which parse_integer_label reads as the integer it equals.
+bool zero_fraction(const std::string& s) {
+  const std::size_t dot = s.find('.');
+  return dot != std::string::npos && dot + 1 < s.size() && s.find_first_not_of('0', dot + 1) == std::string::npos;
+}
+
+// A decimal label of at most 4 digits (and a leading '-'; a zero fraction allowed), else
+// nothing: integer labels become ids 0..max, so a larger number is more likely a score or a
+// name than a class.
 std::optional<std::int32_t> parse_integer_label(const std::string& s) {
   const bool negative = !s.empty() && s[0] == '-';
-  const std::string digits = negative ? s.substr(1) : s;
+  std::string digits = negative ? s.substr(1) : s;
+  if (zero_fraction(digits)) digits.erase(digits.find('.'));
   if (digits.empty() || digits.size() > 4) return std::nullopt;
   std::int32_t v = 0;
   for (char c : digits) {
@@ -324,35 +356,69 @@ glue_columns cola_columns() {
   return c;
 }
 
-std::vector<std::string> header_of(const std::string& path) {
-  std::ifstream f = open(path);
-  std::string line;
-  if (!std::getline(f, line)) fail(path, "is empty: expected a header line");
-  check_not_utf16(path, line);
-  if (f.eof() && line.find('\r') != std::string::npos) {
-    line.erase(line.find('\r'));  // no LF in the file: CR line ends, as read_lines reads them
-  } else {
-    strip_line_end(line);
+// The file's lines, as read_rows reads them (the same line ends), without its warnings.
+std::vector<std::string> lines_of(const std::string& path) {
+  std::vector<std::string> lines = split_lines(read_text(path));
+  if (lines.empty()) fail(path, "is empty: expected a header line");
+  return lines;
+}
+
+std::vector<std::string> header_of(const std::string& path) { return split_tabs(lines_of(path).front()); }
+
+// Whether line 1 is an example rather than a header: its cell in the label column is an integer
+// label, or the label of a later line. A header names that column ("label", "Quality"); a file
+// without one lost its first example to it, and its cells were taken for column names.
+bool line_one_is_example(const std::vector<std::string>& lines, int label) {
+  const std::vector<std::string> first = split_tabs(lines.front());
+  if (label < 0 || label >= static_cast<int>(first.size()) || first[label].empty()) return false;
+  if (parse_integer_label(first[label])) return true;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> fields = split_tabs(lines[i]);
+    if (label < static_cast<int>(fields.size()) && fields[label] == first[label]) return true;
   }
-  strip_bom(line);
-  return split_tabs(line);
+  return false;
+}
+
+std::string headerless_layout(const glue_columns& c, const std::string& first_label) {
+  return "no header (line 1 is an example: its label '" + first_label + "' is a label value): text column " +
+         std::to_string(c.text_a) + (c.text_b >= 0 ? ", second text column " + std::to_string(c.text_b) : std::string()) +
+         ", label column " + std::to_string(c.label);
 }
 }  // namespace
 
-bool glue_file_has_header(const std::string& path) { return !is_cola_row(header_of(path)); }
+bool glue_file_has_header(const std::string& path, const glue_columns& columns) {
+  const std::vector<std::string> lines = lines_of(path);
+  return !is_cola_row(split_tabs(lines.front())) && !line_one_is_example(lines, columns.label);
+}
 
 glue_columns glue_columns_from_file(const std::string& path) {
-  const std::vector<std::string> header = header_of(path);
+  const std::vector<std::string> lines = lines_of(path);
+  const std::vector<std::string> header = split_tabs(lines.front());
   if (is_cola_row(header)) return cola_columns();
+  glue_columns c;
   try {
-    return glue_columns_for_header(header);
+    c = glue_columns_for_header(header);
   } catch (const std::invalid_argument& e) {
     fail_line(path, 1, e.what());
   }
+  // A generic layout's line 1 may be an example: then the columns go by position, the label
+  // the last, the text the first other one.
+  if (c.layout.rfind("generic", 0) == 0 && line_one_is_example(lines, c.label)) {
+    c.header = false;
+    c.text_a = c.label == 0 ? 1 : 0;
+    c.text_b = -1;
+    c.layout = headerless_layout(c, header[c.label]);
+  }
+  return c;
 }
 
 glue_columns glue_columns_for_eval(const std::string& eval_path, const std::string& train_path, const glue_columns& train) {
   const std::vector<std::string> train_header = header_of(train_path), header = header_of(eval_path);
+  if (!train.header && train.layout.rfind("no header", 0) == 0) {  // the same columns; a header of its own is read as one
+    glue_columns c = train;
+    c.header = glue_file_has_header(eval_path, train);
+    return c;
+  }
   if (!train.header) {  // CoLA's: the dev file has its layout
     if (!is_cola_row(header))
       fail_line(eval_path, 1,
@@ -397,15 +463,20 @@ glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns)
   glue_labels labels;
   const raw_row* first_integer = nullptr;
   const raw_row* first_text = nullptr;
+  const raw_row* first_decimal = nullptr;
   std::set<std::int32_t> values;
   for (const raw_row& r : rows) {
     const auto v = parse_integer_label(r.label);
     if (v) values.insert(*v);
+    if (v && !first_decimal && zero_fraction(r.label)) first_decimal = &r;
     const raw_row*& first = v ? first_integer : first_text;
     if (!first) first = &r;
   }
   labels.integer = first_text == nullptr;
   std::vector<std::string> notes;
+  if (labels.integer && first_decimal)
+    notes.push_back("labels written as decimals ('" + first_decimal->label + "' on line " +
+                    std::to_string(first_decimal->example.line) + ") are read as the integers they equal");
   if (labels.integer && *values.begin() >= 0) {
     for (std::int32_t i = 0; i <= *values.rbegin(); ++i) {
       labels.names.push_back(std::to_string(i));
@@ -427,7 +498,26 @@ glue_dataset read_glue_tsv(const std::string& path, const glue_columns& columns)
                       "): each distinct text is a class of its own, " + std::to_string(labels.count()) + " in all");
   }
   const std::size_t distinct = labels.integer ? values.size() : labels.names.size();
-  if (distinct > 20 && 2 * distinct > rows.size())
+  const bool text_as_labels = distinct > 20 && 2 * distinct > rows.size();
+  // A label only one row has, in a file of some size: a typo or a stray value ('-1' among 0/1
+  // labels, which the gap above cannot see once labels are signed).
+  if (rows.size() >= 20 && !text_as_labels) {
+    std::map<std::string, std::pair<int, int>> seen;  // label as numbered -> rows, first line
+    for (const raw_row& r : rows) {
+      const auto v = labels.integer ? parse_integer_label(r.label) : std::nullopt;
+      auto& [count, line] = seen[v ? std::to_string(*v) : r.label];
+      if (count++ == 0) line = r.example.line;
+    }
+    std::string lone;
+    int shown = 0, total = 0;
+    for (const auto& [label, at] : seen)
+      if (at.first == 1 && ++total <= 5) lone += (shown++ > 0 ? ", '" : "'") + label + "' (line " + std::to_string(at.second) + ")";
+    if (total > 5) lone += ", ... (" + std::to_string(total) + " in all)";
+    if (total > 0)
+      notes.push_back(std::string(total == 1 ? "label " : "labels ") + lone + (total == 1 ? " has" : " have") +
+                      " one training row of " + std::to_string(rows.size()) + " (a stray label?)");
+  }
+  if (text_as_labels)
     notes.push_back("column " + std::to_string(columns.label) + " holds " + std::to_string(distinct) + " distinct " +
                     (labels.integer ? "integer labels" : "labels") + " in " + std::to_string(rows.size()) + " rows: is it " +
                     (labels.integer ? "an index or a count" : "text") +

@@ -31,11 +31,15 @@ struct glue_columns {
 // (sentence1, sentence2, score: a regression task).
 glue_columns glue_columns_for_header(const std::vector<std::string>& header);
 // The same from a file's first line; CoLA's files, which have no header (source, label 0/1,
-// mark, sentence), are known by their first row: header false. Throws std::invalid_argument
-// naming the file when it cannot be read, is empty or is UTF-16.
+// mark, sentence), are known by their first row: header false. A generic layout whose line 1
+// is an example (its last cell an integer label, or the label of a later line: no header
+// names its label column so) has no header either: text column 0 (1 if the label is 0), label
+// the last, layout "no header ...". Throws std::invalid_argument naming the file when it
+// cannot be read, is empty or is UTF-16.
 glue_columns glue_columns_from_file(const std::string& path);
-// Whether the file's first line is a header (all but CoLA's layout).
-bool glue_file_has_header(const std::string& path);
+// Whether the file's first line is a header: not CoLA's layout, and not an example by the rule
+// above for `columns`' label column (columns given by number, --text-columns).
+bool glue_file_has_header(const std::string& path, const glue_columns& columns);
 // A dev file's columns, for a train file read with `train` (columns from its header): the
 // columns of the dev file's header that carry the train columns' names (MNLI's dev files have
 // 16 columns where train.tsv has 12; a file may order them otherwise), else the dev header's

@@ -82,7 +82,7 @@ model_definition bert_task_model(const train_options& o) {
   glue_columns columns = t.columns.empty() ? named("--data-file", [&] { return glue_columns_from_file(o.data_file); })
                                            : parse_columns(t.columns);
   // Columns by number in a file without a header (CoLA's): its first row is an example.
-  if (!t.columns.empty()) columns.header = named("--data-file", [&] { return glue_file_has_header(o.data_file); });
+  if (!t.columns.empty()) columns.header = named("--data-file", [&] { return glue_file_has_header(o.data_file, columns); });
   const glue_dataset train = named("--data-file", [&] { return read_glue_tsv(o.data_file, columns); });
   for (const std::string& note : train.notes) log_warn("--data-file " + o.data_file + ": " + note);
   glue_dataset eval;
@@ -90,8 +90,11 @@ model_definition bert_task_model(const train_options& o) {
     // Columns by the dev file's own header (MNLI's dev files have more columns than train.tsv);
     // --text-columns names them in both files.
     eval = named("--eval-file", [&] {
-      const glue_columns eval_columns =
-          t.columns.empty() ? glue_columns_for_eval(t.eval_file, o.data_file, columns) : columns;
+      glue_columns eval_columns = columns;
+      if (t.columns.empty())
+        eval_columns = glue_columns_for_eval(t.eval_file, o.data_file, columns);
+      else
+        eval_columns.header = glue_file_has_header(t.eval_file, columns);  // its own line 1 decides
       return read_glue_tsv(t.eval_file, eval_columns, train.labels);
     });
   }

@@ -3,9 +3,12 @@
 // synthetic sentiment rule.
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <tuple>
 
 #include "actors/pipeline_runtime.hpp"
@@ -178,4 +181,54 @@ CATCH_TEST_CASE("bert: a stop during an evaluation pass ends the run after it, o
   CATCH_CHECK(reference_eval.stopped_by_signal == SIGTERM);
   CATCH_CHECK(reference_eval.steps.size() == 1);
   CATCH_CHECK(reference_eval.evals.size() == 1);
+}
+
+// A run stopped in a step whose evaluation pass was due skips the pass; its checkpoint says so,
+// and a run resumed from it makes the pass first, with the numbers the straight run's pass
+// after that step had. A checkpoint whose pass ran (a periodic save) is not evaluated again.
+CATCH_TEST_CASE("bert: a resumed run makes up the evaluation its checkpoint's run stopped before", "[actors][bert][eval][checkpoint]") {
+  train_options o = bert_options("1f1b", 2, 1, 4);
+  o.eval_every = 2;
+  const train_result straight = run_pipeline(o);
+  CATCH_REQUIRE(straight.evals.size() == 2);
+  const std::string dir =
+      std::filesystem::temp_directory_path().string() + "/actorpipe-eval-resume-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::atomic<int> stop{0};
+  train_options stopping = o;
+  stopping.save_dir = dir;
+  stopping.stop_signal = &stop;
+  const train_result stopped = run_pipeline(stopping, [&stop](const step_metrics& m) {
+    if (m.step == 1) stop.store(SIGTERM);  // during step 2, before its pass
+  });
+  CATCH_CHECK(stopped.stopped_by_signal == SIGTERM);
+  CATCH_CHECK(stopped.evals.empty());
+  CATCH_REQUIRE(stopped.checkpoints.size() == 1);
+  CATCH_CHECK(stopped.checkpoints[0].step == 2);
+
+  train_options rest = o;
+  rest.resume = dir;
+  rest.save_dir = dir;
+  rest.save_every = 2;
+  const train_result resumed = run_pipeline(rest);
+  CATCH_CHECK(resumed.stopped_by_signal == 0);
+  CATCH_CHECK(resumed.steps.size() == 2);
+  CATCH_REQUIRE(resumed.evals.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CATCH_INFO("pass " << i);
+    CATCH_CHECK(resumed.evals[i].step == straight.evals[i].step);
+    CATCH_CHECK(resumed.evals[i].loss == straight.evals[i].loss);
+    CATCH_CHECK(resumed.evals[i].outputs == straight.evals[i].outputs);
+  }
+
+  // Its step-4 checkpoint came after the pass there: a run resumed from it (to 6 steps) has one
+  // pass, after step 6. The pass made up above left the step-2 checkpoint as it was.
+  train_options more = o;
+  more.steps = 6;
+  more.resume = dir;
+  const train_result after_pass = run_pipeline(more);
+  CATCH_CHECK(after_pass.steps.size() == 2);
+  CATCH_REQUIRE(after_pass.evals.size() == 1);
+  CATCH_CHECK(after_pass.evals[0].step == 6);
+  std::filesystem::remove_all(dir);
 }

@@ -125,6 +125,12 @@ CATCH_TEST_CASE("apply_override parses the value as the field's type", "[config]
   CATCH_CHECK(c.grad_clip > 0);
   CATCH_CHECK(c.grad_clip < 1e-300);
   CATCH_CHECK_THROWS_WITH(apply_override(c, "seed", "-1"), Catch::Contains("seed must be a non-negative integer"));
+  // An empty string names no choice (partition= trained on the model's default cut, where
+  // --partition '' is refused).
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "partition="), "override partition=: partition must not be empty (leave it out for its default)");
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"partition", ""}}),
+                          "config key 'partition' must be a non-empty string (leave the key out for its default), got \"\"");
+  CATCH_CHECK(c.partition.empty());
   CATCH_CHECK_THROWS_WITH(apply_override(c, "ppp", "4"), Catch::Contains("unknown config key 'ppp'"));
   CATCH_CHECK_THROWS_WITH(apply_override(c, "pp4"), Catch::Contains("'pp4' must look like key=value"));
   CATCH_CHECK(c.pp == 4);  // failed overrides change nothing
@@ -144,6 +150,7 @@ CATCH_TEST_CASE("config_to_json round-trips through config_from_json", "[config]
   c.chunks = 2;
   c.zero_stage = 1;
   c.precision = "bf16";
+  c.partition = "uniform";
   c.layers = 24;
   c.hidden = 1024;
   c.heads = 16;
@@ -170,6 +177,10 @@ CATCH_TEST_CASE("config_to_json round-trips through config_from_json", "[config]
   CATCH_CHECK(back.vocab == 50257);
   CATCH_CHECK(back.schedule == "interleaved");
   CATCH_CHECK(back.notes.empty());
+  CATCH_CHECK(back.partition == "uniform");
+  // The default partition (no value) is left out, so the JSON reads back.
+  CATCH_CHECK(config_to_json(job_config{}).count("partition") == 0);
+  CATCH_CHECK(config_from_json(config_to_json(job_config{})).partition.empty());
   // Through text too, as a file would be.
   CATCH_CHECK(config_to_json(config_from_json(json::parse(j.dump()))) == j);
   CATCH_CHECK(config_to_json(job_config{}) == config_to_json(config_from_json(config_to_json(job_config{}))));

@@ -202,12 +202,25 @@ CATCH_TEST_CASE("integer labels are ids as written, mixed labels are all strings
   CATCH_CHECK(m.examples[2].label == 2);
   CATCH_CHECK(m.notes == strings{"the labels mix integers ('1' on line 2) with other text ('yes' on line 3): each "
                                  "distinct text is a class of its own, 3 in all"});
-  // One '1.0' among 0/1 labels: three classes, and a note that says why.
-  temp_file point("point.tsv", "sentence\tlabel\na\t1\nb\t0\nc\t1.0\n");
+  // One '1.5' among 0/1 labels: three classes, and a note that says why.
+  temp_file point("point.tsv", "sentence\tlabel\na\t1\nb\t0\nc\t1.5\n");
   const glue_dataset p = read_glue_tsv(point.path, sst2_columns());
   CATCH_CHECK(p.num_labels() == 3);
   CATCH_REQUIRE(p.notes.size() == 1);
-  CATCH_CHECK_THAT(p.notes[0], Contains("('1.0' on line 4)"));
+  CATCH_CHECK_THAT(p.notes[0], Contains("('1.5' on line 4)"));
+  // Decimals with a zero fraction (a float column exported by pandas) are the integers they
+  // equal: 1.0 among 0/1 is class 1, and a file of 1.0 / 0.0 has labels 0, 1 (F1 of 1), where
+  // it had '1.0' = 0, '0.0' = 1 and the F1 of the negative class.
+  temp_file floats("floats.tsv", "sentence\tlabel\na\t1.0\nb\t0.0\nc\t1\nd\t-0.00\n");
+  const glue_dataset f = read_glue_tsv(floats.path, sst2_columns());
+  CATCH_CHECK(f.labels.integer);
+  CATCH_CHECK(f.labels.names == strings{"0", "1"});
+  CATCH_CHECK(f.examples[0].label == 1);
+  CATCH_CHECK(f.examples[1].label == 0);
+  CATCH_CHECK(f.examples[3].label == 0);
+  CATCH_CHECK(f.notes == strings{"labels written as decimals ('1.0' on line 2) are read as the integers they equal"});
+  CATCH_CHECK(f.labels.id_of("1.00") == 1);
+  CATCH_CHECK(f.labels.id_of("1.") == -1);
   // Plain integer labels say nothing.
   temp_file plain("plain.tsv", sst2);
   CATCH_CHECK(read_glue_tsv(plain.path, sst2_columns()).notes.empty());
@@ -226,6 +239,59 @@ CATCH_TEST_CASE("negative integer labels are numbered in numeric order, and '01'
   CATCH_CHECK(d.labels.id_of("-01") == 0);
   CATCH_CHECK(d.labels.id_of("0") == -1);
   CATCH_CHECK(d.labels.id_of("x") == -1);
+}
+
+// The gap note cannot see a stray label among signed ones ('-1' among 0/1 made 3 classes and
+// renumbered the real ones without a word), nor a typo among string labels.
+CATCH_TEST_CASE("a label only one row of a sizeable file has is named as a stray label", "[data][glue]") {
+  std::string text = "sentence\tlabel\n";
+  for (int i = 0; i < 24; ++i) text += "row " + std::to_string(i) + "\t" + std::to_string(i % 2) + "\n";
+  temp_file signed_stray("signed_stray.tsv", text + "odd\t-1\n");
+  const glue_dataset d = read_glue_tsv(signed_stray.path, sst2_columns());
+  CATCH_CHECK(d.labels.names == strings{"-1", "0", "1"});
+  CATCH_CHECK(d.notes == strings{"label '-1' (line 26) has one training row of 25 (a stray label?)"});
+  std::string words = "sentence\tlabel\n";
+  for (int i = 0; i < 24; ++i) words += "row " + std::to_string(i) + "\t" + (i % 2 ? "positive" : "negative") + "\n";
+  temp_file typo("typo.tsv", words + "odd\tpostive\nodd\tnegativ\n");
+  CATCH_CHECK(read_glue_tsv(typo.path, sst2_columns()).notes ==
+              strings{"labels 'negativ' (line 27), 'postive' (line 26) have one training row of 26 (a stray label?)"});
+  // A small file, or every class with rows to spare, says nothing.
+  temp_file fine("fine.tsv", text);
+  CATCH_CHECK(read_glue_tsv(fine.path, sst2_columns()).notes.empty());
+}
+
+// A file without a header whose layout is not CoLA's lost its first row to a header, and its
+// cells were shown as column names ("generic: text 'ugly great happy', label '1'"): line 1 is
+// an example where its label cell is an integer label or the label of a later row.
+CATCH_TEST_CASE("a headerless file's first row is an example, not a header", "[data][glue]") {
+  temp_file f("headerless.tsv", "good film\t1\nbad film\t0\nok film\t1\n");
+  const glue_columns c = glue_columns_from_file(f.path);
+  CATCH_CHECK(!c.header);
+  CATCH_CHECK(c.text_a == 0);
+  CATCH_CHECK(c.label == 1);
+  CATCH_CHECK(c.layout == "no header (line 1 is an example: its label '1' is a label value): text column 0, label column 1");
+  const glue_dataset d = read_glue_tsv(f.path, c);
+  CATCH_REQUIRE(d.examples.size() == 3);
+  CATCH_CHECK(d.examples[0].text_a == "good film");
+  CATCH_CHECK(d.examples[0].line == 1);
+  // String labels: line 1's label is a later row's.
+  temp_file words("headerless_words.tsv", "good film\tpos\nbad film\tneg\nfine\tpos\n");
+  CATCH_CHECK(!glue_columns_from_file(words.path).header);
+  // Its dev file alike, or with a header of its own, which is read as one.
+  temp_file dev("headerless_dev.tsv", "fine film\t1\n");
+  const glue_columns e = glue_columns_for_eval(dev.path, f.path, c);
+  CATCH_CHECK(!e.header);
+  CATCH_CHECK(read_glue_tsv(dev.path, e, d.labels).examples.size() == 1);
+  temp_file dev_header("dev_header.tsv", "text\tlabel\nfine film\t1\n");
+  CATCH_CHECK(glue_columns_for_eval(dev_header.path, f.path, c).header);
+  // Columns by number (--text-columns) decide it alike; a header naming its label column stays one.
+  glue_columns numbered;
+  numbered.text_a = 0;
+  numbered.label = 1;
+  CATCH_CHECK(!glue_file_has_header(f.path, numbered));
+  temp_file named("named.tsv", "text\tlabel\ngood film\t1\n");
+  CATCH_CHECK(glue_file_has_header(named.path, numbered));
+  CATCH_CHECK(glue_columns_from_file(named.path).header);
 }
 
 CATCH_TEST_CASE("a column of text read as labels is named", "[data][glue]") {
@@ -408,6 +474,13 @@ CATCH_TEST_CASE("CR line ends (an old Mac file) read like LF, and in an LF file 
   CATCH_REQUIRE(e.examples.size() == 1);
   CATCH_CHECK(e.examples[0].text_a == "ok film");
   CATCH_CHECK(e.examples[0].label == 1);
+
+  // CR line ends with one LF at the end (a tool added it): CR lines still, not one long line
+  // ("has a header (line 1) but no examples").
+  temp_file cr_lf("cr_lf.tsv", "sentence\tlabel\rfine film\t1\rbad film\t0\r\n");
+  const glue_columns cl = glue_columns_from_file(cr_lf.path);
+  CATCH_CHECK(cl.layout == "SST-2");
+  CATCH_CHECK(read_glue_tsv(cr_lf.path, cl).examples.size() == 2);
 
   temp_file g("lone_cr.tsv", "sentence\tlabel\na\rb\t1\n");
   const glue_dataset x = read_glue_tsv(g.path, sst2_columns());
