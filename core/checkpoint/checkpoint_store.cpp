@@ -17,6 +17,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <optional>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -144,16 +146,25 @@ std::string sha256_stream::hex() {
   return actorpipe::hex(digest, n);
 }
 
+namespace {
+// A file that did not open: missing (damage) or unreadable (not damage: the reason).
+[[noreturn]] void open_failed(const std::string& path, int err, const std::string& missing) {
+  if (err == ENOENT || err == ENOTDIR) fail(path + ": " + missing);
+  throw checkpoint_unreadable("cannot read '" + path + "': " + (err != 0 ? std::strerror(err) : "unknown error"));
+}
+}  // namespace
+
 std::string sha256_of_file(const std::string& path) {
+  errno = 0;
   std::ifstream f(path, std::ios::binary);
-  if (!f) fail("cannot read '" + path + "'");
+  if (!f) open_failed(path, errno, "missing");
   sha256_stream h;
   std::vector<char> buf(1 << 20);
   while (f) {
     f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
     if (f.gcount() > 0) h.update(buf.data(), static_cast<std::size_t>(f.gcount()));
   }
-  if (f.bad()) fail("cannot read '" + path + "'");
+  if (f.bad()) throw checkpoint_unreadable("cannot read '" + path + "' to its end (an I/O error)");
   return h.hex();
 }
 
@@ -231,8 +242,9 @@ std::string checkpoint_writer::commit(const nlohmann::json& meta) {
 
 checkpoint_manifest verify_checkpoint(const std::string& path) {
   const std::string manifest_path = path + "/manifest.json";
+  errno = 0;
   std::ifstream f(manifest_path);
-  if (!f) fail(manifest_path + ": missing (an incomplete checkpoint)");
+  if (!f) open_failed(manifest_path, errno, "missing (an incomplete checkpoint)");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(f);
@@ -295,6 +307,11 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
       c.manifest = verify_checkpoint(where + "/" + name);
       c.path = where + "/" + name;
       return c;
+    } catch (const checkpoint_unreadable& e) {
+      // Passing over it would resume from an older step and drop its steps without a word.
+      throw checkpoint_unreadable("--resume '" + where + "': " + e.what() + " (its newest checkpoint, " + name +
+                                  ", is not passed over for an older one: make it readable, or resume from an older one "
+                                  "by its path)");
     } catch (const checkpoint_error& e) {
       c.refused.push_back(e.what());
     }
@@ -308,23 +325,48 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
        (why.empty() ? (later.empty() ? " (none written)" : "") : ":" + why));
 }
 
+namespace {
+// The names a checkpoint's manifest lists (with manifest.json), if `path` is one of the run's
+// checkpoints: a manifest that reads, of the step its folder is named after. Nothing else.
+std::optional<std::set<std::string>> checkpoint_own_files(const std::string& path, long long step) {
+  std::ifstream f(path + "/manifest.json");
+  if (!f) return std::nullopt;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(f);
+    if (j.at("step").get<long long>() != step) return std::nullopt;
+    std::set<std::string> names{"manifest.json"};
+    for (auto& [name, e] : j.at("files").items()) names.insert(name);
+    return names;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+}  // namespace
+
 void prune_checkpoints(const std::string& dir, int keep_last) {
   const auto all = complete_checkpoints(dir);
   const std::string latest = read_latest(dir);
   const long long newest = all.empty() ? -1 : all.front().first;
   std::error_code ec;
+  int kept = 0;
   if (keep_last > 0)
-    for (size_t i = static_cast<size_t>(keep_last); i < all.size(); ++i) {
-      if (all[i].second == latest) continue;
-      // A checkpoint holds files only: a folder in it is someone's own (another run's save
-      // folder, say), which pruning must not delete with it.
-      const std::string path = dir + "/" + all[i].second;
+    for (const auto& [step, name] : all) {
+      const std::string path = dir + "/" + name;
+      const auto own = checkpoint_own_files(path, step);
+      if (!own) continue;  // not a checkpoint of a run (no manifest, another step's): neither counted nor removed
+      if (kept++ < keep_last || name == latest) continue;
+      // A checkpoint holds its manifest's files only: anything else is someone's own (notes,
+      // another run's save folder), which pruning must not delete with it.
       std::string foreign;
       for (const auto& e : fs::directory_iterator(path, ec))
-        if (e.is_directory(ec)) foreign = e.path().filename().string();
+        if (!own->count(e.path().filename().string())) {
+          foreign = e.path().filename().string();
+          if (e.is_directory(ec)) foreign = "a folder, " + foreign + ",";
+          break;
+        }
       if (!foreign.empty()) {
-        log_warn("--keep-last: not removing " + path + ": it holds a folder, " + foreign +
-                 ", that is not a checkpoint's (move it out, then remove the checkpoint yourself)");
+        log_warn("--keep-last: not removing " + path + ": it holds " + foreign +
+                 " that is not the checkpoint's (move it out, then remove the checkpoint yourself)");
         continue;
       }
       fs::remove_all(path, ec);
@@ -488,10 +530,22 @@ void check_save_dir_is_ours(const std::string& save_dir, const std::string& resu
                                   "checkpoints, and a restart would take the newest: save into another folder");
     }
   }
-  const std::string span = existing.size() == 1 ? existing.front().second
-                                                : existing.back().second + " .. " + existing.front().second;
-  throw std::invalid_argument("--save-dir '" + save_dir + "' holds " + std::to_string(existing.size()) +
-                              (existing.size() == 1 ? " checkpoint" : " checkpoints") + " of another run (" + span +
+  // Folders named like checkpoints without a manifest of their step are no run to continue.
+  std::vector<std::pair<long long, std::string>> runs;
+  for (const auto& e : existing)
+    if (checkpoint_own_files(save_dir + "/" + e.second, e.first)) runs.push_back(e);
+  if (runs.empty()) {
+    std::string names;
+    for (const auto& [step, name] : existing) names += (names.empty() ? "" : ", ") + name;
+    throw std::invalid_argument("--save-dir '" + save_dir + "' holds " + names + ", named as this run names its "
+                                "checkpoints but no checkpoint (no manifest of its step: an incomplete one, or a "
+                                "folder of someone's): this run would write beside " +
+                                (existing.size() == 1 ? "it" : "them") + ": move " + (existing.size() == 1 ? "it" : "them") +
+                                " out, or save into another folder");
+  }
+  const std::string span = runs.size() == 1 ? runs.front().second : runs.back().second + " .. " + runs.front().second;
+  throw std::invalid_argument("--save-dir '" + save_dir + "' holds " + std::to_string(runs.size()) +
+                              (runs.size() == 1 ? " checkpoint" : " checkpoints") + " of another run (" + span +
                               "), which this run would write over or mix with" + (keep_last > 0 ? ", and prune" : "") +
                               ": continue that run with --resume " + save_dir + ", or save into another folder");
 }

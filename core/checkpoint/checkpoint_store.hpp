@@ -29,6 +29,13 @@ class checkpoint_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A checkpoint file that exists but this process may not read (permissions, an I/O error):
+// not damage, so a resume does not pass over it to an older one (that would drop its steps).
+class checkpoint_unreadable : public checkpoint_error {
+ public:
+  using checkpoint_error::checkpoint_error;
+};
+
 struct checkpoint_file {
   std::string name;  // inside the checkpoint directory, no '/'
   std::uint64_t bytes = 0;
@@ -49,7 +56,8 @@ std::string checkpoint_name(long long step);
 // newest first, with their steps; empty where there are none or no such directory.
 std::vector<std::pair<long long, std::string>> complete_checkpoints(const std::string& dir);
 
-// SHA-256 of a file, lowercase hex; throws checkpoint_error naming the file when unreadable.
+// SHA-256 of a file, lowercase hex; throws checkpoint_error naming the file when missing,
+// checkpoint_unreadable (with the reason) when it cannot be read.
 std::string sha256_of_file(const std::string& path);
 
 // SHA-256 of bytes given piece by piece (e.g. as they are written), lowercase hex.
@@ -98,7 +106,8 @@ class checkpoint_writer {
 };
 
 // Reads `path`'s manifest and checks every file against it (present, size, SHA-256; no
-// manifest, a bad manifest or a file that does not match throws checkpoint_error naming it).
+// manifest, a bad manifest or a file that does not match throws checkpoint_error naming it;
+// one that cannot be read, checkpoint_unreadable).
 checkpoint_manifest verify_checkpoint(const std::string& path);
 
 struct resume_choice {
@@ -109,7 +118,8 @@ struct resume_choice {
 
 // `where` is a checkpoint directory (must verify, or checkpoint_error) or a directory of
 // checkpoints: its newest valid one by step (also where a crash left `latest` naming the one
-// before), the refused ones listed.
+// before), the refused ones listed. A newer one it cannot read (checkpoint_unreadable) is an
+// error, not passed over.
 // Throws checkpoint_error when none is valid. With before_step, checkpoints of that step or
 // later in a directory of them are passed over (neither chosen nor refused).
 resume_choice find_resume_checkpoint(const std::string& where, long long before_step = LLONG_MAX);
@@ -152,7 +162,10 @@ void check_save_dir_is_ours(const std::string& save_dir, const std::string& resu
 bool is_checkpoint_store_name(const std::string& name);
 
 // Keeps the newest `keep_last` complete checkpoints (and the one `latest` names) and removes
-// the older ones and every partial directory. keep_last <= 0 keeps all.
+// the older ones and every partial directory. keep_last <= 0 keeps all. Only checkpoints count
+// and go: a step-N folder whose manifest is missing, unreadable or of another step is neither
+// (someone's folder, a damaged copy), and one that holds anything its manifest does not list
+// (a file or folder of the user's) is left whole, with a warning.
 void prune_checkpoints(const std::string& dir, int keep_last);
 
 // The parts of a run's checkpoints that are written on threads of their own while training

@@ -69,6 +69,7 @@ nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pendi
           {"lower_case", o.text.lower_case},
           {"text_columns", o.text.columns},
           {"data_seed", o.data_seed},
+          {"threads_per_stage", o.threads_per_stage},
           {"rng", "none: the data and the initial parameters are functions of the seeds and the step"}};
 }
 
@@ -106,11 +107,20 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   compare("steps", o.steps);
   compare("grad_clip", o.grad_clip);
   compare("weight_decay", o.weight_decay);
+  // LibTorch's products split their sums by thread: other rounding, other bits from here on.
+  const std::size_t before_threads = out.size();
+  compare("threads_per_stage", o.threads_per_stage);
+  if (out.size() > before_threads) out.back() += " (LibTorch splits its sums by thread: other rounding)";
   return out;
 }
 
 std::string resume_model_mismatch(const nlohmann::json& meta, const train_options& o) {
-  if (!meta.is_object() || meta.value("model", std::string()) != o.model_name) return "";
+  if (!meta.is_object()) return "";
+  const auto saved_model = meta.find("model");
+  if (saved_model != meta.end() && saved_model->is_string() && saved_model->get<std::string>() != o.model_name)
+    return "the checkpoint is of --model " + saved_model->get<std::string>() + ", this run trains --model " + o.model_name +
+           ": its tensors belong to another model (give --model " + saved_model->get<std::string>() + ")";
+  if (meta.value("model", std::string()) != o.model_name) return "";
   if (o.model_name != "gpt" && o.model_name != "bert") return "";
   const auto shape = meta.find("gpt");
   if (shape == meta.end() || !shape->is_object()) return "";

@@ -175,6 +175,41 @@ CATCH_TEST_CASE("pruning keeps the newest complete checkpoints and drops crashed
   fs::remove_all(dir);
 }
 
+// Pruning counted and removed every step-N folder: one without a manifest (someone's folder)
+// went, a user's file inside a checkpoint went with it, and a damaged newer copy took a
+// --keep-last slot, so fewer good checkpoints stayed than asked for.
+CATCH_TEST_CASE("pruning counts and removes checkpoints only, and leaves what a manifest does not list", "[checkpoint]") {
+  const std::string dir = fresh_dir("prune-own");
+  for (long long s : {2, 4, 6, 8}) write_checkpoint(dir, s);
+  fs::create_directories(dir + "/step-00000001");
+  std::ofstream(dir + "/step-00000001/notes.txt") << "precious";
+  std::ofstream(dir + "/step-00000004/eval-notes.txt") << "mine";
+  fs::copy(dir + "/step-00000006", dir + "/step-00000010");  // its manifest says step 6: damaged
+  prune_checkpoints(dir, 2);
+  CATCH_CHECK(fs::exists(dir + "/step-00000001/notes.txt"));  // no checkpoint: neither counted nor removed
+  CATCH_CHECK(!fs::exists(dir + "/step-00000002"));
+  CATCH_CHECK(read_file(dir + "/step-00000004/eval-notes.txt") == "mine");  // left whole, with a warning
+  CATCH_CHECK(fs::exists(dir + "/step-00000004/manifest.json"));
+  CATCH_CHECK(holds_step(dir + "/step-00000006", 6, 4096));  // the damaged step 10 took no slot
+  CATCH_CHECK(holds_step(dir + "/step-00000008", 8, 4096));
+  CATCH_CHECK(fs::exists(dir + "/step-00000010"));
+  fs::remove_all(dir);
+}
+
+// A save folder holding only step-N folders without a manifest was "a checkpoint of another
+// run: continue that run with --resume", which then found no valid checkpoint.
+CATCH_TEST_CASE("a save folder with step folders but no checkpoint says so, not 'resume it'", "[checkpoint]") {
+  const std::string dir = fresh_dir("no-manifest");
+  fs::create_directories(dir + "/step-00000001");
+  CATCH_CHECK_THROWS_WITH(check_save_dir_is_ours(dir, "", 0),
+                          Contains("holds step-00000001, named as this run names its checkpoints but no checkpoint") &&
+                              !Contains("--resume"));
+  write_checkpoint(dir, 3);
+  CATCH_CHECK_THROWS_WITH(check_save_dir_is_ours(dir, "", 0),
+                          Contains("holds 1 checkpoint of another run (step-00000003)"));
+  fs::remove_all(dir);
+}
+
 // A run killed while it saved left its partial directory; pruning spares those of steps past
 // the newest complete one, and a resumed run saves that step again, so they piled up until a
 // disk with room for --keep-last failed every save. The run that takes the lock removes them.

@@ -79,6 +79,13 @@ CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps d
     std::remove(vocab.c_str());
   }
 
+  // Other threads per stage: other rounding in LibTorch's sums, so other bits from here on
+  // (a resume took it without a word).
+  o = saved;
+  o.threads_per_stage = 2;
+  CATCH_CHECK(resume_changes(meta, o) ==
+              std::vector<std::string>{"threads_per_stage 1 -> 2 (LibTorch splits its sums by thread: other rounding)"});
+
   // A checkpoint written before a key existed: that key is not compared.
   nlohmann::json older = meta;
   older.erase("data_seed");
@@ -88,4 +95,19 @@ CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps d
   o.microbatch_size = 3;
   CATCH_CHECK(resume_changes(older, o).empty());
   CATCH_CHECK(resume_changes(nlohmann::json(), o).empty());
+}
+
+// A GPT checkpoint given to --model bert (or back) listed dozens of missing tensors.
+CATCH_TEST_CASE("resume_model_mismatch names another model before any shape", "[checkpoint][resume]") {
+  train_options gpt;
+  gpt.model_name = "gpt";
+  const nlohmann::json meta = checkpoint_meta(gpt, 2);
+  train_options bert = gpt;
+  bert.model_name = "bert";
+  CATCH_CHECK(resume_model_mismatch(meta, bert) ==
+              "the checkpoint is of --model gpt, this run trains --model bert: its tensors belong to another model "
+              "(give --model gpt)");
+  CATCH_CHECK(resume_model_mismatch(meta, gpt).empty());
+  gpt.model.layers = gpt.model.layers + 1;
+  CATCH_CHECK_THAT(resume_model_mismatch(meta, gpt), Catch::Contains("has --layers"));
 }
