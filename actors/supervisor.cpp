@@ -543,7 +543,7 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
       [s](msg::grad_sq_parts& g) { s->on_grad_sq_parts(g); },
       [s](msg::optimizer_done& d) { s->on_optimizer_done(d); },
       [s](msg::step_deadline& d) { s->on_deadline(d); },
-      [s](msg::failure& f) { s->stop(f.what); },
+      [s](msg::failure& f) { s->on_failure(f); },
       [s](const msg::stop_request& r) { s->on_stop_request(r); },
       [s](msg::parameter_names& n) { s->on_parameter_names(n); },
       [s](msg::parameter_arrived& p) { s->on_parameter_arrived(p); },

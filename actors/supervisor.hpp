@@ -68,6 +68,7 @@ class supervisor {
   void on_state_snapshotted(const msg::state_snapshotted& s);
   void on_state_written(const msg::state_written& w);
   void on_eval_output(msg::eval_output& o);
+  void on_failure(const msg::failure& f);
   void stop(std::string error);
 
  private:
@@ -84,6 +85,7 @@ class supervisor {
   void begin_eval_round();
   void maybe_eval_round_done();
   void finish_eval();
+  void eval_failed(const std::string& why);
   void maybe_step_optimizers();
   bool replan(int measured, double measured_bubble);
   void finish();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "actors/supervisor.hpp"
+#include "core/log.hpp"
 #include "core/model/error_text.hpp"
 
 namespace actorpipe::detail {
@@ -66,7 +67,7 @@ void supervisor::finish_eval() {
   try {
     r = summarize_eval(*ctx_->model, done, eval_->pieces);
   } catch (const std::exception& e) {
-    stop("the evaluation after step " + std::to_string(done) + ": " + error_text(e));
+    eval_failed("the evaluation after step " + std::to_string(done) + ": " + error_text(e));
     return;
   }
   r.seconds = ctx_->now() - eval_->started;
@@ -87,6 +88,36 @@ void supervisor::finish_eval() {
     go_on(done);  // step `done`'s checkpoint is the one this run started from
   else
     after_step(done);
+}
+
+// An evaluation pass that failed: what the run trained must not go with it (a metric that
+// throws after the last step lost every step, the checkpoint due there and --save-final). The
+// run stops at this step as a requested stop does, with its checkpoint (with save_dir) and
+// its parameters, and the error goes with the result for the caller to report.
+void supervisor::eval_failed(const std::string& why) {
+  const int done = eval_->done;
+  const bool made_up = eval_->made_up;
+  log_error(why + ": the run stops after step " + std::to_string(done) + ", keeping what it trained" +
+            (ctx_->options.save_dir.empty() ? std::string() : " (a checkpoint of that step)"));
+  if (ctx_->result && ctx_->result->eval_error.empty()) ctx_->result->eval_error = why;
+  eval_.reset();
+  evaluated_after_ = done;  // not made up on a resume either: it would fail again
+  stopping_ = true;
+  if (made_up)
+    go_on(done);
+  else
+    after_step(done);
+}
+
+// A failure report. An action of an evaluation round that failed (its chunk names the round
+// as run_context::step_name does) fails the pass, not the run's training; any other stops the run.
+void supervisor::on_failure(const msg::failure& f) {
+  if (eval_ && !st_.stopped &&
+      f.what.find(", " + run_context::step_name(run_context::eval_step_base) + ": ") != std::string::npos) {
+    eval_failed("the evaluation after step " + std::to_string(eval_->done) + ": " + f.what);
+    return;
+  }
+  stop(f.what);
 }
 
 }  // namespace actorpipe::detail

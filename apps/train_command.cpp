@@ -1242,9 +1242,10 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
         << t.steps << (t.save_dir.empty() ? "" : ": the same command with --resume " + t.save_dir + " goes on from there") << '\n';
   }
   write_outputs(out, o, r, metrics.written());
-  if (!r.checkpoint_error.empty())  // after what the run trained is written
-    throw std::runtime_error(r.checkpoint_error + " (the run stopped after step " + std::to_string(r.steps.back().step + 1) +
-                             " of " + std::to_string(t.steps) + "; the outputs above hold it)");
+  for (const std::string* error : {&r.checkpoint_error, &r.eval_error})  // after what the run trained is written
+    if (!error->empty())
+      throw std::runtime_error(*error + " (the run stopped after step " + std::to_string(r.steps.back().step + 1) + " of " +
+                               std::to_string(t.steps) + "; the outputs above hold it)");
   // An output lost is a failure (exit 1), whatever the log level let through when it happened
   // (at --log-level off nothing said so, and the run exited 0).
   if (!metrics.failure().empty()) throw std::runtime_error(metrics.failure() + "; the run's other outputs are written");

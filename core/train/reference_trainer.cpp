@@ -153,14 +153,23 @@ train_result train_reference(const train_options& o, reference_progress& p) {
     if (eval_now) {
       p.in_eval.store(true), p.since.store(steady_seconds());
       const auto t1 = std::chrono::steady_clock::now();
-      std::vector<eval_piece> pieces;
-      for (int m = 0; m < s.model->eval_microbatches; ++m) {
-        const microbatch_tensors mt =
-            once_begun("the data of evaluation microbatch " + std::to_string(m), [&] { return s.model->eval_data(0, m); });
-        pieces.push_back(once_begun("", [&] { return make_eval_piece(runner.evaluate(m, mt.inputs), mt.targets); }));
+      // A pass that fails keeps what the run trained (train_result::eval_error), as the
+      // pipeline's supervisor does.
+      eval_record e;
+      try {
+        std::vector<eval_piece> pieces;
+        for (int m = 0; m < s.model->eval_microbatches; ++m) {
+          const microbatch_tensors mt =
+              once_begun("the data of evaluation microbatch " + std::to_string(m), [&] { return s.model->eval_data(0, m); });
+          pieces.push_back(once_begun("evaluation microbatch " + std::to_string(m),
+                                      [&] { return make_eval_piece(runner.evaluate(m, mt.inputs), mt.targets); }));
+        }
+        e = once_begun("", [&] { return summarize_eval(*s.model, k + 1, pieces); });
+      } catch (const std::exception& x) {
+        result.eval_error = "the evaluation after step " + std::to_string(k + 1) + ": " + error_text(x);
+        log_error(result.eval_error + ": the run stops after step " + std::to_string(k + 1) + ", keeping what it trained");
+        break;
       }
-      eval_record e = once_begun("the evaluation after step " + std::to_string(k + 1),
-                                 [&] { return summarize_eval(*s.model, k + 1, pieces); });
       e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
       if (!with_caller([&] {
             if (on_eval) hook("on_eval", k + 1, [&] { on_eval(e); });

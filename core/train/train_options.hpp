@@ -186,6 +186,11 @@ struct train_result {
   // flight with what it had trained (parameters, metrics, timeline), and this says why; the
   // command reports it as a failure once those are written.
   std::string checkpoint_error;
+  // An evaluation pass that failed (the model's metrics threw, a target out of range, an eval
+  // forward failed): the run stopped after the step it followed, with what it had trained (a
+  // checkpoint of that step with save_dir, the parameters), and this says why; the command
+  // reports it as a failure once those are written.
+  std::string eval_error;
   int stopped_by_signal = 0;  // the signal that ended the run after steps.size() steps (0: it ran them all); every process of a job has process 0's
 };
 

@@ -14,6 +14,7 @@
 #include "actors/pipeline_runtime.hpp"
 #include "core/model/bert_model.hpp"
 #include "core/model/layer_model.hpp"
+#include "core/model/tensor_box_torch.hpp"
 #include "core/train/reference_trainer.hpp"
 #include "tests/support/sentiment_task.hpp"
 #include "tests/support/train_results.hpp"
@@ -26,31 +27,35 @@ using namespace actorpipe::testing;
 namespace {
 
 // A small BERT on the synthetic sentiment task, registered once as "test-bert".
+model_definition test_bert(const train_options& o);
+
 train_options bert_options(const std::string& schedule, int stages, int chunks, int steps) {
   static const bool registered = [] {
+    register_model("test-bert", test_bert, "the tests' BERT on a synthetic sentiment task");
+    // Evaluations that fail: a metric that throws, float targets on eval microbatch 1 (found
+    // by the last stage's action).
     register_model(
-        "test-bert",
+        "test-bert-bad-metric",
         [](const train_options& o) {
-          bert_config c;
-          c.vocab = static_cast<int>(sentiment_vocab());
-          c.hidden = o.model.hidden;
-          c.heads = o.model.heads;
-          c.layers = o.model.layers;
-          c.intermediate = 4 * o.model.hidden;
-          c.max_positions = o.model.seq_len;
-          c.seed = o.model.seed;
-          bert_data d;
-          d.train = sentiment_encoded(sentiment_rows(200, 1), o.model.seq_len);
-          d.eval = sentiment_encoded(sentiment_rows(60, 2), o.model.seq_len);
-          d.pad_id = 0;
-          d.cls_id = 2;
-          d.seed = o.data_seed;
-          d.microbatch_size = o.microbatch_size;
-          d.microbatches_per_step = o.microbatches * o.dp;
-          d.description = "synthetic sentiment (200 train, 60 eval rows)";
-          return bert_model(c, d);
+          model_definition m = test_bert(o);
+          m.eval_metrics = [](const at::Tensor&, const at::Tensor&) -> std::vector<std::pair<std::string, double>> {
+            throw std::runtime_error("the metric threw on purpose");
+          };
+          return m;
         },
-        "the tests' BERT on a synthetic sentiment task");
+        "test-bert whose eval metric throws");
+    register_model(
+        "test-bert-bad-targets",
+        [](const train_options& o) {
+          model_definition m = test_bert(o);
+          m.eval_data = [data = m.eval_data](std::uint64_t step, int microbatch) {
+            microbatch_tensors t = data(step, microbatch);
+            if (microbatch == 1) t.targets = box(unbox(t.targets).to(at::kFloat));
+            return t;
+          };
+          return m;
+        },
+        "test-bert whose eval targets are float on microbatch 1");
     return true;
   }();
   (void)registered;
@@ -72,6 +77,27 @@ train_options bert_options(const std::string& schedule, int stages, int chunks, 
   o.weight_decay = 0.01;
   o.step_timeout_s = 120;
   return o;
+}
+
+model_definition test_bert(const train_options& o) {
+  bert_config c;
+  c.vocab = static_cast<int>(sentiment_vocab());
+  c.hidden = o.model.hidden;
+  c.heads = o.model.heads;
+  c.layers = o.model.layers;
+  c.intermediate = 4 * o.model.hidden;
+  c.max_positions = o.model.seq_len;
+  c.seed = o.model.seed;
+  bert_data d;
+  d.train = sentiment_encoded(sentiment_rows(200, 1), o.model.seq_len);
+  d.eval = sentiment_encoded(sentiment_rows(60, 2), o.model.seq_len);
+  d.pad_id = 0;
+  d.cls_id = 2;
+  d.seed = o.data_seed;
+  d.microbatch_size = o.microbatch_size;
+  d.microbatches_per_step = o.microbatches * o.dp;
+  d.description = "synthetic sentiment (200 train, 60 eval rows)";
+  return bert_model(c, d);
 }
 
 }  // namespace
@@ -231,4 +257,38 @@ CATCH_TEST_CASE("bert: a resumed run makes up the evaluation its checkpoint's ru
   CATCH_REQUIRE(after_pass.evals.size() == 1);
   CATCH_CHECK(after_pass.evals[0].step == 6);
   std::filesystem::remove_all(dir);
+}
+
+// An evaluation that fails after the last step (a metric that throws, float targets met by the
+// last stage's action) lost the whole run: no checkpoint of that step, no parameters for
+// --save-final. The run stops after that step with what it trained, and says why.
+CATCH_TEST_CASE("bert: an evaluation that fails keeps what the run trained, its checkpoint and parameters", "[actors][bert][eval][checkpoint]") {
+  const train_result straight = run_pipeline(bert_options("1f1b", 2, 1, 3));
+  for (const char* model : {"test-bert-bad-metric", "test-bert-bad-targets"}) {
+    CATCH_INFO(model);
+    const std::string dir = std::filesystem::temp_directory_path().string() + "/actorpipe-eval-fails-" +
+                            std::to_string(::getpid());
+    std::filesystem::remove_all(dir);
+    train_options o = bert_options("1f1b", 2, 1, 3);
+    o.model_name = model;
+    o.save_dir = dir;
+    const train_result r = run_pipeline(o);
+    CATCH_CHECK_THAT(r.eval_error, Catch::StartsWith("the evaluation after step 3: "));
+    CATCH_CHECK_THAT(r.eval_error, Catch::Contains(std::string(model) == "test-bert-bad-metric"
+                                                      ? "the metric threw on purpose"
+                                                      : "evaluation: the targets must be int64"));
+    CATCH_CHECK(r.steps.size() == 3);
+    CATCH_CHECK(r.evals.empty());
+    CATCH_REQUIRE(r.checkpoints.size() == 1);
+    CATCH_CHECK(r.checkpoints[0].step == 3);
+    CATCH_CHECK(bit_identical(r, straight));
+    std::filesystem::remove_all(dir);
+
+    o.save_dir.clear();
+    o.no_pipeline = true;
+    const train_result ref = run_reference(o);
+    CATCH_CHECK_THAT(ref.eval_error, Catch::StartsWith("the evaluation after step 3: "));
+    CATCH_CHECK(ref.steps.size() == 3);
+    CATCH_CHECK(!ref.parameters.empty());
+  }
 }
