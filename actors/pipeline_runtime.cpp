@@ -761,8 +761,17 @@ std::string run_in(caf::actor_system& sys, const std::shared_ptr<run_context>& c
 // seen (rarely, under load) to wait there for ever, on an actor that should be gone (open: see
 // the issue notes). The run's outcome is known, so the wait is bounded: after `patience` the
 // system is left undestroyed, with a warning, and the process goes on to exit.
+// A run that abandoned an actor (tear_down: its action did not return) keeps that actor's
+// handles in its context, so the actor is never destroyed: its detached thread, once the
+// action returns, waits for that, and the system's destructor waits for the thread, for ever
+// (a layer returning 7-12 s after a step timeout hung the run). Its system is never destroyed.
 void shut_down(std::unique_ptr<caf::actor_system> sys, std::unique_ptr<caf::actor_system_config> cfg,
-               std::chrono::seconds patience) {
+               std::chrono::seconds patience, bool abandoned) {
+  if (abandoned) {
+    (void)sys.release();
+    (void)cfg.release();
+    return;
+  }
   const auto deadline = std::chrono::steady_clock::now() + patience;
   while (sys->registry().running() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -791,7 +800,7 @@ std::string run_actors(const std::shared_ptr<run_context>& ctx, const job_place&
   if (!error.empty()) ctx->checkpoint_parts->give_up();
   if (!ctx->checkpoint_parts->settle(std::chrono::seconds(30)))
     log_warn("checkpoint parts were still being written 30 s after the run ended");
-  shut_down(std::move(sys), std::move(cfg), std::chrono::seconds(5));
+  shut_down(std::move(sys), std::move(cfg), std::chrono::seconds(5), ctx->abandoned);
   return error;
 }
 

@@ -256,6 +256,16 @@ CATCH_TEST_CASE("a failing action or a stalled rank stops the job naming it, wit
   CATCH_CHECK_THROWS_WITH(run_pipeline(o, {}, fixed_cost_factory(fc)),
                           Contains("step 1 of 5 did not finish within 0.3 s (--step-timeout): rank 0 waits for B0.2"));
   CATCH_CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 20);
+
+  // One that returns after the run gave up on it (5 s) but before the actor system's own wait
+  // ended (5 s more): the system's destructor waited for ever on its thread, which waited for
+  // the abandoned actor's end.
+  fc.stall_s = 8;
+  t0 = std::chrono::steady_clock::now();
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o, {}, fixed_cost_factory(fc)),
+                          Contains("step 1 of 5 did not finish within 0.3 s (--step-timeout)"));
+  CATCH_CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 20);
+  std::this_thread::sleep_for(std::chrono::seconds(4));  // it returns into the abandoned run: no crash
 }
 
 namespace {
