@@ -101,6 +101,24 @@ std::string frame_type_text(char type) {
   return std::isprint(static_cast<unsigned char>(type)) ? std::string(1, type) : "?";
 }
 
+std::string peer_text(const std::string& text) {
+  std::string out;
+  const std::size_t shown = std::min<std::size_t>(text.size(), 2000);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const unsigned char ch = static_cast<unsigned char>(text[i]);
+    if (ch < 0x20 || ch == 0x7f) {
+      static const char digits[] = "0123456789abcdef";
+      out += "\\x";
+      out += digits[ch >> 4];
+      out += digits[ch & 15];
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  if (shown < text.size()) out += "...";
+  return out;
+}
+
 std::vector<char> encode_hello(const hello_frame& h) {
   std::vector<char> body(h.answer.begin(), h.answer.end());
   wire::put_i32(body, h.process);

@@ -63,6 +63,9 @@ std::uint32_t frame_length(const char* prefix);
 std::string check_frame_length(std::uint32_t length, std::uint32_t cap);
 // A frame type as it may be quoted in a log line: itself when printable, else '?'.
 std::string frame_type_text(char type);
+// Text a peer sent, as it may be printed: control bytes (an escape sequence would reach the
+// terminal) and DEL as \xNN; at most 2000 bytes, then "...".
+std::string peer_text(const std::string& text);
 
 // How the refusals a restart would meet again begin: the joiner's job token, its process
 // index against the world size, or its world size against process 0's. Other refusals (a

@@ -26,6 +26,7 @@ namespace {
 // Hub -> itself.
 struct handshake_deadline {
   caf::io::connection_handle hdl;
+  bool after_hello = false;  // the join's deadline, from the token proven
 };
 struct hub_join_deadline {};
 struct shutdown_deadline {};
@@ -128,7 +129,11 @@ class hub final : public control_role {
     const control_connection c = it->second;
     conns_.erase(it);
     if (c.process < 1 || !c.authenticated) return;  // a stranger or a refused process left
-    by_process_.erase(c.process);
+    // A connection that proved the token and never joined is not the process: the one that
+    // joined as it may still be here (closing the other stopped a running job, blaming it).
+    const auto joined = by_process_.find(c.process);
+    if (joined == by_process_.end() || joined->second != m.handle) return;
+    by_process_.erase(joined);
     if (shutting_down_) {
       if (by_process_.empty()) reply_closed();
       return;
@@ -142,9 +147,18 @@ class hub final : public control_role {
     report_failure("lost " + process_name(c.process) + ": its control connection closed (the process died or was killed)");
   }
 
+  // A hello within 10 s of connecting, and a join within 10 s of proving the token (a peer
+  // that proved it and said nothing more was kept for ever, holding its process index).
   void on_handshake_deadline(const msg::handshake_deadline& d) {
     auto it = conns_.find(d.hdl);
-    if (it != conns_.end() && !it->second.authenticated) refuse(d.hdl, "no valid hello within 10 s");
+    if (it == conns_.end()) return;
+    if (!d.after_hello && !it->second.authenticated) {
+      refuse(d.hdl, "no valid hello within 10 s");
+      return;
+    }
+    const auto joined = by_process_.find(it->second.process);
+    if (d.after_hello && (joined == by_process_.end() || joined->second != d.hdl))
+      refuse(d.hdl, "proved the job token as process " + std::to_string(it->second.process) + " but sent no join within 10 s");
   }
 
   void on_join_deadline() {
@@ -253,6 +267,9 @@ class hub final : public control_role {
                       ") (is every process started with the same WORLD_SIZE?)");
       return;
     }
+    // Another connection that proved the token as this process and has not joined does not
+    // hold the index: the first join takes it (on_join), and the other is refused at its join
+    // or its join's deadline.
     if (joined_.count(h.process)) {
       // Also what nodes launched with different --nproc-per-node look like: node 1's first
       // process takes a rank node 0's already holds.
@@ -265,6 +282,7 @@ class hub final : public control_role {
     }
     c.authenticated = true;
     c.process = h.process;
+    self_->delayed_send(self_, std::chrono::seconds(10), msg::handshake_deadline{hdl, true});
   }
 
   // An envelope from an admitted process: its join, a relay to another process, or for us.
@@ -290,6 +308,10 @@ class hub final : public control_role {
     c.host = j.host;
     if (ready_) {
       refuse(hdl, "the job has already formed");
+      return;
+    }
+    if (joined_.count(c.process)) {  // a second join on the connection, or a race with another
+      refuse(hdl, "process " + std::to_string(c.process) + " has already joined");
       return;
     }
     if (j.fingerprint != o_.fingerprint) {

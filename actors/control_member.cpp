@@ -195,12 +195,14 @@ class member final : public control_role {
     switch (buf[0]) {
       case control_wire::challenge: answer_challenge_and_join(hdl, std::vector<std::uint8_t>(data, data + size)); break;
       case control_wire::refusal:
-        fail_setup("process 0 (" + master() + ") refused this process: " + std::string(data, size),
+        fail_setup("process 0 (" + master() + ") refused this process: " + control_wire::peer_text(std::string(data, size)),
                    control_wire::refusal_is_final(std::string(data, size)));
         break;
       case control_wire::envelope: on_envelope(hdl, data, size); break;
       case control_wire::heartbeat: break;  // heard (on_data)
-      default: report_failure("process 0 sent an unknown frame type"); break;
+      default:
+        drop_malformed(hdl, "a frame of unknown type '" + control_wire::frame_type_text(buf[0]) + "'");
+        break;
     }
   }
 
@@ -210,7 +212,13 @@ class member final : public control_role {
     control_wire::hello_frame h;
     h.process = o_.process;
     h.joiner = std::string(host) + ":" + std::to_string(getpid()) + ":process " + std::to_string(o_.process);
-    h.answer = answer_challenge(o_.token, challenge, h.joiner);
+    try {
+      h.answer = answer_challenge(o_.token, challenge, h.joiner);
+    } catch (const std::exception&) {  // a challenge of another length: not actorpipe's hub
+      drop_malformed(hdl, "a challenge of " + std::to_string(challenge.size()) + " bytes (actorpipe's are " +
+                              std::string("32") + ")");
+      return;
+    }
     write_frame(hdl, control_wire::hello, control_wire::encode_hello(h));
     write_envelope(hdl, static_cast<std::uint8_t>(target_kind::control), 0, 0,
                    caf::make_message(msg::join{o_.fingerprint, addresses_[o_.process], host}));
@@ -255,9 +263,19 @@ class member final : public control_role {
     report_failure("lost process 0 (the supervisor, at " + master() + "): " + why);
   }
 
-  // The hub sent something malformed: hang up and end this process's run.
+  // The hub sent something malformed: hang up and end this process's run. Before the job has
+  // formed nothing acts on the run's end: the setup fails at once, naming it (the member waited
+  // out --join-timeout, then blamed the other processes).
   void drop_malformed(connection_handle hdl, const std::string& why) {
     self_->close(hdl);
+    if (!ready_) {
+      conns_.erase(hdl);
+      connected_ = false;
+      fail_setup("process 0 at " + master() + " sent " + why +
+                 " before the job formed: a protocol error (is another program listening on MASTER_PORT, or a process 0 of "
+                 "another actorpipe version?)");
+      return;
+    }
     report_failure("process 0 sent " + why);
   }
 

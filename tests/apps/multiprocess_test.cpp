@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -25,8 +26,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/control_codec.hpp"
 #include "apps/launch_command.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
+#include "core/job_token.hpp"
 #include "tests/apps/cli_runner.hpp"
 #include "tests/apps/process_runner.hpp"
 #include "tests/support/sentiment_task.hpp"
@@ -595,6 +598,144 @@ CATCH_TEST_CASE("strangers without the job token are refused and logged while th
   CATCH_CHECK(log0.find("a frame of 2147483647 bytes") != std::string::npos);
   CATCH_CHECK(log0.find(token) == std::string::npos);  // the token is never logged
   CATCH_CHECK(read_bytes(out) == ref_bytes);
+}
+
+namespace {
+// A connection to process 0 that proves the job token as `process` (it holds the token) and
+// sends nothing more: no join. Closed when it goes.
+class silent_token_holder {
+ public:
+  silent_token_holder(int port, int process) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CATCH_REQUIRE(connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    char head[5];
+    CATCH_REQUIRE(recv(fd_, head, 5, MSG_WAITALL) == 5);
+    CATCH_REQUIRE(head[4] == actorpipe::control_wire::challenge);
+    std::vector<std::uint8_t> challenge(actorpipe::control_wire::frame_length(head) - 1);
+    CATCH_REQUIRE(recv(fd_, challenge.data(), challenge.size(), MSG_WAITALL) == static_cast<ssize_t>(challenge.size()));
+    actorpipe::control_wire::hello_frame h;
+    h.process = process;
+    h.joiner = "a token holder that never joins";
+    h.answer = actorpipe::answer_challenge(token, challenge, h.joiner);
+    const std::vector<char> frame =
+        actorpipe::control_wire::make_frame(actorpipe::control_wire::hello, actorpipe::control_wire::encode_hello(h));
+    CATCH_REQUIRE(send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(frame.size()));
+  }
+  ~silent_token_holder() { close(fd_); }
+  silent_token_holder(const silent_token_holder&) = delete;
+  silent_token_holder& operator=(const silent_token_holder&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+}  // namespace
+
+// A connection that proved the token and never joined was kept for ever; the real process
+// with its index joined beside it, and when it closed, process 0 dropped the real one: a
+// running job failed, blaming process 1. Now such a connection is refused 10 s after its
+// hello, and one that closes first is not the process that joined.
+CATCH_TEST_CASE("a token holder that never joins is refused after 10 s, and its going costs the job nothing",
+                "[multiprocess][security]") {
+  const std::string ref_bytes = read_bytes(one_process_reference("1f1b", 1, 3));
+  const int port = free_port();
+  const std::string out = temp_path(".holder.safetensors");
+  std::vector<std::string> logs = {temp_path(".h0.log"), temp_path(".h1.log")};
+  auto args0 = job("1f1b", 1, 3, out);
+  args0.insert(args0.end(), {"--join-timeout", "40"});
+  const pid_t p0 = start_process(bin, args0, worker_env(0, 2, port), logs[0]);
+  CATCH_REQUIRE(wait_for_text(logs[0], "listening", 30));
+  {
+    silent_token_holder first(port, 1);
+    CATCH_CHECK(wait_for_text(logs[0], "proved the job token as process 1 but sent no join within 10 s", 20));
+  }
+  pid_t p1 = 0;
+  {
+    silent_token_holder second(port, 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    p1 = start_process(bin, job("1f1b", 1, 3, ""), worker_env(1, 2, port), logs[1]);
+    CATCH_REQUIRE(wait_for_text(logs[0], "every process joined", 30));
+  }  // closes while the job runs
+  for (const pid_t pid : {p0, p1}) {
+    const int code = wait_process(pid, 120);
+    CATCH_INFO("process 0:\n" << process_log(logs[0]) << "\nprocess 1:\n" << process_log(logs[1]));
+    CATCH_CHECK(code == 0);
+  }
+  CATCH_CHECK(read_bytes(out) == ref_bytes);
+}
+
+namespace {
+// A "process 0" that accepts one connection, sends `bytes`, and holds the connection open
+// until it goes: not actorpipe's hub (another program on MASTER_PORT).
+class fake_process_0 {
+ public:
+  explicit fake_process_0(std::string bytes) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof a;
+    CATCH_REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    CATCH_REQUIRE(listen(fd_, 4) == 0);
+    CATCH_REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &size) == 0);
+    port_ = ntohs(a.sin_port);
+    server_ = std::thread([this, bytes = std::move(bytes)] {
+      const int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      send(c, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      for (int i = 0; i < 300 && !done_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      close(c);
+    });
+  }
+  ~fake_process_0() {
+    done_.store(true);
+    shutdown(fd_, SHUT_RDWR);
+    server_.join();
+    close(fd_);
+  }
+  fake_process_0(const fake_process_0&) = delete;
+  fake_process_0& operator=(const fake_process_0&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> done_{false};
+  std::thread server_;
+};
+}  // namespace
+
+// A member met a process 0 that sent it what actorpipe's does not (another program on the
+// port): a bad frame length or an unknown frame type was dropped without a word and the
+// member waited out --join-timeout, then blamed the other processes; a challenge of another
+// length ended in CAF's "unhandled exception"; a refusal's control bytes reached the terminal.
+CATCH_TEST_CASE("a member ends at once on what no actorpipe process 0 sends, naming it", "[multiprocess][security]") {
+  struct sent { std::string bytes, expected; };
+  const std::vector<sent> cases = {
+      {std::string("\xff\xff\xff\x7f", 4), "sent a frame of 2147483647 bytes"},
+      {std::string("\x05\x00\x00\x00" "Cabcd", 9), "sent a challenge of 4 bytes (actorpipe's are 32)"},
+      {std::string("\x01\x00\x00\x00" "Z", 5), "sent a frame of unknown type 'Z'"},
+      {std::string("\x07\x00\x00\x00" "R\x1b[2Jx!", 11), "refused this process: \\x1b[2Jx!"},
+  };
+  for (const sent& c : cases) {
+    CATCH_INFO(c.expected);
+    fake_process_0 fake(c.bytes);
+    const std::string log = temp_path(".fake0.log");
+    auto args = job("1f1b", 1, 2, "");
+    args.insert(args.end(), {"--join-timeout", "30"});
+    const auto t0 = std::chrono::steady_clock::now();
+    const int code = wait_process(start_process(bin, args, worker_env(1, 2, fake.port()), log), 60);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CATCH_INFO(process_log(log));
+    CATCH_CHECK(code == 1);
+    CATCH_CHECK(waited < 15);
+    const std::string text = read_text(log);
+    CATCH_CHECK(text.find(c.expected) != std::string::npos);
+    CATCH_CHECK(text.find('\x1b') == std::string::npos);
+    CATCH_CHECK(text.find("unhandled exception") == std::string::npos);
+  }
 }
 
 CATCH_TEST_CASE("multi-process setup errors are one clear line", "[multiprocess]") {
