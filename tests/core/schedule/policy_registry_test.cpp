@@ -87,6 +87,10 @@ CATCH_TEST_CASE("greedy is a built-in policy of the registry", "[schedule][polic
   CATCH_CHECK(all[6].dynamic);
   CATCH_CHECK(std::none_of(all.begin(), all.begin() + 6, [](const schedule_info& s) { return s.dynamic; }));
   CATCH_CHECK(policy_placement("greedy", 3, 2).kind == "loop");
+  // A request past a plan's size is refused before its placement (stages x chunks entries)
+  // is made: -V 2147483647 grew by GBs before the error.
+  CATCH_CHECK_THROWS_WITH(make_policy("greedy", 2, 4, 2147483647, 0),
+                          Catch::Contains("policy 'greedy': stages x chunks x microbatches = 2 x 2147483647 x 4"));
   // Through the registry, with the default budget (stages - rank, + stages per chunk after the
   // first), it is greedy with that budget.
   for (int P : {2, 4})
