@@ -410,6 +410,13 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   if (opt.costs_from.empty()) {
     costs = parse_cost_spec(opt.cost);
     costs.early_input_grad = opt.early_input_grad;
+    // Costs read 0 as "not measured", and an early B then hands its gradient on at its end:
+    // I=0 asked for at once simulated the late one without a word.
+    if (opt.early_input_grad)
+      for (const double i : costs.input_grad)
+        if (i <= 0)
+          throw std::invalid_argument("--early-input-grad with --cost " + opt.cost +
+                                      ": I=0 says when B sends its input gradient (after I): give I > 0");
     if (const std::string note = cost_spec_note(costs); !note.empty()) s.summary.push_back("note: " + note);
   } else {
     const traced_costs t = read_costs_from(opt.costs_from);

@@ -81,6 +81,10 @@ CATCH_TEST_CASE("simulate --early-input-grad models B as train runs it", "[apps]
   CATCH_REQUIRE(r.code == 0);
   CATCH_CHECK_THAT(r.out, Contains("send latency 0; B sends its input gradient after I\n"));
   CATCH_CHECK_THAT(r.out, Contains("makespan      30\n"));
+  // I=0 (which costs read as "not measured") simulated the late hand-off without a word.
+  r = cli({"simulate", "--early-input-grad", "--cost", "1,2,0,2"});
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK_THAT(r.err, Contains("--early-input-grad with --cost 1,2,0,2: I=0 says when B sends its input gradient"));
 }
 
 CATCH_TEST_CASE("simulate --format json has the documented keys", "[apps][simulate]") {
