@@ -270,12 +270,22 @@ void resolve_batching(job_config& c) {
 
 }  // namespace
 
+namespace {
+// The batch's keys take 0 for "not given" (derived from the others); a 0 given is refused, as
+// --microbatches 0 is: it ran the default batch without a word.
+bool derived_when_zero(const std::string& key) {
+  return key == "batch_size" || key == "num_microbatches" || key == "microbatch_size" || key == "global_batch_size";
+}
+}  // namespace
+
 job_config config_from_json(const nlohmann::json& j) {
   if (!j.is_object()) fail("config must be a JSON object, got " + shown(j));
   job_config c;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const field& f = find_field(it.key());
     std::visit([&](auto ptr) { set_from_json(c.*ptr, it.key(), it.value()); }, f.ptr);
+    if (derived_when_zero(it.key()) && it.value() == 0)
+      wrong_type(it.key(), "a count >= 1 (leave the key out to derive it from the others)", it.value());
   }
   return c;
 }
@@ -332,7 +342,12 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 
 void apply_override(job_config& config, const std::string& key, const std::string& value) {
   const field& f = find_field(key);
-  std::visit([&](auto ptr) { set_from_text(config.*ptr, key, value); }, f.ptr);
+  job_config changed = config;
+  std::visit([&](auto ptr) { set_from_text(changed.*ptr, key, value); }, f.ptr);
+  if (derived_when_zero(key) && value.find_first_not_of('0') == std::string::npos)
+    throw std::invalid_argument("override " + key + "=" + value + ": " + key +
+                                " must be >= 1 (leave it out to derive it from the other batch keys)");
+  config = std::move(changed);
 }
 
 void apply_override(job_config& config, const std::string& assignment) {
@@ -480,6 +495,8 @@ nlohmann::json config_to_json(const job_config& c) {
           using value_type = std::decay_t<decltype(c.*ptr)>;
           if constexpr (std::is_same_v<value_type, std::string>)
             if ((c.*ptr).empty()) return;  // partition's default is no value, which a config leaves out
+          if constexpr (std::is_same_v<value_type, int>)
+            if (c.*ptr == 0 && derived_when_zero(f.name)) return;  // not given: derived
           j[f.name] = c.*ptr;
         },
         f.ptr);

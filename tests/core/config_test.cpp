@@ -131,6 +131,15 @@ CATCH_TEST_CASE("apply_override parses the value as the field's type", "[config]
   CATCH_CHECK_THROWS_WITH(config_from_json(json{{"partition", ""}}),
                           "config key 'partition' must be a non-empty string (leave the key out for its default), got \"\"");
   CATCH_CHECK(c.partition.empty());
+  // A batch key's 0 is "not given": given, it ran the default batch (the flags refuse 0).
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "num_microbatches=0"),
+                          "override num_microbatches=0: num_microbatches must be >= 1 (leave it out to derive it from the "
+                          "other batch keys)");
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "batch_size", "00"), Catch::Contains("batch_size must be >= 1"));
+  CATCH_CHECK(c.num_microbatches == 16);
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"global_batch_size", 0}}),
+                          "config key 'global_batch_size' must be a count >= 1 (leave the key out to derive it from the "
+                          "others), got 0");
   CATCH_CHECK_THROWS_WITH(apply_override(c, "ppp", "4"), Catch::Contains("unknown config key 'ppp'"));
   CATCH_CHECK_THROWS_WITH(apply_override(c, "pp4"), Catch::Contains("'pp4' must look like key=value"));
   CATCH_CHECK(c.pp == 4);  // failed overrides change nothing
