@@ -45,6 +45,7 @@
 #include "core/model/safetensors.hpp"
 #include "core/partition.hpp"
 #include "core/schedule/plan.hpp"
+#include "core/schedule/plan_validator.hpp"
 #include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/chrome_trace.hpp"
@@ -151,16 +152,25 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   // does (where one does, it must match the file: run_setup); --no-pipeline takes its
   // microbatches, to be the reference of the plan's run.
   bool microbatches_from_file = false;
-  if (!o.schedule_file.empty() && o.config_path.empty()) {
-    const plan p = parse_plan(*plan_text, o.schedule_file);
-    if (!o.no_pipeline && !o.stages && !set_by_user("pp")) c.pp = p.num_ranks();
-    if (!o.no_pipeline && !chunks_given) c.chunks = p.chunks();
-    // Before the rules on them (layers over stages x chunks) blame something else.
-    for (const auto& [what, given, in_file] : {std::tuple<const char*, int, int>{"stages (--stages)", c.pp, p.num_ranks()},
-                                                {"chunks (--chunks)", c.chunks, p.chunks()}})
-      if (!o.no_pipeline && given != in_file)
+  std::optional<plan> file_plan;
+  if (!o.schedule_file.empty()) file_plan = parse_plan(*plan_text, o.schedule_file);
+  if (file_plan && !o.no_pipeline) {
+    const plan& p = *file_plan;
+    if (o.config_path.empty() && !o.stages && !set_by_user("pp")) c.pp = p.num_ranks();
+    if (o.config_path.empty() && !chunks_given) c.chunks = p.chunks();
+    // Before the rules on them (layers over stages x chunks, a config's included) blame
+    // something else.
+    const bool config = !o.config_path.empty();
+    for (const auto& [what, given, in_file] :
+         {std::tuple<const char*, int, int>{config ? "stages (--stages, or pp in a config)" : "stages (--stages)", c.pp,
+                                            p.num_ranks()},
+          {config ? "chunks (--chunks, or chunks in a config)" : "chunks (--chunks)", c.chunks, p.chunks()}})
+      if (given != in_file)
         throw std::invalid_argument("the run has " + std::to_string(given) + " " + what + " but schedule file '" +
                                     o.schedule_file + "' has " + std::to_string(in_file));
+  }
+  if (file_plan && o.config_path.empty()) {
+    const plan& p = *file_plan;
     // A batch size alone is cut into the plan's microbatches; with a microbatch size, it
     // gives their count itself (which must then match the plan's).
     const bool batch_given = o.batch_size || set_by_user("batch_size") || set_by_user("global_batch_size");
@@ -272,6 +282,15 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                                 std::to_string(c.num_microbatches) +
                                 (c.num_microbatches == 1 ? " microbatch" : " microbatches") +
                                 ", the largest of 8, 4, 2, 1 that divides it: give --microbatches)");
+  }
+  // The plan file's microbatches and its validity, before the run's header is printed (a
+  // refused plan printed the header of a run that never began).
+  if (file_plan && !o.no_pipeline) {
+    if (c.num_microbatches != file_plan->microbatches)
+      throw std::invalid_argument("the run has " + std::to_string(c.num_microbatches) +
+                                  " microbatches (--microbatches, or --batch-size over --microbatch-size) but schedule file '" +
+                                  o.schedule_file + "' has " + std::to_string(file_plan->microbatches));
+    require_valid(*file_plan);
   }
   if (c.tp != 1)
     throw std::invalid_argument("tp=" + std::to_string(c.tp) + ": this build has no tensor parallelism (tp = 1)");
