@@ -205,19 +205,21 @@ void require_memory_room(double bytes, const std::string& what, const std::strin
 }
 
 void require_model_memory(const std::string& shape, double parameters, int stages, int ranks_here, int microbatch_size,
-                          double seq_len, double hidden, double heads) {
+                          double seq_len, double hidden, double heads, int blocks_kept, double inner) {
   stages = std::max(1, stages);
   ranks_here = std::max(1, ranks_here);
   const double batch = std::max(1, microbatch_size);
-  const double activations = 4 * batch * seq_len * (hidden + std::max(1.0, heads) * seq_len);
+  const double blocks = std::max(1, blocks_kept);
+  const double activations = 4 * batch * seq_len * blocks * (4 * hidden + std::max(0.0, inner) + std::max(1.0, heads) * seq_len);
   require_memory_room(ranks_here * (8 * parameters / stages + activations),
                       shape + " (" + (parameters >= 1e7 ? fixed_text(parameters / 1e9, 2) + " billion" : fixed_text(parameters / 1e3, 1) + "k") +
                           " parameters) on " + std::to_string(stages) +
                           (stages == 1 ? " stage" : " stages") + ", " + std::to_string(ranks_here) +
                           (ranks_here == 1 ? " rank" : " ranks") + " in this process, microbatch size " +
                           std::to_string(microbatch_size),
-                      "each rank's share of the values and gradients at 8 bytes a parameter, and one microbatch's "
-                      "[B, seq-len, hidden] activation and [B, heads, seq-len, seq-len] attention",
+                      "each rank's share of the values and gradients at 8 bytes a parameter, and what one microbatch "
+                      "keeps for the backward of its blocks: q, k, v, the attention's output, the MLP's units and the "
+                      "[B, heads, seq-len, seq-len] attention",
                       "lower those, or spread the stages over more processes and machines (--stages, actorpipe launch)");
 }
 

@@ -63,10 +63,13 @@ void require_memory_room(double bytes, const std::string& what, const std::strin
 // require_memory_room for a model of `shape` ("the GPT of --layers 8 --hidden 256 ...") with
 // `parameters` trainable elements on `stages` stages (0 or less: 1), `ranks_here` of the job's
 // ranks in this process (0 or less: 1), and microbatches of `microbatch_size` x `seq_len` x
-// `hidden` activations through attention of `heads` heads: each of those ranks needs at least
-// its share of the values and gradients (8 bytes a parameter), one such activation and one
-// layer's [B, heads, seq-len, seq-len] attention probabilities (4 bytes each).
+// `hidden` activations through blocks of attention of `heads` heads and an MLP of `inner`
+// units: each of those ranks needs at least its share of the values and gradients (8 bytes a
+// parameter) and what one microbatch keeps for the backward of `blocks` blocks
+// (blocks_kept_per_microbatch): the attention's q, k, v and output, the MLP's hidden units and
+// the [B, heads, seq-len, seq-len] attention probabilities (4 bytes each). A microbatch size
+// typo (-B 100000) passed the one-block bound of before.
 void require_model_memory(const std::string& shape, double parameters, int stages, int ranks_here, int microbatch_size,
-                          double seq_len, double hidden, double heads);
+                          double seq_len, double hidden, double heads, int blocks, double inner);
 
 }  // namespace actorpipe

@@ -137,7 +137,7 @@ model_definition bert_task_model(const train_options& o) {
                              " --intermediate " + std::to_string(c.intermediate) + " --max-positions " +
                              std::to_string(c.max_positions) + " and a vocabulary of " + std::to_string(c.vocab),
                          embeddings + c.layers * layer + heads, pipeline_stages(o), ranks_in_this_process(o), o.microbatch_size,
-                         o.model.seq_len, h, c.heads);
+                         o.model.seq_len, h, c.heads, blocks_kept_per_microbatch(o, c.layers), inner);
   }
 
   // Room for one token of each sentence at least (2 and 3 trained on no text at all).

@@ -128,7 +128,8 @@ model_definition gpt_model(const train_options& o) {
     require_model_memory("the GPT of --layers " + std::to_string(c.layers) + " --hidden " + std::to_string(c.hidden) +
                              " --vocab " + std::to_string(c.vocab) + " --seq-len " + std::to_string(c.seq_len),
                          (static_cast<double>(c.vocab) + c.seq_len) * h + c.layers * (12 * h * h + 13 * h) + 2 * h,
-                         pipeline_stages(o), ranks_in_this_process(o), o.microbatch_size, c.seq_len, h, c.heads);
+                         pipeline_stages(o), ranks_in_this_process(o), o.microbatch_size, c.seq_len, h, c.heads,
+                         blocks_kept_per_microbatch(o, c.layers), 4 * h);
   }
 
   model_definition m;

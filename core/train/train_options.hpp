@@ -2,6 +2,8 @@
 // single-thread reference trainer and the CLI. No torch, no CAF.
 #pragma once
 
+#include <algorithm>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -118,6 +120,14 @@ inline int ranks_in_this_process(const train_options& o) {
   return o.no_pipeline ? 1 : o.stages * o.dp;
 }
 inline int pipeline_stages(const train_options& o) { return o.no_pipeline ? 1 : o.stages; }
+// Of a model's `layers` blocks, how many one microbatch's activations for the backward span on a
+// rank at the least: its share of the blocks (rounded down), or with activation checkpointing
+// one virtual stage's (recomputed one at a time); at least one.
+inline int blocks_kept_per_microbatch(const train_options& o, int layers) {
+  const long long cut = static_cast<long long>(pipeline_stages(o)) *
+                        (o.activation_checkpointing && !o.no_pipeline ? std::max(1, o.chunks) : 1);
+  return static_cast<int>(std::max<long long>(1, layers / std::max<long long>(1, cut)));
+}
 
 // One evaluation pass: after `step` steps, the loss over every evaluated row, the model's
 // metrics, and every output (float32, row-major) with its shape, concatenated in eval order,

@@ -137,8 +137,9 @@ CATCH_TEST_CASE("train --model bert: a malformed TSV row or a missing file is on
   auto attention = cli(with(long_rows, {"--data-file", train, "--steps", "1"}));
   CATCH_CHECK(attention.code == 2);
   CATCH_CHECK_THAT(attention.err, Contains("microbatch size 8 needs at least ") &&
-                                      Contains("one microbatch's [B, seq-len, hidden] activation and [B, heads, "
-                                               "seq-len, seq-len] attention)"));
+                                      Contains("what one microbatch keeps for the backward of its blocks: q, k, v, the "
+                                               "attention's output, the MLP's units and the [B, heads, seq-len, seq-len] "
+                                               "attention)"));
   auto gpt_attention = cli({"train", "--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--seq-len",
                             "100000", "--steps", "1"});
   CATCH_CHECK(gpt_attention.code == 2);

@@ -922,7 +922,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
        "--weight-decay 1e+10 with --lr 0.001: each step multiplies the weights by 1 - lr x weight_decay = "
        "-9999999, which must be > 0"},
       {with({"train", "--dp", "2", "--set", "world_size=6"}, tiny), "world_size=6 does not equal pp*dp*tp = 2*2*1 = 4"},
-      {with({"train", "--dp", "4", "--set", "global_batch_size=10", "--set", "batch_size=0"}, tiny),
+      {with({"train", "--dp", "4", "--set", "global_batch_size=10"}, tiny_model),
        "global_batch_size=10 is not a multiple of dp=4"},
       // A flag and --set of its key: the flag won, silently.
       {with({"train", "--set", "steps=3", "--steps", "2"}, tiny), "--steps and --set steps both give steps: give it once"},
@@ -976,8 +976,13 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       // A model past any machine's memory is refused before anything is allocated.
       {{"train", "--layers", "1000000000", "--hidden", "32", "--heads", "2", "--stages", "2"},
        "the GPT of --layers 1000000000 --hidden 32 --vocab 256 --seq-len 64 (12704.00 billion parameters) on 2 stages, "
-       "2 ranks in this process, microbatch size 4 needs at least 101632.0 GB (each rank's share of the values and "
+       "2 ranks in this process, microbatch size 4 needs at least 494848.0 GB (each rank's share of the values and "
        "gradients at 8 bytes a parameter"},
+      // A microbatch size typo: what one microbatch keeps for its blocks' backward (it passed
+      // a one-block bound and grew toward the OOM killer).
+      {{"train", "--layers", "2", "--hidden", "64", "--microbatch-size", "100000000", "--steps", "1"},
+       "microbatch size 100000000 needs at least 39321.6 GB (each rank's share of the values and gradients at 8 bytes a "
+       "parameter, and what one microbatch keeps for the backward of its blocks"},
       // Files written at the end are checked before the job starts (below: it printed nothing).
       {with({"train", "--trace", "/nonexistent/dir/t.json"}, tiny),
        "--trace '/nonexistent/dir/t.json': the folder '/nonexistent/dir' does not exist"},

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/run_room.hpp"
+#include "core/train/train_options.hpp"
 
 using namespace actorpipe;
 using Catch::Contains;
@@ -171,11 +172,28 @@ CATCH_TEST_CASE("a model past the machine's memory and swap is refused in one me
   CATCH_CHECK_THAT(limited, Contains(" KiB): lower --layers"));
   // A model whose stage fits, on 2 stages: one rank in this process fits, both ranks do not.
   const double parameters = 1.5 * room / 8;
-  CATCH_CHECK_NOTHROW(require_model_memory("m", parameters, 2, 1, 1, 1, 1, 1));
+  CATCH_CHECK_NOTHROW(require_model_memory("m", parameters, 2, 1, 1, 1, 1, 1, 1, 4));
   try {
-    require_model_memory("m", parameters, 2, 2, 1, 1, 1, 1);
+    require_model_memory("m", parameters, 2, 2, 1, 1, 1, 1, 1, 4);
     CATCH_FAIL("two ranks' shares past the machine's memory were not refused");
   } catch (const std::invalid_argument& e) {
     CATCH_CHECK_THAT(std::string(e.what()), Contains(" on 2 stages, 2 ranks in this process, microbatch size 1 needs at least "));
   }
+  // What one microbatch keeps for its blocks' backward counts every block of the rank (a
+  // -B 100000 typo passed a one-block bound and grew toward the OOM killer): 36 bytes a sample
+  // and block here (S = h = heads = 1, MLP 4), a microbatch whose one block fits, two do not.
+  const int batch = static_cast<int>(std::min(0.6 * room / 36, 2e9));
+  CATCH_CHECK_NOTHROW(require_model_memory("m", 0, 1, 1, batch, 1, 1, 1, 1, 4));
+  CATCH_CHECK_THROWS_WITH(require_model_memory("m", 0, 1, 1, batch, 1, 1, 1, 2, 4),
+                          Contains("what one microbatch keeps for the backward of its blocks"));
+  // Its share of the blocks; with activation checkpointing, one virtual stage's.
+  train_options o;
+  o.stages = 2;
+  o.chunks = 2;
+  CATCH_CHECK(blocks_kept_per_microbatch(o, 8) == 4);
+  CATCH_CHECK(blocks_kept_per_microbatch(o, 1) == 1);
+  o.activation_checkpointing = true;
+  CATCH_CHECK(blocks_kept_per_microbatch(o, 8) == 2);
+  o.no_pipeline = true;
+  CATCH_CHECK(blocks_kept_per_microbatch(o, 8) == 8);
 }
