@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "apps/cli.hpp"
 #include "apps/crash_report.hpp"
@@ -15,14 +16,29 @@ namespace {
 // the libraries load, UCX puts a handler of its own on it (its debug signal) that took a
 // hangup and lost it: the run went on to its end, exit 0. main puts the disposition back and
 // lets a held hangup through. (Runs before any library's initialiser: .preinit_array.)
+// SIGINT and SIGTERM are held too: LibTorch's static initialisers take ~0.3 s (more on a busy
+// machine) before main, and train's stop handlers come after its setup; a Ctrl-C then killed
+// the process outright (no message, "killed by signal" where 130 was promised). train lets
+// them through once its handlers are in place (it ends at once, nothing trained); every other
+// command at the start of main, to their default actions.
 bool hangup_ignored_at_start = false;
 void hold_hangup(int, char**, char**) {
   struct sigaction now {};
   if (sigaction(SIGHUP, nullptr, &now) == 0) hangup_ignored_at_start = now.sa_handler == SIG_IGN;
-  sigset_t hup;
-  sigemptyset(&hup);
-  sigaddset(&hup, SIGHUP);
-  sigprocmask(SIG_BLOCK, &hup, nullptr);
+  sigset_t held;
+  sigemptyset(&held);
+  sigaddset(&held, SIGHUP);
+  sigaddset(&held, SIGINT);
+  sigaddset(&held, SIGTERM);
+  sigprocmask(SIG_BLOCK, &held, nullptr);
+}
+
+void release_stop_signals() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  sigprocmask(SIG_UNBLOCK, &stops, nullptr);
 }
 __attribute__((section(".preinit_array"), used)) void (*const hold)(int, char**, char**) = hold_hangup;
 
@@ -41,6 +57,7 @@ void release_hangup() {
 
 int main(int argc, char** argv) {
   release_hangup();
+  if (argc < 2 || std::string(argv[1]) != "train") release_stop_signals();
   actorpipe::report_crashes();
   actorpipe::ensure_best_blas_kernels(argv);  // the best BLAS kernels, before anything else (may restart once)
   const int code = actorpipe::cli_main(argc, argv, std::cout, std::cerr);

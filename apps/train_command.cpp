@@ -1058,6 +1058,13 @@ class stop_signal_scope {
       sigemptyset(&on_stop.sa_mask);
       installed_[i] = sigaction(signals_[i], &on_stop, &before_[i]) == 0;
     }
+    // The actorpipe executable holds SIGINT and SIGTERM from its start (apps/main.cpp): one
+    // that came meanwhile reaches the handler now.
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &stops, nullptr);
   }
   ~stop_signal_scope() {
     for (int i = 0; i < 3; ++i)
@@ -1217,6 +1224,12 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   const eval_reporter show_eval{o.interactive_progress, t.steps, progress, metrics};
   const stop_signal_scope signals(place.process != 0, !t.save_dir.empty(), o.interactive_progress, place.processes > 1);
   t.stop_signal = &stop_signal_received;
+  // A stop that came while the run was set up (held until now): nothing was trained, nothing
+  // to save. (A job of several processes ends its forming on it as it does on a later one.)
+  if (const int early = stop_signal_received.load(); early != 0 && place.processes == 1) {
+    out << "stopped by " << signal_name(early) << " before the run began: nothing was trained\n";
+    return 128 + early;
+  }
   std::optional<follower_stop_watch> follower;
   if (place.process != 0) follower.emplace(t.step_timeout_s);
   std::optional<train_result> ran;
