@@ -1268,6 +1268,10 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
       << " " << printf_text("%.4f", r.steps.front().loss) << ")\n";
   if (t.dp > 1) print_sync(out, r);
   if (!r.evals.empty()) out << "final " << eval_line(r.evals.back()) << '\n';
+  // A stop that came during the last step (its notice said "after the step in flight"): that
+  // step was the run's end anyway, so the run is complete, exit 0. Said, not left to guess.
+  if (r.stopped_by_signal == 0 && stop_signal_received.load() != 0)
+    out << signal_name(stop_signal_received.load()) << " came during the last step: the run finished it and is complete\n";
   if (r.stopped_by_signal != 0) {
     const int done = r.steps.back().step + 1;
     out << "stopped by " << signal_name(r.stopped_by_signal) << " after step " << done << " of "
