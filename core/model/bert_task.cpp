@@ -22,6 +22,9 @@ namespace {
 // --text-columns "A,LABEL" or "A,B,LABEL" (0-based), keeping the header setting.
 glue_columns parse_columns(const std::string& text) {
   std::vector<int> v;
+  // getline drops a trailing empty item: "0,1," read as "0,1".
+  if (!text.empty() && text.back() == ',')
+    throw std::invalid_argument("--text-columns=" + text + " must be A,LABEL or A,B,LABEL (0-based column numbers)");
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
     try {

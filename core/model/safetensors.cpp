@@ -193,6 +193,15 @@ std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::stri
   std::uint64_t header_size = 0;
   for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<unsigned char>(size_bytes[i]);
   if (header_size > max_header_bytes) {
+    // What else a model download holds: PyTorch's pytorch_model.bin (a zip archive, or an old
+    // pickle) and a sharded checkpoint's index (JSON); they read as a huge header size.
+    if (std::string(size_bytes, 4) == std::string("PK\x03\x04", 4) || static_cast<unsigned char>(size_bytes[0]) == 0x80)
+      throw std::invalid_argument(in_file(path) + " is not a safetensors file but PyTorch's own format (pytorch_model.bin: " +
+                                  "a zip archive or a pickle): give the model.safetensors of the download, or convert it "
+                                  "(safetensors.torch.save_file)");
+    if (size_bytes[0] == '{')
+      throw std::invalid_argument(in_file(path) + " is not a safetensors file but JSON (a sharded checkpoint's "
+                                  "model.safetensors.index.json?): give one file that holds every tensor");
     throw std::invalid_argument(in_file(path) + " is corrupt: header size " + std::to_string(header_size) +
                                 " exceeds the " + std::to_string(max_header_bytes) + "-byte limit");
   }

@@ -111,7 +111,7 @@ CATCH_TEST_CASE("train --model bert: a malformed TSV row or a missing file is on
   auto cols = cli(with(small, {"--data-file", train, "--text-columns", "0,x", "--steps", "1"}));
   CATCH_CHECK_THAT(cols.err, Contains("--text-columns=0,x must be A,LABEL or A,B,LABEL"));
   // Digits only, as every number flag: a leading blank or a sign was taken.
-  for (const char* odd : {" 0,1", "0,+1"}) {
+  for (const char* odd : {" 0,1", "0,+1", "0,1,"}) {
     auto spaced = cli(with(small, {"--data-file", train, "--text-columns", odd, "--steps", "1"}));
     CATCH_CHECK(spaced.code == 2);
     CATCH_CHECK_THAT(spaced.err, Contains("--text-columns=" + std::string(odd) + " must be A,LABEL or A,B,LABEL"));

@@ -193,6 +193,13 @@ CATCH_TEST_CASE("safetensors load reports truncated and corrupt files by path", 
   CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("4 bytes after the last tensor"));
   write_bytes(bad, le64(1ull << 40) + bytes.substr(8));
   CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("header size"));
+  // What else a model download holds reads as what it is, not as a corrupt header.
+  write_bytes(bad, std::string("PK\x03\x04\x14\x00\x00\x00", 8) + std::string(500, 'x'));  // pytorch_model.bin (zip)
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("is not a safetensors file but PyTorch's own format"));
+  write_bytes(bad, std::string("\x80\x02\x8a\x0alz\xfc\x9c", 8) + std::string(64, 'x'));  // an old pickle
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("is not a safetensors file but PyTorch's own format"));
+  write_bytes(bad, R"({"metadata": {}, "weight_map": {}})");
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("is not a safetensors file but JSON (a sharded"));
 
   const std::string four(16, '\0');
   write_bytes(bad, file_with("{not json}      ", four));
