@@ -118,10 +118,17 @@ policy_sim_result simulate_policies(const placement& place, int microbatches,
     }
   }
   std::string stuck;
-  for (int r = 0; r < P; ++r)
-    if (!policy_call(r, [&] { return policies[r]->finished(); }))
-      stuck += (stuck.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " waits for " +
-               policy_call(r, [&] { return policies[r]->waiting_for(); });
+  for (int r = 0; r < P; ++r) {
+    if (policy_call(r, [&] { return policies[r]->finished(); })) continue;
+    // Every action it lists ran, and it does not say it is finished: not a deadlock (as train
+    // says it).
+    const std::size_t listed = policy_call(r, [&] { return policies[r]->all_actions().size(); });
+    if (listed > 0 && out.executed.ranks[r].size() >= listed)
+      throw std::runtime_error("rank " + std::to_string(r) + ": policy '" + name + "' ran all " + std::to_string(listed) +
+                               " actions it lists but does not say it is finished");
+    stuck += (stuck.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " waits for " +
+             policy_call(r, [&] { return policies[r]->waiting_for(); });
+  }
   if (!stuck.empty()) throw std::runtime_error("policies deadlocked: " + stuck);
 
   auto rep = require_valid(out.executed);

@@ -17,7 +17,8 @@ struct policy_sim_result {
 };
 
 // policies[r] drives rank r; they are reset first. Throws std::runtime_error naming every
-// stuck rank and what it waits for when the policies deadlock, and std::invalid_argument as
+// stuck rank and what it waits for when the policies deadlock (naming the rank whose policy
+// ran all the actions it lists and does not say it is finished), and std::invalid_argument as
 // simulate does when a time is so large that a cost rounds away next to it (end_time).
 policy_sim_result simulate_policies(const placement& place, int microbatches,
                                     std::vector<std::unique_ptr<rank_policy>>& policies, const cost_model& costs,

@@ -104,6 +104,23 @@ CATCH_TEST_CASE("policies report misuse and deadlock clearly", "[schedule][polic
   auto policies = static_policies(p);
   CATCH_CHECK_THROWS_WITH(simulate_policies(p.place, 2, policies, cost_model{}),
                           "policies deadlocked: rank 0 waits for B0.0 (position 1); rank 1 waits for F1.1 (position 0)");
+  // A policy that ran all it lists and never says it is finished is no deadlock: said as train
+  // says it.
+  struct never_finished : rank_policy {
+    std::unique_ptr<rank_policy> inner;
+    explicit never_finished(std::unique_ptr<rank_policy> p) : inner(std::move(p)) {}
+    void reset() override { inner->reset(); }
+    std::optional<action> next(const std::function<bool(const action&)>& ready) override { return inner->next(ready); }
+    void completed(const action& a) override { inner->completed(a); }
+    bool finished() const override { return false; }
+    std::string waiting_for() const override { return inner->waiting_for(); }
+    std::vector<action> all_actions() const override { return inner->all_actions(); }
+  };
+  const plan good = make_schedule("1f1b", {2, 2, 1});
+  std::vector<std::unique_ptr<rank_policy>> never;
+  for (int r = 0; r < 2; ++r) never.push_back(std::make_unique<never_finished>(make_static_policy(good, r)));
+  CATCH_CHECK_THROWS_WITH(simulate_policies(good.place, 2, never, cost_model{}, "never"),
+                          "rank 0: policy 'never' ran all 4 actions it lists but does not say it is finished");
 }
 
 CATCH_TEST_CASE("a static policy with W fill runs the next W while its listed action waits, W order kept", "[schedule][policy]") {
