@@ -145,7 +145,11 @@ plan parse_plan(const std::string& given, const std::string& name) {
     const bool digits = !rank_text.empty() &&
                         std::all_of(rank_text.begin(), rank_text.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!digits) throw fail("rank '" + printable(rank_text) + "' is not a non-negative integer");
-    if (rank_text.size() > 6) throw fail("rank '" + printable(rank_text) + "' is past any plan (at most 999999 ranks)");
+    // Its value counts, not its length: leading zeros ("0000000") name a small rank.
+    const std::size_t first_digit = std::min(rank_text.find_first_not_of('0'), rank_text.size() - 1);
+    if (rank_text.size() - first_digit > 6)
+      throw fail("rank '" + printable(rank_text) + "' is past any plan (at most 999999 ranks)");
+    rank_text.erase(0, first_digit);
     rank = std::stoi(rank_text);
     if (line_of_rank.count(rank))
       throw fail("rank " + std::to_string(rank) + " is listed twice (first on line " +

@@ -74,6 +74,10 @@ CATCH_TEST_CASE("malformed plan text is rejected with the line and the reason", 
   CATCH_CHECK_THROWS_WITH(parse_plan("0: Fx.0\n", "p.txt"), Contains("virtual stage is not a number"));
   CATCH_CHECK_THROWS_WITH(parse_plan("1000000: F0.0\n", "p.txt"),
                           Contains("rank '1000000' is past any plan (at most 999999 ranks)"));
+  // Leading zeros name a small rank ("0000000" was "past any plan" where it is rank 0 twice).
+  CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n0000000: F0.1 B0.1\n", "p.txt"),
+                          Contains("p.txt:2: rank 0 is listed twice (first on line 1)"));
+  CATCH_CHECK(parse_plan("0: F0.0 B0.0\n0000001: F1.0 B1.0\n", "p.txt").num_ranks() == 2);
   CATCH_CHECK_THROWS_WITH(parse_plan("-1: F0.0\n", "p.txt"), Contains("rank '-1' is not a non-negative integer"));
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n2: F2.0 B2.0\n", "p.txt"), Contains("rank 1 is missing"));
   CATCH_CHECK_THROWS_WITH(parse_plan("0: F0.0 B0.0\n1: F2.0 B2.0\n", "p.txt"),
