@@ -20,6 +20,28 @@ std::string label_of(const timeline_event& e, int chunks) {
 
 }  // namespace
 
+namespace {
+// `text` in lines of at most `width` columns, broken at spaces (a word longer than the width
+// stands alone), each ended by a newline. The timeline's rows keep to --width; its notes did not.
+std::string wrapped(const std::string& text, int width) {
+  std::string out, line;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && static_cast<int>(line.size() + 1 + word.size()) > width) {
+      out += line + '\n';
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    start = end + 1;
+  }
+  if (!line.empty()) out += line + '\n';
+  return out;
+}
+}  // namespace
+
 std::string render_ascii_timeline(const sim_result& r, int max_width) {
   if (r.events.empty() || r.makespan <= 0) return "(empty timeline)\n";
   double shortest = r.makespan;
@@ -72,14 +94,17 @@ std::string render_ascii_timeline(const sim_result& r, int max_width) {
     name.resize(name_width, ' ');
     out += name + "|" + rows[rank] + "|\n";
   }
-  out += "legend: F forward, B backward, I input-grad, W weight-grad; ";
-  out += r.chunks > 2 ? "label = op, virtual stage.microbatch"
-                      : r.chunks == 2 ? "label = op, microbatch; lower case = chunk 1" : "label = op, microbatch";
-  out += "; '.' idle\n";
+  std::string legend = "legend: F forward, B backward, I input-grad, W weight-grad; ";
+  legend += r.chunks > 2 ? "label = op, virtual stage.microbatch"
+                         : r.chunks == 2 ? "label = op, microbatch; lower case = chunk 1" : "label = op, microbatch";
+  legend += "; '.' idle";
+  out += wrapped(legend, max_width);
   if (hidden > 0)
-    out += "(" + std::to_string(hidden) + " of " + std::to_string(r.events.size()) +
-           " actions are hidden under others: one column is " + number_text(finite ? 1 / scale : r.makespan / step_cols) +
-           " time units here; the SVG and the Chrome trace draw every one)\n";
+    out += wrapped("(" + std::to_string(hidden) + " of " + std::to_string(r.events.size()) +
+                       " actions are hidden under others: one column is " +
+                       number_text(finite ? 1 / scale : r.makespan / step_cols) +
+                       " time units here; the SVG and the Chrome trace draw every one)",
+                   max_width);
   return out;
 }
 

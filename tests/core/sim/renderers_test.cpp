@@ -51,6 +51,12 @@ CATCH_TEST_CASE("ASCII timeline draws every action where the simulator put it", 
   CATCH_CHECK(lengths.size() == 1);
   CATCH_CHECK(*lengths.begin() <= 60);
   CATCH_CHECK_THAT(m, Contains("\nrank 100|") && Contains("\nrank 99 |") && Contains("rank 0  |"));
+  // Every line within the width, the legend and the note on hidden actions too (they were 92
+  // and more columns at --width 40).
+  const std::string narrow = render_ascii_timeline(simulate(make_schedule("1f1b", {4, 64, 1}), cost_model::uniform(1, 2, 1, 1)), 40);
+  for (size_t start = 0, nl; (nl = narrow.find('\n', start)) != std::string::npos; start = nl + 1)
+    CATCH_CHECK(nl - start <= 40);
+  CATCH_CHECK_THAT(narrow, Contains("legend: F forward,") && Contains("actions are hidden"));
 
   // Two chunks: chunk 1 is drawn in lower case.
   auto v = simulate(make_schedule("zbv", {2, 2, 2}), cost_model::uniform(1, 2, 1, 1));
