@@ -446,12 +446,18 @@ void run_simulate(const simulate_options& opt, std::ostream& out) {
   if (!opt.svg_path.empty()) write_file(opt.svg_path, "the SVG timeline", render_svg_timeline(s.r));
   if (opt.format == "json")
     print_json(out, opt, s);
-  else if (opt.format == "plan")  // a schedule file: --schedule-file reads it back
-    out << "# " << s.r.schedule << ": stages=" << s.r.stages << ", chunks=" << s.r.chunks
+  else if (opt.format == "plan") {  // a schedule file: --schedule-file reads it back
+    // The comment is one line whatever the name holds (a file name with a line break in it
+    // split the comment, and the plan did not read back).
+    std::string name = s.r.schedule;
+    for (char& c : name)
+      if (c == '\n' || c == '\r') c = ' ';
+    out << "# " << name << ": stages=" << s.r.stages << ", chunks=" << s.r.chunks
         << ", microbatches=" << s.r.microbatches << "\n"
         << format_plan(s.p);
-  else
+  } else {
     print_text(out, opt, costs, s);
+  }
 }
 
 }  // namespace actorpipe

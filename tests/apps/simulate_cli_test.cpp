@@ -274,6 +274,15 @@ CATCH_TEST_CASE("simulate reads a schedule file and checks flags against it", "[
     CATCH_REQUIRE(back.code == 0);
     CATCH_CHECK(back.out.substr(back.out.find('\n')) == plan_text.out.substr(plan_text.out.find('\n')));
   }
+  // A file name with a line break keeps the comment one line: the plan reads back.
+  const std::string odd = path + "\nline.txt", odd_back = path + ".back";
+  std::ofstream(odd) << "0: F0.0 F0.1 B0.0 B0.1\n1: F1.0 B1.0 F1.1 B1.1\n";
+  auto printed = cli({"simulate", "--schedule-file", odd, "--format", "plan"});
+  CATCH_REQUIRE(printed.code == 0);
+  std::ofstream(odd_back) << printed.out;
+  CATCH_CHECK(cli({"simulate", "--schedule-file", odd_back}).code == 0);
+  std::remove(odd.c_str());
+  std::remove(odd_back.c_str());
   std::remove(path.c_str());
 }
 
