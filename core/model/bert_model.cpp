@@ -274,6 +274,7 @@ model_definition bert_model(const bert_config& c, const bert_data& data) {
   // task's, starts fresh where the file has none.
   m.init_unused_prefixes = {"cls.", "bert.embeddings.position_ids", "bert.embeddings.token_type_ids"};
   m.init_fresh_prefixes = {"classifier."};
+  m.init_base_prefix = "bert.";
 
   const int labels = c.num_labels;
   m.loss = [labels](const at::Tensor& logits, const at::Tensor& targets) {

@@ -154,6 +154,10 @@ struct model_definition {
   // Every other name must match either way; --resume takes a checkpoint strictly.
   std::vector<std::string> init_unused_prefixes;
   std::vector<std::string> init_fresh_prefixes;
+  // And the base model's prefix (Hugging Face's base_model_prefix; BERT's "bert."): a file of
+  // the bare base model (BertModel's names, "embeddings...") loads under it, as from_pretrained
+  // loads it into a model with a head. "" for none.
+  std::string init_base_prefix;
   // The command line's model flags this definition follows, of --layers, --hidden, --heads,
   // --seq-len, --vocab and --data-file (train_options.model and data_file). A run given one it
   // does not list is told the flag may do nothing; --data-file is refused (the run would

@@ -252,15 +252,24 @@ std::string load_weights(const run_state_view& state, const std::string& path,
   const auto wanted = wanted_by(state);
   // TensorFlow's names of a LayerNorm's weight and bias, in Hugging Face's older files: read as
   // the model's where the model has no tensor of the file's name and has one of the new name.
-  int renamed = 0;
+  int renamed = 0, based = 0;
+  const std::string base = model ? model->init_base_prefix : std::string();
   const auto model_name = [&](const std::string& name) {
     if (wanted(name)) return name;
-    for (const auto& [from_suffix, to_suffix] : {std::pair<std::string, std::string>{".gamma", ".weight"}, {".beta", ".bias"}}) {
-      if (name.size() <= from_suffix.size() || name.compare(name.size() - from_suffix.size(), from_suffix.size(), from_suffix) != 0)
-        continue;
-      std::string renamed_to = name.substr(0, name.size() - from_suffix.size()) + to_suffix;
-      if (wanted(renamed_to)) return renamed_to;
+    // A bare base model's file: its names under the base prefix (then TensorFlow's, below).
+    for (const std::string& as : base.empty() ? std::vector<std::string>{name} : std::vector<std::string>{name, base + name}) {
+      if (wanted(as)) return as;
+      for (const auto& [from_suffix, to_suffix] :
+           {std::pair<std::string, std::string>{".gamma", ".weight"}, {".beta", ".bias"}}) {
+        if (as.size() <= from_suffix.size() || as.compare(as.size() - from_suffix.size(), from_suffix.size(), from_suffix) != 0)
+          continue;
+        std::string renamed_to = as.substr(0, as.size() - from_suffix.size()) + to_suffix;
+        if (wanted(renamed_to)) return renamed_to;
+      }
     }
+    // A bare file's buffers the model has no use for (BertModel's embeddings.position_ids) are
+    // skipped as the same names under the prefix are.
+    if (!base.empty() && model && starts_with_any(base + name, model->init_unused_prefixes)) return base + name;
     return name;
   };
   std::set<std::string> in_files;
@@ -272,7 +281,9 @@ std::string load_weights(const run_state_view& state, const std::string& path,
   std::map<std::string, std::string> read_as;  // model name -> the file's name
   for (auto& [name, t] : parameters) {
     std::string as = model_name(name);
-    renamed += as != name;
+    const bool under_base = !base.empty() && as.rfind(base, 0) == 0 && name.rfind(base, 0) != 0;
+    based += under_base;
+    renamed += as != (under_base ? base + name : name);
     // Both names of one LayerNorm tensor (gamma and weight), or one name in two files: which
     // is meant cannot be told.
     if (const auto [at, fresh] = read_as.emplace(as, name); !fresh)
@@ -291,6 +302,9 @@ std::string load_weights(const run_state_view& state, const std::string& path,
   }
   if (renamed > 0)
     log_info("read " + std::to_string(renamed) + " LayerNorm tensors under their TensorFlow names (gamma, beta as weight, bias)");
+  if (based > 0)
+    log_info("read " + std::to_string(based) + " tensors of a bare base model under '" + base +
+             "' (as Hugging Face's from_pretrained does)");
   const std::vector<std::string> no_prefixes;
   // What does not fit is said with the names the model lacks (below): a misspelt name is one
   // missing and one not in the model, and the second says which.

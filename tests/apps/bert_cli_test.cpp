@@ -184,7 +184,7 @@ CATCH_TEST_CASE("train --model bert --init-from takes Hugging Face names, and na
   const std::string vocab_file = write_text(".vocab.txt", vocab);
   const std::string train = write_text(".train.tsv", sentiment_tsv(sentiment_rows(40, 5)));
   const std::string hf = temp_path(".hf.safetensors"), broken = temp_path(".broken.safetensors"),
-                    pretrained = temp_path(".pretrained.safetensors");
+                    pretrained = temp_path(".pretrained.safetensors"), bare = temp_path(".bare.safetensors");
   const std::string py = R"(
 import sys, numpy as np
 from safetensors.numpy import save_file
@@ -216,12 +216,14 @@ put('cls.predictions.bias', V); put('cls.predictions.transform.dense.weight', H,
 for k in ('cls.predictions.bias', 'cls.predictions.transform.dense.weight', 'cls.seq_relationship.weight'): pre[k] = t.pop(k)
 pre['bert.embeddings.position_ids'] = np.arange(P, dtype=np.int64).reshape(1, P)
 save_file(pre, sys.argv[3])
+# A bare BertModel's file (sentence-transformers and others): its names without 'bert.'.
+save_file({k[5:]: v for k, v in pre.items() if k.startswith('bert.')}, sys.argv[4])
 del t['bert.pooler.dense.bias']
 t['classifier.weight'] = np.zeros((3, H), np.float32)
 save_file(t, sys.argv[2])
 )";
   const std::string script = write_text(".py", py);
-  CATCH_REQUIRE(std::system(("python3 " + script + " " + hf + " " + broken + " " + pretrained).c_str()) == 0);
+  CATCH_REQUIRE(std::system(("python3 " + script + " " + hf + " " + broken + " " + pretrained + " " + bare).c_str()) == 0);
 
   // One step at a learning rate too small to move a float32: --save-final gives the file back.
   const std::string out = temp_path(".safetensors");
@@ -265,6 +267,21 @@ save_file(t, sys.argv[2])
     const bool same = std::memcmp(fine[i].second.data(), want[i].second.data(), want[i].second.nbytes()) == 0;
     CATCH_CHECK(same == (want[i].first.rfind("classifier.", 0) != 0));
   }
+  // A bare base model's file loads under 'bert.', as from_pretrained loads it (it was 39
+  // missing and 39 not in the model): the same bits as the pretrained file's.
+  const std::string from_bare = temp_path(".from-bare.safetensors"), bare_log = temp_path(".bare.log");
+  auto bare_run = cli(with(small, {"--data-file", train, "--vocab-file", vocab_file, "--steps", "1", "--lr", "1e-30",
+                                   "--init-from", bare, "--save-final", from_bare, "--log-file", bare_log}));
+  CATCH_INFO(bare_run.out << bare_run.err);
+  CATCH_REQUIRE(bare_run.code == 0);
+  std::stringstream bare_logged;
+  bare_logged << std::ifstream(bare_log).rdbuf();
+  CATCH_CHECK_THAT(bare_logged.str(), Contains("tensors of a bare base model under 'bert.'"));
+  const auto from_bare_weights = load_safetensors(from_bare);
+  CATCH_REQUIRE(from_bare_weights.size() == fine.size());
+  for (std::size_t i = 0; i < fine.size(); ++i)
+    if (fine[i].first.rfind("classifier.", 0) != 0)
+      CATCH_CHECK(std::memcmp(from_bare_weights[i].second.data(), fine[i].second.data(), fine[i].second.nbytes()) == 0);
   // A name no rule covers is still refused: the file is for a deeper model.
   std::vector<std::string> shallower = small;
   *(std::find(shallower.begin(), shallower.end(), "--layers") + 1) = "1";
