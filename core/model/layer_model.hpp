@@ -114,7 +114,8 @@ struct layer_spec {
   // build the same tied parameters (names and shapes), and the first layer's module is used.
   std::string tie_key;
   // Of a tied module, which parameters (by their name inside the module) are the tie; empty:
-  // all of them. Only these are held and trained by the copies.
+  // all of them. Only these are held and trained by the copies. Set on the key's first layer
+  // (the one that builds the module); a later layer of the key that sets it is refused.
   std::vector<std::string> tied_parameters;
   // Global parameter names are param_prefix + the module's own name ("fc" + "." + "weight").
   // Unset: name + ".". The GPT uses "" for its embedding and "blocks.3." for block 3.
