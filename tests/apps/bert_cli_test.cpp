@@ -246,18 +246,23 @@ save_file(t, sys.argv[2])
   // A pretrained checkpoint, as Hugging Face's from_pretrained takes it: gamma and beta read as
   // LayerNorm's weight and bias, the pretraining heads and the old buffer skipped with a note,
   // the classifier started as built, with a warning. The rest is the file's, bit for bit.
-  const std::string tuned = temp_path(".tuned.safetensors"), log = temp_path(".pretrained.log");
-  auto pre = cli(with(small, {"--data-file", train, "--vocab-file", vocab_file, "--steps", "1", "--lr", "1e-30",
-                              "--init-from", pretrained, "--save-final", tuned, "--log-file", log}));
+  // One step at a learning rate too small to move a float32, from `weights`: the run, and its log.
+  const auto init_run = [&](const std::string& weights, const std::string& save, const std::string& log) {
+    auto r = cli(with(small, {"--data-file", train, "--vocab-file", vocab_file, "--steps", "1", "--lr", "1e-30",
+                              "--init-from", weights, "--save-final", save, "--log-file", log}));
+    std::stringstream logged;
+    logged << std::ifstream(log).rdbuf();
+    return std::make_pair(r, logged.str());
+  };
+  const std::string tuned = temp_path(".tuned.safetensors");
+  auto [pre, logged] = init_run(pretrained, tuned, temp_path(".pretrained.log"));
   CATCH_INFO(pre.out << pre.err);
   CATCH_REQUIRE(pre.code == 0);
-  std::stringstream logged;
-  logged << std::ifstream(log).rdbuf();
-  CATCH_CHECK_THAT(logged.str(), Contains("read 10 LayerNorm tensors under their TensorFlow names (gamma, beta as weight, bias)"));
-  CATCH_CHECK_THAT(logged.str(), Contains("skipped 4 tensors of " + pretrained + " that the model has no use for: "
+  CATCH_CHECK_THAT(logged, Contains("read 10 LayerNorm tensors under their TensorFlow names (gamma, beta as weight, bias)"));
+  CATCH_CHECK_THAT(logged, Contains("skipped 4 tensors of " + pretrained + " that the model has no use for: "
                                           "bert.embeddings.position_ids, cls.predictions.bias, "
                                           "cls.predictions.transform.dense.weight, cls.seq_relationship.weight"));
-  CATCH_CHECK_THAT(logged.str(), Contains(" warning: 2 tensors of the model's task head are not in the weights: they start "
+  CATCH_CHECK_THAT(logged, Contains(" warning: 2 tensors of the model's task head are not in the weights: they start "
                                           "as initialised (train them before you use them): classifier.bias, classifier.weight"));
   const auto fine = load_safetensors(tuned);
   CATCH_REQUIRE(fine.size() == want.size());
@@ -269,14 +274,11 @@ save_file(t, sys.argv[2])
   }
   // A bare base model's file loads under 'bert.', as from_pretrained loads it (it was 39
   // missing and 39 not in the model): the same bits as the pretrained file's.
-  const std::string from_bare = temp_path(".from-bare.safetensors"), bare_log = temp_path(".bare.log");
-  auto bare_run = cli(with(small, {"--data-file", train, "--vocab-file", vocab_file, "--steps", "1", "--lr", "1e-30",
-                                   "--init-from", bare, "--save-final", from_bare, "--log-file", bare_log}));
+  const std::string from_bare = temp_path(".from-bare.safetensors");
+  auto [bare_run, bare_logged] = init_run(bare, from_bare, temp_path(".bare.log"));
   CATCH_INFO(bare_run.out << bare_run.err);
   CATCH_REQUIRE(bare_run.code == 0);
-  std::stringstream bare_logged;
-  bare_logged << std::ifstream(bare_log).rdbuf();
-  CATCH_CHECK_THAT(bare_logged.str(), Contains("tensors of a bare base model under 'bert.'"));
+  CATCH_CHECK_THAT(bare_logged, Contains("tensors of a bare base model under 'bert.'"));
   const auto from_bare_weights = load_safetensors(from_bare);
   CATCH_REQUIRE(from_bare_weights.size() == fine.size());
   for (std::size_t i = 0; i < fine.size(); ++i)
