@@ -240,7 +240,11 @@ std::string checkpoint_writer::commit(const nlohmann::json& meta) {
   return final_path;
 }
 
-checkpoint_manifest verify_checkpoint(const std::string& path) {
+namespace {
+// `path`'s manifest as written (format, step, meta, files), without checking it against the
+// folder: checkpoint_error naming it when it is missing or does not read, checkpoint_unreadable
+// when it cannot be opened for another reason.
+checkpoint_manifest read_manifest(const std::string& path) {
   const std::string manifest_path = path + "/manifest.json";
   errno = 0;
   std::ifstream f(manifest_path);
@@ -261,6 +265,13 @@ checkpoint_manifest verify_checkpoint(const std::string& path) {
   } catch (const std::exception& e) {
     fail(manifest_path + ": " + e.what());
   }
+  return m;
+}
+}  // namespace
+
+checkpoint_manifest verify_checkpoint(const std::string& path) {
+  const std::string manifest_path = path + "/manifest.json";
+  const checkpoint_manifest m = read_manifest(path);
   if (m.format != 1) fail(manifest_path + ": format " + std::to_string(m.format) + " (this build reads format 1)");
   // The step its name says (the newest is chosen by name) must be the step it holds.
   const fs::path as_named = fs::path(path).has_filename() ? fs::path(path) : fs::path(path).parent_path();
@@ -329,15 +340,13 @@ namespace {
 // The names a checkpoint's manifest lists (with manifest.json), if `path` is one of the run's
 // checkpoints: a manifest that reads, of the step its folder is named after. Nothing else.
 std::optional<std::set<std::string>> checkpoint_own_files(const std::string& path, long long step) {
-  std::ifstream f(path + "/manifest.json");
-  if (!f) return std::nullopt;
   try {
-    const nlohmann::json j = nlohmann::json::parse(f);
-    if (j.at("step").get<long long>() != step) return std::nullopt;
+    const checkpoint_manifest m = read_manifest(path);
+    if (m.step != step) return std::nullopt;
     std::set<std::string> names{"manifest.json"};
-    for (auto& [name, e] : j.at("files").items()) names.insert(name);
+    for (const auto& f : m.files) names.insert(f.name);
     return names;
-  } catch (const std::exception&) {
+  } catch (const checkpoint_error&) {
     return std::nullopt;
   }
 }
