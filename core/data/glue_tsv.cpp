@@ -62,26 +62,20 @@ void strip_bom(std::string& line) {
 // with more lone CRs than LFs (old Mac line ends, perhaps with an LF added at the end by a
 // tool) has CR line ends too. In a file with LF line ends a CR alone stays text (the tokenizer
 // takes it for a space).
-std::vector<std::string> split_lines(const std::string& text) {
-  std::size_t lf = 0, lone_cr = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\n') ++lf;
-    if (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n')) ++lone_cr;
-  }
-  const bool cr_ends = lone_cr > lf;
+// At most `max_lines` of them (the header needs one; the line ends are the whole text's).
+std::vector<std::string> split_lines(const std::string& text, std::size_t max_lines = std::string::npos) {
+  const auto lf = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+  std::size_t lone_cr = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\r'));
+  for (std::size_t at = text.find("\r\n"); at != std::string::npos; at = text.find("\r\n", at + 2)) --lone_cr;
+  const char* const ends = lone_cr > lf ? "\r\n" : "\n";
   std::vector<std::string> lines;
-  std::string line;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char ch = text[i];
-    if (ch == '\n' || (cr_ends && ch == '\r')) {
-      if (ch == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;  // CRLF is one end
-      lines.push_back(std::move(line));
-      line.clear();
-    } else {
-      line += ch;
-    }
+  std::size_t start = 0;
+  while (start < text.size() && lines.size() < max_lines) {
+    std::size_t end = text.find_first_of(ends, start);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(start, end - start));
+    start = end + (text.compare(end, 2, "\r\n") == 0 ? 2 : 1);  // CRLF is one end
   }
-  if (!line.empty()) lines.push_back(std::move(line));
   for (std::string& l : lines) strip_line_end(l);  // LF files: CRLF
   if (!lines.empty()) strip_bom(lines.front());
   return lines;
@@ -356,14 +350,15 @@ glue_columns cola_columns() {
   return c;
 }
 
-// The file's lines, as read_rows reads them (the same line ends), without its warnings.
-std::vector<std::string> lines_of(const std::string& path) {
-  std::vector<std::string> lines = split_lines(read_text(path));
+// The file's lines (at most `max_lines`), as read_rows reads them (the same line ends), without
+// its warnings.
+std::vector<std::string> lines_of(const std::string& path, std::size_t max_lines = std::string::npos) {
+  std::vector<std::string> lines = split_lines(read_text(path), max_lines);
   if (lines.empty()) fail(path, "is empty: expected a header line");
   return lines;
 }
 
-std::vector<std::string> header_of(const std::string& path) { return split_tabs(lines_of(path).front()); }
+std::vector<std::string> header_of(const std::string& path) { return split_tabs(lines_of(path, 1).front()); }
 
 // Whether line 1 is an example rather than a header: its cell in the label column is an integer
 // label, or the label of a later line. A header names that column ("label", "Quality"); a file
@@ -413,12 +408,12 @@ glue_columns glue_columns_from_file(const std::string& path) {
 }
 
 glue_columns glue_columns_for_eval(const std::string& eval_path, const std::string& train_path, const glue_columns& train) {
-  const std::vector<std::string> train_header = header_of(train_path), header = header_of(eval_path);
   if (!train.header && train.layout.rfind("no header", 0) == 0) {  // the same columns; a header of its own is read as one
     glue_columns c = train;
     c.header = glue_file_has_header(eval_path, train);
     return c;
   }
+  const std::vector<std::string> train_header = header_of(train_path), header = header_of(eval_path);
   if (!train.header) {  // CoLA's: the dev file has its layout
     if (!is_cola_row(header))
       fail_line(eval_path, 1,
