@@ -161,13 +161,10 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
     // Before the rules on them (layers over stages x chunks, a config's included) blame
     // something else.
     const bool config = !o.config_path.empty();
-    for (const auto& [what, given, in_file] :
-         {std::tuple<const char*, int, int>{config ? "stages (--stages, or pp in a config)" : "stages (--stages)", c.pp,
-                                            p.num_ranks()},
-          {config ? "chunks (--chunks, or chunks in a config)" : "chunks (--chunks)", c.chunks, p.chunks()}})
-      if (given != in_file)
-        throw std::invalid_argument("the run has " + std::to_string(given) + " " + what + " but schedule file '" +
-                                    o.schedule_file + "' has " + std::to_string(in_file));
+    require_plan_file_count(o.schedule_file, config ? "stages (--stages, or pp in a config)" : "stages (--stages)", c.pp,
+                            p.num_ranks());
+    require_plan_file_count(o.schedule_file, config ? "chunks (--chunks, or chunks in a config)" : "chunks (--chunks)",
+                            c.chunks, p.chunks());
   }
   if (file_plan && o.config_path.empty()) {
     const plan& p = *file_plan;
@@ -286,10 +283,8 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   // The plan file's microbatches and its validity, before the run's header is printed (a
   // refused plan printed the header of a run that never began).
   if (file_plan && !o.no_pipeline) {
-    if (c.num_microbatches != file_plan->microbatches)
-      throw std::invalid_argument("the run has " + std::to_string(c.num_microbatches) +
-                                  " microbatches (--microbatches, or --batch-size over --microbatch-size) but schedule file '" +
-                                  o.schedule_file + "' has " + std::to_string(file_plan->microbatches));
+    require_plan_file_count(o.schedule_file, "microbatches (--microbatches, or --batch-size over --microbatch-size)",
+                            c.num_microbatches, file_plan->microbatches);
     require_valid(*file_plan);
   }
   if (c.tp != 1)

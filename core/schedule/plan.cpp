@@ -29,6 +29,12 @@ void check_plan_size(const std::string& who, int stages, int chunks, int microba
                               std::to_string(max_plan_forwards) + ")");
 }
 
+void require_plan_file_count(const std::string& file, const std::string& what, int given, int in_file) {
+  if (given != in_file)
+    throw std::invalid_argument("the run has " + std::to_string(given) + " " + what + " but schedule file '" + file +
+                                "' has " + std::to_string(in_file));
+}
+
 int dependencies_of(const action& a, int num_virtual_stages, dependency out[2]) {
   using k = dependency::kind;
   const int v = a.virtual_stage, m = a.microbatch;

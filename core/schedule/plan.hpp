@@ -32,6 +32,11 @@ constexpr long long max_plan_forwards = 1LL << 20;
 // microbatches exceeds max_plan_forwards. `who` starts the message ("schedule '1f1b'").
 void check_plan_size(const std::string& who, int stages, int chunks, int microbatches);
 
+// A run's count of `what` against a plan file's: std::invalid_argument "the run has 4 stages
+// (--stages) but schedule file 'p.txt' has 2" where they differ. `what` names the count and
+// where the run took it ("stages (--stages)").
+void require_plan_file_count(const std::string& file, const std::string& what, int given, int in_file);
+
 // What must have completed before an action may start. Sends and receives are implied:
 // a dependency on another rank's action is a message from that rank.
 struct dependency {

@@ -151,13 +151,10 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
     s.policy = "greedy";  // one rank, no plan: F and B of each microbatch in turn
   } else if (!o.schedule_file.empty()) {
     plan p = o.schedule_text ? parse_plan(*o.schedule_text, o.schedule_file) : load_plan_file(o.schedule_file);
-    auto mismatch = [&](const char* what, int given, int in_file) {
-      need(given == in_file, "the run has " + std::to_string(given) + " " + what + " but schedule file '" +
-                                 o.schedule_file + "' has " + std::to_string(in_file));
-    };
-    mismatch("stages (--stages, or pp in a config)", P, p.num_ranks());
-    mismatch("chunks (--chunks, or chunks in a config)", V, p.chunks());
-    mismatch("microbatches (--microbatches, or --batch-size over --microbatch-size)", M, p.microbatches);
+    require_plan_file_count(o.schedule_file, "stages (--stages, or pp in a config)", P, p.num_ranks());
+    require_plan_file_count(o.schedule_file, "chunks (--chunks, or chunks in a config)", V, p.chunks());
+    require_plan_file_count(o.schedule_file, "microbatches (--microbatches, or --batch-size over --microbatch-size)", M,
+                            p.microbatches);
     require_valid(p);
     warn_of_backward_order(p, "schedule file '" + o.schedule_file + "'");
     s.place = p.place;
