@@ -458,7 +458,8 @@ void chunk::on_job_done(msg::job_done& d) {
   const action a = d.act;
   if (!d.error.empty()) {
     self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ", " + run_context::step_name(d.step) +
-                                                ": " + to_string(a) + " failed: " + d.error});
+                                                   ": " + to_string(a) + " failed: " + d.error,
+                                               d.step});
     return;
   }
   const bool sent = d.output_at >= 0;  // an early B sent its gradient itself

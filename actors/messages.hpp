@@ -175,9 +175,11 @@ struct waiting {
   std::string what;
 };
 
-// Anyone -> supervisor: the job must stop.
+// Anyone -> supervisor: the job must stop. `step`: the step (or evaluation round) whose
+// action failed, where one did; -1 otherwise.
 struct failure {
   std::string what;
+  int step = -1;
 };
 
 // A process other than the first -> supervisor: it got a stop signal (SIGINT, SIGTERM) that
@@ -325,7 +327,7 @@ typename Inspector::result_type inspect(Inspector& f, waiting& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, failure& x) {
-  return f(caf::meta::type_name("failure"), x.what);
+  return f(caf::meta::type_name("failure"), x.what, x.step);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stop_request& x) {

@@ -109,11 +109,10 @@ void supervisor::eval_failed(const std::string& why) {
     after_step(done);
 }
 
-// A failure report. An action of an evaluation round that failed (its chunk names the round
-// as run_context::step_name does) fails the pass, not the run's training; any other stops the run.
+// A failure report. An action of an evaluation round that failed (its step an eval round's)
+// fails the pass, not the run's training; any other stops the run.
 void supervisor::on_failure(const msg::failure& f) {
-  if (eval_ && !st_.stopped &&
-      f.what.find(", " + run_context::step_name(run_context::eval_step_base) + ": ") != std::string::npos) {
+  if (eval_ && !st_.stopped && run_context::is_eval_step(f.step)) {
     eval_failed("the evaluation after step " + std::to_string(eval_->done) + ": " + f.what);
     return;
   }
