@@ -7,6 +7,7 @@
 
 #include "apps/cli.hpp"
 #include "apps/crash_report.hpp"
+#include "apps/train_command.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/log.hpp"
 
@@ -32,14 +33,6 @@ void hold_hangup(int, char**, char**) {
   sigaddset(&held, SIGTERM);
   sigprocmask(SIG_BLOCK, &held, nullptr);
 }
-
-void release_stop_signals() {
-  sigset_t stops;
-  sigemptyset(&stops);
-  sigaddset(&stops, SIGINT);
-  sigaddset(&stops, SIGTERM);
-  sigprocmask(SIG_UNBLOCK, &stops, nullptr);
-}
 __attribute__((section(".preinit_array"), used)) void (*const hold)(int, char**, char**) = hold_hangup;
 
 void release_hangup() {
@@ -57,7 +50,7 @@ void release_hangup() {
 
 int main(int argc, char** argv) {
   release_hangup();
-  if (argc < 2 || std::string(argv[1]) != "train") release_stop_signals();
+  if (argc < 2 || std::string(argv[1]) != "train") actorpipe::release_stop_signals();
   actorpipe::report_crashes();
   actorpipe::ensure_best_blas_kernels(argv);  // the best BLAS kernels, before anything else (may restart once)
   const int code = actorpipe::cli_main(argc, argv, std::cout, std::cerr);

@@ -1053,13 +1053,7 @@ class stop_signal_scope {
       sigemptyset(&on_stop.sa_mask);
       installed_[i] = sigaction(signals_[i], &on_stop, &before_[i]) == 0;
     }
-    // The actorpipe executable holds SIGINT and SIGTERM from its start (apps/main.cpp): one
-    // that came meanwhile reaches the handler now.
-    sigset_t stops;
-    sigemptyset(&stops);
-    sigaddset(&stops, SIGINT);
-    sigaddset(&stops, SIGTERM);
-    sigprocmask(SIG_UNBLOCK, &stops, nullptr);
+    release_stop_signals();  // one that came while the run was set up reaches the handler now
   }
   ~stop_signal_scope() {
     for (int i = 0; i < 3; ++i)
@@ -1284,6 +1278,14 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   if (const std::string lost = log_file_failure(); !lost.empty())
     throw std::runtime_error(lost + "; the run's other outputs are written");
   return r.stopped_by_signal != 0 ? 128 + r.stopped_by_signal : 0;
+}
+
+void release_stop_signals() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  sigprocmask(SIG_UNBLOCK, &stops, nullptr);
 }
 
 bool hangup_is_a_stop() { return hangup_at_start == 0; }

@@ -64,4 +64,8 @@ void check_train_files(const train_cli_options& options, const std::string& log_
 // began, as recorded before any library's initialiser ran (UCX takes SIGHUP when it loads).
 bool hangup_is_a_stop();
 
+// Lets SIGINT and SIGTERM through (the actorpipe executable holds them from its first
+// initialiser: apps/main.cpp); a pending one is delivered now.
+void release_stop_signals();
+
 }  // namespace actorpipe
