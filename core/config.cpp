@@ -342,12 +342,10 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 
 void apply_override(job_config& config, const std::string& key, const std::string& value) {
   const field& f = find_field(key);
-  job_config changed = config;
-  std::visit([&](auto ptr) { set_from_text(changed.*ptr, key, value); }, f.ptr);
-  if (derived_when_zero(key) && value.find_first_not_of('0') == std::string::npos)
+  if (derived_when_zero(key) && !value.empty() && value.find_first_not_of('0') == std::string::npos)
     throw std::invalid_argument("override " + key + "=" + value + ": " + key +
                                 " must be >= 1 (leave it out to derive it from the other batch keys)");
-  config = std::move(changed);
+  std::visit([&](auto ptr) { set_from_text(config.*ptr, key, value); }, f.ptr);
 }
 
 void apply_override(job_config& config, const std::string& assignment) {
