@@ -205,6 +205,9 @@ struct optimizer_step {
   int step;
   double clip_coefficient;
   double lr;
+  // The step's parameters are kept (a checkpoint, the run's end): the shard checks that its
+  // update left them finite, and fails the run naming one that is not.
+  bool check_finite = false;
 };
 struct optimizer_done {
   int step;
@@ -341,7 +344,7 @@ typename Inspector::result_type inspect(Inspector& f, grad_sq_parts& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimizer_step& x) {
   double_bits clip{&x.clip_coefficient}, lr{&x.lr};
-  return f(caf::meta::type_name("optimizer_step"), x.step, clip, lr);
+  return f(caf::meta::type_name("optimizer_step"), x.step, clip, lr, x.check_finite);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, optimizer_done& x) {
@@ -428,11 +431,16 @@ typename Inspector::result_type inspect(Inspector& f, start_step& x) {
 struct step_deadline {
   int step;
 };
+// Supervisor -> itself: how long a failed run waits for the checkpoint it was writing.
+struct checkpoint_deadline {
+  int step;
+};
 
 }  // namespace actorpipe::msg
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::start_run)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::step_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorpipe::msg::checkpoint_deadline)
 
 namespace actorpipe {
 // Registers every message type that crosses processes with the actor system (names are part

@@ -269,6 +269,9 @@ void optimizer_shard::maybe_step() {
     auto& opt = *ctx->dp_optimizers[id];
     opt.step(s.clip_coefficient, s.lr);
     opt.zero_grad();
+    if (s.check_finite)
+      if (const std::string bad = opt.nonfinite_parameter(); !bad.empty())
+        caf::anon_send(ctx->supervisor, msg::failure{nonfinite_update_error(s.step, bad + " (" + ctx->describe_stage(id) + ")"), s.step});
     if (!zero0)
       for (int b = 0; b < static_cast<int>(opt.layout().buckets.size()); ++b) {
         const tensor_box mine = opt.parameter_slice(b);
@@ -327,6 +330,9 @@ void optimizer_shard::one_replica_step(const msg::optimizer_step& s) {
     auto& opt = *ctx->optimizers[id];
     opt.step(s.lr, s.clip_coefficient);  // <= 1 (clip_coefficient): 1 reads the gradients as they are
     opt.zero_grad();
+    if (s.check_finite)
+      if (const std::string bad = opt.nonfinite_parameter(); !bad.empty())
+        caf::anon_send(ctx->supervisor, msg::failure{nonfinite_update_error(s.step, bad + " (" + ctx->describe_stage(id) + ")"), s.step});
     caf::anon_send(ctx->supervisor, msg::optimizer_done{s.step, id});
   });
 }

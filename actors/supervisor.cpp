@@ -205,7 +205,7 @@ void supervisor::watch(const caf::actor& a, std::string name) {
 }
 
 void supervisor::on_down(const caf::down_msg& dm) {
-  if (st_.stopped) return;
+  if (st_.stopped || failed_run_) return;  // (this process's actors go while a checkpoint completes)
   auto it = st_.names.find(dm.source);
   std::string who = it != st_.names.end() ? it->second : "an actor";
   stop(who + " stopped unexpectedly during step " + std::to_string(st_.step) + ": " + self_->system().render(dm.reason));
@@ -214,7 +214,9 @@ void supervisor::on_down(const caf::down_msg& dm) {
 // Ends the job: the actors of this process stop (the other processes stop on their own when
 // the runtime tells them the run is over), and the runtime hears why ("" for success).
 void supervisor::stop(std::string error) {
-  if (st_.stopped) return;
+  // While the checkpoint of a failed run completes, what else fails (its actors stopping) is
+  // that failure's echo: the run ends with the first once the checkpoint is done.
+  if (st_.stopped || failed_run_) return;
   // A failure after a stop was asked for ends the run as that stop (see stopped_on_request).
   if (!error.empty() && ctx_->result) {
     const int own = ctx_->options.stop_signal ? ctx_->options.stop_signal->load() : 0;
@@ -224,9 +226,47 @@ void supervisor::stop(std::string error) {
     if (st_.early_error.empty()) st_.early_error = error.empty() ? "the run stopped before it began" : std::move(error);
     return;
   }
+  if (!error.empty() && complete_checkpoint_first(error)) return;
+  end_run(std::move(error));
+}
+
+// A run that fails while a checkpoint is written keeps it when it can: every shard had its
+// state in memory before the failure (the snapshot is the step's, whatever came after), and
+// every part still to come is this process's (written by threads of its own: another
+// process's part may be lost with that process). The run's actors stop now; the run ends when
+// the checkpoint is committed or fails, or at msg::checkpoint_deadline. True if it waits.
+bool supervisor::complete_checkpoint_first(const std::string& error) {
+  if (!save_ || save_->failed || save_->snapshots_left > 0) return false;
+  for (int id = 0; id < shards_; ++id)
+    if (!save_->written.count(id) && !ctx_->is_local_stage(id)) return false;
+  failed_run_ = error;
+  deferred_save_ = -1;  // its state was never taken
+  finish_after_save_ = false;
+  log_info("the run failed; the checkpoint of step " + std::to_string(save_->step) +
+           " (its state taken before the failure) is completed before it stops");
+  for (auto& a : ctx_->local_actors()) self_->send_exit(a, caf::exit_reason::user_shutdown);
+  self_->delayed_send(self_, std::chrono::seconds(checkpoint_patience_s), msg::checkpoint_deadline{save_->step});
+  return true;
+}
+
+void supervisor::on_checkpoint_deadline(const msg::checkpoint_deadline& d) {
+  if (!failed_run_ || !save_ || save_->step != d.step || st_.stopped) return;
+  log_error("the checkpoint of step " + std::to_string(d.step) + " was not complete " + std::to_string(checkpoint_patience_s) +
+            " s after the run failed: it is given up");
+  save_->failed = true;
+  end_run(*failed_run_);
+}
+
+void supervisor::end_run(std::string error) {
   st_.stopped = true;
   // A checkpoint being taken will not complete: the runtime removes what it left.
-  if (save_ && !error.empty()) ctx_->checkpoint_parts->discard(ctx_->options.save_dir + "/" + save_->partial);
+  if (save_ && !error.empty()) {
+    ctx_->checkpoint_parts->discard(ctx_->options.save_dir + "/" + save_->partial);
+    if (!save_->failed)
+      log_warn("the checkpoint of step " + std::to_string(save_->step) + ", being written when the run failed, is not complete: " +
+               (save_->snapshots_left > 0 ? "not every stage's state was taken" : "another process's part of it had not come") +
+               "; it is removed");
+  }
   for (auto& a : ctx_->local_actors()) self_->send_exit(a, caf::exit_reason::user_shutdown);
   self_->send(st_.reply_to, msg::run_finished{std::move(error)});
   self_->quit();
@@ -252,7 +292,7 @@ void supervisor::begin_step(int k) {
 }
 
 void supervisor::on_loss(const msg::loss_report& l) {
-  if (l.step != st_.step) return;
+  if (l.step != st_.step || failed_run_) return;
   st_.losses[l.microbatch] = l.loss;
   ++st_.losses_got;
   maybe_step_optimizers();
@@ -263,7 +303,7 @@ void supervisor::on_waiting(const msg::waiting& w) {
 }
 
 void supervisor::on_flush(msg::flush& f) {
-  if (f.step != st_.step) return;
+  if (f.step != st_.step || failed_run_) return;
   if (eval_) {
     st_.flushes.push_back(std::move(f));
     maybe_eval_round_done();
@@ -275,7 +315,7 @@ void supervisor::on_flush(msg::flush& f) {
 
 // A shard's stage is final (tied sums and data-parallel reduction done): its sum of squares.
 void supervisor::on_grad_sq_parts(const msg::grad_sq_parts& g) {
-  if (g.step != st_.step) return;
+  if (g.step != st_.step || failed_run_) return;
   for (auto& [id, sq] : g.per_stage) st_.sq_parts[id] = sq;
   if (g.sync_end > g.sync_start) {
     st_.sync_start = std::min(st_.sync_start, g.sync_start);
@@ -305,7 +345,12 @@ void supervisor::maybe_step_optimizers() {
   const auto& o = ctx_->options;
   st_.lr = lr_at(st_.step, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio);
   const double coef = clip_coefficient(st_.grad_norm, o.grad_clip);
-  for (auto& shard : ctx_->optimizer_shards) self_->send(shard, msg::optimizer_step{st_.step, coef, st_.lr});
+  // Parameters that are kept after this step (its checkpoint, the run's end, a stop asked for)
+  // are checked: an update can overflow where the loss and the norm were still finite.
+  const int done = st_.step + 1;
+  const bool kept = done >= o.steps || periodic_save_due(done) || stopping_ || requested_signal_ != 0 ||
+                    (o.stop_signal && o.stop_signal->load() != 0) || (ctx_->eval_microbatches > 0 && eval_due(o, done));
+  for (auto& shard : ctx_->optimizer_shards) self_->send(shard, msg::optimizer_step{st_.step, coef, st_.lr, kept});
   st_.optimizers_asked = true;
 }
 
@@ -339,7 +384,7 @@ void supervisor::stop_if_signalled(int done) {
 
 // The step is over: report it, maybe rebuild the plan, start the next step or finish.
 void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
-  if (d.step != st_.step || ++st_.optimizers_done < shards_) return;
+  if (d.step != st_.step || failed_run_ || ++st_.optimizers_done < shards_) return;
   const int k = st_.step;
   const auto& o = ctx_->options;
   const step_metrics m = step_report(*ctx_, st_);
@@ -543,6 +588,7 @@ caf::behavior supervisor_actor(caf::event_based_actor* self, std::shared_ptr<con
       [s](msg::grad_sq_parts& g) { s->on_grad_sq_parts(g); },
       [s](msg::optimizer_done& d) { s->on_optimizer_done(d); },
       [s](msg::step_deadline& d) { s->on_deadline(d); },
+      [s](msg::checkpoint_deadline& d) { s->on_checkpoint_deadline(d); },
       [s](msg::failure& f) { s->on_failure(f); },
       [s](const msg::stop_request& r) { s->on_stop_request(r); },
       [s](msg::parameter_names& n) { s->on_parameter_names(n); },

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,7 @@ class supervisor {
   void on_optimizer_done(const msg::optimizer_done& d);
   void on_stop_request(const msg::stop_request& r);
   void on_deadline(const msg::step_deadline& d);
+  void on_checkpoint_deadline(const msg::checkpoint_deadline& d);
   void on_parameter_names(msg::parameter_names& n);
   void on_parameter_arrived(msg::parameter_arrived& p);
   void on_state_snapshotted(const msg::state_snapshotted& s);
@@ -81,6 +83,8 @@ class supervisor {
   bool periodic_save_due(int done) const;
   void checkpoint_failed(const std::string& why);
   void save_ended();
+  bool complete_checkpoint_first(const std::string& error);
+  void end_run(std::string error);
   void start_eval(int done);
   void begin_eval_round();
   void maybe_eval_round_done();
@@ -105,6 +109,7 @@ class supervisor {
     bool failed = false;  // a part or the commit failed: it is not committed, its directory goes
     bool eval_pending = false;  // the evaluation due after `step` was skipped (the run stops)
     std::vector<checkpoint_file> files;
+    std::set<int> written;  // stage ids whose part reported (written or not)
     double due_at = 0, started_at = 0, resumed_at = 0;  // step done; snapshot asked; training went on
   };
   std::optional<checkpoint_in_flight> save_;
@@ -123,6 +128,10 @@ class supervisor {
   bool saves_failed_ = false;    // a checkpoint failed: no more are taken, the run stops
   double deferred_at_ = 0;       // when it was due
   bool finish_after_save_ = false;
+  // The run failed while a checkpoint whose state was all taken before was being written, by
+  // this process alone: the run's error, given once that checkpoint is committed or given up.
+  std::optional<std::string> failed_run_;
+  static constexpr int checkpoint_patience_s = 60;  // how long it waits for that checkpoint
   bool stopping_ = false;  // a stop signal came: this step is the last (checkpointed with save_dir)
   int requested_signal_ = 0;  // a stop signal another process got (msg::stop_request)
   // Plans rebuilt on measured costs (run_context::replan_from .. replan_until): the plan the

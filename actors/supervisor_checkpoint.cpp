@@ -45,7 +45,8 @@ void supervisor::on_state_snapshotted(const msg::state_snapshotted& s) {
 // checkpoint's directory goes (the parts still being written find it gone).
 void supervisor::checkpoint_failed(const std::string& why) {
   if (saves_failed_) return;  // another part of the same checkpoint: said once
-  log_error(why + ": no more checkpoints are taken; the run stops after the step in flight");
+  log_error(why + (failed_run_ ? std::string(": the failed run has no checkpoint of that step")
+                               : std::string(": no more checkpoints are taken; the run stops after the step in flight")));
   if (ctx_->result && ctx_->result->checkpoint_error.empty()) ctx_->result->checkpoint_error = why;
   saves_failed_ = true;
   stopping_ = true;
@@ -58,6 +59,7 @@ void supervisor::checkpoint_failed(const std::string& why) {
 // Every part is durable: the manifest, the rename, `latest`, pruning.
 void supervisor::on_state_written(const msg::state_written& w) {
   if (!save_ || w.step != save_->step) return;
+  save_->written.insert(w.stage_id);
   if (!w.error.empty())
     checkpoint_failed("checkpoint at step " + std::to_string(w.step) + ": writing " + w.file + " failed: " + w.error);
   else
@@ -94,6 +96,10 @@ void supervisor::on_state_written(const msg::state_written& w) {
 // to its end.
 void supervisor::save_ended() {
   save_.reset();
+  if (failed_run_) {  // the run failed while it was written: it ends now
+    end_run(*failed_run_);
+    return;
+  }
   if (deferred_save_ >= 0) {
     const int done = deferred_save_;
     deferred_save_ = -1;

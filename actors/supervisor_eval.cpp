@@ -35,7 +35,7 @@ void supervisor::begin_eval_round() {
 }
 
 void supervisor::on_eval_output(msg::eval_output& o) {
-  if (!eval_ || o.step != eval_->step_id) return;
+  if (!eval_ || o.step != eval_->step_id || failed_run_) return;
   const std::size_t at = static_cast<std::size_t>(eval_->round) * static_cast<std::size_t>(M_) +
                          static_cast<std::size_t>(o.microbatch);
   if (o.microbatch < 0 || o.microbatch >= M_) {

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <ostream>
 #include <sstream>
 #include <optional>
@@ -110,10 +111,11 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
       throw std::invalid_argument(std::string(flag) + " must be >= 1: got " + std::to_string(*value));
   // Named as given (the job config's rules would name its keys: grad_clip=-1).
   for (const auto& [flag, value, rule] :
-       {std::tuple<const char*, const std::optional<double>&, const char*>{"--lr", o.lr, "a finite number > 0"},
+       {std::tuple<const char*, const std::optional<double>&, const char*>{"--lr", o.lr, "a number > 0 a float holds (at most 3.4e38)"},
         {"--grad-clip", o.grad_clip, "a finite number >= 0 (0 = no clipping)"},
         {"--weight-decay", o.weight_decay, "a finite number >= 0"}})
-    if (value && (!std::isfinite(*value) || *value < 0 || (*value == 0 && std::string(flag) == "--lr")))
+    if (value && (!std::isfinite(*value) || *value < 0 ||
+                  (std::string(flag) == "--lr" && (*value == 0 || *value > std::numeric_limits<float>::max()))))
       throw std::invalid_argument(std::string(flag) + " must be " + rule + ": got " + number_text(*value));
   if (o.zero && *o.zero != 0 && *o.zero != 1)
     throw std::invalid_argument("--zero must be 0 or 1: got " + std::to_string(*o.zero) +

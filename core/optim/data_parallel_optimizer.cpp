@@ -246,6 +246,16 @@ void data_parallel_optimizer::step(double clip, double lr) {
   std::fill(s.has_grad.begin(), s.has_grad.end(), false);
 }
 
+std::string data_parallel_optimizer::nonfinite_parameter() const {
+  torch::NoGradGuard no_grad;
+  const auto& s = *impl_;
+  for (int j : s.held)
+    for (const auto& seg : s.layout.shard_segments(j))
+      if (!s.params[seg.parameter].narrow(0, seg.parameter_offset, seg.length).isfinite().all().item<bool>())
+        return "'" + s.named[seg.parameter].first + "'";
+  return "";
+}
+
 tensor_box data_parallel_optimizer::parameter_slice(int b) const {
   torch::NoGradGuard no_grad;
   auto& s = *impl_;

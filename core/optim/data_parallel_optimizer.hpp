@@ -77,6 +77,9 @@ class data_parallel_optimizer {
   void set_parameter_slice(int shard, int b, const tensor_box& slice);
   // The modules' own gradients to zero, for the next step's backward.
   void zero_grad();
+  // The first parameter whose part this replica updates (its shard under ZeRO-1) holds a value
+  // that is not finite, "" if none.
+  std::string nonfinite_parameter() const;
   long long state_bytes() const;  // AdamW moments held here
   // The moments of this replica's own shard, by parameter name and offset (copies; padding
   // left out; under ZeRO-0 the other shards' are the other replicas' to export, so the D

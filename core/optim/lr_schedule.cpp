@@ -63,4 +63,10 @@ std::string divergence_error(int step, const std::vector<double>& losses, double
   return "";
 }
 
+std::string nonfinite_update_error(int step, const std::string& parameter) {
+  return "step " + std::to_string(step + 1) + ": the optimizer's update left " + parameter +
+         " with values that are not finite: training diverged (try a lower --lr or --grad-clip); these parameters "
+         "are not kept";
+}
+
 }  // namespace actorpipe

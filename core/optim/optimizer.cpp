@@ -169,6 +169,13 @@ void shard_optimizer::zero_grad() {
   }
 }
 
+std::string shard_optimizer::nonfinite_parameter() const {
+  torch::NoGradGuard no_grad;
+  for (const auto& s : impl_->slots)
+    if (!s.param.isfinite().all().item<bool>()) return "'" + s.name + "'";
+  return "";
+}
+
 int shard_optimizer::num_parameters() const { return static_cast<int>(impl_->slots.size()); }
 
 long long shard_optimizer::num_elements() const {

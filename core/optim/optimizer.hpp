@@ -39,6 +39,8 @@ class shard_optimizer {
   // scale_grads(grad_scale) then step(lr), one pass fewer.
   void step(double lr, double grad_scale = 1.0);
   void zero_grad();
+  // The first parameter holding a value that is not finite (an update that diverged), "" if none.
+  std::string nonfinite_parameter() const;
   int num_parameters() const;  // tensors
   long long num_elements() const;
   long long state_bytes() const;  // the AdamW moments it holds
@@ -65,5 +67,8 @@ double clip_coefficient(double global_norm, double max_norm);
 // Why step `step` (from 0) must not update the weights: a microbatch's loss (by microbatch)
 // or the gradient norm that is not a finite number, in words naming it; "" when all are.
 std::string divergence_error(int step, const std::vector<double>& losses, double grad_norm);
+// Why the parameters step `step` (from 0) left must not be kept: `parameter` (a
+// nonfinite_parameter) holds values that are not finite.
+std::string nonfinite_update_error(int step, const std::string& parameter);
 
 }  // namespace actorpipe

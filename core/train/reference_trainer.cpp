@@ -127,6 +127,13 @@ train_result train_reference(const train_options& o, reference_progress& p) {
     const double coef = clip_coefficient(sm.grad_norm, o.grad_clip);
     opt.step(sm.lr, coef);  // <= 1: 1 reads the gradients as they are
     opt.zero_grad();
+    // The parameters this step leaves are kept (the run's end, a stop asked for, an evaluation
+    // pass), as the pipeline's shards check them: an update can overflow where the loss and
+    // the norm were still finite.
+    const bool kept = k + 1 >= o.steps || (s.model->eval_microbatches > 0 && eval_due(o, k + 1)) ||
+                      (o.stop_signal && o.stop_signal->load() != 0);
+    if (kept)
+      if (const std::string bad = opt.nonfinite_parameter(); !bad.empty()) throw std::runtime_error(nonfinite_update_error(k, bad));
     sm.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sm.tokens_per_s = sm.seconds > 0 ? double(M) * o.microbatch_size * s.tokens_per_sample / sm.seconds : 0;
     sm.peak_activations = {1};

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -45,7 +46,9 @@ void check_train_options(const train_options& o) {
   need(o.threads_per_stage >= 1 && o.threads_per_stage <= 1024,
        "--threads-per-stage must be in [1, 1024]: got " + std::to_string(o.threads_per_stage));
   // Finite too: the library's callers set them directly (inf failed in the first step).
-  need(o.lr > 0 && std::isfinite(o.lr), "--lr must be a finite number > 0: got " + number_text(o.lr));
+  // Up to the largest float: the update multiplies float weights by it (1e300 made them inf).
+  need(o.lr > 0 && o.lr <= std::numeric_limits<float>::max(),
+       "--lr must be a number > 0 a float holds (at most 3.4e38): got " + number_text(o.lr));
   need(o.warmup_steps >= 0, "--warmup-steps must be >= 0: got " + std::to_string(o.warmup_steps));
   need(o.grad_clip >= 0 && std::isfinite(o.grad_clip),
        "--grad-clip must be a finite number >= 0 (0 = off): got " + number_text(o.grad_clip));

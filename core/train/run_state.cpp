@@ -314,6 +314,17 @@ std::string load_weights(const run_state_view& state, const std::string& path,
   } catch (const std::invalid_argument& e) {
     fit_error = e.what();
   }
+  // Finite in the file, not in the model: an F64 value past a float's range became infinite.
+  for (const auto& runner : state.runners)
+    if (runner && fit_error.empty())
+      for (const auto& [name, t] : loaded_tensors(*runner)) {
+        const at::Tensor& x = unbox(t);
+        if (!x.is_floating_point()) continue;
+        if (const std::int64_t bad = x.numel() - at::isfinite(x).sum().item<std::int64_t>(); bad > 0)
+          throw std::invalid_argument("'" + name + "' holds " + std::to_string(bad) + " of its " + std::to_string(x.numel()) +
+                                      " values beyond the range of the model's " + std::string(c10::toString(x.scalar_type())) +
+                                      " parameters (infinite once converted)");
+      }
   const std::set<std::string> file_names = in_files;
   std::vector<std::string> model_names;
   for (const auto& runner : state.runners)

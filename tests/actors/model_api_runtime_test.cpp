@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "actors/pipeline_runtime.hpp"
+#include "core/checkpoint/checkpoint_store.hpp"
 #include "core/model/error_text.hpp"
 #include "core/model/layer_chunk.hpp"
 #include "core/model/layer_model.hpp"
@@ -673,6 +674,52 @@ CATCH_TEST_CASE("run_reference stops a step past step_timeout_s, and leaves the 
   CATCH_CHECK(r.steps.size() == 4);
   CATCH_CHECK(steps_seen.load() == 5);
   CATCH_CHECK(at::get_num_threads() == caller_threads);
+}
+
+// A run that failed while the checkpoint of the step before was being written removed it (its
+// parts were given up as the run stopped) unless the write won the race: the last good state
+// before a divergence, lost. Its state was all taken before the failure, so the checkpoint is
+// completed first; the run then ends with its error, and a resume goes on as a straight run.
+CATCH_TEST_CASE("a run failing while the last checkpoint is written completes it, and a resume from it trains as a "
+                "straight run",
+                "[actors][runtime][model_api][checkpoint]") {
+  auto failing = std::make_shared<std::atomic<bool>>(true);
+  // ~100 MB of state (a wide table's parameters and AdamW moments): the write lasts well past
+  // the start of step 2, whose data fails at once.
+  register_mlp_variant("test-mlp-heavy", "with a wide table, its data failing in step 2 when asked", [failing](model_definition& m) {
+    m.layers.insert(m.layers.begin() + 1, make_layer("wide", [] { return layer_module(torch::nn::Embedding(1 << 19, 16)); }));
+    m.layers[1].forward = [](layer_module& module, const at::Tensor& x) {
+      return x + 0 * module.as<torch::nn::EmbeddingImpl>().weight.sum();
+    };
+    m.data = [failing, good = m.data](std::uint64_t step, int index) {
+      if (step == 1 && failing->load()) throw std::runtime_error("the data source ran dry");
+      return good(step, index);
+    };
+  });
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-heavy";
+  o.steps = 3;
+  o.weight_decay = 0.1;
+  const std::string dir = (std::filesystem::temp_directory_path() / ("actorpipe-heavy-" + std::to_string(getpid()))).string();
+  std::filesystem::remove_all(dir);
+  train_options saving = o;
+  saving.save_dir = dir;
+  saving.save_every = 1;
+  CATCH_CHECK_THAT(error_of([&] { run_pipeline(saving); }), Contains("the data source ran dry (the data of step 2"));
+  CATCH_CHECK(find_resume_checkpoint(dir).path == dir + "/step-00000001");
+  for (const auto& e : std::filesystem::directory_iterator(dir))  // nothing partial left
+    CATCH_CHECK(e.path().filename().string().rfind(".partial", 0) == std::string::npos);
+  failing->store(false);
+  const auto straight = by_name(run_pipeline(o));
+  train_options rest = o;
+  rest.resume = dir;
+  const auto resumed = by_name(run_pipeline(rest));
+  CATCH_REQUIRE(resumed.size() == straight.size());
+  for (const auto& [name, t] : straight) {
+    CATCH_INFO(name);
+    CATCH_CHECK(torch::equal(resumed.at(name), t));
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // A parameter reached in step 1 alone keeps its zeroed gradient, so AdamW goes on moving it by

@@ -220,6 +220,44 @@ CATCH_TEST_CASE("bad runs stop with one clear error", "[actors][runtime][errors]
   CATCH_CHECK_THROWS_WITH(run_pipeline(o), "data=file needs --data-file (the file to read): got none");
 }
 
+// An update can overflow where the loss and the gradient norm were finite (here AdamW's first
+// step size, lr / (1 - beta1), past a float): the run ended as finished, keeping and saving
+// infinite weights. The parameters a run keeps (its end, a checkpoint's) are checked.
+CATCH_TEST_CASE("an update that leaves parameters not finite fails the run instead of keeping them",
+                "[actors][runtime][errors]") {
+  struct job { int dp, zero; bool pipelined; };
+  for (const job j : {job{1, 0, true}, job{2, 0, true}, job{2, 1, true}, job{1, 0, false}}) {
+    CATCH_INFO("dp " << j.dp << ", zero " << j.zero << (j.pipelined ? "" : ", the reference"));
+    train_options o = tiny("1f1b", 2, 1);
+    o.steps = 1;
+    o.lr = 1e38;
+    o.warmup_steps = 0;
+    o.weight_decay = 0;
+    o.dp = j.dp;
+    o.zero_stage = j.zero;
+    // (Catch's matchers combined with && hold their parts by reference: built in place.)
+    const std::string what = " with values that are not finite: training diverged (try a lower --lr or --grad-clip); "
+                             "these parameters are not kept";
+    if (j.pipelined)
+      CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("step 1: the optimizer's update left '") && Contains(what));
+    else
+      CATCH_CHECK_THROWS_WITH(run_reference(o), Contains("step 1: the optimizer's update left '") && Contains(what));
+  }
+  // Step 1 of 3 is checkpointed: it fails there, and no checkpoint holds its weights.
+  const std::string dir = std::filesystem::temp_directory_path() / ("actorpipe-nonfinite-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  train_options o = tiny("1f1b", 2, 1);
+  o.steps = 3;
+  o.lr = 1e38;
+  o.warmup_steps = 0;
+  o.weight_decay = 0;
+  o.save_dir = dir;
+  o.save_every = 1;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("step 1: the optimizer's update left '"));
+  CATCH_CHECK(!std::filesystem::exists(dir + "/step-00000001"));
+  std::filesystem::remove_all(dir);
+}
+
 CATCH_TEST_CASE("a failing action or a stalled rank stops the job naming it, without hanging", "[actors][runtime][errors]") {
   fixed_costs fc;
   fc.forward_s = fc.backward_s = fc.input_grad_s = fc.weight_grad_s = 0.001;
@@ -626,7 +664,7 @@ CATCH_TEST_CASE("a library caller's bad options, place, callback or held --save-
   CATCH_CHECK_THROWS_WITH(run_pipeline(ratio), "min_lr_ratio (train_options) must be in [0, 1]: got 2");
   train_options endless = o;
   endless.lr = HUGE_VAL;
-  CATCH_CHECK_THROWS_WITH(check_train_options(endless), "--lr must be a finite number > 0: got inf");
+  CATCH_CHECK_THROWS_WITH(check_train_options(endless), "--lr must be a number > 0 a float holds (at most 3.4e38): got inf");
   job_place place;
   place.processes = 2;
   place.master_port = 70000;

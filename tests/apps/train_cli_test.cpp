@@ -583,6 +583,24 @@ CATCH_TEST_CASE("train --init-from starts from saved weights, and a model they d
   CATCH_CHECK(int_run.code == 2);
   CATCH_CHECK_THAT(int_run.err, Contains("the parameters do not fit the model: 1 of another type: " + saved.at(0).first +
                                          " (has Float, given Int)"));
+  // A float64 value past a float's range: finite in the file, infinite in the model (the first
+  // step's loss was NaN, exit 1 blaming --lr); within it, float64 weights load as floats.
+  const auto as_f64 = [&](double at_1) {
+    return changed([at_1](auto& t) {
+      const tensor_box f = t.at(0).second;
+      tensor_box d = tensor_box::empty(tensor_dtype::f64, f.shape());
+      for (std::size_t k = 0; k < f.nbytes() / sizeof(float); ++k)
+        static_cast<double*>(d.data())[k] = static_cast<const float*>(f.data())[k];
+      static_cast<double*>(d.data())[1] = at_1;
+      t.at(0).second = d;
+    });
+  };
+  const std::string huge_file = as_f64(1e300), fine_file = as_f64(0.5);
+  auto huge_run = cli(with({"train", "--steps", "1", "--init-from", huge_file}, tiny));
+  CATCH_CHECK(huge_run.code == 2);
+  CATCH_CHECK_THAT(huge_run.err, Contains("--init-from " + huge_file + ": '" + saved.at(0).first + "' holds 1 of its ") &&
+                                     Contains(" values beyond the range of the model's Float parameters (infinite once converted)"));
+  CATCH_CHECK(cli(with({"train", "--steps", "1", "--init-from", fine_file}, tiny)).code == 0);
   std::string layer_norm;  // a LayerNorm weight, given again under its TensorFlow name
   for (const auto& [name, box] : saved)
     if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && box.shape().size() == 1) layer_norm = name;
@@ -609,7 +627,7 @@ CATCH_TEST_CASE("train --init-from starts from saved weights, and a model they d
   auto prefixed = cli(with({"train", "--steps", "1", "--init-from", prefixed_file}, tiny));
   CATCH_CHECK(prefixed.code == 2);
   CATCH_CHECK_THAT(prefixed.err, Contains("(the file's names are the model's with 'model.' before them)"));
-  for (const auto& f : {nan_file, int_file, twice_file, typo_file, prefixed_file}) std::remove(f.c_str());
+  for (const auto& f : {nan_file, int_file, huge_file, fine_file, twice_file, typo_file, prefixed_file}) std::remove(f.c_str());
   std::remove(weights.c_str());
   std::remove(again.c_str());
 }
@@ -914,8 +932,11 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--zero", "-1"}, tiny), "--zero must be 0 or 1: got -1"},
       // Named as typed, not by the config's keys (grad_clip=-1).
       {with({"train", "--grad-clip", "-1"}, tiny), "--grad-clip must be a finite number >= 0 (0 = no clipping): got -1"},
-      {with({"train", "--lr", "-1"}, tiny), "--lr must be a finite number > 0: got -1"},
-      {with({"train", "--lr", "0"}, tiny), "--lr must be a finite number > 0: got 0"},
+      {with({"train", "--lr", "-1"}, tiny), "--lr must be a number > 0 a float holds (at most 3.4e38): got -1"},
+      {with({"train", "--lr", "0"}, tiny), "--lr must be a number > 0 a float holds (at most 3.4e38): got 0"},
+      // Past a float: the update made every weight infinite, and the run ended with exit 0.
+      {with({"train", "--lr", "1e300"}, tiny), "--lr must be a number > 0 a float holds (at most 3.4e38): got 1e+300"},
+      {with({"train", "--set", "lr=1e39"}, tiny), "--lr must be a number > 0 a float holds (at most 3.4e38): got 1e+39"},
       {with({"train", "--weight-decay", "-0.5"}, tiny), "--weight-decay must be a finite number >= 0: got -0.5"},
       // Decay past 1 / lr flips the weights: the run diverged, blaming --lr or --grad-clip.
       {with({"train", "--weight-decay", "1e10", "--lr", "0.001"}, tiny),
@@ -939,7 +960,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--threads-per-stage", "0"}, tiny), "--threads-per-stage must be in [1, 1024]: got 0"},
       // By the flag's name, not the config key's ("pp=0 must be >= 1", "override lr=nan: ...").
       {{"train", "--stages", "0"}, "--stages must be >= 1: got 0"},
-      {{"train", "--lr", "nan"}, "--lr must be a finite number > 0: got nan"},
+      {{"train", "--lr", "nan"}, "--lr must be a number > 0 a float holds (at most 3.4e38): got nan"},
       {{"train", "--weight-decay", "1e999"}, "--weight-decay must be a finite number >= 0: got inf"},
       // Digits within 64 bits that an int flag cannot hold (CLI11 said "Could not convert").
       {{"train", "--stages", "9999999999"}, "--stages=9999999999 is out of range for this flag (at most 2147483647)"},
