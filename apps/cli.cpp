@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <climits>
 #include <cstdlib>
@@ -32,6 +33,13 @@
 
 namespace actorpipe {
 namespace {
+
+// "0", "-0", "+00": a zero however written (a check of the text "0" let "-0" through as "not
+// given").
+bool zero_text(const std::string& t) {
+  const std::size_t sign = !t.empty() && (t[0] == '-' || t[0] == '+') ? 1 : 0;
+  return t.size() > sign && t.find_first_not_of('0', sign) == std::string::npos;
+}
 
 // --log-level and --log-file of a command that runs a job.
 struct log_flags {
@@ -464,10 +472,10 @@ void add_doctor(CLI::App& app, doctor_cli& c) {
   d->add_option("--master-port", c.o.master_port,
                 "Its port, checked free when the address is this host's [default: $MASTER_PORT, else " +
                     std::to_string(default_master_port) + "]")
-      ->check(CLI::Validator([](std::string& t) { return t == "0" ? "--master-port=0 must be in 1..65535" : ""; }, ""));
+      ->check(CLI::Validator([](std::string& t) { return zero_text(t) ? "--master-port=" + t + " must be in 1..65535" : ""; }, ""));
   d->add_option("--nproc-per-node", c.o.nproc_per_node,
                 "Check that launch can start this many processes here (open files)")
-      ->check(CLI::Validator([](std::string& t) { return t == "0" ? "--nproc-per-node=0 must be >= 1" : ""; }, ""));
+      ->check(CLI::Validator([](std::string& t) { return zero_text(t) ? "--nproc-per-node=" + t + " must be >= 1" : ""; }, ""));
 }
 
 // The first flag of `argv` (from 2, before "--") that command `sub` does not know, with the
@@ -608,6 +616,12 @@ void check_value_texts(CLI::App& app) {
           }
           if (real && !decimal_number_text(text) && text != "inf" && text != "-inf" && text != "nan")
             return "must be a decimal number, got '" + text + "'";
+          if (real && decimal_number_text(text)) {  // 1e-400 read as 0 ("--grad-clip 1e-400": no clipping)
+            errno = 0;
+            const double v = std::strtod(text.c_str(), nullptr);
+            if (errno == ERANGE && (v == 0 || std::isinf(v)))
+              return text + " is out of a double's range (it reads as " + (v == 0 ? "0" : "inf") + ")";
+          }
           return "";
         },
         "", "value text"));

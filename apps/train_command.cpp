@@ -18,6 +18,7 @@
 #include <iterator>
 #include <limits>
 #include <ostream>
+#include <set>
 #include <sstream>
 #include <optional>
 #include <stdexcept>
@@ -133,7 +134,8 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
        {"--vocab", "vocab", o.vocab.has_value()}, {"--warmup-steps", "warmup_steps", o.warmup_steps.has_value()},
        {"--seed", "seed", o.seed.has_value()}, {"--lr", "lr", o.lr.has_value()},
        {"--grad-clip", "grad_clip", o.grad_clip.has_value()}, {"--weight-decay", "weight_decay", o.weight_decay.has_value()}});
-  job_config c = o.config_path.empty() ? default_job() : load_config_file(o.config_path);
+  std::set<std::string> config_keys;  // what the config file sets (read once: it may be a pipe)
+  job_config c = o.config_path.empty() ? default_job() : load_config_file(o.config_path, &config_keys);
   apply_overrides(c, o.overrides);
   auto set = [&](const char* key, const auto& value) {
     if (value) apply_override(c, key, std::to_string(*value));
@@ -201,16 +203,7 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   if (o.lr) apply_override(c, "lr", printf_text("%.17g", *o.lr));
   // BERT does not learn at the GPT's 3e-3 (its loss stays at chance): its own default.
   // A config file that does not set lr leaves it to the model's default too.
-  const auto config_sets = [&o](const char* key) {
-    if (o.config_path.empty()) return false;
-    try {
-      const auto j = nlohmann::json::parse(std::ifstream(o.config_path), nullptr, true, true);
-      return j.is_object() && j.contains(key);
-    } catch (const std::exception&) {
-      return true;  // unreadable here: load_config_file said so above, or it is the config's to say
-    }
-  };
-  if (c.model == "bert" && !o.lr && !set_by_user("lr") && !config_sets("lr")) c.lr = 2e-4;
+  if (c.model == "bert" && !o.lr && !set_by_user("lr") && !config_keys.count("lr")) c.lr = 2e-4;
   if (o.grad_clip) apply_override(c, "grad_clip", printf_text("%.17g", *o.grad_clip));
   if (o.weight_decay) apply_override(c, "weight_decay", printf_text("%.17g", *o.weight_decay));
   // Without a batch size, 8 microbatches of 4 sequences unless one of them was given. A batch

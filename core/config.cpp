@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -175,9 +176,11 @@ void set_from_text(double& out, const std::string& key, const std::string& value
   char* end = nullptr;
   double v = std::strtod(value.c_str(), &end);
   if (*end != '\0') bad_override(key, value, "a decimal number");
-  // ERANGE also flags a number below the normal range (1e-320), which is still one: only an
-  // overflow to infinity is refused.
+  // ERANGE also flags a number below the normal range (1e-320), which is still one: an
+  // overflow to infinity is refused, and one so small it reads as 0 (grad_clip=1e-400 was
+  // "no clipping").
   if (!std::isfinite(v)) bad_override(key, value, "a finite number");
+  if (v == 0 && errno == ERANGE) bad_override(key, value, "0 or a number a double holds (this one reads as 0)");
   out = v;
 }
 
@@ -290,7 +293,48 @@ job_config config_from_json(const nlohmann::json& j) {
   return c;
 }
 
-job_config load_config_file(const std::string& path) {
+namespace {
+// JSON's parser reads a number too small for a double as 0 ("grad_clip": 1e-400 was "no
+// clipping"): the text's numbers (outside strings and comments) that do, refused by line.
+void refuse_numbers_read_as_zero(const std::string& text, const std::string& path) {
+  int line = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch == '\n') ++line;
+    if (ch == '"') {  // a string: to its closing quote
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\') ++i;
+        else if (text[i] == '\n') ++line;
+      }
+    } else if (ch == '/' && i + 1 < text.size() && (text[i + 1] == '/' || text[i + 1] == '*')) {
+      const bool block = text[i + 1] == '*';
+      for (i += 2; i < text.size(); ++i) {
+        if (text[i] == '\n') {
+          ++line;
+          if (!block) break;
+        }
+        if (block && text[i] == '*' && i + 1 < text.size() && text[i + 1] == '/') {
+          ++i;
+          break;
+        }
+      }
+    } else if (ch == '-' || std::isdigit(static_cast<unsigned char>(ch))) {
+      std::size_t end = i;
+      while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || std::strchr("+-.eE", text[end])))
+        ++end;
+      const std::string number = text.substr(i, end - i);
+      errno = 0;
+      const double v = std::strtod(number.c_str(), nullptr);
+      if (v == 0 && errno == ERANGE)
+        fail("config file '" + path + "': the number " + number + " on line " + std::to_string(line) +
+             " is too small for a double and reads as 0: give 0, or a number a double holds");
+      i = end - 1;
+    }
+  }
+}
+}  // namespace
+
+job_config load_config_file(const std::string& path, std::set<std::string>* keys_given) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail("config file '" + path + "' is a directory, not a JSON file");
   errno = 0;
@@ -312,12 +356,19 @@ job_config load_config_file(const std::string& path) {
            "' is given twice (give each key once)");
     return true;
   };
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.empty() && std::filesystem::is_fifo(path, ec))
+    fail("config file '" + path + "' is empty: a pipe gives its text to one reader (under actorpipe launch, every "
+         "process reads the config: give a file)");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in, no_duplicates, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    j = nlohmann::json::parse(text, no_duplicates, /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const nlohmann::json::exception& e) {
     fail("config file '" + path + "' is not valid JSON: " + e.what());
   }
+  refuse_numbers_read_as_zero(text, path);
+  if (keys_given && j.is_object())
+    for (const auto& item : j.items()) keys_given->insert(item.key());
   try {
     return config_from_json(j);
   } catch (const std::invalid_argument& e) {
@@ -342,7 +393,9 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 
 void apply_override(job_config& config, const std::string& key, const std::string& value) {
   const field& f = find_field(key);
-  if (derived_when_zero(key) && !value.empty() && value.find_first_not_of('0') == std::string::npos)
+  // "-0" and "+00" are 0 too (they trained the default batch).
+  const std::size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+  if (derived_when_zero(key) && value.size() > sign && value.find_first_not_of('0', sign) == std::string::npos)
     throw std::invalid_argument("override " + key + "=" + value + ": " + key +
                                 " must be >= 1 (leave it out to derive it from the other batch keys)");
   std::visit([&](auto ptr) { set_from_text(config.*ptr, key, value); }, f.ptr);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,10 @@ job_config config_from_json(const nlohmann::json& j);
 // config_from_json on a file (JSON; // and /* */ comments allowed). Errors name the path, and
 // for bad JSON the parser's line and column; a key given twice in one object is refused by
 // name ("config file 'job.json': key 'pp' is given twice (give each key once)").
-job_config load_config_file(const std::string& path);
+// `keys`, when given, gets the file's top-level keys (what it sets: read once, as a pipe can
+// be). An empty file that is not a regular one (a pipe another process of the job read first)
+// is said to be one.
+job_config load_config_file(const std::string& path, std::set<std::string>* keys = nullptr);
 
 // Levenshtein distance (insertions, deletions, substitutions): how far a typo is from a name,
 // for "did you mean" hints.

@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -363,7 +366,25 @@ CATCH_TEST_CASE("train --model bert reads CoLA's headerless files, refuses STS-B
   std::string first;
   std::getline(m, first);
   CATCH_CHECK(nlohmann::json::parse(first).at("lr").get<double>() == Approx(2e-4));
-  for (const auto& f : {train, dev, metrics, stsb, ids, wide, one_label, no_cls, pairs, config}) std::remove(f.c_str());
+  // The same config through a pipe (--config <(...)): it was read a second time to see whether
+  // it set lr, found drained, taken as setting it, and the run trained at 3e-4.
+  const std::string fifo = temp_path(".fifo");
+  CATCH_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::thread writer([&] { std::ofstream(fifo) << "{\"pp\": 2, \"model\": \"bert\"}"; });
+  auto piped = cli({"train", "--config", fifo, "--data-file", train, "--layers", "2", "--hidden", "32", "--heads", "2",
+                    "--seq-len", "16", "--steps", "1", "--warmup-steps", "0", "--metrics", metrics});
+  writer.join();
+  CATCH_CHECK(piped.code == 0);
+  std::ifstream pm(metrics);
+  std::getline(pm, first);
+  CATCH_CHECK(nlohmann::json::parse(first).at("lr").get<double>() == Approx(2e-4));
+  // Drained already (another process of a launch read it first): said so, not "not valid JSON".
+  std::thread empty_writer([&] { std::ofstream{fifo}; });
+  auto drained = cli({"train", "--config", fifo, "--data-file", train, "--steps", "1"});
+  empty_writer.join();
+  CATCH_CHECK(drained.code == 2);
+  CATCH_CHECK_THAT(drained.err, Contains("config file '" + fifo + "' is empty: a pipe gives its text to one reader"));
+  for (const auto& f : {train, dev, metrics, stsb, ids, wide, one_label, no_cls, pairs, config, fifo}) std::remove(f.c_str());
 }
 
 // A checkpoint trained with a --vocab-file, resumed without it (a vocabulary built from the

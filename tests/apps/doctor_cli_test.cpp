@@ -266,6 +266,9 @@ CATCH_TEST_CASE("doctor refuses bad flags naming them", "[apps][doctor]") {
   r = cli({"doctor", "--master-port", "0"});  // 0 is "not given" inside; given, it is refused as launch refuses it
   CATCH_CHECK(r.code == 2);
   CATCH_CHECK(r.err == "actorpipe doctor: error: --master-port=0 must be in 1..65535\n");  // the flag named once
+  r = cli({"doctor", "--master-port", "-0"});  // a zero however written (-0 checked the default port)
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK(r.err == "actorpipe doctor: error: --master-port=-0 must be in 1..65535\n");
   r = cli({"doctor", "--nproc-per-node", "00"});
   CATCH_CHECK(r.code == 2);
   CATCH_CHECK(r.err == "actorpipe doctor: error: --nproc-per-node=0 must be >= 1\n");

@@ -937,6 +937,9 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       // Past a float: the update made every weight infinite, and the run ended with exit 0.
       {with({"train", "--lr", "1e300"}, tiny), "--lr must be a number > 0 a float holds (at most 3.4e38): got 1e+300"},
       {with({"train", "--set", "lr=1e39"}, tiny), "--lr must be a number > 0 a float holds (at most 3.4e38): got 1e+39"},
+      // Too small for a double: it read as 0, "no clipping".
+      {with({"train", "--grad-clip", "1e-400"}, tiny), "--grad-clip: 1e-400 is out of a double's range (it reads as 0)"},
+      {with({"train", "--lr", "1e400"}, tiny), "--lr: 1e400 is out of a double's range (it reads as inf)"},
       {with({"train", "--weight-decay", "-0.5"}, tiny), "--weight-decay must be a finite number >= 0: got -0.5"},
       // Decay past 1 / lr flips the weights: the run diverged, blaming --lr or --grad-clip.
       {with({"train", "--weight-decay", "1e10", "--lr", "0.001"}, tiny),
@@ -961,7 +964,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       // By the flag's name, not the config key's ("pp=0 must be >= 1", "override lr=nan: ...").
       {{"train", "--stages", "0"}, "--stages must be >= 1: got 0"},
       {{"train", "--lr", "nan"}, "--lr must be a number > 0 a float holds (at most 3.4e38): got nan"},
-      {{"train", "--weight-decay", "1e999"}, "--weight-decay must be a finite number >= 0: got inf"},
+      {{"train", "--weight-decay", "1e999"}, "--weight-decay: 1e999 is out of a double's range (it reads as inf)"},
       // Digits within 64 bits that an int flag cannot hold (CLI11 said "Could not convert").
       {{"train", "--stages", "9999999999"}, "--stages=9999999999 is out of range for this flag (at most 2147483647)"},
       {with({"train", "--threads-per-stage", "100000"}, tiny), "--threads-per-stage must be in [1, 1024]: got 100000"},

@@ -124,6 +124,11 @@ CATCH_TEST_CASE("apply_override parses the value as the field's type", "[config]
   apply_override(c, "grad_clip", "1e-320");
   CATCH_CHECK(c.grad_clip > 0);
   CATCH_CHECK(c.grad_clip < 1e-300);
+  // One too small for a double reads as 0: grad_clip=1e-400 was "no clipping".
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "grad_clip", "1e-400"),
+                          "override grad_clip=1e-400: grad_clip must be 0 or a number a double holds (this one reads as "
+                          "0), got '1e-400'");
+  CATCH_CHECK(c.grad_clip > 0);
   CATCH_CHECK_THROWS_WITH(apply_override(c, "seed", "-1"), Catch::Contains("seed must be a non-negative integer"));
   // An empty string names no choice (partition= trained on the model's default cut, where
   // --partition '' is refused).
@@ -136,6 +141,9 @@ CATCH_TEST_CASE("apply_override parses the value as the field's type", "[config]
                           "override num_microbatches=0: num_microbatches must be >= 1 (leave it out to derive it from the "
                           "other batch keys)");
   CATCH_CHECK_THROWS_WITH(apply_override(c, "batch_size", "00"), Catch::Contains("batch_size must be >= 1"));
+  // Signed zeros too (they ran the default batch).
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "num_microbatches", "-0"), Catch::Contains("num_microbatches must be >= 1"));
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "global_batch_size", "+00"), Catch::Contains("global_batch_size must be >= 1"));
   CATCH_CHECK(c.num_microbatches == 16);
   CATCH_CHECK_THROWS_WITH(config_from_json(json{{"global_batch_size", 0}}),
                           "config key 'global_batch_size' must be a count >= 1 (leave the key out to derive it from the "
@@ -221,6 +229,16 @@ CATCH_TEST_CASE("load_config_file reads a file and names the path on errors", "[
   CATCH_CHECK_THROWS_WITH(load_config_file(typo), Catch::Contains("config file '" + typo + "'") &&
                                                       Catch::Contains("did you mean 'num_microbatches'"));
   std::remove(typo.c_str());
+
+  // JSON's parser reads 1e-400 as 0 ("grad_clip": 1e-400 trained without clipping): refused by
+  // line; the same text in a string or a comment, and a number below the normal range, are not.
+  std::string tiny = temp_path("tiny.json");
+  write_file(tiny, "{\n  \"schedule\": \"1e-400\", // 1e-400\n  /* 2e-500 */ \"lr\": 1e-320,\n  \"grad_clip\": 1e-400\n}\n");
+  CATCH_CHECK_THROWS_WITH(load_config_file(tiny), "config file '" + tiny + "': the number 1e-400 on line 4 is too small for a "
+                                                  "double and reads as 0: give 0, or a number a double holds");
+  write_file(tiny, "{\"lr\": 1e-320, \"grad_clip\": 0.0}");
+  CATCH_CHECK(load_config_file(tiny).lr > 0);
+  std::remove(tiny.c_str());
 }
 
 CATCH_TEST_CASE("load_config_file refuses a key given twice, naming it", "[config]") {
