@@ -35,7 +35,8 @@ std::string one_line(const std::string& text) {
 // ...)", "WORLD_SIZE=2"); options that only a config or code sets keep their key.
 std::string option_text(const std::string& key, const std::string& value) {
   if (key == "world_size") return "WORLD_SIZE=" + value;
-  if (key == "resumed_after_step") return value == "0" ? "no --resume" : "--resume of a step-" + value + " checkpoint";
+  if (key == "resumed_after_step")  // "STEP DIGEST": the step, and the manifest's digest
+    return value == "0" ? "no --resume" : "--resume of a step-" + value.substr(0, value.find(' ')) + " checkpoint";
   if (key == "lower_case") return value == "false" ? "--no-lower-case" : "no --no-lower-case";
   if (key == "min_lr_ratio" || key == "pause_w" || key == "init_std") return key + "=" + value;
   std::string flag = "--" + key;
@@ -64,6 +65,14 @@ std::string describe_job_difference(const std::string& theirs, const std::string
     if (a[i].second == b[i].second) continue;
     if (world_differs && a[i].first == "ranks_per_process") continue;
     if (!out.empty()) out += "; ";
+    const auto space_a = a[i].second.find(' '), space_b = b[i].second.find(' ');
+    if (a[i].first == "resumed_after_step" && space_a != std::string::npos && space_b != std::string::npos &&
+        a[i].second.substr(0, space_a) == b[i].second.substr(0, space_b)) {  // one step, two checkpoints
+      out += "--resume of another step-" + a[i].second.substr(0, space_a) + " checkpoint than process 0's (its manifest's "
+             "digest " + a[i].second.substr(space_a + 1) + ", process 0's " + b[i].second.substr(space_b + 1) +
+             "): each process must resume from a copy of the same checkpoint";
+      continue;
+    }
     out += option_text(a[i].first, a[i].second) + " against process 0's " + option_text(b[i].first, b[i].second);
   }
   return out.empty() ? "the same options in another form" : out;

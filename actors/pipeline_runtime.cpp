@@ -50,6 +50,7 @@ namespace {
 // (describe_job_difference). Numbers in their shortest exact form. Files by what they hold,
 // not by their paths: each process reads its own copy, under a path of its host's.
 std::string job_fingerprint(const train_options& o, const job_place& g, const plan* file_plan, int resumed_after,
+                            const std::string& resumed_digest,
                             const std::string& partition, const std::vector<int>& process_of_rank) {
   std::string s;
   auto add = [&s](const char* name, const auto& value) {
@@ -118,9 +119,11 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   add("heartbeat_timeout", g.heartbeat_timeout_s);
   add("step_timeout", o.step_timeout_s);
   add("world_size", g.processes);
-  // The step each resumes after (0: none): processes on other checkpoints trained mixed
-  // states, then waited on each other for ever.
-  add("resumed_after_step", resumed_after);
+  // The step each resumes after (0: none), and the checkpoint by its manifest's digest (which
+  // holds every file's SHA-256): processes on other checkpoints trained mixed states, then
+  // waited on each other for ever; on two copies of one step, a mixed state silently.
+  add("resumed_after_step", resumed_after == 0 ? std::string("0")
+                                               : std::to_string(resumed_after) + " " + resumed_digest);
   // As laid out: an even spread given aloud is the even spread.
   std::vector<int> per_process(static_cast<std::size_t>(std::max(g.processes, 1)), 0);
   for (int p : process_of_rank)
@@ -353,6 +356,11 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
   for (const auto& dp : view.dp_optimizers)
     if (dp) dp->set_step_index(c.manifest.step);
   ctx.first_step = static_cast<int>(c.manifest.step);
+  {
+    std::ifstream manifest(c.path + "/manifest.json", std::ios::binary);
+    ctx.resumed_manifest_digest =
+        text_digest(std::string((std::istreambuf_iterator<char>(manifest)), std::istreambuf_iterator<char>()));
+  }
   const auto pending = c.manifest.meta.find("eval_pending");
   ctx.eval_pending = pending != c.manifest.meta.end() && pending->is_boolean() && pending->get<bool>();
   // A plan rebuilt on measured costs is measured on the first step this run takes.
@@ -439,6 +447,7 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
   static_cast<job_place&>(c) = place;
   c.fingerprint = job_fingerprint(ctx->options, place,
                                   ctx->options.schedule_file.empty() ? nullptr : ctx->static_plan.get(), ctx->first_step,
+                                  ctx->resumed_manifest_digest,
                                   ctx->partition, ctx->process_of_rank);
   c.process_of_rank = ctx->process_of_rank;
   c.clock = [ctx] { return ctx->now(); };

@@ -39,6 +39,7 @@ struct run_context {
   // every step up to replan_until on the costs of all the steps measured (0-based indices).
   int replan_from = -1, replan_until = -1;
   int first_step = 0;    // a resumed run starts here (the checkpoint's steps done)
+  std::string resumed_manifest_digest;  // the checkpoint it resumes from, by what its manifest holds
   bool eval_pending = false;  // its checkpoint's run stopped before the evaluation due there
   std::vector<std::shared_ptr<chunk_compute>> runners;       // per virtual stage id
   std::vector<std::shared_ptr<shard_optimizer>> optimizers;  // per virtual stage id (D = 1)

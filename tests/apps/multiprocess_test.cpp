@@ -802,7 +802,25 @@ CATCH_TEST_CASE("processes resuming from checkpoints of other steps are refused,
   CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: --resume of a step-4 checkpoint against process 0's "
                                              "--resume of a step-2 checkpoint"));
   CATCH_CHECK(wait_process(p0, 30) == 1);
+  // Step 2 of another run (each machine's own folder, filled by another run): the same step
+  // passed, and the job trained process 0's stages from one and process 1's from the other.
+  const std::string other = temp_path(".resume-other");
+  auto saving_other = job("1f1b", 1, 2, "");
+  saving_other.insert(saving_other.end(), {"--save-dir", other, "--lr", "0.01"});
+  CATCH_REQUIRE(wait_process(start_process(bin, saving_other, {}, log), 120) == 0);
+  args1 = job("1f1b", 1, 6, "");
+  args1.insert(args1.end(), {"--resume", other + "/step-00000002"});
+  const int port2 = free_port();
+  const pid_t q0 = start_process(bin, args0, worker_env(0, 2, port2), log0);
+  const pid_t q1 = start_process(bin, args1, worker_env(1, 2, port2), log1);
+  CATCH_CHECK(wait_process(q1, 30) > 0);
+  CATCH_INFO("process 1:\n" << process_log(log1));
+  CATCH_CHECK_THAT(read_text(log1), Contains("runs a different job: --resume of another step-2 checkpoint than process 0's "
+                                             "(its manifest's digest ") &&
+                                        Contains("each process must resume from a copy of the same checkpoint"));
+  CATCH_CHECK(wait_process(q0, 30) == 1);
   std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(other);
 }
 
 CATCH_TEST_CASE("a default given aloud forms the job, a difference is named by its flag, and every process exits as the "
