@@ -337,8 +337,8 @@ class hub final : public control_role {
     const double clock = o_.clock ? o_.clock() : 0;
     for (auto& [p, hdl] : by_process_)
       write_envelope(hdl, static_cast<std::uint8_t>(target_kind::control), p, 0,
-                     caf::make_message(msg::welcome{addresses_, clock, o_.epoch_ns, o_.boot_id}));
-    self_->send(owner_, msg::cluster_ready{addresses_, clock, "", o_.epoch_ns, o_.boot_id, false});
+                     caf::make_message(msg::welcome{addresses_, clock, o_.epoch_ns, o_.boot_id, o_.run_mark}));
+    self_->send(owner_, msg::cluster_ready{addresses_, clock, "", o_.epoch_ns, o_.boot_id, false, o_.run_mark});
     if (o_.processes > 1 && heartbeats_on()) on_heartbeat_tick();
   }
 

@@ -248,7 +248,8 @@ class member final : public control_role {
     ready_ = true;
     log_info("joined the job of process 0 at " + master() + " as process " + std::to_string(o_.process) + " (" +
              ranks_label(o_.process) + ")");
-    self_->send(owner_, msg::cluster_ready{std::move(w.addresses), w.clock, "", w.epoch_ns, std::move(w.boot_id), false});
+    self_->send(owner_, msg::cluster_ready{std::move(w.addresses), w.clock, "", w.epoch_ns, std::move(w.boot_id), false,
+                                           std::move(w.run_mark)});
     if (heartbeats_on())
       on_heartbeat_tick();
     else if (o_.member_silence_limit_s > 0)

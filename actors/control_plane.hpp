@@ -58,6 +58,7 @@ struct cluster_ready {
   std::int64_t epoch_ns = 0;  // process 0's run clock's zero, steady_clock nanoseconds on its host
   std::string boot_id;        // process 0's host's boot id
   bool refused = false;
+  std::string run_mark;  // process 0's job_place::run_mark
 };
 // Runtime -> control plane: where envelopes for this process go (held until this arrives).
 struct set_targets {
@@ -90,6 +91,7 @@ struct welcome {
   double clock = 0;
   std::int64_t epoch_ns = 0;
   std::string boot_id;
+  std::string run_mark;
 };
 
 template <class Inspector>
@@ -99,7 +101,7 @@ typename Inspector::result_type inspect(Inspector& f, join& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, welcome& x) {
   double_bits clock{&x.clock};
-  return f(caf::meta::type_name("welcome"), x.addresses, clock, x.epoch_ns, x.boot_id);
+  return f(caf::meta::type_name("welcome"), x.addresses, clock, x.epoch_ns, x.boot_id, x.run_mark);
 }
 
 }  // namespace msg

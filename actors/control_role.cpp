@@ -77,7 +77,7 @@ void control_role::deliver(std::uint8_t target, int index, caf::message content)
 void control_role::fail_setup(std::string error, bool refused) {
   if (ready_ || failed_) return;
   failed_ = true;
-  self_->send(owner_, msg::cluster_ready{{}, 0, std::move(error), 0, "", refused});
+  self_->send(owner_, msg::cluster_ready{{}, 0, std::move(error), 0, "", refused, ""});
 }
 
 caf::timespan control_role::heartbeat_interval() const {

@@ -482,6 +482,7 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
     throw std::runtime_error(ready.error);
   }
   if (place.process != 0) ctx->epoch = aligned_epoch(ready, c.boot_id);
+  ctx->process0_run_mark = ready.run_mark;
   try {
     ctx->data->connect(ready.addresses);
   } catch (...) {
@@ -604,7 +605,13 @@ std::string run_as_process_0(caf::actor_system& sys, caf::scoped_actor& self, co
                     done = true;
                   });
   if (control) {  // tell the other processes, and wait until they hung up
-    self->send(control, msg::shutdown_cluster{error, ctx.result ? ctx.result->stopped_by_signal : 0});
+    // A run that stopped on a failed checkpoint or evaluation pass ends with process 0's error
+    // (exit 1) once its outputs are written: the others end with it (they exited 0).
+    std::string told = error;
+    if (told.empty() && ctx.result)
+      for (const std::string* e : {&ctx.result->checkpoint_error, &ctx.result->eval_error})
+        if (told.empty() && !e->empty()) told = "process 0 stopped the run: " + *e;
+    self->send(control, msg::shutdown_cluster{told, ctx.result ? ctx.result->stopped_by_signal : 0});
     self->receive([](msg::cluster_closed&) {}, caf::after(std::chrono::seconds(10)) >> [] {});
   }
   return error;
@@ -734,7 +741,7 @@ std::string run_in(caf::actor_system& sys, const std::shared_ptr<run_context>& c
   try {
     if (multi && ctx->options.after_join) {
       try {
-        ctx->options.after_join();
+        ctx->options.after_join(ctx->process0_run_mark);
       } catch (const std::exception& e) {
         if (ctx->process != 0) refuse_to_process_0(self, control, *ctx, e.what());
         throw;

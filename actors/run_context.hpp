@@ -40,6 +40,7 @@ struct run_context {
   int replan_from = -1, replan_until = -1;
   int first_step = 0;    // a resumed run starts here (the checkpoint's steps done)
   std::string resumed_manifest_digest;  // the checkpoint it resumes from, by what its manifest holds
+  std::string process0_run_mark;        // a multi-process job's: process 0's job_place::run_mark
   bool eval_pending = false;  // its checkpoint's run stopped before the evaluation due there
   std::vector<std::shared_ptr<chunk_compute>> runners;       // per virtual stage id
   std::vector<std::shared_ptr<shard_optimizer>> optimizers;  // per virtual stage id (D = 1)

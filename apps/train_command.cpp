@@ -18,6 +18,7 @@
 #include <iterator>
 #include <limits>
 #include <ostream>
+#include <random>
 #include <set>
 #include <sstream>
 #include <optional>
@@ -875,6 +876,15 @@ std::string save_dir_job_mark(const std::string& token) {
   return h.hex().substr(0, 16);
 }
 
+// 64 random bits in hex: what makes a run's mark its own.
+std::string random_hex_mark() {
+  std::random_device device;
+  unsigned long long bits = (static_cast<unsigned long long>(device()) << 32) ^ device();
+  std::string hex(16, '0');
+  for (int i = 15; i >= 0; --i, bits >>= 4) hex[static_cast<std::size_t>(i)] = "0123456789abcdef"[bits & 15];
+  return hex;
+}
+
 void check_save_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -1140,7 +1150,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   // A multi-process job when the launcher says so. Process 0 reports; the others stay quiet.
   std::vector<int> layout;  // process of each rank (multi-process jobs)
   const launch_env env = read_launch_env(true);
-  const job_place place = place_in_job(o, t, env, layout);
+  job_place place = place_in_job(o, t, env, layout);
   if (place.processes > 1) t.gather_parameters = !o.save_final_path.empty();  // for --save-final
   const int restart = env.restart_count;
   const std::optional<resume_choice> done = resume_after_restart(t, restart);
@@ -1175,10 +1185,12 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   if (!t.save_dir.empty()) {
     check_save_dir(t.save_dir);
     // Every process writes its parts into the folder process 0 holds: on several machines it
-    // must be one they share. Process 0's lock names the job; the others look for it there once
-    // the job has formed (a folder of each machine's own failed at the first save, after
-    // training, a restart failing alike).
-    const std::string mark = place.processes > 1 ? save_dir_job_mark(place.token) : std::string();
+    // must be one they share. Process 0's lock names the job and this run of it (a lock left by
+    // an earlier run with the same token, copied with a checkpoint folder, passed); the others
+    // look for that mark there once the job has formed (a folder of each machine's own failed
+    // at the first save, after training, a restart failing alike).
+    const std::string mark = place.processes > 1 ? save_dir_job_mark(place.token) + " run " + random_hex_mark() : std::string();
+    if (place.process == 0) place.run_mark = mark;
     check_save_dir_not_in_checkpoint(t.save_dir);
     // A --resume that is not there is refused before the folder and its lock are made.
     std::error_code missing;
@@ -1189,11 +1201,11 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
       if (!std::filesystem::exists(t.save_dir, ec)) made_save_dir.path = t.save_dir;
       save_dir_held.emplace(t.save_dir, mark);
     } else {
-      t.after_join = [dir = t.save_dir, mark, process = place.process] {
-        if (!save_dir_marked_by(dir, mark))
+      t.after_join = [dir = t.save_dir, process = place.process](const std::string& process0_mark) {
+        if (!save_dir_marked_by(dir, process0_mark))
           throw std::invalid_argument("--save-dir '" + dir + "': process " + std::to_string(process) +
-                                      " does not see the folder process 0 saves into (its .lock does not name this "
-                                      "job): every process writes its parts there, so on several machines it must "
+                                      " does not see the folder process 0 saves into (its .lock does not name this run "
+                                      "of the job): every process writes its parts there, so on several machines it must "
                                       "be a folder they share (a network filesystem), at the same path");
       };
     }
@@ -1230,8 +1242,13 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     }
   }
   train_result& r = *ran;
-  if (place.process != 0)  // process 0 reports and writes the files; how the job ended is its word
+  if (place.process != 0) {  // process 0 reports and writes the files; how the job ended is its word
+    // A stop another process got ends this one with its status too: said (it exited 143 without a word).
+    if (r.stopped_by_signal != 0 && stop_signal_received.load() == 0)
+      log_info("the job stopped after the step in flight: another of its processes got " +
+               signal_name(r.stopped_by_signal) + " (this one exits as if it had; process 0 says after which step)");
     return r.stopped_by_signal != 0 ? 128 + r.stopped_by_signal : 0;
+  }
 
   // Stopped early, the run left its redrawn progress line open (the last step ends it): the
   // summary starts on a line of its own.

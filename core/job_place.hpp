@@ -32,6 +32,9 @@ struct job_place {
   // before the job stops; 0: never. Every process says something every second.
   double heartbeat_timeout_s = 60;
   std::vector<int> ranks_per_process;             // pipeline ranks per process; empty: spread evenly
+  // Process 0: a mark of this run alone (train: what its --save-dir lock names); the others
+  // get it as the job forms (train_options::after_join).
+  std::string run_mark;
 };
 
 }  // namespace actorpipe

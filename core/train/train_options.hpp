@@ -66,9 +66,10 @@ struct train_options {
   // flight, a checkpoint of it first where save_dir is set. Null or 0: no such request.
   const std::atomic<int>* stop_signal = nullptr;
   // Called in every process of a multi-process job once the job has formed, before anything is
-  // spawned: a check that needs every process there (train: each sees process 0's --save-dir).
-  // What it throws ends the job (std::invalid_argument: refused, exit 2).
-  std::function<void()> after_join;
+  // spawned, with process 0's job_place::run_mark: a check that needs every process there
+  // (train: each sees process 0's --save-dir, its lock naming this run). What it throws ends the
+  // job (std::invalid_argument: refused, exit 2).
+  std::function<void(const std::string& process0_run_mark)> after_join;
   bool no_pipeline = false;     // the reference: unpartitioned, one thread, same microbatches
   // Rebuild a generated plan on the per-(op, virtual stage) costs measured in an early step
   // (zb-h1 and zbv order their W passes by cost; the others come out the same).

@@ -1329,6 +1329,24 @@ CATCH_TEST_CASE("a process lost while the job stops on a signal ends the job as 
     CATCH_CHECK_THAT(read_text(logs[0]), Contains("(as the job stopped on the SIGTERM asked for)"));
 }
 
+// A signal to process 0 alone (another machine's scheduler preempting it) ends a member with
+// 143 too: it now says why (it exited without a word).
+CATCH_TEST_CASE("a member stopped by a signal process 0 got says so", "[multiprocess][signal]") {
+  const int port = free_port();
+  const std::string metrics = temp_path(".p0-stop.jsonl");
+  std::vector<std::string> logs = {temp_path(".p0-stop0.log"), temp_path(".p0-stop1.log")};
+  std::vector<pid_t> pids;
+  for (int p = 0; p < 2; ++p)
+    pids.push_back(start_process(bin, slow_job(p == 0 ? metrics : temp_path(".p0-stop1.jsonl")), worker_env(p, 2, port), logs[p]));
+  CATCH_REQUIRE(wait_for([&] { return lines_in(metrics) >= 1; }, 120));
+  kill(pids[0], SIGTERM);
+  CATCH_CHECK(wait_process(pids[0], 60) == 128 + SIGTERM);
+  CATCH_CHECK(wait_process(pids[1], 30) == 128 + SIGTERM);
+  CATCH_INFO("process 1:\n" << process_log(logs[1]));
+  CATCH_CHECK_THAT(read_text(logs[1]), Contains("the job stopped after the step in flight: another of its processes got "
+                                                "SIGTERM (this one exits as if it had; process 0 says after which step)"));
+}
+
 CATCH_TEST_CASE("Ctrl-C to launch stops a 2-process job after a step, with a checkpoint, and launch exits 130",
                 "[multiprocess][signal]") {
   const std::string metrics = temp_path(".lstop.jsonl"), dir = temp_path(".lstop.ckpt");
@@ -1525,33 +1543,78 @@ CATCH_TEST_CASE("launch killed outright: its processes still stop after their st
 // folders): every process writes its part into process 0's folder, so the first save failed
 // after training, and a restart failed alike. Now refused once the job forms, exit 2, and
 // process 0 says why.
+// A copy of the folder an earlier run of the job wrote (its .lock, naming the job by its token,
+// went with it) passed the check: the job trained, then failed at its first save.
 CATCH_TEST_CASE("a --save-dir that a process does not share with process 0 is refused once the job forms",
                 "[multiprocess][checkpoint]") {
-  const int port = free_port();
   const std::string base = temp_path(".unshared");
+  // Process p runs in `home(p)`, with --save-dir ck there.
+  const auto home = [&](int p) { return base + "-node" + std::to_string(p); };
+  const auto run = [&](int steps, const std::vector<std::string>& extra, bool shared, std::vector<std::string>& logs) {
+    const int port = free_port();
+    std::vector<pid_t> pids;
+    logs.clear();
+    for (int p = 0; p < 2; ++p) {
+      std::filesystem::create_directories(home(p));
+      logs.push_back(temp_path(".unshared" + std::to_string(p) + ".log"));
+      std::vector<std::string> args = {"-c", "cd \"$1\" && shift && exec \"$0\" \"$@\"", bin, home(shared ? 0 : p)};
+      for (const auto& a : job("1f1b", 1, steps, "")) args.push_back(a);
+      args.insert(args.end(), {"--save-dir", "ck", "--join-timeout", "30"});
+      args.insert(args.end(), extra.begin(), extra.end());
+      pids.push_back(start_process("/bin/sh", args, worker_env(p, 2, port), logs[p]));
+    }
+    const int follower = wait_process(pids[1], 60), leader = wait_process(pids[0], 60);
+    return std::make_pair(leader, follower);
+  };
+  for (const bool copied : {false, true}) {
+    CATCH_INFO((copied ? "process 1's folder: a copy of process 0's" : "process 1's folder: a new one"));
+    std::vector<std::string> logs;
+    std::vector<std::string> extra;
+    if (copied) {  // an earlier run in a shared folder, copied to process 1's machine: both resume
+      CATCH_REQUIRE(run(1, {}, true, logs) == std::make_pair(0, 0));
+      std::filesystem::copy(home(0) + "/ck", home(1) + "/ck", std::filesystem::copy_options::recursive);
+      extra = {"--resume", "ck"};
+    }
+    const auto [leader, follower] = run(3, extra, false, logs);
+    const std::string text = read_text(logs[1]);
+    CATCH_INFO(text << "\n---- process 0:\n" << read_text(logs[0]));
+    CATCH_CHECK(follower == 2);
+    CATCH_CHECK_THAT(text, Contains("--save-dir 'ck': process 1 does not see the folder process 0 saves into (its .lock "
+                                    "does not name this run of the job)"));
+    CATCH_CHECK(leader == 2);  // refused, as the member is: launch --max-restarts restarted it (exit 1)
+    // Process 0 names the member's reason (it said "died or was killed").
+    CATCH_CHECK_THAT(read_text(logs[0]), Contains("process 1 (ranks 2, 3) refused the job once it formed: --save-dir 'ck': "
+                                                  "process 1 does not see the folder process 0 saves into"));
+    CATCH_CHECK_THAT(read_text(logs[0]), !Contains("died or was killed"));
+    CATCH_CHECK(!std::filesystem::exists(home(0) + "/ck/step-00000003"));  // nothing trained
+    for (int p = 0; p < 2; ++p) std::filesystem::remove_all(home(p));
+  }
+}
+
+// A checkpoint process 0 cannot write (here its file-size limit) stops the run after the step
+// in flight, exit 1 once its outputs are written: the other processes exited 0, as if the job
+// had finished.
+CATCH_TEST_CASE("a run that process 0 stops on a failed checkpoint ends every process with its error",
+                "[multiprocess][checkpoint]") {
+  const int port = free_port();
+  const std::string dir = temp_path(".fsz-ck");
   std::vector<pid_t> pids;
   std::vector<std::string> logs;
   for (int p = 0; p < 2; ++p) {
-    const std::string home = base + "-node" + std::to_string(p);
-    std::filesystem::create_directories(home);
-    logs.push_back(temp_path(".unshared" + std::to_string(p) + ".log"));
-    std::vector<std::string> args = {"-c", "cd \"$1\" && shift && exec \"$0\" \"$@\"", bin, home};
-    for (const auto& a : job("1f1b", 1, 3, "")) args.push_back(a);
-    args.insert(args.end(), {"--save-dir", "ck", "--join-timeout", "30"});
+    logs.push_back(temp_path(".fsz" + std::to_string(p) + ".log"));
+    // Process 0 may write files of 8 KiB at most: its stages' parts are larger.
+    std::vector<std::string> args = {"-c", std::string(p == 0 ? "ulimit -f 8; " : "") + "exec \"$0\" \"$@\"", bin};
+    for (const auto& a : job("1f1b", 1, 4, "")) args.push_back(a);
+    args.insert(args.end(), {"--save-dir", dir, "--save-every", "1"});
     pids.push_back(start_process("/bin/sh", args, worker_env(p, 2, port), logs[p]));
   }
   const int follower = wait_process(pids[1], 60), leader = wait_process(pids[0], 60);
-  const std::string text = read_text(logs[1]);
-  CATCH_INFO(text << "\n---- process 0:\n" << read_text(logs[0]));
-  CATCH_CHECK(follower == 2);
-  CATCH_CHECK_THAT(text, Contains("--save-dir 'ck': process 1 does not see the folder process 0 saves into"));
-  CATCH_CHECK(leader == 2);  // refused, as the member is: launch --max-restarts restarted it (exit 1)
-  // Process 0 names the member's reason (it said "died or was killed").
-  CATCH_CHECK_THAT(read_text(logs[0]), Contains("process 1 (ranks 2, 3) refused the job once it formed: --save-dir 'ck': "
-                                                "process 1 does not see the folder process 0 saves into"));
-  CATCH_CHECK_THAT(read_text(logs[0]), !Contains("died or was killed"));
-  CATCH_CHECK(!std::filesystem::exists(base + "-node0/ck/step-00000003"));  // nothing trained
-  for (int p = 0; p < 2; ++p) std::filesystem::remove_all(base + "-node" + std::to_string(p));
+  CATCH_INFO("process 0:\n" << read_text(logs[0]) << "\n---- process 1:\n" << read_text(logs[1]));
+  CATCH_CHECK(leader == 1);
+  CATCH_CHECK_THAT(read_text(logs[0]), Contains("checkpoint at step 1: writing stage-") && Contains("File too large"));
+  CATCH_CHECK(follower == 1);
+  CATCH_CHECK_THAT(read_text(logs[1]), Contains("process 0 stopped the run: checkpoint at step 1: writing stage-"));
+  std::filesystem::remove_all(dir);
 }
 
 // On a terminal the progress line is redrawn in place and the last step ends it; a run stopped
