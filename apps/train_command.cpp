@@ -943,14 +943,12 @@ void check_save_dir_not_in_checkpoint(const std::string& save_dir) {
 // An output file in --save-dir under a name the checkpoints use (latest, step-N, ...) would be
 // replaced by a checkpoint, or replace one; one inside a checkpoint's folder would overwrite or
 // add to its files (a --save-final over its stage-0.safetensors damaged the checkpoint).
-void check_outputs_beside_checkpoints(const train_cli_options& o, const std::string& save_dir) {
+void check_output_beside_checkpoints(const char* flag, const std::string& path, const std::string& save_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path dir = fs::weakly_canonical(save_dir, ec);
-  for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--metrics", o.metrics_path},
-                                   {"--trace", o.trace_path},
-                                   {"--save-final", o.save_final_path}}) {
-    if (path.empty()) continue;
+  {
+    if (path.empty()) return;
     // Where the write lands: through a link to `latest` (not yet written, or one to replace)
     // metrics lines replaced the checkpoint's pointer.
     const fs::path full = write_target(path), up = full.parent_path();
@@ -966,6 +964,12 @@ void check_outputs_beside_checkpoints(const train_cli_options& o, const std::str
       throw std::invalid_argument(std::string(flag) + " '" + path + "' is inside checkpoint '" + around +
                                   "': it would overwrite or add to that checkpoint's files; give another place");
   }
+}
+
+void check_outputs_beside_checkpoints(const train_cli_options& o, const std::string& save_dir) {
+  check_output_beside_checkpoints("--metrics", o.metrics_path, save_dir);
+  check_output_beside_checkpoints("--trace", o.trace_path, save_dir);
+  check_output_beside_checkpoints("--save-final", o.save_final_path, save_dir);
 }
 
 // SIGINT, SIGTERM and SIGHUP (a closed terminal; not under nohup) while train runs. The first
@@ -1113,9 +1117,12 @@ class follower_stop_watch {
 
 void check_train_files(const train_cli_options& o, const std::string& log_file) {
   check_distinct_files({{"--metrics", o.metrics_path}, {"--trace", o.trace_path}, {"--save-final", o.save_final_path},
-                        {"--log-file", log_file}},
+                        {"--log-file", log_file}, {"--save-dir", o.save_dir}},
                        {{"--schedule-file", o.schedule_file}, {"--data-file", o.data_file}, {"--eval-file", o.eval_file},
                         {"--vocab-file", o.vocab_file}, {"--init-from", o.init_from}, {"--config", o.config_path}});
+  // The log is opened first, before the other outputs are checked: beside the checkpoints (at
+  // `latest` or `step-N` a checkpoint replaced it, the run's log lost, exit 0) here.
+  check_output_beside_checkpoints("--log-file", log_file, o.save_dir);
 }
 
 int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {

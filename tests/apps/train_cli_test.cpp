@@ -1258,6 +1258,17 @@ CATCH_TEST_CASE("train refuses an output that is an input or another output", "[
   auto log_over_metrics = cli(with({"train", "--steps", "1", "--metrics", same, "--log-file", same}, tiny));
   CATCH_CHECK(log_over_metrics.code == 2);
   CATCH_CHECK_THAT(log_over_metrics.err, Contains("--metrics '" + same + "' is also --log-file ('" + same + "')"));
+  // Beside the checkpoints: at `latest` a checkpoint replaced the log (exit 0); at --save-dir's
+  // own path the log made a file where the folder was to be ("is not a folder").
+  const std::string ckpts = temp_path(".log-ck");
+  auto log_at_latest = cli(with({"train", "--steps", "1", "--save-dir", ckpts, "--log-file", ckpts + "/latest"}, tiny));
+  CATCH_CHECK(log_at_latest.code == 2);
+  CATCH_CHECK_THAT(log_at_latest.err, Contains("--log-file '" + ckpts + "/latest' is a name the checkpoints in --save-dir '" +
+                                               ckpts + "' use"));
+  auto log_is_dir = cli(with({"train", "--steps", "1", "--save-dir", ckpts, "--log-file", ckpts}, tiny));
+  CATCH_CHECK(log_is_dir.code == 2);
+  CATCH_CHECK_THAT(log_is_dir.err, Contains("--log-file '" + ckpts + "' is also --save-dir ('" + ckpts + "')"));
+  CATCH_CHECK(!std::filesystem::exists(ckpts));
   std::ifstream kept(plan);
   std::string first;
   std::getline(kept, first);
