@@ -137,6 +137,9 @@ blas_info current_blas() {
     if (restarted_for_kernels) info.origin += "; the program restarted once to load them";
   } else if (set_and_nonempty(coretype)) {
     info.origin = "OPENBLAS_CORETYPE=" + std::string(coretype) + " set by the user";
+    // A core OpenBLAS does not know (a typo) is ignored: it picks one itself, maybe a generic one.
+    if (lower(coretype) != lower(info.core))
+      info.origin += ", a core OpenBLAS does not know (or cannot run here): it picked " + info.core + " itself";
   } else {
     info.origin = "detected by OpenBLAS";
     if (openblas_core_level(info.core) < cpu)
