@@ -28,6 +28,7 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
+#include <sched.h>
 #include <unistd.h>
 
 #include "actors/pipeline_runtime.hpp"
@@ -526,11 +527,17 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
   const long long ranks_here = o.no_pipeline ? 1
                                : place.processes > 1 ? std::count(layout.begin(), layout.end(), place.process)
                                                      : static_cast<long long>(t.stages) * t.dp;
-  const unsigned cpus = std::thread::hardware_concurrency();
+  // The CPUs this process may run on (taskset, a container's cpuset), as doctor counts them:
+  // hardware_concurrency counts those online.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const long long cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed)
+                                                                             : std::thread::hardware_concurrency();
   if (t.threads_per_stage > 1 && cpus > 0 && ranks_here * t.threads_per_stage > cpus)
     out << "note: --threads-per-stage " << t.threads_per_stage << " x " << ranks_here
         << (ranks_here == 1 ? " rank" : " ranks") << " in this process = " << ranks_here * t.threads_per_stage
-        << " compute threads on " << cpus << " CPUs: they take turns, so steps run slower, not faster\n";
+        << " compute threads on " << cpus << (cpus == 1 ? " CPU" : " CPUs")
+        << " this process may use: they take turns, so steps run slower, not faster\n";
   if (const std::string other = current_blas().other_sgemm; !other.empty())
     log_warn("LibTorch's matrix products come from " + other +
              ", not from the OpenBLAS this process loaded: a reference BLAS is ~20x slower (actorpipe doctor says more)");

@@ -2,6 +2,8 @@
 // Python's safetensors where it is installed), the reference mode and the error contract.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -190,14 +192,25 @@ CATCH_TEST_CASE("train --no-pipeline is the reference and matches the pipeline",
 }
 
 CATCH_TEST_CASE("train notes intra-op threads past the CPUs, not one thread per rank", "[apps][train]") {
-  const unsigned cpus = std::thread::hardware_concurrency();
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  CATCH_REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  const int cpus = CPU_COUNT(&allowed);  // this process may use: the online count missed taskset's limit
   CATCH_REQUIRE(cpus > 0);
   const std::string over = std::to_string(cpus + 1);
   auto r = cli(with({"train", "--no-pipeline", "--steps", "1", "--threads-per-stage", over}, tiny));
   CATCH_REQUIRE(r.code == 0);
   CATCH_CHECK_THAT(r.out, Contains("note: --threads-per-stage " + over + " x 1 rank in this process = " + over +
-                                   " compute threads on " + std::to_string(cpus) +
-                                   " CPUs: they take turns, so steps run slower, not faster"));
+                                   " compute threads on " + std::to_string(cpus) + (cpus == 1 ? " CPU" : " CPUs") +
+                                   " this process may use: they take turns, so steps run slower, not faster"));
+  // Bound to one CPU (taskset, a container's cpuset), two threads take turns.
+  const std::string log = temp_path(".one-cpu.log");
+  std::vector<std::string> args = {"-c", "0", ACTORPIPE_BIN, "train", "--no-pipeline", "--steps", "1", "--threads-per-stage", "2"};
+  args.insert(args.end(), tiny.begin(), tiny.end());
+  if (std::system("/usr/bin/taskset -c 0 true >/dev/null 2>&1") == 0) {
+    CATCH_CHECK(wait_process(start_process("/usr/bin/taskset", args, {}, log), 120) == 0);
+    CATCH_CHECK_THAT(read_text(log), Contains("= 2 compute threads on 1 CPU this process may use: they take turns"));
+  }
   // One thread per rank is the default layout, whatever the rank count: no note.
   auto one = cli(with({"train", "--stages", "4", "--steps", "1"}, tiny));
   CATCH_REQUIRE(one.code == 0);
