@@ -323,6 +323,12 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.partition = o.no_pipeline ? std::string() : c.partition;  // the reference is not cut (its note says so)
   t.stages = c.pp;
   t.dp = c.dp;
+  // A config's or --set's ZeRO-2/3 (the config takes them, as DeepSpeed's does): named by its
+  // key, as given (the runtime's check named --zero, never typed).
+  if (!o.zero && (c.zero_stage == 2 || c.zero_stage == 3))
+    throw std::invalid_argument("zero_stage=" + std::to_string(c.zero_stage) +
+                                " is not implemented: give 0 or 1 (ZeRO-2/3, which also shard gradients and parameters, "
+                                "are not implemented)");
   t.zero_stage = c.zero_stage;
   if (o.bucket_mb) t.bucket_mb = *o.bucket_mb;
   t.chunks = c.chunks;

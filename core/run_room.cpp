@@ -215,12 +215,17 @@ void require_model_memory(const std::string& shape, double parameters, int stage
                       shape + " (" + (parameters >= 1e7 ? fixed_text(parameters / 1e9, 2) + " billion" : fixed_text(parameters / 1e3, 1) + "k") +
                           " parameters) on " + std::to_string(stages) +
                           (stages == 1 ? " stage" : " stages") + ", " + std::to_string(ranks_here) +
-                          (ranks_here == 1 ? " rank" : " ranks") + " in this process, microbatch size " +
-                          std::to_string(microbatch_size),
+                          (ranks_here == 1 ? " rank" : " ranks") + " in this process" +
+                          // Data-parallel replicas (--dp 20000, a typo): named, as what to lower.
+                          (ranks_here > stages ? " (stages x --dp " + std::to_string(ranks_here / stages) + " replicas)" : "") +
+                          ", microbatch size " + std::to_string(microbatch_size),
                       "each rank's share of the values and gradients at 8 bytes a parameter, and what one microbatch "
                       "keeps for the backward of its blocks: q, k, v, the attention's output, the MLP's units and the "
                       "[B, heads, seq-len, seq-len] attention",
-                      "lower those, or spread the stages over more processes and machines (--stages, actorpipe launch)");
+                      ranks_here > stages ? "lower those or --dp, or spread the ranks over more processes and machines "
+                                            "(actorpipe launch)"
+                                          : "lower those, or spread the stages over more processes and machines "
+                                            "(--stages, actorpipe launch)");
 }
 
 }  // namespace actorpipe

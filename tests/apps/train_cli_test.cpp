@@ -943,6 +943,13 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
        "--zero must be 0 or 1: got 2 (ZeRO-2/3, which also shard gradients and parameters, are not implemented)"},
       {with({"train", "--stages", "1", "--dp", "2", "--zero", "3"}, tiny), "--zero must be 0 or 1: got 3"},
       {with({"train", "--zero", "-1"}, tiny), "--zero must be 0 or 1: got -1"},
+      // A --dp typo past the memory: named with what to lower (it named the shape and --stages).
+      {with({"train", "--stages", "2", "--dp", "1000000"}, tiny), "2000000 ranks in this process (stages x --dp 1000000 "
+                                                                  "replicas)"},
+      // From --set or a config, named by its key (it said --zero, never typed).
+      {with({"train", "--stages", "1", "--dp", "2", "--set", "zero_stage=3"}, tiny),
+       "zero_stage=3 is not implemented: give 0 or 1 (ZeRO-2/3, which also shard gradients and parameters, are not "
+       "implemented)"},
       // Named as typed, not by the config's keys (grad_clip=-1).
       {with({"train", "--grad-clip", "-1"}, tiny), "--grad-clip must be a finite number >= 0 (0 = no clipping): got -1"},
       {with({"train", "--lr", "-1"}, tiny), "--lr must be a number > 0 a float holds (at most 3.4e38): got -1"},
