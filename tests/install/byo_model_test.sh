@@ -19,6 +19,31 @@ cmake -S "$src/examples/byo_model" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH
   -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 
+# A consumer that finds the package twice (at its top and in a subfolder: Debian's UCX package
+# failed the second time), asks for C++14 (the package's headers need 17, and say so) and links
+# the transport alone (it lacked the library of tensor_box).
+mkdir -p "$work/consumer/sub"
+cat > "$work/consumer/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.18)
+project(consumer CXX)
+set(CMAKE_CXX_STANDARD 14)
+find_package(actorpipe REQUIRED)
+add_subdirectory(sub)
+EOF
+cat > "$work/consumer/sub/CMakeLists.txt" <<'EOF'
+find_package(actorpipe REQUIRED)
+add_executable(local_only main.cpp)
+target_link_libraries(local_only PRIVATE actorpipe::actorpipe_transport)
+EOF
+cat > "$work/consumer/sub/main.cpp" <<'EOF'
+#include <transport/local/local_transport.hpp>
+int main() { return actorpipe::transport::make_local_transport() ? 0 : 1; }
+EOF
+cmake -S "$work/consumer" -B "$work/consumer/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" "${launcher[@]}" \
+  > "$work/consumer.log" 2>&1 || { cat "$work/consumer.log"; exit 1; }
+cmake --build "$work/consumer/build" >> "$work/consumer.log" 2>&1 || { cat "$work/consumer.log"; exit 1; }
+"$work/consumer/build/sub/local_only" || { echo "the transport-only consumer failed"; exit 1; }
+
 falls() {  # "final loss X (first step Y)": X < Y
   local line
   line=$(sed -E 's/^\[p[0-9]+\] //' "$1" | grep '^final loss') || { echo "no final loss in $1:"; cat "$1"; return 1; }
