@@ -77,16 +77,24 @@ job_config resolve_config(const simulate_options& opt) {
   // Without a config file or a chunk count, the schedule's own (2 for interleaved, zbv and
   // dualpipev), as train does.
   if (opt.config_path.empty() && !opt.chunks && !overrides_give(opt.overrides, "chunks")) c.chunks = default_chunks(c.schedule);
-  // Neither a microbatch count nor a size (flags, --set, or a config that gives neither): 8
-  // microbatches, or a batch given alone cut into 8, or the largest of 4, 2, 1 that divides it,
-  // as train cuts it.
+  // As train resolves it (one request, one plan): neither a microbatch count nor a size (flags,
+  // --set, or a config that gives neither): 8 microbatches, or a batch --set alone cut into 8, or
+  // the largest of 4, 2, 1 that divides it (a config's batch alone is the config's rules' to
+  // refuse: with pp > 1 it needs one of the two); a microbatch size without any batch size: 8
+  // of them. (A config's batch was cut here and refused by train; a size alone, the reverse.)
+  const bool batch_set = overrides_give(opt.overrides, "batch_size");
+  const bool global_set = overrides_give(opt.overrides, "global_batch_size");
   if (c.num_microbatches == 0 && c.microbatch_size == 0) {
-    if (c.batch_size > 0)
-      c.num_microbatches = microbatches_of_batch(c.batch_size);
-    else if (c.global_batch_size > 0 && c.dp >= 1 && c.global_batch_size % c.dp == 0)
-      c.num_microbatches = microbatches_of_batch(c.global_batch_size / c.dp);
-    else if (c.global_batch_size == 0)
+    if (c.batch_size > 0) {
+      if (batch_set) c.num_microbatches = microbatches_of_batch(c.batch_size);
+    } else if (c.global_batch_size > 0) {
+      if (global_set && c.dp >= 1 && c.global_batch_size % c.dp == 0)
+        c.num_microbatches = microbatches_of_batch(c.global_batch_size / c.dp);
+    } else {
       c.num_microbatches = 8;
+    }
+  } else if (c.num_microbatches == 0 && c.batch_size == 0 && c.global_batch_size == 0) {
+    c.num_microbatches = 8;
   }
   resolve_for_plan(c);
   return c;

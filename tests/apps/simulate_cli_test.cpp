@@ -286,6 +286,27 @@ CATCH_TEST_CASE("simulate reads a schedule file and checks flags against it", "[
   std::remove(path.c_str());
 }
 
+// One request, one answer: a config's batch alone was cut into 8 microbatches by simulate and
+// refused by train (with pp > 1 the rules need a microbatch count or size); a microbatch size
+// alone, the reverse (train takes 8 of them).
+CATCH_TEST_CASE("simulate and train take or refuse a config's batch keys alike", "[apps][simulate][config]") {
+  const std::string batch_only = temp_path(".batch.json"), size_only = temp_path(".size.json");
+  std::ofstream(batch_only) << R"({"pp": 2, "batch_size": 32})";
+  std::ofstream(size_only) << R"({"pp": 2, "microbatch_size": 2})";
+  auto refused = cli({"simulate", "--config", batch_only});
+  CATCH_CHECK(refused.code == 2);
+  CATCH_CHECK(refused.err == "actorpipe simulate: error: pp=2 needs num_microbatches or microbatch_size\n");
+  auto sized = cli({"simulate", "--config", size_only});
+  CATCH_REQUIRE(sized.code == 0);
+  CATCH_CHECK_THAT(sized.out, Contains("schedule 1f1b: stages=2, chunks=1, microbatches=8;"));
+  CATCH_CHECK_THAT(sized.out, Contains("batch_size=16 = num_microbatches 8 x microbatch_size 2"));
+  auto set_size = cli({"simulate", "--stages", "2", "--set", "microbatch_size=3"});
+  CATCH_REQUIRE(set_size.code == 0);
+  CATCH_CHECK_THAT(set_size.out, Contains("microbatches=8;"));
+  std::remove(batch_only.c_str());
+  std::remove(size_only.c_str());
+}
+
 CATCH_TEST_CASE("simulate takes its schedule from a job config, with overrides", "[apps][simulate][config]") {
   const std::string job = std::string(ACTORPIPE_SOURCE_DIR) + "/examples/job.json";
   auto r = cli({"simulate", "--config", job});
