@@ -194,6 +194,30 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   set("num_microbatches", o.microbatches);
   set("microbatch_size", o.microbatch_size);
   set("batch_size", o.batch_size);
+  // The three apart, one of them typed (a flag or --set): the config's rule (the microbatch
+  // count wins) dropped what was typed, with a note. Which one was meant cannot be told.
+  {
+    const auto typed = [&](const char* key, bool flag) { return flag || set_by_user(key); };
+    const bool b_typed = typed("batch_size", o.batch_size.has_value()),
+               n_typed = typed("num_microbatches", o.microbatches.has_value()),
+               m_typed = typed("microbatch_size", o.microbatch_size.has_value());
+    if (c.batch_size > 0 && c.num_microbatches > 0 && c.microbatch_size > 0 && (b_typed || n_typed || m_typed) &&
+        static_cast<long long>(c.batch_size) != static_cast<long long>(c.num_microbatches) * c.microbatch_size) {
+      // As given: the flag, --set's key=value, or the config's key.
+      const auto named = [&](const char* key, const char* flag, bool flag_given, long long v) {
+        if (flag_given) return std::string(flag) + " " + std::to_string(v);
+        if (set_by_user(key)) return "--set " + std::string(key) + "=" + std::to_string(v);
+        return std::string(key) + "=" + std::to_string(v) + " (the config's)";
+      };
+      throw std::invalid_argument(named("batch_size", "--batch-size", o.batch_size.has_value(), c.batch_size) + " is not " +
+                                  named("num_microbatches", "--microbatches", o.microbatches.has_value(), c.num_microbatches) +
+                                  " x " +
+                                  named("microbatch_size", "--microbatch-size", o.microbatch_size.has_value(), c.microbatch_size) +
+                                  " = " +
+                                  std::to_string(static_cast<long long>(c.num_microbatches) * c.microbatch_size) +
+                                  ": give two of the three");
+    }
+  }
   set("steps", o.steps);
   set("layers", o.layers);
   set("hidden", o.hidden);

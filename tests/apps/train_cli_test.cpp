@@ -896,6 +896,27 @@ CATCH_TEST_CASE("train with a partition other than the default cuts every layer:
   CATCH_CHECK_THAT(seven.out, Contains("| 6: lm_head (1 layer)\n"));
 }
 
+// A config's batch_size and num_microbatches and a typed microbatch size apart: the config's rule
+// (the count wins) dropped what was typed, with a note. Refused, each named as given.
+CATCH_TEST_CASE("a typed batch key against a config's two is refused, not overridden", "[apps][train][errors]") {
+  const std::string config = temp_path(".batch.json");
+  std::ofstream(config) << R"({"pp": 2, "batch_size": 8, "num_microbatches": 2, "layers": 2, "hidden": 32, "heads": 2,
+                               "seq_len": 16, "vocab": 64, "steps": 1})";
+  auto typed = cli({"train", "--config", config, "--microbatch-size", "1"});
+  CATCH_CHECK(typed.code == 2);
+  CATCH_CHECK(typed.err == "actorpipe train: error: batch_size=8 (the config's) is not num_microbatches=2 (the config's) x "
+                           "--microbatch-size 1 = 2: give two of the three\n");
+  auto set = cli(with({"train", "--batch-size", "8", "--microbatches", "2", "--set", "microbatch_size=3"},
+                      {"--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--vocab", "64"}));
+  CATCH_CHECK(set.code == 2);
+  CATCH_CHECK_THAT(set.err, Contains("--batch-size 8 is not --microbatches 2 x --set microbatch_size=3 = 6: give two of the three"));
+  // The config alone keeps its documented rule: the count wins, with a note.
+  auto alone = cli({"train", "--config", config});
+  CATCH_CHECK(alone.code == 0);
+  CATCH_CHECK_THAT(alone.out, Contains("2 microbatches x 4 sequences"));
+  std::remove(config.c_str());
+}
+
 CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", "[apps][train][errors]") {
   const std::string deadlock = temp_path(".txt"), short_bin = temp_path(".bin"), text = temp_path(".txt"),
                     big_token = temp_path(".bin");
