@@ -111,7 +111,16 @@ std::string shown(double v) { return number_text(v); }
   throw std::invalid_argument("config key '" + key + "' must be " + what + ", got " + shown(v));
 }
 
+// Digits past 64 bits: JSON's parser keeps them as a float ("pp": 99999999999999999999 was "must
+// be an integer, got 1e+20").
+bool whole_past_64_bits(const nlohmann::json& v) {
+  if (!v.is_number_float()) return false;
+  const double x = v.get<double>();
+  return std::isfinite(x) && x == std::floor(x) && std::fabs(x) >= 9223372036854775808.0;
+}
+
 void set_from_json(int& out, const std::string& key, const nlohmann::json& v) {
+  if (whole_past_64_bits(v)) wrong_type(key, "an integer that fits in 32 bits (this one is past 64 bits)", v);
   if (!v.is_number_integer()) wrong_type(key, "an integer", v);
   if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT_MAX)
                              : (v.get<std::int64_t>() < INT_MIN || v.get<std::int64_t>() > INT_MAX))
@@ -121,6 +130,8 @@ void set_from_json(int& out, const std::string& key, const nlohmann::json& v) {
 
 void set_from_json(std::uint64_t& out, const std::string& key, const nlohmann::json& v) {
   // A JSON literal like 7 may be stored signed; only a negative one is wrong.
+  if (whole_past_64_bits(v) && v.get<double>() > 0)
+    wrong_type(key, "a non-negative integer below 2^64 (this one is past 64 bits)", v);
   if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<std::int64_t>() < 0))
     wrong_type(key, "a non-negative integer", v);
   out = v.get<std::uint64_t>();

@@ -130,6 +130,12 @@ CATCH_TEST_CASE("apply_override parses the value as the field's type", "[config]
                           "0), got '1e-400'");
   CATCH_CHECK(c.grad_clip > 0);
   CATCH_CHECK_THROWS_WITH(apply_override(c, "seed", "-1"), Catch::Contains("seed must be a non-negative integer"));
+  // Digits past 64 bits in a config (JSON keeps them as a float): "must be an integer, got 1e+20".
+  CATCH_CHECK_THROWS_WITH(config_from_json(json::parse(R"({"pp": 99999999999999999999})")),
+                          "config key 'pp' must be an integer that fits in 32 bits (this one is past 64 bits), got 1e+20");
+  CATCH_CHECK_THROWS_WITH(config_from_json(json::parse(R"({"seed": 18446744073709551616})")),
+                          Catch::Contains("config key 'seed' must be a non-negative integer below 2^64 (this one is past "
+                                          "64 bits)"));
   // An empty string names no choice (partition= trained on the model's default cut, where
   // --partition '' is refused).
   CATCH_CHECK_THROWS_WITH(apply_override(c, "partition="), "override partition=: partition must not be empty (leave it out for its default)");
