@@ -278,6 +278,8 @@ void log_passed_on(const std::string& text) {
   // Its level as the process logged it ("[p1 r1] actorpipe train: error: ..."), for the stamp.
   const log_level level = text.find(": error: ") != std::string::npos     ? log_level::error
                           : text.find(": warning: ") != std::string::npos ? log_level::warn
+                          : text.find(": debug: ") != std::string::npos   ? log_level::debug
+                          : text.find(": trace: ") != std::string::npos   ? log_level::trace
                                                                           : log_level::info;
   state().passed_logger->log(spdlog::source_loc{}, to_spdlog(level), spdlog::string_view_t(text));
 }
