@@ -110,8 +110,10 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                                     {"--heads", o.heads},
                                     {"--seq-len", o.seq_len},
                                     {"--vocab", o.vocab}})
-    if (value && *value < 1)
-      throw std::invalid_argument(std::string(flag) + " must be >= 1: got " + std::to_string(*value));
+    // A vocabulary of one token has nothing to predict: refused at 2, not at 1 then at 2.
+    if (const int least = std::string(flag) == "--vocab" ? 2 : 1; value && *value < least)
+      throw std::invalid_argument(std::string(flag) + " must be >= " + std::to_string(least) + ": got " +
+                                  std::to_string(*value));
   // Named as given (the job config's rules would name its keys: grad_clip=-1).
   for (const auto& [flag, value, rule] :
        {std::tuple<const char*, const std::optional<double>&, const char*>{"--lr", o.lr, "a number > 0 a float holds (at most 3.4e38)"},

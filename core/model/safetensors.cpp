@@ -212,11 +212,25 @@ std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::stri
   std::string header_text(header_size, '\0');
   read_at(8, header_text.data(), header_size);
   nlohmann::json header;
+  // A name given twice: the parser keeps the last, and the error was the hole the first left
+  // ("starts at data byte 400128, expected 399872").
+  int depth = 0;
+  std::set<std::string> names;
+  std::string twice;
+  const nlohmann::json::parser_callback_t named_once = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using ev = nlohmann::json::parse_event_t;
+    if (event == ev::object_start) ++depth;
+    if (event == ev::object_end) --depth;
+    if (event == ev::key && depth == 1 && !names.insert(parsed.get<std::string>()).second && twice.empty())
+      twice = parsed.get<std::string>();
+    return true;
+  };
   try {
-    header = nlohmann::json::parse(header_text);
+    header = nlohmann::json::parse(header_text, named_once);
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(in_file(path) + " is corrupt: header is not valid JSON (" + e.what() + ")");
   }
+  if (!twice.empty()) throw std::invalid_argument(in_file(path) + " is corrupt: its header names '" + twice + "' twice");
   if (!header.is_object()) throw std::invalid_argument(in_file(path) + " is corrupt: header is not a JSON object");
 
   const std::uint64_t data_at = 8 + header_size;

@@ -241,7 +241,10 @@ std::string load_weights(const run_state_view& state, const std::string& path,
       std::string why = e.what();
       const std::string resume = "--resume '" + path + "': ";
       if (why.rfind(resume, 0) == 0) why = why.substr(resume.size());
-      throw std::invalid_argument("'" + path + "' is a directory with " + why +
+      // "no valid checkpoint (none written)", or what is wrong with the one there ("'ck/step-2' is
+      // a directory with ck/step-2/stage-1.safetensors: SHA-256 ..." read as one sentence).
+      throw std::invalid_argument("'" + path + "' is a directory " +
+                                  (why.rfind("no ", 0) == 0 ? "with " + why : "whose checkpoint cannot be used: " + why) +
                                   " (give a weights file, a checkpoint, or a folder of them)");
     }
     if (on_checkpoint) on_checkpoint(c);

@@ -640,6 +640,16 @@ CATCH_TEST_CASE("train --init-from starts from saved weights, and a model they d
   auto prefixed = cli(with({"train", "--steps", "1", "--init-from", prefixed_file}, tiny));
   CATCH_CHECK(prefixed.code == 2);
   CATCH_CHECK_THAT(prefixed.err, Contains("(the file's names are the model's with 'model.' before them)"));
+  // A checkpoint whose part was altered: what is wrong with it, as one sentence (it read "'DIR'
+  // is a directory with DIR/stage-1.safetensors: ...").
+  const std::string ckpts = temp_path(".init-ck");
+  CATCH_REQUIRE(cli(with({"train", "--steps", "1", "--save-dir", ckpts}, tiny)).code == 0);
+  std::ofstream(ckpts + "/step-00000001/stage-1.safetensors", std::ios::app) << 'x';
+  auto altered = cli(with({"train", "--steps", "1", "--init-from", ckpts + "/step-00000001"}, tiny));
+  CATCH_CHECK(altered.code == 2);
+  CATCH_CHECK_THAT(altered.err, Contains("'" + ckpts + "/step-00000001' is a directory whose checkpoint cannot be used: " +
+                                         ckpts + "/step-00000001/stage-1.safetensors: "));
+  std::filesystem::remove_all(ckpts);
   for (const auto& f : {nan_file, int_file, huge_file, fine_file, twice_file, typo_file, prefixed_file}) std::remove(f.c_str());
   std::remove(weights.c_str());
   std::remove(again.c_str());
@@ -1002,6 +1012,9 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--stages", "6", "--layers", "2", "--partition", "uniform"}, {"--hidden", "32", "--heads", "2"}),
        "the model's 5 layers cannot be split over stages*chunks=6 virtual stages"},
       {with({"train", "--threads-per-stage", "0"}, tiny), "--threads-per-stage must be in [1, 1024]: got 0"},
+      // One rule (it said >= 1 for 0, then >= 2 for 1).
+      {with({"train", "--vocab", "1"}, {}), "--vocab must be >= 2: got 1"},
+      {with({"train", "--vocab", "0"}, {}), "--vocab must be >= 2: got 0"},
       // By the flag's name, not the config key's ("pp=0 must be >= 1", "override lr=nan: ...").
       {{"train", "--stages", "0"}, "--stages must be >= 1: got 0"},
       {{"train", "--lr", "nan"}, "--lr must be a number > 0 a float holds (at most 3.4e38): got nan"},

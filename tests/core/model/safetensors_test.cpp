@@ -222,6 +222,9 @@ CATCH_TEST_CASE("safetensors load reports truncated and corrupt files by path", 
   CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("hole"));
   write_bytes(bad, file_with(R"({"t":{"dtype":"F32","shape":[4]}})", four));
   CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("data_offsets"));
+  // A name twice (the parser kept the last, and the first's bytes read as a hole).
+  write_bytes(bad, file_with(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"t":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::EndsWith("is corrupt: its header names 't' twice"));
 
   // Files from other writers may carry __metadata__; it is skipped.
   write_bytes(bad, file_with(R"({"__metadata__":{"format":"pt"},"t":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})", four));
