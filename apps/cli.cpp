@@ -2,6 +2,7 @@
 #include "apps/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -676,6 +677,14 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
     err << "actorpipe: error: no program name (argv[0]) to parse the command line from\n";
     return exit_refused;
   }
+  // A standard stream the parent closed (cron's >&-): the first file the run opens took its
+  // descriptor, and --log-file was refused as "this process's standard output". /dev/null
+  // takes it instead; a report that had nowhere to go is still a failure (below).
+  bool stdout_closed = false;
+  if (&out == &std::cout)
+    for (int fd = 0; fd <= 2; ++fd)
+      if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF)
+        stdout_closed = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) == 1 || stdout_closed;
   command_line line;
   CLI::App& app = line.app;
   simulate_cli& simulate = line.simulate;
@@ -692,9 +701,16 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   logging_scope logging;
   // A report that could not be written (stdout on a full disk, /dev/full) is a failure, not
   // exit 0 with the report silently lost.
-  const auto written = [&out](int code) {
+  const auto written = [&out, stdout_closed](int code) {
+    if (code != 0) return code;
+    if (stdout_closed) throw std::runtime_error("could not write the report to standard output: it is closed");
     errno = 0;
-    if (out.flush() || code != 0) return code;
+    if (out.flush()) return code;
+    // Why: the write that failed set errno long ago; one more byte says it again (/dev/full: No
+    // space left on device).
+    if (errno == 0 && &out == &std::cout) {
+      [[maybe_unused]] const ssize_t again = ::write(STDOUT_FILENO, "\n", 1);  // fails, setting errno
+    }
     throw std::runtime_error(std::string("could not write the report to standard output") +
                              (errno ? std::string(" (") + std::strerror(errno) + ")" : std::string()));
   };

@@ -1392,6 +1392,25 @@ CATCH_TEST_CASE("a --log-file that cannot be written is exit 1 naming it, said o
   std::remove(err.c_str());
 }
 
+// Standard output closed (cron's >&-): the log file took its descriptor and was refused as
+// "this process's standard output"; the run trains, logs, and says where the report went.
+// On a full disk the report's failure says why (it gave no reason but for a broken pipe).
+CATCH_TEST_CASE("train with standard output closed or full trains, logs and says the report is lost, and why",
+                "[apps][train][errors]") {
+  const std::string log = temp_path(".closed.log"), err = temp_path(".closed.err");
+  std::vector<std::string> args = {"-c", "exec \"$0\" \"$@\" >&-", ACTORPIPE_BIN, "train", "--steps", "1", "--log-file", log};
+  args.insert(args.end(), tiny.begin(), tiny.end());
+  CATCH_CHECK(wait_process(start_process("/bin/sh", args, {}, err), 120) == 1);
+  CATCH_CHECK_THAT(read_text(err), Contains("could not write the report to standard output: it is closed"));
+  CATCH_CHECK_THAT(read_text(log), Contains("could not write the report to standard output: it is closed"));
+  CATCH_CHECK_THAT(read_text(err), !Contains("is this process's standard output"));
+  args[1] = "exec \"$0\" \"$@\" >/dev/full";
+  CATCH_CHECK(wait_process(start_process("/bin/sh", args, {}, err), 120) == 1);
+  CATCH_CHECK_THAT(read_text(err), Contains("could not write the report to standard output (No space left on device)"));
+  std::remove(log.c_str());
+  std::remove(err.c_str());
+}
+
 CATCH_TEST_CASE("an output that is the process's own standard output, a file, is refused", "[apps][train][errors]") {
   // Written apart at their own offsets, the metrics lines and the report overwrote each other.
   const std::string report = temp_path(".out"), err = temp_path(".err");
