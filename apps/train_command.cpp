@@ -986,23 +986,21 @@ void check_output_beside_checkpoints(const char* flag, const std::string& path, 
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path dir = fs::weakly_canonical(save_dir, ec);
-  {
-    if (path.empty()) return;
-    // Where the write lands: through a link to `latest` (not yet written, or one to replace)
-    // metrics lines replaced the checkpoint's pointer.
-    const fs::path full = write_target(path), up = full.parent_path();
-    // In --save-dir, or another run's folder of checkpoints (its `latest` was overwritten with
-    // metrics lines, say).
-    if (is_checkpoint_store_name(full.filename().string()) && is_save_folder(up, save_dir.empty() ? fs::path() : dir))
-      throw std::invalid_argument(std::string(flag) + " '" + path + "' is a name the checkpoints in " +
-                                  (!save_dir.empty() && up == dir
-                                       ? "--save-dir '" + save_dir + "' use: a checkpoint would replace it, or it one; "
-                                       : "'" + up.string() + "' use (a folder of checkpoints): ") +
-                                  "give another name");
-    if (const std::string around = checkpoint_folder_around(path, save_dir, false); !around.empty())
-      throw std::invalid_argument(std::string(flag) + " '" + path + "' is inside checkpoint '" + around +
-                                  "': it would overwrite or add to that checkpoint's files; give another place");
-  }
+  if (path.empty()) return;
+  // Where the write lands: through a link to `latest` (not yet written, or one to replace)
+  // metrics lines replaced the checkpoint's pointer.
+  const fs::path full = write_target(path), up = full.parent_path();
+  // In --save-dir, or another run's folder of checkpoints (its `latest` was overwritten with
+  // metrics lines, say).
+  if (is_checkpoint_store_name(full.filename().string()) && is_save_folder(up, save_dir.empty() ? fs::path() : dir))
+    throw std::invalid_argument(std::string(flag) + " '" + path + "' is a name the checkpoints in " +
+                                (!save_dir.empty() && up == dir
+                                     ? "--save-dir '" + save_dir + "' use: a checkpoint would replace it, or it one; "
+                                     : "'" + up.string() + "' use (a folder of checkpoints): ") +
+                                "give another name");
+  if (const std::string around = checkpoint_folder_around(path, save_dir, false); !around.empty())
+    throw std::invalid_argument(std::string(flag) + " '" + path + "' is inside checkpoint '" + around +
+                                "': it would overwrite or add to that checkpoint's files; give another place");
 }
 
 void check_outputs_beside_checkpoints(const train_cli_options& o, const std::string& save_dir) {
