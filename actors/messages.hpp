@@ -180,6 +180,9 @@ struct waiting {
 struct failure {
   std::string what;
   int step = -1;
+  // The training itself failed (an update left parameters not finite): not an echo of a stop
+  // asked for, which a failure after one otherwise is (supervisor::stop).
+  bool diverged = false;
 };
 
 // A process other than the first -> supervisor: it got a stop signal (SIGINT, SIGTERM) that
@@ -330,7 +333,7 @@ typename Inspector::result_type inspect(Inspector& f, waiting& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, failure& x) {
-  return f(caf::meta::type_name("failure"), x.what, x.step);
+  return f(caf::meta::type_name("failure"), x.what, x.step, x.diverged);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stop_request& x) {

@@ -271,7 +271,8 @@ void optimizer_shard::maybe_step() {
     opt.zero_grad();
     if (s.check_finite)
       if (const std::string bad = opt.nonfinite_parameter(); !bad.empty())
-        caf::anon_send(ctx->supervisor, msg::failure{nonfinite_update_error(s.step, bad + " (" + ctx->describe_stage(id) + ")"), s.step});
+        caf::anon_send(ctx->supervisor, msg::failure{nonfinite_update_error(s.step, bad + " (" + ctx->describe_stage(id) + ")"),
+                                                    s.step, true});
     if (!zero0)
       for (int b = 0; b < static_cast<int>(opt.layout().buckets.size()); ++b) {
         const tensor_box mine = opt.parameter_slice(b);
@@ -300,7 +301,7 @@ void optimizer_shard::on_save_state(const msg::save_state& s) {
     auto sup = ctx->supervisor;
     caf::anon_send(sup, msg::state_snapshotted{s.step, id});
     auto parts = ctx->checkpoint_parts;
-    parts->begin();
+    parts->begin(s.partial);
     std::thread([sup, id, s, tensors, parts]() mutable {
       msg::state_written w{s.step, id, "stage-" + std::to_string(id) + ".safetensors", 0, "", ""};
       try {
@@ -332,7 +333,8 @@ void optimizer_shard::one_replica_step(const msg::optimizer_step& s) {
     opt.zero_grad();
     if (s.check_finite)
       if (const std::string bad = opt.nonfinite_parameter(); !bad.empty())
-        caf::anon_send(ctx->supervisor, msg::failure{nonfinite_update_error(s.step, bad + " (" + ctx->describe_stage(id) + ")"), s.step});
+        caf::anon_send(ctx->supervisor, msg::failure{nonfinite_update_error(s.step, bad + " (" + ctx->describe_stage(id) + ")"),
+                                                    s.step, true});
     caf::anon_send(ctx->supervisor, msg::optimizer_done{s.step, id});
   });
 }

@@ -345,6 +345,10 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
   for (const auto& f : c.manifest.files)
     for (auto& t : load_safetensors(c.path + "/" + f.name, wanted))
       (t.first.find('@') == std::string::npos ? params : moments).push_back(std::move(t));
+  // A checkpoint of a run that had diverged (one written before such runs failed): its first
+  // step's NaN loss was blamed on --lr, exit 1, which launch --max-restarts retried.
+  if (const std::string bad = nonfinite_tensor_text(params); !bad.empty())
+    throw std::invalid_argument("--resume " + c.path + ": " + bad + ": its run had diverged; resume from an earlier checkpoint");
   try {
     load_parameter_tensors(view, params);
     load_optimizer_tensors(view, moments);

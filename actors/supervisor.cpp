@@ -213,12 +213,14 @@ void supervisor::on_down(const caf::down_msg& dm) {
 
 // Ends the job: the actors of this process stop (the other processes stop on their own when
 // the runtime tells them the run is over), and the runtime hears why ("" for success).
-void supervisor::stop(std::string error) {
+void supervisor::stop(std::string error, bool diverged) {
   // While the checkpoint of a failed run completes, what else fails (its actors stopping) is
   // that failure's echo: the run ends with the first once the checkpoint is done.
   if (st_.stopped || failed_run_) return;
-  // A failure after a stop was asked for ends the run as that stop (see stopped_on_request).
-  if (!error.empty() && ctx_->result) {
+  // A failure after a stop was asked for ends the run as that stop (see stopped_on_request):
+  // a process lost as the job stops, say. Not a diverged step: that is the run's own failure,
+  // whenever the signal came (a Ctrl-C during it made the exit 130 or 1 by a race).
+  if (!error.empty() && ctx_->result && !diverged) {
     const int own = ctx_->options.stop_signal ? ctx_->options.stop_signal->load() : 0;
     if (const int asked = own != 0 ? own : requested_signal_; asked != 0) ctx_->result->stopped_by_signal = asked;
   }
@@ -339,7 +341,7 @@ void supervisor::maybe_step_optimizers() {
     for (double sq : sums) total += sq;
   st_.grad_norm = std::sqrt(total);
   if (const std::string why = divergence_error(st_.step, st_.losses, st_.grad_norm); !why.empty()) {
-    stop(why);
+    stop(why, true);
     return;
   }
   const auto& o = ctx_->options;

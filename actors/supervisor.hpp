@@ -71,7 +71,7 @@ class supervisor {
   void on_state_written(const msg::state_written& w);
   void on_eval_output(msg::eval_output& o);
   void on_failure(const msg::failure& f);
-  void stop(std::string error);
+  void stop(std::string error, bool diverged = false);
 
  private:
   void watch(const caf::actor& a, std::string name);

@@ -116,7 +116,7 @@ void supervisor::on_failure(const msg::failure& f) {
     eval_failed("the evaluation after step " + std::to_string(eval_->done) + ": " + f.what);
     return;
   }
-  stop(f.what);
+  stop(f.what, f.diverged);
 }
 
 }  // namespace actorpipe::detail

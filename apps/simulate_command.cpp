@@ -61,7 +61,8 @@ void require_match(const char* flag, const std::optional<int>& given, int in_fil
 job_config resolve_config(const simulate_options& opt) {
   job_config c;
   if (!opt.config_path.empty()) {
-    c = load_config_file(opt.config_path);
+    if (!opt.config_read) opt.config_read = load_config_file(opt.config_path);
+    c = *opt.config_read;
   } else {  // --set alone: what the flags default to (it started from pp=1, chunks=1)
     c.pp = 4;
   }

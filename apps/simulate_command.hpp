@@ -7,12 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "core/config.hpp"
+
 namespace actorpipe {
 
 struct simulate_options {
   std::optional<std::string> schedule;  // default 1f1b (or the config's)
   std::string schedule_file;   // when set, the plan comes from this file instead
   std::string config_path;     // job config (JSON): schedule, pp, num_microbatches, chunks
+  // The config as read, once per run of the command (a pipe gives its text once; the request
+  // is resolved more than once).
+  mutable std::optional<job_config> config_read;
   std::vector<std::string> overrides;  // "key=value" applied to the config, in order
   std::optional<int> stages;   // default 4 (from the file when one is given)
   std::optional<int> microbatches;  // default 8 (from the file)

@@ -211,6 +211,24 @@ void checkpoint_writer::add_file(const std::string& name) {
   files_.push_back({name, bytes, sha256_of_file(path)});
 }
 
+namespace {
+checkpoint_manifest read_manifest(const std::string& path);  // below
+
+// The names a checkpoint's manifest lists (with manifest.json), if `path` is one of the run's
+// checkpoints: a manifest that reads, of the step its folder is named after. Nothing else.
+std::optional<std::set<std::string>> checkpoint_own_files(const std::string& path, long long step) {
+  try {
+    const checkpoint_manifest m = read_manifest(path);
+    if (m.step != step) return std::nullopt;
+    std::set<std::string> names{"manifest.json"};
+    for (const auto& f : m.files) names.insert(f.name);
+    return names;
+  } catch (const checkpoint_error&) {
+    return std::nullopt;
+  }
+}
+}  // namespace
+
 std::string checkpoint_writer::commit(const nlohmann::json& meta) {
   nlohmann::json files = nlohmann::json::object();
   for (const auto& f : files_) files[f.name] = {{"bytes", f.bytes}, {"sha256", f.sha256}};
@@ -220,7 +238,18 @@ std::string checkpoint_writer::commit(const nlohmann::json& meta) {
   fsync_path(partial_, true);
   const std::string name = checkpoint_name(step_), final_path = dir_ + "/" + name;
   std::error_code ec;
-  if (fs::exists(final_path, ec)) fs::remove_all(final_path, ec);  // a retake of the same step
+  if (fs::exists(final_path, ec)) {
+    // A retake of the same step replaces that checkpoint. Anything else under its name is
+    // someone's (a folder made while the run went on): it went, contents and all.
+    const auto own = checkpoint_own_files(final_path, step_);
+    bool only_own = own.has_value();
+    for (const auto& e : fs::directory_iterator(final_path, ec))
+      if (only_own && !own->count(e.path().filename().string())) only_own = false;
+    if (!only_own)
+      fail("'" + final_path + "' exists and is not only a checkpoint of step " + std::to_string(step_) +
+           " (a folder made while the run went on?): it is left as it is, and this checkpoint is not written");
+    fs::remove_all(final_path, ec);
+  }
   if (::rename(partial_.c_str(), final_path.c_str()) != 0)
     fail("cannot rename '" + partial_ + "' to '" + final_path + "': " + errno_text());
   // Renamed, the checkpoint is complete and --resume takes it (the newest valid one by step,
@@ -336,21 +365,6 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
        (why.empty() ? (later.empty() ? " (none written)" : "") : ":" + why));
 }
 
-namespace {
-// The names a checkpoint's manifest lists (with manifest.json), if `path` is one of the run's
-// checkpoints: a manifest that reads, of the step its folder is named after. Nothing else.
-std::optional<std::set<std::string>> checkpoint_own_files(const std::string& path, long long step) {
-  try {
-    const checkpoint_manifest m = read_manifest(path);
-    if (m.step != step) return std::nullopt;
-    std::set<std::string> names{"manifest.json"};
-    for (const auto& f : m.files) names.insert(f.name);
-    return names;
-  } catch (const checkpoint_error&) {
-    return std::nullopt;
-  }
-}
-}  // namespace
 
 void prune_checkpoints(const std::string& dir, int keep_last) {
   const auto all = complete_checkpoints(dir);
@@ -393,9 +407,10 @@ void prune_checkpoints(const std::string& dir, int keep_last) {
   }
 }
 
-void checkpoint_writes::begin() {
+void checkpoint_writes::begin(const std::string& partial_dir) {
   std::lock_guard<std::mutex> lock(m_);
   ++in_flight_;
+  begun_.insert(partial_dir);
 }
 
 void checkpoint_writes::end(const std::string& partial_dir, bool written) {
@@ -425,6 +440,9 @@ bool checkpoint_writes::settle(std::chrono::duration<double> limit) {
   std::error_code ec;
   for (const auto& d : discarded_) fs::remove_all(d, ec);  // a renamed (committed) one is gone: nothing to do
   discarded_.clear();
+  if (given_up_)
+    for (const auto& d : begun_) fs::remove_all(d, ec);
+  begun_.clear();
   return idle;
 }
 

@@ -175,8 +175,8 @@ void prune_checkpoints(const std::string& dir, int keep_last);
 // for them, then removes its partial directory. Thread-safe.
 class checkpoint_writes {
  public:
-  // A part starts being written.
-  void begin();
+  // A part starts being written into `partial_dir`.
+  void begin(const std::string& partial_dir);
   // That part is over: written (its checkpoint may still complete) or not (it cannot).
   void end(const std::string& partial_dir, bool written);
   // Between pieces of a part: throws checkpoint_error once the run gave its parts up.
@@ -187,7 +187,9 @@ class checkpoint_writes {
   // Gives up the parts in flight (the run failed): each stops at its next piece.
   void give_up();
   // Waits up to `limit` until no part is in flight, then removes the partial directories of
-  // the checkpoints that cannot complete. False when parts were still in flight at the limit
+  // the checkpoints that cannot complete (after give_up, every one a part was written into
+  // that is still there: a commit renames it, so one left was not committed; another
+  // process's part written after process 0 removed the folder left it behind). False when parts were still in flight at the limit
   // (their directories are removed all the same).
   bool settle(std::chrono::duration<double> limit);
 
@@ -197,6 +199,7 @@ class checkpoint_writes {
   int in_flight_ = 0;
   bool given_up_ = false;
   std::set<std::string> discarded_;
+  std::set<std::string> begun_;  // every partial directory a part was written into
 };
 
 }  // namespace actorpipe

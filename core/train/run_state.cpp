@@ -226,6 +226,18 @@ named_tensors load_parameters(const std::vector<std::string>& files, const std::
   return parameters;
 }
 
+std::string nonfinite_tensor_text(const named_tensors& tensors) {
+  for (const auto& [name, t] : tensors) {
+    const at::Tensor& x = unbox(t);
+    if (!x.is_floating_point()) continue;
+    const std::int64_t bad = x.numel() - at::isfinite(x).sum().item<std::int64_t>();
+    if (bad > 0)
+      return "'" + name + "' holds " + std::to_string(bad) + " of its " + std::to_string(x.numel()) +
+             " values that are not finite (NaN or infinite)";
+  }
+  return "";
+}
+
 std::string load_weights(const run_state_view& state, const std::string& path,
                          const std::function<bool(const std::string&)>& elsewhere, const model_definition* model,
                          const std::function<void(const resume_choice&)>& on_checkpoint) {
@@ -295,14 +307,7 @@ std::string load_weights(const run_state_view& state, const std::string& path,
     name = std::move(as);
   }
   // Weights that are not numbers make a first step's loss NaN, blamed on the learning rate.
-  for (const auto& [name, t] : parameters) {
-    const at::Tensor& x = unbox(t);
-    if (!x.is_floating_point()) continue;
-    const std::int64_t bad = x.numel() - at::isfinite(x).sum().item<std::int64_t>();
-    if (bad > 0)
-      throw std::invalid_argument("'" + name + "' holds " + std::to_string(bad) + " of its " + std::to_string(x.numel()) +
-                                  " values that are not finite (NaN or infinite)");
-  }
+  if (const std::string bad = nonfinite_tensor_text(parameters); !bad.empty()) throw std::invalid_argument(bad);
   if (renamed > 0)
     log_info("read " + std::to_string(renamed) + " LayerNorm tensors under their TensorFlow names (gamma, beta as weight, bias)");
   if (based > 0)

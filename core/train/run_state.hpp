@@ -52,6 +52,10 @@ named_tensors optimizer_tensors(const run_state_view& state);
 // differ (at most 10 of each, then a count); buffers missing are a warning.
 // Parameters whose names start with one of `fresh_prefixes` may be missing: they keep their
 // values, with a warning (--init-from's task heads).
+// "'NAME' holds N of its M values that are not finite (NaN or infinite)" for the first floating
+// tensor holding one, "" when all are finite.
+std::string nonfinite_tensor_text(const named_tensors& tensors);
+
 void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters,
                             const std::vector<std::string>& fresh_prefixes = {});
 void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer);

@@ -12,11 +12,14 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <tuple>
 
 #include "actors/pipeline_runtime.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
+#include "core/model/safetensors.hpp"
 #include "core/train/reference_trainer.hpp"
 #include "core/train/run_setup.hpp"
 #include "tests/support/train_results.hpp"
@@ -187,6 +190,50 @@ class file_size_limit {
 
 // It stopped the run with an error and nothing more: --save-final, --metrics and --trace of what
 // had trained were lost with the checkpoint (a full disk at the last step's save lost the run).
+// A checkpoint holding values that are not finite (one a build before the check wrote, from a
+// run that had diverged): its first step's NaN loss was blamed on --lr, exit 1 (which launch
+// --max-restarts retried). Refused as --init-from refuses such weights, naming the tensor.
+CATCH_TEST_CASE("a checkpoint holding values that are not finite is refused by --resume, naming the tensor",
+                "[actors][checkpoint]") {
+  const std::string dir = fresh_dir("nan-source"), bad = fresh_dir("nan-copy");
+  train_options o = tiny_gpt("1f1b", 2, 1, 2);
+  o.save_dir = dir;
+  run_pipeline(o);
+  const resume_choice good = find_resume_checkpoint(dir);
+  checkpoint_writer copy(bad, good.manifest.step);
+  std::string poisoned;
+  for (const auto& f : good.manifest.files) {
+    auto tensors = load_safetensors(good.path + "/" + f.name);
+    if (poisoned.empty())
+      for (auto& [name, t] : tensors)
+        if (name.find('@') == std::string::npos) {  // a parameter, not a moment
+          at::Tensor x = unbox(t).clone();
+          x.view(-1)[0] = std::nanf("");
+          t = box(x);
+          poisoned = name;
+          break;
+        }
+    const std::string tmp = bad + "-" + f.name;
+    save_safetensors(tmp, tensors);
+    std::ifstream in(tmp, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    copy.write_file(f.name, bytes.data(), bytes.size());
+    fs::remove(tmp);
+  }
+  copy.commit(good.manifest.meta);
+  CATCH_REQUIRE(!poisoned.empty());
+  train_options rest = o;
+  rest.save_dir.clear();
+  rest.steps = 4;
+  rest.resume = bad;
+  CATCH_CHECK_THROWS_AS(run_pipeline(rest), std::invalid_argument);
+  CATCH_CHECK_THROWS_WITH(run_pipeline(rest), Contains("'" + poisoned + "' holds 1 of its ") &&
+                                                   Contains("values that are not finite (NaN or infinite): its run had "
+                                                            "diverged; resume from an earlier checkpoint"));
+  fs::remove_all(dir);
+  fs::remove_all(bad);
+}
+
 CATCH_TEST_CASE("a checkpoint that cannot be written stops the run with why, keeps what it trained and the checkpoints "
                 "before, and leaves nothing",
                 "[actors][checkpoint]") {

@@ -25,7 +25,7 @@ std::vector<control_envelope> samples() {
       {static_cast<std::uint8_t>(target_kind::optimizer), 1, 1, caf::make_message(msg::optimizer_step{2, 0.75, 3e-4})},
       {static_cast<std::uint8_t>(target_kind::supervisor), 0, 0, caf::make_message(msg::failure{"rank 1, step 2: F1.3 failed"})},
       {static_cast<std::uint8_t>(target_kind::supervisor), 0, 0, caf::make_message(msg::parameter_names{3, {"blocks.2.attn.qkv.weight", "ln_f.bias"}})},
-      {static_cast<std::uint8_t>(target_kind::control), 1, 0, caf::make_message(msg::welcome{{{1, 2, 3}, {4, 5}}, 12.5, 0, ""})},
+      {static_cast<std::uint8_t>(target_kind::control), 1, 0, caf::make_message(msg::welcome{{{1, 2, 3}, {4, 5}}, 12.5, 0, "", ""})},
   };
 }
 

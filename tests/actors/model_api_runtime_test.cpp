@@ -19,6 +19,7 @@
 #include "tests/support/train_results.hpp"
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -720,6 +721,38 @@ CATCH_TEST_CASE("a run failing while the last checkpoint is written completes it
     CATCH_CHECK(torch::equal(resumed.at(name), t));
   }
   std::filesystem::remove_all(dir);
+}
+
+// A stop asked for while a step diverges: the divergence is the run's own failure (exit 1), not
+// an echo of the stop (it was reported as the stop, exit 130, or not, by a race).
+CATCH_TEST_CASE("a step that diverges while a stop is asked for fails the run as it would without the stop",
+                "[actors][runtime][model_api][errors]") {
+  auto stop = std::make_shared<std::atomic<int>>(0);
+  register_mlp_variant("test-mlp-nan-step-3", "NaN inputs in step 3, a stop asked for as they are read", [stop](model_definition& m) {
+    m.data = [stop, good = m.data](std::uint64_t step, int index) {
+      microbatch_tensors t = good(step, index);
+      if (step == 2) {
+        stop->store(SIGINT);
+        t.inputs = box(unbox(t.inputs) * std::nan(""));
+      }
+      return t;
+    };
+  });
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-nan-step-3";
+  o.stop_signal = stop.get();
+  bool as_stop = false;
+  std::string message;
+  try {
+    run_pipeline(o);
+  } catch (const stopped_on_request& e) {
+    as_stop = true;
+    message = e.what();
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  CATCH_CHECK(!as_stop);
+  CATCH_CHECK_THAT(message, Contains("step 3: the loss of microbatch ") && Contains("training diverged"));
 }
 
 // A parameter reached in step 1 alone keeps its zeroed gradient, so AdamW goes on moving it by

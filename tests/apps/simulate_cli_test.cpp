@@ -5,6 +5,9 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <thread>
+
+#include <sys/stat.h>
 #include <sstream>
 #include <filesystem>
 #include <sys/wait.h>
@@ -305,6 +308,16 @@ CATCH_TEST_CASE("simulate and train take or refuse a config's batch keys alike",
   CATCH_CHECK_THAT(set_size.out, Contains("microbatches=8;"));
   std::remove(batch_only.c_str());
   std::remove(size_only.c_str());
+  // Through a pipe (--config <(...)): read once, though the request is resolved twice (the
+  // second read found it drained, "is empty: a pipe gives its text to one reader").
+  const std::string fifo = temp_path(".fifo");
+  CATCH_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::thread writer([&] { std::ofstream(fifo) << R"({"pp": 2, "num_microbatches": 2})"; });
+  auto piped = cli({"simulate", "--config", fifo});
+  writer.join();
+  CATCH_CHECK(piped.code == 0);
+  CATCH_CHECK_THAT(piped.out, Contains("schedule 1f1b: stages=2, chunks=1, microbatches=2;"));
+  std::remove(fifo.c_str());
 }
 
 CATCH_TEST_CASE("simulate takes its schedule from a job config, with overrides", "[apps][simulate][config]") {

@@ -230,15 +230,36 @@ CATCH_TEST_CASE("taking a folder's lock removes the unfinished writes of a run t
   fs::remove_all(dir);
 }
 
+// A folder under a checkpoint's name made while the run went on (a user's, with their files)
+// was removed, contents and all, as if it were a retake of the step. A retake still replaces
+// the checkpoint of its step.
+CATCH_TEST_CASE("a commit replaces a checkpoint of its step, and leaves a folder of its name that is not one", "[checkpoint]") {
+  const std::string dir = fresh_dir("foreign-step");
+  write_checkpoint(dir, 5);
+  CATCH_CHECK(write_checkpoint(dir, 5) == dir + "/step-00000005");  // a retake
+  CATCH_CHECK(find_resume_checkpoint(dir).manifest.step == 5);
+  fs::create_directories(dir + "/step-00000007/x");
+  { std::ofstream(dir + "/step-00000007/x/data.txt") << "precious"; }
+  CATCH_CHECK_THROWS_WITH(write_checkpoint(dir, 7),
+                          "'" + dir + "/step-00000007' exists and is not only a checkpoint of step 7 (a folder made while "
+                          "the run went on?): it is left as it is, and this checkpoint is not written");
+  CATCH_CHECK(fs::exists(dir + "/step-00000007/x/data.txt"));
+  // A checkpoint of the step with a file of someone's in it is left too.
+  { std::ofstream(dir + "/step-00000005/notes.txt") << "mine"; }
+  CATCH_CHECK_THROWS_WITH(write_checkpoint(dir, 5), Catch::Contains("is not only a checkpoint of step 5"));
+  CATCH_CHECK(fs::exists(dir + "/step-00000005/notes.txt"));
+  fs::remove_all(dir);
+}
+
 CATCH_TEST_CASE("checkpoint parts given up stop, and what a checkpoint that cannot complete wrote goes", "[checkpoint]") {
   const std::string dir = fresh_dir("parts");
   checkpoint_writer kept(dir, 2), failed(dir, 4), stopped(dir, 6);
   checkpoint_writes parts;
-  parts.begin();
+  parts.begin(kept.partial_path());
   parts.end(kept.partial_path(), true);  // written: its checkpoint may still be committed
-  parts.begin();
+  parts.begin(failed.partial_path());
   parts.end(failed.partial_path(), false);  // a part failed: its checkpoint cannot complete
-  parts.begin();  // still being written when the run fails
+  parts.begin(stopped.partial_path());  // still being written when the run fails
   CATCH_CHECK_NOTHROW(parts.check());
   parts.give_up();
   CATCH_CHECK_THROWS_WITH(parts.check(), "the run stopped before this checkpoint was complete");
@@ -248,13 +269,22 @@ CATCH_TEST_CASE("checkpoint parts given up stop, and what a checkpoint that cann
   });
   CATCH_CHECK(parts.settle(std::chrono::seconds(60)));  // waits for it
   late.join();
-  CATCH_CHECK(fs::exists(kept.partial_path()));
   CATCH_CHECK(!fs::exists(failed.partial_path()));
   CATCH_CHECK(!fs::exists(stopped.partial_path()));
-  parts.discard(kept.partial_path());  // its commit failed
-  parts.begin();  // a part that never ends: settle gives up waiting at its limit
-  CATCH_CHECK(!parts.settle(std::chrono::milliseconds(20)));
+  // The run is over: a written part whose checkpoint was not committed (renamed away) goes too
+  // (a member's part, written after process 0 had removed the folder, left it behind).
   CATCH_CHECK(!fs::exists(kept.partial_path()));
+  // Not given up (a run that finished), a written part's folder is its commit's to rename.
+  checkpoint_writes finished;
+  checkpoint_writer committed(dir, 8);
+  finished.begin(committed.partial_path());
+  finished.end(committed.partial_path(), true);
+  CATCH_CHECK(finished.settle(std::chrono::seconds(1)));
+  CATCH_CHECK(fs::exists(committed.partial_path()));
+  finished.discard(committed.partial_path());  // its commit failed
+  finished.begin(committed.partial_path());  // a part that never ends: settle gives up waiting at its limit
+  CATCH_CHECK(!finished.settle(std::chrono::milliseconds(20)));
+  CATCH_CHECK(!fs::exists(committed.partial_path()));
   fs::remove_all(dir);
 }
 
