@@ -240,7 +240,8 @@ std::string checkpoint_writer::commit(const nlohmann::json& meta) {
   std::error_code ec;
   if (fs::exists(final_path, ec)) {
     // A retake of the same step replaces that checkpoint. Anything else under its name is
-    // someone's (a folder made while the run went on): it went, contents and all.
+    // someone's (a folder made while the run went on), which was removed, contents and all:
+    // it stays, and this checkpoint fails.
     const auto own = checkpoint_own_files(final_path, step_);
     bool only_own = own.has_value();
     for (const auto& e : fs::directory_iterator(final_path, ec))

@@ -189,8 +189,8 @@ class checkpoint_writes {
   // Waits up to `limit` until no part is in flight, then removes the partial directories of
   // the checkpoints that cannot complete (after give_up, every one a part was written into
   // that is still there: a commit renames it, so one left was not committed; another
-  // process's part written after process 0 removed the folder left it behind). False when parts were still in flight at the limit
-  // (their directories are removed all the same).
+  // process's part written after process 0 removed the folder left it behind). False when
+  // parts were still in flight at the limit (their directories are removed all the same).
   bool settle(std::chrono::duration<double> limit);
 
  private:
