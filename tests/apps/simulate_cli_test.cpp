@@ -306,6 +306,20 @@ CATCH_TEST_CASE("simulate and train take or refuse a config's batch keys alike",
   auto set_size = cli({"simulate", "--stages", "2", "--set", "microbatch_size=3"});
   CATCH_REQUIRE(set_size.code == 0);
   CATCH_CHECK_THAT(set_size.out, Contains("microbatches=8;"));
+  // A key typed against the config's other two: refused as train refuses it (it was dropped
+  // with a note, and the plan had the config's count).
+  const std::string three = temp_path(".three.json");
+  std::ofstream(three) << R"({"pp": 2, "batch_size": 8, "num_microbatches": 4, "microbatch_size": 2})";
+  auto typed = cli({"simulate", "--config", three, "--set", "microbatch_size=4"});
+  CATCH_CHECK(typed.code == 2);
+  CATCH_CHECK(typed.err == "actorpipe simulate: error: batch_size=8 (the config's) is not num_microbatches=4 (the config's) x "
+                           "--set microbatch_size=4 = 16: give two of the three\n");
+  auto flag = cli({"simulate", "--config", three, "--microbatches", "2"});
+  CATCH_CHECK(flag.code == 2);
+  CATCH_CHECK_THAT(flag.err, Contains("batch_size=8 (the config's) is not --microbatches 2 x microbatch_size=2 (the "
+                                      "config's) = 4: give two of the three"));
+  CATCH_CHECK(cli({"simulate", "--config", three}).code == 0);  // the config alone keeps its rule
+  std::remove(three.c_str());
   std::remove(batch_only.c_str());
   std::remove(size_only.c_str());
   // Through a pipe (--config <(...)): read once, though the request is resolved twice (the
@@ -336,10 +350,18 @@ CATCH_TEST_CASE("simulate takes its schedule from a job config, with overrides",
   CATCH_CHECK(j["microbatches"] == 16);
   CATCH_CHECK_THAT(j["config"][0].get<std::string>(), Contains("num_microbatches 16 x microbatch_size 2"));
 
-  // Both num_microbatches and microbatch_size: num_microbatches wins, and the user is told.
-  auto n = cli({"simulate", "--config", job, "--set", "microbatch_size=2"});
+  // Both num_microbatches and microbatch_size in a config: num_microbatches wins, and the user
+  // is told; one typed against the config's other two must agree (as train takes it).
+  const std::string all_three = temp_path(".all-three.json");
+  std::ofstream(all_three) << R"({"pp": 4, "batch_size": 32, "num_microbatches": 8, "microbatch_size": 2})";
+  auto n = cli({"simulate", "--config", all_three});
   CATCH_REQUIRE(n.code == 0);
   CATCH_CHECK_THAT(n.out, Contains("note: microbatch_size=2 overridden"));
+  std::remove(all_three.c_str());
+  auto typed = cli({"simulate", "--config", job, "--set", "microbatch_size=2"});
+  CATCH_CHECK(typed.code == 2);
+  CATCH_CHECK_THAT(typed.err, Contains("batch_size=32 (the config's) is not num_microbatches=8 (the config's) x --set "
+                                       "microbatch_size=2 = 16: give two of the three"));
 
   auto bad = cli({"simulate", "--config", job, "--set", "num_microbatches=12"});
   CATCH_CHECK(bad.code == 2);
