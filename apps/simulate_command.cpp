@@ -97,24 +97,10 @@ job_config resolve_config(const simulate_options& opt) {
   } else if (c.num_microbatches == 0 && c.batch_size == 0 && c.global_batch_size == 0) {
     c.num_microbatches = 8;
   }
-  // The three apart, one of them typed (-M or --set): refused as train refuses it (the config's
-  // rule, the count wins, dropped what was typed with a note), each named as given.
-  const bool n_flag = opt.microbatches.has_value();
-  const bool typed = batch_set || n_flag || overrides_give(opt.overrides, "num_microbatches") ||
-                     overrides_give(opt.overrides, "microbatch_size");
-  if (typed && c.batch_size > 0 && c.num_microbatches > 0 && c.microbatch_size > 0 &&
-      static_cast<long long>(c.batch_size) != static_cast<long long>(c.num_microbatches) * c.microbatch_size) {
-    const auto named = [&](const std::string& key, bool flag, long long v) {
-      if (flag) return "--microbatches " + std::to_string(v);
-      if (overrides_give(opt.overrides, key)) return "--set " + key + "=" + std::to_string(v);
-      return key + "=" + std::to_string(v) + " (the config's)";
-    };
-    throw std::invalid_argument(named("batch_size", false, c.batch_size) + " is not " +
-                                named("num_microbatches", n_flag, c.num_microbatches) + " x " +
-                                named("microbatch_size", false, c.microbatch_size) + " = " +
-                                std::to_string(static_cast<long long>(c.num_microbatches) * c.microbatch_size) +
-                                ": give two of the three");
-  }
+  // The three apart, one of them typed (-M or --set): refused, as train refuses it.
+  require_typed_batch_keys_agree(c, opt.overrides,
+                                 opt.microbatches ? std::map<std::string, std::string>{{"num_microbatches", "--microbatches"}}
+                                                  : std::map<std::string, std::string>{});
   resolve_for_plan(c);
   return c;
 }

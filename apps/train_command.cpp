@@ -185,40 +185,17 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
       microbatches_from_file = true;
     }
   }
-  // All three given, and apart: which one was meant cannot be told (a config's may yield).
-  if (o.batch_size && o.microbatches && o.microbatch_size &&
-      static_cast<long long>(*o.batch_size) != static_cast<long long>(*o.microbatches) * *o.microbatch_size)
-    throw std::invalid_argument("--batch-size " + std::to_string(*o.batch_size) + " is not --microbatches " +
-                                std::to_string(*o.microbatches) + " x --microbatch-size " +
-                                std::to_string(*o.microbatch_size) + " = " +
-                                std::to_string(static_cast<long long>(*o.microbatches) * *o.microbatch_size) +
-                                ": give two of the three");
   set("num_microbatches", o.microbatches);
   set("microbatch_size", o.microbatch_size);
   set("batch_size", o.batch_size);
-  // The three apart, one of them typed (a flag or --set): the config's rule (the microbatch
-  // count wins) dropped what was typed, with a note. Which one was meant cannot be told.
+  // The three apart, one of them typed (a flag or --set; all three flags too): which was meant
+  // cannot be told; refused, as simulate refuses it.
   {
-    const auto typed = [&](const char* key, bool flag) { return flag || set_by_user(key); };
-    const bool b_typed = typed("batch_size", o.batch_size.has_value()),
-               n_typed = typed("num_microbatches", o.microbatches.has_value()),
-               m_typed = typed("microbatch_size", o.microbatch_size.has_value());
-    if (c.batch_size > 0 && c.num_microbatches > 0 && c.microbatch_size > 0 && (b_typed || n_typed || m_typed) &&
-        static_cast<long long>(c.batch_size) != static_cast<long long>(c.num_microbatches) * c.microbatch_size) {
-      // As given: the flag, --set's key=value, or the config's key.
-      const auto named = [&](const char* key, const char* flag, bool flag_given, long long v) {
-        if (flag_given) return std::string(flag) + " " + std::to_string(v);
-        if (set_by_user(key)) return "--set " + std::string(key) + "=" + std::to_string(v);
-        return std::string(key) + "=" + std::to_string(v) + " (the config's)";
-      };
-      throw std::invalid_argument(named("batch_size", "--batch-size", o.batch_size.has_value(), c.batch_size) + " is not " +
-                                  named("num_microbatches", "--microbatches", o.microbatches.has_value(), c.num_microbatches) +
-                                  " x " +
-                                  named("microbatch_size", "--microbatch-size", o.microbatch_size.has_value(), c.microbatch_size) +
-                                  " = " +
-                                  std::to_string(static_cast<long long>(c.num_microbatches) * c.microbatch_size) +
-                                  ": give two of the three");
-    }
+    std::map<std::string, std::string> typed_flags;
+    if (o.batch_size) typed_flags["batch_size"] = "--batch-size";
+    if (o.microbatches) typed_flags["num_microbatches"] = "--microbatches";
+    if (o.microbatch_size) typed_flags["microbatch_size"] = "--microbatch-size";
+    require_typed_batch_keys_agree(c, o.overrides, typed_flags);
   }
   set("steps", o.steps);
   set("layers", o.layers);

@@ -434,6 +434,22 @@ bool overrides_give(const std::vector<std::string>& assignments, const std::stri
                      [&key](const std::string& kv) { return kv.rfind(key + "=", 0) == 0; });
 }
 
+void require_typed_batch_keys_agree(const job_config& c, const std::vector<std::string>& overrides,
+                                    const std::map<std::string, std::string>& flags) {
+  const char* keys[] = {"batch_size", "num_microbatches", "microbatch_size"};
+  bool typed = false;
+  for (const char* key : keys) typed = typed || flags.count(key) || overrides_give(overrides, key);
+  const long long product = static_cast<long long>(c.num_microbatches) * c.microbatch_size;
+  if (!typed || c.batch_size <= 0 || c.num_microbatches <= 0 || c.microbatch_size <= 0 || c.batch_size == product) return;
+  const auto named = [&](const std::string& key, long long v) {
+    if (const auto flag = flags.find(key); flag != flags.end()) return flag->second + " " + str(v);
+    if (overrides_give(overrides, key)) return "--set " + key + "=" + str(v);
+    return key + "=" + str(v) + " (the config's)";
+  };
+  fail(named("batch_size", c.batch_size) + " is not " + named("num_microbatches", c.num_microbatches) + " x " +
+       named("microbatch_size", c.microbatch_size) + " = " + str(product) + ": give two of the three");
+}
+
 void refuse_flag_and_override(const std::vector<std::string>& assignments, std::initializer_list<flag_key> flags) {
   for (const flag_key& f : flags)
     if (f.given && overrides_give(assignments, f.key))

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -84,6 +85,14 @@ void apply_override(job_config& config, const std::string& assignment);
 void apply_overrides(job_config& config, const std::vector<std::string>& assignments);
 // Whether one of the "key=value" assignments gives `key`.
 bool overrides_give(const std::vector<std::string>& assignments, const std::string& key);
+
+// batch_size, num_microbatches and microbatch_size all set and apart, one of them typed (a
+// flag, named in `flags` by its key, or an override): which was meant cannot be told (the
+// config's rule, the count wins, dropped what was typed with a note). Throws
+// std::invalid_argument naming each as given ("--batch-size 8", "--set microbatch_size=3",
+// "num_microbatches=2 (the config's)"): "... is not ... x ... = N: give two of the three".
+void require_typed_batch_keys_agree(const job_config& c, const std::vector<std::string>& overrides,
+                                    const std::map<std::string, std::string>& flags);
 // A command line's flag and --set of the same key, both given, are refused (the flag won,
 // silently): `flags` holds (flag, key, given) triples. Throws std::invalid_argument naming both.
 struct flag_key {
