@@ -10,6 +10,8 @@
 //
 //   bench/checkpoint_throughput [--dir DIR] [--layers 8 --hidden 512 --seq-len 128 --microbatch-size 4
 //                                --microbatches 8 --steps 10] [--save-every 3]
+// The checkpoints go to a folder of their own that it makes in DIR (default: the current one),
+// checkpoint-bench-<pid>, and removes at the end; nothing else in DIR is touched.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -88,23 +90,54 @@ int bench_main(int argc, char** argv) {
   o.stages = 2;
   o.schedule = "1f1b";
   o.save_every = 3;
-  std::string dir = (fs::current_path() / "checkpoint-bench").string();
+  std::string in = fs::current_path().string();
   // --dir and --save-every here; the model's flags through the shared parser.
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    if (k == "--dir" && i + 1 < argc) dir = argv[++i];
-    else if (k == "--save-every" && i + 1 < argc) o.save_every = std::atoi(argv[++i]);
-    else rest.push_back(argv[i]);
+    if (k == "--dir" && i + 1 < argc) {
+      in = argv[++i];
+    } else if (k == "--save-every" && i + 1 < argc) {
+      if (const std::string error = bench::positive_int_flag(k, argv[++i], o.save_every); !error.empty()) {
+        std::fprintf(stderr, "checkpoint_throughput: %s\n", error.c_str());
+        return 2;
+      }
+    } else {
+      rest.push_back(argv[i]);
+    }
   }
-  if (!bench::parse_gpt_bench_flags(static_cast<int>(rest.size()), rest.data(), o, "checkpoint_throughput")) return 2;
-  if (o.save_every < 1 || o.steps < o.save_every + 2) {
-    std::fprintf(stderr, "checkpoint_throughput: --save-every >= 1 and --steps >= save-every + 2, please\n");
+  bench::bench_flags accepts;
+  accepts.extra = ", --dir, --save-every";
+  if (!bench::parse_gpt_bench_flags(static_cast<int>(rest.size()), rest.data(), o, "checkpoint_throughput", accepts))
+    return 2;
+  // A step after a save and one after none, each at least once past the first (warm-up) step.
+  if (o.save_every < 2 || o.steps < o.save_every + 2) {
+    std::fprintf(stderr,
+                 "checkpoint_throughput: --save-every %d with --steps %d leaves no %s to compare: --save-every must be "
+                 "at least 2 and --steps at least save-every + 2\n",
+                 o.save_every, o.steps, o.save_every < 2 ? "step that follows no save" : "step after a save");
     return 2;
   }
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  std::error_code ec;
+  if (!fs::is_directory(in, ec)) {
+    std::fprintf(stderr, "checkpoint_throughput: --dir '%s' is not a folder\n", in.c_str());
+    return 2;
+  }
+  // A folder of its own: --dir . (or a home folder) was removed with everything in it.
+  const std::string dir = (fs::path(in) / ("checkpoint-bench-" + std::to_string(::getpid()))).string();
+  if (!fs::create_directory(dir, ec)) {
+    std::fprintf(stderr, "checkpoint_throughput: cannot make '%s': %s\n", dir.c_str(),
+                 ec ? ec.message().c_str() : "it exists");
+    return 2;
+  }
   o.save_dir = dir;
+  struct removed_at_end {  // also when the run throws
+    std::string dir;
+    ~removed_at_end() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } cleanup{dir};
   bench::print_what_it_runs_on();
   std::printf("GPT %d layers, hidden %d, seq %d; 2 stages (1f1b), %d microbatches x %d; %d steps, a checkpoint every "
               "%d and after the last; 1 thread per rank; into %s (%s)\n\n",
@@ -149,7 +182,6 @@ int bench_main(int argc, char** argv) {
   after /= n_after, normal /= n_normal;
   std::printf("steps: after a save %.3f s (pause + step, mean of %d), normal %.3f s (mean of %d): %.2fx (target <= 1.2x)\n",
               after, n_after, normal, n_normal, after / normal);
-  fs::remove_all(dir);
   return 0;
 }
 

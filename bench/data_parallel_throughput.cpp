@@ -80,6 +80,9 @@ int bench_main(int argc, char** argv) {
     const train_result r = run_pipeline(two);
     const double t = bench::tokens_per_s(r);
     std::printf("| pp=1 x dp=2 (ZeRO-%d), %d microbatches each | 2 | %.0f | %.2fx |\n", zero, global / 2, t, t / base);
+    if (t / base > 2.2)  // two replicas give at most 2x
+      std::printf("warning: above 2x, more than two replicas can give: the runs are too short to time apart from the "
+                  "machine's noise; use a larger model or more --steps\n");
     std::fflush(stdout);
     const double elements = 2.0 * static_cast<double>(r.optimizer_state_bytes.at(0)) / 8;  // ZeRO-1: half the moments
     if (zero == 1)

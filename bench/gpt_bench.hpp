@@ -36,7 +36,8 @@ inline train_options gpt_bench_options() {
 inline std::string positive_int_flag(const std::string& flag, const char* text, int& out) {
   char* end = nullptr;
   const long v = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || v < 1 || v > 1000000) return flag + " needs a positive integer, got '" + text + "'";
+  if (end == text || *end != '\0' || v < 1 || v > 1000000)
+    return flag + " needs a whole number from 1 to 1000000, got '" + text + "'";
   out = static_cast<int>(v);
   return {};
 }
@@ -50,7 +51,19 @@ struct bench_flags {
   std::string* schedule = nullptr;  // --schedule, where given
   int* chunks = nullptr;            // --chunks, where given
   bool steps = true;  // with batches: --steps too (false: a benchmark that replays one step)
+  std::string extra;  // flags the benchmark reads itself, for the lists (", --dir, --save-every")
 };
+
+// The flags a benchmark takes, for --help and the unknown-flag error.
+inline std::string bench_flags_taken(const bench_flags& accepts) {
+  std::string takes = "--layers, --hidden, --seq-len, --microbatch-size";
+  if (accepts.batches) takes += accepts.steps ? ", --microbatches, --steps" : ", --microbatches";
+  if (accepts.buckets) takes += ", --bucket-mb";
+  if (accepts.repeat) takes += ", --repeat";
+  if (accepts.schedule) takes += ", --schedule";
+  if (accepts.chunks) takes += ", --chunks";
+  return takes + accepts.extra;
+}
 
 // Reads the flags `accepts` names into `o` (and into what its pointers point at). Empty when all were good;
 // else one line naming the flag: another flag (with the list this benchmark takes), a flag
@@ -75,22 +88,29 @@ inline std::string gpt_bench_flag_error(int argc, char** argv, train_options& o,
       o.bucket_mb = std::strtod(v, &end);
       if (end == v || *end != '\0' || !(o.bucket_mb > 0)) error = k + " needs a positive number, got '" + v + "'";
     } else {
-      std::string takes = "--layers, --hidden, --seq-len, --microbatch-size";
-      if (accepts.batches) takes += accepts.steps ? ", --microbatches, --steps" : ", --microbatches";
-      if (accepts.buckets) takes += ", --bucket-mb";
-      if (accepts.repeat) takes += ", --repeat";
-      if (accepts.schedule) takes += ", --schedule";
-      if (accepts.chunks) takes += ", --chunks";
-      return "unknown flag " + k + " (it takes " + takes + ")";
+      return "unknown flag " + k + " (it takes " + bench_flags_taken(accepts) + ")";
     }
     if (!error.empty()) return error;
   }
   return {};
 }
 
+// --help (or -h) anywhere: the flags it takes, each a flag and its value, and the file's own
+// comment for what it measures; exit 0 before anything runs.
+inline void print_bench_help_if_asked(int argc, char** argv, const char* program, const std::string& takes) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::printf("usage: %s [FLAG VALUE]...\nflags: %s (each takes a value; the defaults and what it measures: "
+                  "bench/%s.cpp's first comment, and the README's Benchmarks)\n",
+                  program, takes.c_str(), program);
+      std::exit(0);
+    }
+}
+
 // gpt_bench_flag_error, its error printed after `program`'s name: false then.
 inline bool parse_gpt_bench_flags(int argc, char** argv, train_options& o, const char* program,
                                   const bench_flags& accepts = {}) {
+  print_bench_help_if_asked(argc, argv, program, bench_flags_taken(accepts));
   const std::string error = gpt_bench_flag_error(argc, argv, o, accepts);
   if (!error.empty()) std::fprintf(stderr, "%s: %s\n", program, error.c_str());
   return error.empty();

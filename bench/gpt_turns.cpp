@@ -139,6 +139,13 @@ std::vector<train_options> pipelines_to_run(const train_options& o, const std::s
     if (take_suffix(p.schedule, ":strict")) p.fill_weight_grads = false;
     if (take_suffix(p.schedule, ":whole")) p.pause_filled_weight_grads = false;
     if (p.schedule.empty()) throw std::invalid_argument("--schedule needs schedule names separated by commas, got '" + schedules + "'");
+    std::string known;  // checked before anything runs (the header was printed, then exit 1)
+    bool found = false;
+    for (const auto& info : list_schedules()) {
+      known += (known.empty() ? "" : ", ") + info.name;
+      found = found || info.name == p.schedule;
+    }
+    if (!found) throw std::invalid_argument("--schedule: unknown schedule '" + p.schedule + "' (known: " + known + ")");
     p.chunks = chunks > 0 ? chunks : default_chunks(p.schedule);
     out.push_back(p);
     from = comma + 1;
@@ -159,7 +166,13 @@ int bench_main(int argc, char** argv) {
                  o.steps);
     return 2;
   }
-  const std::vector<train_options> pipes = pipelines_to_run(o, schedules, chunks);
+  std::vector<train_options> pipes;
+  try {  // a bad --schedule or --chunks is a bad flag: exit 2, as the others
+    pipes = pipelines_to_run(o, schedules, chunks);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "gpt_turns: %s\n", e.what());
+    return 2;
+  }
   const int n = static_cast<int>(pipes.size());
   bench::print_what_it_runs_on();
   std::string names;
@@ -208,10 +221,10 @@ int bench_main(int argc, char** argv) {
     }
     if (r.empty()) continue;
     std::printf("%s vs %s, round by round: median %.3fx = schedule %.3f x actions' speed %.3f (rounds %.3f-%.3f, %zu of them; "
-                "%s ahead in %zu)\n",
+                "the former ahead in %zu)\n",
                 describe(pipes[i]).c_str(), describe(pipes[0]).c_str(), median(r), median(s), median(a),
                 *std::min_element(r.begin(), r.end()), *std::max_element(r.begin(), r.end()), r.size(),
-                pipes[i].schedule.c_str(), static_cast<size_t>(std::count_if(r.begin(), r.end(), [](double x) { return x > 1; })));
+                static_cast<size_t>(std::count_if(r.begin(), r.end(), [](double x) { return x > 1; })));
   }
   std::vector<double> ref_timed;
   for (size_t k = 1; k < ref.size(); ++k) ref_timed.push_back(ref[k].tokens_per_s);

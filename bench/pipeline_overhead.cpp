@@ -12,9 +12,11 @@
 //     --quick: P in {2, 4}, M = 8; --only: that schedule alone; --trace-dir: each run's measured
 //     last step as a Chrome trace, DIR/NAME-pP-mM[-fill].json (opens in Perfetto)
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -36,7 +38,11 @@ int main(int argc, char** argv) {
   std::string only, trace_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--quick") {
+    if (a == "--help" || a == "-h") {
+      std::printf("usage: pipeline_overhead [--quick] [--only NAME] [--trace-dir DIR]\n"
+                  "  each schedule's measured step against its simulated ideal on fixed costs (bench/pipeline_overhead.cpp)\n");
+      return 0;
+    } else if (a == "--quick") {
       quick = true;
     } else if ((a == "--only" || a == "--trace-dir") && i + 1 < argc) {
       (a == "--only" ? only : trace_dir) = argv[++i];
@@ -53,13 +59,28 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pipeline_overhead: --only %s: not one of %s\n", only.c_str(), choices.c_str());
     return 2;
   }
-  // Each run's measured last step, in milliseconds, for Perfetto.
-  auto write_trace = [&trace_dir](const std::string& name, int P, int M, const char* suffix, const sim_result& r) {
+  // The folder is checked before the runs (a missing one was said after each run, and exit 0).
+  if (!trace_dir.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(trace_dir, ec)) {
+      std::fprintf(stderr, "pipeline_overhead: --trace-dir '%s' is not a folder\n", trace_dir.c_str());
+      return 2;
+    }
+  }
+  // Each run's measured last step, in milliseconds, for Perfetto; a trace not written fails the run.
+  int unwritten = 0;
+  auto write_trace = [&trace_dir, &unwritten](const std::string& name, int P, int M, const char* suffix,
+                                              const sim_result& r) {
     if (trace_dir.empty()) return;
     const std::string path =
         trace_dir + "/" + name + "-p" + std::to_string(P) + "-m" + std::to_string(M) + suffix + ".json";
+    errno = 0;
     std::ofstream f(path);
-    if (!(f << render_chrome_trace(in_milliseconds(r)))) std::fprintf(stderr, "pipeline_overhead: cannot write %s\n", path.c_str());
+    if (!(f << render_chrome_trace(in_milliseconds(r)) << std::flush)) {
+      std::fprintf(stderr, "pipeline_overhead: cannot write %s: %s\n", path.c_str(),
+                   errno ? std::strerror(errno) : "write failed");
+      ++unwritten;
+    }
   };
   fixed_costs fc;
   fc.forward_s = 0.004;
@@ -146,5 +167,6 @@ int main(int argc, char** argv) {
   if (n_fill > 0)
     std::printf("%d runs with W filling waits: measured / simulated: geometric mean %.3f, worst %.3f\n", n_fill,
                 std::exp(log_fill / n_fill), worst_fill);
-  return 0;
+  if (unwritten > 0) std::fprintf(stderr, "pipeline_overhead: %d trace(s) not written (above)\n", unwritten);
+  return unwritten > 0 ? 1 : 0;
 }

@@ -3,11 +3,15 @@
 // the same machine. Reports tokens/s (steps after the first two) and the ratio per round.
 // Target: 2-process / 1-process >= 0.95.
 //
-//   bench/process_layout_throughput path/to/actorpipe [rounds=3] [steps=6]
+//   bench/process_layout_throughput path/to/actorpipe [rounds=3] [steps=6] [port=29400]
+// The two-process runs use ports port, port+1, ... (one a round). It prints the train run's
+// compute line (LibTorch, BLAS, kernels); a run that fails is shown with its last lines.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -24,21 +28,43 @@ std::vector<std::string> job(const std::string& metrics, int steps) {
           "--metrics", metrics};
 }
 
-int run(const std::string& bin, std::vector<std::string> args) {
+// Runs `bin args`; its output (stdout and stderr) goes to `output`. The exit status, 128 + signal.
+int run(const std::string& bin, std::vector<std::string> args, const std::string& output) {
   std::fflush(stdout);  // or the child's copy of the buffer is printed again
   pid_t pid = fork();
+  if (pid < 0) return 127;
   if (pid == 0) {
-    freopen("/dev/null", "w", stdout);
-    freopen("/dev/null", "w", stderr);
+    if (!freopen(output.c_str(), "w", stdout) || dup2(fileno(stdout), STDERR_FILENO) < 0) _exit(127);
     std::vector<char*> argv{const_cast<char*>(bin.c_str())};
     for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     execv(bin.c_str(), argv.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", bin.c_str(), std::strerror(errno));
     _exit(127);
   }
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The lines of `path` that start with `prefix`, or its last `last` lines where prefix is empty.
+std::string lines_of(const std::string& path, const std::string& prefix, size_t last = 12) {
+  std::ifstream f(path);
+  std::vector<std::string> kept;
+  for (std::string line; std::getline(f, line);)
+    if (prefix.empty() || line.rfind(prefix, 0) == 0) kept.push_back(line);
+  if (prefix.empty() && kept.size() > last) kept.erase(kept.begin(), kept.end() - static_cast<long>(last));
+  std::string text;
+  for (const auto& line : kept) text += line + "\n";
+  return text;
+}
+
+// A whole number from lo to hi, or -1.
+long whole_number(const char* text, long lo, long hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text, &end, 10);
+  return end != text && *end == '\0' && errno == 0 && v >= lo && v <= hi ? v : -1;
 }
 
 // Tokens/s over the steps after the first two (allocation and connection warm-up).
@@ -58,38 +84,66 @@ double tokens_per_s(const std::string& metrics) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: process_layout_throughput path/to/actorpipe [rounds=3] [steps=6]\n");
+  const char* usage =
+      "usage: process_layout_throughput path/to/actorpipe [rounds=3 (1-1000)] [steps=6 (3-1000)] [port=29400]\n"
+      "  2 ranks as 2 processes (actorpipe launch, UCX between them) against 1 process, rounds interleaved;\n"
+      "  the two-process run of round r uses --master-port port+r-1\n";
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::printf("%s", usage);
+      return 0;
+    }
+  if (argc < 2 || argc > 5) {
+    std::fprintf(stderr, "%s", usage);
     return 2;
   }
   const std::string bin = argv[1];
-  const int rounds = argc > 2 ? std::atoi(argv[2]) : 3;
-  const int steps = argc > 3 ? std::atoi(argv[3]) : 6;
+  if (access(bin.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "process_layout_throughput: '%s' is no program to run: %s\n", bin.c_str(), std::strerror(errno));
+    return 2;
+  }
+  const long rounds = argc > 2 ? whole_number(argv[2], 1, 1000) : 3;
+  const long steps = argc > 3 ? whole_number(argv[3], 3, 1000) : 6;  // tokens/s from step 2 on
+  const long port = argc > 4 ? whole_number(argv[4], 1, 65535 - 999) : 29400;
+  if (rounds < 0 || steps < 0 || port < 0) {
+    std::fprintf(stderr, "process_layout_throughput: %s\n%s",
+                 rounds < 0   ? ("rounds must be a whole number from 1 to 1000, got '" + std::string(argv[2]) + "'").c_str()
+                 : steps < 0 ? ("steps must be a whole number from 3 to 1000, got '" + std::string(argv[3]) + "'").c_str()
+                             : ("port must be a whole number from 1 to 64536, got '" + std::string(argv[4]) + "'").c_str(),
+                 usage);
+    return 2;
+  }
   if (!getenv("UCX_TLS")) setenv("UCX_TLS", "tcp,self,posix,sysv,cma", 1);
-  const std::string metrics = "/tmp/process_layout_" + std::to_string(getpid()) + ".jsonl";
+  const std::string stem = "/tmp/process_layout_" + std::to_string(getpid());
+  const std::string metrics = stem + ".jsonl", output = stem + ".out";
   std::printf("GPT 8 layers, hidden 256, seq 128, 16 microbatches of 4, 1f1b on 2 ranks (1 thread each), UCX_TLS=%s\n",
               getenv("UCX_TLS"));
-  std::printf("round  1 process x 2 ranks  2 processes x 1 rank  ratio (2 proc / 1 proc)\n");
   std::vector<double> ratios;
-  for (int r = 0; r < rounds; ++r) {
-    if (run(bin, job(metrics, steps)) != 0) {
-      std::fprintf(stderr, "the one-process run failed\n");
+  for (long r = 0; r < rounds; ++r) {
+    const auto failed = [&](const char* which, int code) {
+      std::fprintf(stderr, "the %s run failed (exit %d); its last lines:\n%s", which, code, lines_of(output, "").c_str());
+      std::remove(metrics.c_str());
+      std::remove(output.c_str());
       return 1;
+    };
+    if (const int code = run(bin, job(metrics, static_cast<int>(steps)), output); code != 0)
+      return failed("one-process", code);
+    if (r == 0) {  // what it ran on, as train says it
+      std::printf("%s", lines_of(output, "compute: ").c_str());
+      std::printf("round  1 process x 2 ranks  2 processes x 1 rank  ratio (2 proc / 1 proc)\n");
     }
     const double one = tokens_per_s(metrics);
-    std::vector<std::string> launch = {"launch", "--nproc-per-node", "2", "--master-port", std::to_string(29400 + r), "--"};
-    auto j = job(metrics, steps);
+    std::vector<std::string> launch = {"launch", "--nproc-per-node", "2", "--master-port", std::to_string(port + r), "--"};
+    auto j = job(metrics, static_cast<int>(steps));
     launch.insert(launch.end(), j.begin(), j.end());
-    if (run(bin, launch) != 0) {
-      std::fprintf(stderr, "the two-process run failed\n");
-      return 1;
-    }
+    if (const int code = run(bin, launch, output); code != 0) return failed("two-process", code);
     const double two = tokens_per_s(metrics);
     ratios.push_back(two / one);
-    std::printf("%-5d  %12.0f tok/s     %12.0f tok/s      %.3f\n", r + 1, one, two, two / one);
+    std::printf("%-5ld  %12.0f tok/s     %12.0f tok/s      %.3f\n", r + 1, one, two, two / one);
   }
   std::sort(ratios.begin(), ratios.end());
   std::printf("median ratio %.3f (target >= 0.95)\n", ratios[ratios.size() / 2]);
   std::remove(metrics.c_str());
+  std::remove(output.c_str());
   return 0;
 }

@@ -193,6 +193,7 @@ void print_schedule_ceilings(int M, const measured_cut& two, const measured_cut&
               "2 stages' shards), against the uncut model's step (%.0f ms)\n",
               M, reference - M * uncut_ms, two_opt[0], two_opt[1], reference);
   std::printf("| schedule, 2 stages | simulated step, ms | bubble | x the uncut model |\n|---|---|---|---|\n");
+  bool beyond_two = false;
   for (const auto& [name, chunks] : std::vector<std::pair<std::string, int>>{{"1f1b", 1}, {"zb-h1", 1}, {"interleaved", 2}, {"zbv", 2}}) {
     const bool defers_w = name == "zb-h1" || name == "zbv";
     const cost_model& costs = chunks == 1 ? (defers_w ? two_deferred : two_costs) : (defers_w ? four_deferred : four_costs);
@@ -201,7 +202,12 @@ void print_schedule_ceilings(int M, const measured_cut& two, const measured_cut&
     const double end = slowest_rank_optimizer_ms(chosen.use->place, chunks == 1 ? two_opt : four_opt);
     const double step = chosen.on_measured.makespan + end;
     std::printf("| %s | %.0f | %.1f%% | %.3f |\n", name.c_str(), step, 100 * chosen.on_measured.bubble_ratio, reference / step);
+    beyond_two = beyond_two || reference / step > 2;
   }
+  // Two stages give at most 2x: more says the costs are too small to time apart from noise.
+  if (beyond_two)
+    std::printf("warning: a ceiling above 2, more than 2 stages can give: this model's actions are too short to time "
+                "(noise and fixed costs dominate); use a larger model or more --repeat\n");
   std::printf("(1F1B's textbook limit, 2M / (M + P - 1) = %.3f here, counts equal stages and no step end; the last stage\n"
               "also runs the LM head and the loss, and the step's end runs on both ranks at once)\n",
               2.0 * M / (M + 1));

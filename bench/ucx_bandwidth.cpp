@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <atomic>
 #include <chrono>
@@ -246,19 +247,45 @@ std::string ratio(const std::vector<double>& ours, const std::vector<double>& re
 
 }  // namespace
 
+// A whole number from lo to hi, or -1.
+long long whole_number(const char* text, long long lo, long long hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text, &end, 10);
+  return end != text && *end == '\0' && errno == 0 && v >= lo && v <= hi ? v : -1;
+}
+
 int main(int argc, char** argv) {
-  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 3;
+  const char* usage = "usage: [UCX_TLS=...] ucx_bandwidth [reps=3 (1-1000)] [min_pooled bytes, or off] [max_idle_mib]\n"
+                      "  UCX bandwidth between two processes against ucx_perftest (ucx-utils) on 64 KiB-64 MiB\n";
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::printf("%s", usage);
+      return 0;
+    }
+  // Each argument read whole (atoi made "--help" and "abc" one repetition, and ran).
+  const long long reps = argc > 1 ? whole_number(argv[1], 1, 1000) : 3;
+  const long long min_pooled =
+      argc > 2 ? (std::string(argv[2]) == "off" ? 0 : whole_number(argv[2], 0, 1LL << 40)) : 65536;
+  const long long max_idle_mib = argc > 3 ? whole_number(argv[3], 0, 1 << 20) : 1024;
+  if (argc > 4 || reps < 0 || min_pooled < 0 || max_idle_mib < 0) {
+    std::fprintf(stderr, "ucx_bandwidth: %s\n%s",
+                 argc > 4             ? "at most three arguments"
+                 : reps < 0           ? "reps must be a whole number from 1 to 1000"
+                 : min_pooled < 0     ? "min_pooled must be a byte count or off"
+                                      : "max_idle_mib must be a whole number of MiB",
+                 usage);
+    return 2;
+  }
   actorpipe::transport::ucx_receive_pool_options pool;
   // The runtime's rule: keep twice the bytes a step has in flight (here 512 MiB per round).
-  pool.max_idle_bytes = std::size_t{1024} << 20;
-  if (argc > 2) {
-    pool.min_tensor_bytes = std::string(argv[2]) == "off" ? SIZE_MAX : std::strtoull(argv[2], nullptr, 10);
-  }
-  if (argc > 3) pool.max_idle_bytes = static_cast<size_t>(std::strtoull(argv[3], nullptr, 10)) << 20;
+  pool.max_idle_bytes = static_cast<size_t>(max_idle_mib) << 20;
+  if (argc > 2)
+    pool.min_tensor_bytes = std::string(argv[2]) == "off" ? SIZE_MAX : static_cast<size_t>(min_pooled);
   setenv("UCX_TLS", "tcp,self", 0);  // keep the caller's choice
   const std::string tls = std::getenv("UCX_TLS");
   const std::vector<size_t> sizes = {64u << 10, 256u << 10, 1u << 20, 4u << 20, 16u << 20, 64u << 20};
-  const std::vector<round> rounds = schedule(sizes, reps);
+  const std::vector<round> rounds = schedule(sizes, static_cast<int>(reps));
   int to_child[2], from_child[2];
   if (pipe(to_child) || pipe(from_child)) return 2;
   const pid_t pid = fork();

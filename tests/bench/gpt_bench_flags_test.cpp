@@ -57,7 +57,7 @@ CATCH_TEST_CASE("bench flags: each benchmark takes its own, the rest is one erro
   CATCH_CHECK(parse({"--bucket-mb", "0.5"}, o, data_parallel).empty());
   CATCH_CHECK(o.bucket_mb == 0.5);
   CATCH_CHECK(parse({"--bucket-mb", "-1"}, o, data_parallel) == "--bucket-mb needs a positive number, got '-1'");
-  CATCH_CHECK(parse({"--repeat", "0"}, o, throughput) == "--repeat needs a positive integer, got '0'");
-  CATCH_CHECK(parse({"--layers", "4x"}, o, throughput) == "--layers needs a positive integer, got '4x'");
+  CATCH_CHECK(parse({"--repeat", "0"}, o, throughput) == "--repeat needs a whole number from 1 to 1000000, got '0'");
+  CATCH_CHECK(parse({"--layers", "4x"}, o, throughput) == "--layers needs a whole number from 1 to 1000000, got '4x'");
   CATCH_CHECK(parse({"--layers", "4", "--hidden"}, o, throughput) == "--hidden needs a value");
 }

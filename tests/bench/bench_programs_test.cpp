@@ -1,0 +1,84 @@
+// The benchmark programs as a user runs them: --help, bad arguments refused before anything
+// runs (exit 2), and checkpoint_throughput leaving the folder it is given as it was.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/apps/cli_runner.hpp"
+#include "tests/apps/process_runner.hpp"
+
+using Catch::Contains;
+using namespace actorpipe::testing;
+
+namespace {
+
+struct ran {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+ran run_bench(const std::string& command) {
+  const std::string log = temp_path(".bench.log");
+  const int status = std::system((std::string("cd ") + std::filesystem::temp_directory_path().string() + " && " + BENCH_DIR +
+                                  "/" + command + " > " + log + " 2>&1")
+                                     .c_str());
+  ran r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_text(log);
+  std::remove(log.c_str());
+  return r;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("benchmark programs take --help and refuse what they cannot use, before running", "[bench]") {
+  for (const char* program : {"checkpoint_throughput", "gpt_turns", "ucx_bandwidth", "pipeline_overhead"}) {
+    CATCH_CAPTURE(program);
+    const ran help = run_bench(std::string(program) + " --help");
+    CATCH_CHECK(help.code == 0);
+    CATCH_CHECK_THAT(help.out, Contains("usage: "));
+  }
+  CATCH_CHECK_THAT(run_bench("checkpoint_throughput --help").out, Contains("--dir, --save-every"));
+  // atoi read these as 0 (a crash on an empty median) or 1 (a full run of ucx_bandwidth).
+  const ran rounds = run_bench(std::string("process_layout_throughput ") + ACTORPIPE_BIN + " abc");
+  CATCH_CHECK(rounds.code == 2);
+  CATCH_CHECK_THAT(rounds.out, Contains("rounds must be a whole number from 1 to 1000, got 'abc'"));
+  const ran reps = run_bench("ucx_bandwidth 0");
+  CATCH_CHECK(reps.code == 2);
+  CATCH_CHECK_THAT(reps.out, Contains("reps must be a whole number from 1 to 1000"));
+  // A trace folder that is not there: said before the runs (it ran them all, then exit 0).
+  const ran traces = run_bench("pipeline_overhead --quick --only zbv --trace-dir /nonexistent-actorpipe-dir");
+  CATCH_CHECK(traces.code == 2);
+  CATCH_CHECK_THAT(traces.out, Contains("--trace-dir '/nonexistent-actorpipe-dir' is not a folder"));
+  const ran schedule = run_bench("gpt_turns --schedule nope");
+  CATCH_CHECK(schedule.code == 2);
+  CATCH_CHECK_THAT(schedule.out, Contains("--schedule: unknown schedule 'nope'"));
+  CATCH_CHECK(schedule.out.find("GPT ") == std::string::npos);  // nothing ran
+  const ran every = run_bench("checkpoint_throughput --save-every 1");
+  CATCH_CHECK(every.code == 2);
+  CATCH_CHECK_THAT(every.out, Contains("--save-every 1 with --steps 10 leaves no step that follows no save to compare"));
+}
+
+CATCH_TEST_CASE("checkpoint_throughput --dir writes in a folder of its own there, and leaves the rest", "[bench]") {
+  // It removed DIR with everything in it, before and after its run.
+  const std::string dir = temp_path(".bench-dir");
+  std::filesystem::create_directories(dir + "/sub");
+  std::ofstream(dir + "/thesis.txt") << "mine";
+  const ran r = run_bench("checkpoint_throughput --dir " + dir +
+                          " --layers 2 --hidden 32 --seq-len 8 --microbatch-size 1 --microbatches 2 --steps 4 "
+                          "--save-every 2");
+  CATCH_INFO(r.out);
+  CATCH_CHECK(r.code == 0);
+  CATCH_CHECK(read_text(dir + "/thesis.txt") == "mine");
+  CATCH_CHECK(std::filesystem::is_directory(dir + "/sub"));
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
+  CATCH_CHECK(entries == 2);  // its own folder is gone again
+  std::filesystem::remove_all(dir);
+}
