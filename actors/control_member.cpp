@@ -152,6 +152,11 @@ class member final : public control_role {
       fail_setup("could not reach process 0 at " + master() + " within " + join_timeout_text() +
                  " s (--join-timeout; is process 0 running, and are MASTER_ADDR and MASTER_PORT right?): " +
                  connect_error_);
+    } else if (!challenged_) {
+      // Something accepted the connection and said nothing: not an actorpipe process 0, which
+      // sends its challenge at once (it read "the other processes did not all join").
+      fail_setup("the program at " + master() + " accepted the connection but sent nothing of actorpipe's handshake "
+                 "within " + join_timeout_text() + " s (--join-timeout): is another program listening on MASTER_PORT?");
     } else {
       fail_setup("process 0 at " + master() + " did not admit this process within " + join_timeout_text() +
                  " s (--join-timeout): the other processes did not all join");
@@ -207,6 +212,7 @@ class member final : public control_role {
   }
 
   void answer_challenge_and_join(connection_handle hdl, const std::vector<std::uint8_t>& challenge) {
+    challenged_ = true;
     char host[256] = {0};
     gethostname(host, sizeof host - 1);
     control_wire::hello_frame h;
@@ -288,6 +294,7 @@ class member final : public control_role {
 
   connection_handle server_;  // the connection to process 0
   bool connected_ = false;
+  bool challenged_ = false;  // process 0 sent its challenge (an actorpipe process 0 answers at once)
   bool finished_ = false;  // the owner was told the run is over
   std::chrono::steady_clock::time_point deadline_;
   std::string connect_error_;  // why the last attempt to reach process 0 failed

@@ -123,9 +123,10 @@ rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const co
   const char* name = ctx.options.schedule.c_str();
   char line[640];
   if (c.use == running) {
-    // Every rebuilt plan is the generated one. Plans of B alone (1f1b, interleaved) never
-    // change with costs: nothing to say. Those that split B (zb-h1, zbv) said nothing either.
-    if (c.candidates == 1 && generated_runs && !running->uses_split_backward()) return r;
+    // Every rebuilt plan is the generated one. Plans of B alone (1f1b, interleaved), and those
+    // of built-ins that ignore costs (dualpipev's fixed phases), never change with costs:
+    // nothing to say (dualpipev was said to be "rebuilt ... kept").
+    if (c.candidates == 1 && generated_runs && (!running->uses_split_backward() || !orders_by_cost(name))) return r;
     if (c.candidates == 1 && generated_runs)
       std::snprintf(line, sizeof line,
                     "plan: %s rebuilt on the median costs measured in %s is the plan generated (simulated bubble "
@@ -393,7 +394,7 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
   if (ctx_->result) {
     // The first step this run ran (a resumed one's is not step 0).
     if (ctx_->result->steps.empty()) ctx_->result->optimizer_state_bytes = m.optimizer_state_bytes;
-    ctx_->result->steps.push_back(m);
+    keep_step(ctx_->result->steps, m, o.keep_step_metrics);
   }
   // A caller's callback that throws stops the run with its message (it was CAF's
   // "unhandled exception", and the caller heard "the supervisor stopped").

@@ -257,7 +257,8 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--bucket-mb", tr.bucket_mb, "With --dp: MiB of gradients per sync bucket [default: 4]");
   t->add_option("--seed", tr.seed, "Seed of parameters and data [default: 1234]")
       ->check(CLI::Validator(
-          [](std::string& text) {  // a minus would wrap around to a huge seed
+          [](std::string& text) {  // a minus would wrap around to a huge seed; -0 is 0
+            if (text.size() > 1 && text.front() == '-' && text.find_first_not_of('0', 1) == std::string::npos) text = "0";
             return text.find('-') == std::string::npos ? std::string() : "must be 0 or more, got '" + text + "'";
           },
           ""));
@@ -393,7 +394,8 @@ void add_launch(CLI::App& app, launch_cli& c) {
       "second Ctrl-C sends SIGKILL at once.\n"
       "\nRecovery: with --max-restarts N, a failure stops the other processes and starts all of them again\n"
       "(ACTORPIPE_RESTART_COUNT=1, 2, ...); train then resumes from the newest valid checkpoint in its --save-dir,\n"
-      "so the work lost is at most --save-every steps. Each restart is logged with its cause; after N restarts\n"
+      "so the work lost is at most --save-every steps (twice that where a failure came while a checkpoint was\n"
+      "still being written, as training goes on meanwhile). Each restart is logged with its cause; after N restarts\n"
       "launch exits with the last failure's code and the history of every attempt. A process that exits 2 was\n"
       "refused (bad flags, config, input files or checkpoint, or a job that cannot form: the master port taken,\n"
       "a wrong job token or world size; failures while running exit 1): that is not restarted, as it would be\n"

@@ -30,6 +30,7 @@
 
 #include "apps/exit_codes.hpp"
 #include "apps/launch_command.hpp"
+#include "core/checkpoint/checkpoint_store.hpp"
 #include "core/job_place.hpp"
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
@@ -436,6 +437,13 @@ void check_jobs(report& r, const doctor_options& o) {
 void check_dir(report& r, const std::string& dir) {
   std::error_code ec;
   const fs::path full = fs::absolute(dir, ec);
+  for (const auto& part : full)  // train refuses it (it said "would be made ... writable")
+    if (part.string().size() > 255) {
+      r.add(doctor_status::fail, "files", "directory",
+            "'" + dir + "': its part '" + part.string().substr(0, 24) + "...' is " + std::to_string(part.string().size()) +
+                " bytes, more than the 255 a name may have (--dir)");
+      return;
+    }
   const fs::path at = nearest_existing(ec ? fs::path(dir) : full);  // the folder checked
   const bool made = at != full;
   const std::string named = "'" + dir + "'" + (made ? " does not exist yet, and" : "");
@@ -462,6 +470,21 @@ void check_dir(report& r, const std::string& dir) {
                            " (checkpoints: parameters and two AdamW moments, 12 bytes a parameter)";
   r.add(free_bytes >= 0 && free_bytes < 1024.0 * 1024 * 1024 ? doctor_status::warn : doctor_status::ok, "files",
         "directory", text);
+  // A folder of another run's checkpoints takes a --resume of that run, not a new run (train
+  // refuses it as --save-dir without --resume): said, as train would say it.
+  if (!made) {
+    if (const std::string holder = save_dir_holder(dir); !holder.empty()) {
+      r.add(doctor_status::fail, "files", "in use",
+            "'" + dir + "' is the --save-dir of a run going on now (" + holder +
+                ", holding its .lock): a run saving there is refused until that one ends");
+      return;
+    }
+    try {
+      check_save_dir_is_ours(dir, "", 0);
+    } catch (const std::invalid_argument& e) {
+      r.add(doctor_status::note, "files", "checkpoints", std::string("a new run saving here is refused: ") + e.what());
+    }
+  }
 }
 
 const char* status_word(doctor_status s) {

@@ -4,8 +4,11 @@
 // what the user wrote, a --schedule-file overwritten by --trace), and its folder.
 #pragma once
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdexcept>
@@ -57,8 +60,27 @@ inline void check_output_file(const char* flag, const std::string& path, bool re
   const std::string named = std::string(flag) + " '" + path + "'";
   if (fs::is_directory(path, ec)) throw std::invalid_argument(named + " is a directory: give a file name");
   const fs::path parent = fs::path(path).parent_path();
-  const fs::path dir = parent.empty() ? fs::path(".") : parent;
+  fs::path dir = parent.empty() ? fs::path(".") : parent;
   if (!fs::is_directory(dir, ec)) throw std::invalid_argument(named + ": the folder '" + dir.string() + "' does not exist");
+  // Through a symbolic link: the file it names is written, in that file's folder. A loop of
+  // links, or one to a folder that is not there, failed only once the run had trained.
+  struct stat link {};
+  if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    struct stat through {};
+    if (::stat(path.c_str(), &through) != 0 && errno == ELOOP)
+      throw std::invalid_argument(named + " is a symbolic link in a loop of links: give a file name");
+    const fs::path target = write_target(path);
+    if (target.empty() || !fs::is_directory(target.parent_path(), ec))
+      throw std::invalid_argument(named + " is a symbolic link to '" + fs::read_symlink(path, ec).string() +
+                                  "', whose folder does not exist");
+    dir = target.parent_path();
+  }
+  // A name past the filesystem's limit (255 bytes) failed only when written, after the run.
+  const std::string name = fs::path(path).filename().string();
+  const long name_max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  if (name_max > 0 && static_cast<long>(name.size()) > name_max)
+    throw std::invalid_argument(named + ": the file name is " + std::to_string(name.size()) + " bytes, more than the " +
+                                std::to_string(name_max) + " a name may have there");
   const auto status = fs::status(path, ec);
   // /dev/stdout where standard output is a file: the two overwrote each other's lines.
   struct stat target {};
@@ -66,6 +88,17 @@ inline void check_output_file(const char* flag, const std::string& path, bool re
     if (const char* stream = std_stream_writing(target))
       throw std::invalid_argument(named + " is this process's " + stream +
                                   ", a file: written apart, each would overwrite the other; give another file");
+  // A pipe with no reader: the first write's open waited for one for ever, past --step-timeout
+  // and a first Ctrl-C. With a reader (--metrics >(jq ...)), this end stays open for the
+  // process's life: closed here, the reader would see the end of its input before a line came.
+  if (!replaced && fs::is_fifo(status)) {
+    const int end = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (end < 0 && errno == ENXIO)
+      throw std::invalid_argument(named + " is a pipe that nothing reads: what is written there would wait for ever "
+                                          "(start its reader first)");
+    if (end < 0) throw std::invalid_argument(named + ": cannot open the pipe (" + std::strerror(errno) + ")");
+    return;
+  }
   if (fs::exists(status)) {
     if (replaced && !fs::is_regular_file(status))
       throw std::invalid_argument(named + " exists and is not a regular file (a device, pipe or socket): the file is "

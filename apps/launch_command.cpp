@@ -33,6 +33,7 @@
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
 #include "core/number_text.hpp"
+#include "core/proc_files.hpp"
 #include "core/signal_name.hpp"
 #include "core/time_limits.hpp"
 
@@ -355,13 +356,24 @@ struct watch_state {
 };
 
 // Sends `sig` to every running process, marking its end as expected; returns their names.
+// Whether the process is stopped (SIGSTOP, SIGTSTP, a debugger): /proc/PID/stat's state T or t.
+bool is_stopped(pid_t pid) {
+  const std::string stat = first_line("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && (stat[paren + 2] == 'T' || stat[paren + 2] == 't');
+}
+
 std::string signal_running(watch_state& w, int sig) {
   std::string names;
   for (auto& c : w.kids)
     if (c.running) {
+      // A stopped process acts on no SIGTERM until it runs again (it waited for the SIGKILL,
+      // said to be "still running"): continued after it, as init systems do.
+      const bool stopped = sig != SIGKILL && is_stopped(c.pid);
       kill(c.pid, sig);
+      if (stopped) kill(c.pid, SIGCONT);
       c.stopped_by_us = true;
-      names += (names.empty() ? "" : ", ") + c.name();
+      names += (names.empty() ? "" : ", ") + c.name() + (stopped ? " (it was stopped: continued, so that it can exit)" : "");
     }
   return names;
 }

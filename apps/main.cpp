@@ -51,6 +51,7 @@ void release_hangup() {
 int main(int argc, char** argv) {
   release_hangup();
   if (argc < 2 || std::string(argv[1]) != "train") actorpipe::release_stop_signals();
+  else actorpipe::watch_held_stop_signals();
   actorpipe::report_crashes();
   actorpipe::ensure_best_blas_kernels(argv);  // the best BLAS kernels, before anything else (may restart once)
   const int code = actorpipe::cli_main(argc, argv, std::cout, std::cerr);

@@ -2,6 +2,7 @@
 #include "apps/train_command.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <exception>
 #include <atomic>
 #include <chrono>
@@ -29,6 +30,8 @@
 
 #include <nlohmann/json.hpp>
 #include <sched.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "actors/pipeline_runtime.hpp"
@@ -348,6 +351,9 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.step_timeout_s = o.step_timeout_s;
   t.no_pipeline = o.no_pipeline;
   t.plan_on_measured_costs = !o.unit_cost_plan;
+  // The summary's lines cover the first step and the last 1000 (every step's per-rank
+  // metrics kept process 0 growing by ~0.5 kB a step, without bound).
+  t.keep_step_metrics = 1000;
   t.early_input_grad = !o.late_input_grad;
   t.fill_weight_grads = !o.no_w_fill;
   // "ckpt/" is "ckpt": its checkpoints are named ckpt/step-N, not ckpt//step-N.
@@ -513,7 +519,12 @@ void finish_from_checkpoint(std::ostream& out, const train_cli_options& o, const
 // config's notes.
 void print_job(std::ostream& out, const train_cli_options& o, const train_options& t, const job_config& c,
                const job_place& place, const std::vector<int>& layout) {
-  const std::string what = o.no_pipeline ? "reference (--no-pipeline: one thread, unpartitioned)"
+  // The reference is one rank: one thread, or --threads-per-stage of them (it said "one
+  // thread" while two ran).
+  const std::string what = o.no_pipeline ? "reference (--no-pipeline: " +
+                                               (t.threads_per_stage > 1 ? std::to_string(t.threads_per_stage) + " threads"
+                                                                        : std::string("one thread")) +
+                                               ", unpartitioned)"
                                          : (o.schedule_file.empty() ? t.schedule : o.schedule_file) + ", " +
                                                std::to_string(t.stages) + (t.stages == 1 ? " stage x " : " stages x ") + std::to_string(t.chunks) +
                                                (t.chunks == 1 ? " chunk" : " chunks") +
@@ -556,6 +567,40 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
 // The --metrics file, opened at its first line: a run refused before its first step leaves a
 // file that was there as it was, and makes none. (Whether the path takes writes is checked
 // before the job starts.) A restart of a launched job, and a resumed run, append.
+// A lock (flock) on an output file while a run writes it, so that another run is refused the
+// same file at its start. Regular files only (a pipe or /dev/null is anyone's).
+class held_output {
+ public:
+  held_output() = default;
+  held_output(const held_output&) = delete;
+  held_output& operator=(const held_output&) = delete;
+  ~held_output() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void take(const std::string& path) {
+    std::error_code ec;
+    if (fd_ >= 0 || !std::filesystem::is_regular_file(path, ec)) return;
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  // Whether a run holds `path` now.
+  static bool by_another(const std::string& path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) return false;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    ::close(fd);
+    return held;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 class metrics_file {
  public:
   metrics_file(std::string path, bool append) : path_(std::move(path)), append_(append) {}
@@ -577,6 +622,7 @@ class metrics_file {
       errno = 0;
       out_.open(path_, append_ ? std::ios::app : std::ios::out);
       if (!out_) return give_up("cannot write --metrics file '" + path_ + "'");
+      lock_.take(path_);
     }
     errno = 0;
     out_ << text << '\n' << std::flush;
@@ -647,6 +693,7 @@ class metrics_file {
   std::uintmax_t whole_bytes_ = 0;  // the file's bytes up to its last whole line
   std::ofstream out_;
   std::string failure_;
+  held_output lock_;  // this run's mark on a regular file, while it writes it
 };
 
 // What each finished step shows: a progress line (redrawn on a terminal), a debug log line,
@@ -852,9 +899,18 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
     // With replicas, every rank of every one: rank = replica x stages + pipeline rank.
     const bool all = !r.last_step_all_ranks.events.empty();
     const sim_result& step = all ? r.last_step_all_ranks : r.last_step;
+    // Which step of which run: a trace left by an earlier run (this one killed before it
+    // wrote its own) looked like this run's.
+    char written[32] = "";
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    if (gmtime_r(&now, &utc)) std::strftime(written, sizeof written, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    const std::vector<std::pair<std::string, std::string>> about = {
+        {"step", r.steps.empty() ? "" : std::to_string(r.steps.back().step + 1)}, {"written", written}};
     errno = 0;
     std::ofstream f(o.trace_path);
-    if (!(f << render_chrome_trace(in_milliseconds(step), "actorpipe train " + step.schedule + ", the last step measured")
+    if (!(f << render_chrome_trace(in_milliseconds(step), "actorpipe train " + step.schedule + ", the last step measured",
+                                   about)
             << std::flush)) {
       const std::string why = errno ? std::string(": ") + std::strerror(errno) : std::string();
       f.close();
@@ -907,6 +963,17 @@ void check_save_dir(const std::string& dir) {
   const std::string named = "--save-dir '" + dir + "'";
   const fs::path full = fs::absolute(dir, ec);
   if (ec) throw std::invalid_argument(named + ": " + ec.message());
+  // Names past the system's limits failed when the folder was made (exit 1: launch restarted
+  // it) or at the first checkpoint, after --save-every steps of work.
+  for (const auto& part : full)
+    if (part.string().size() > 255)
+      throw std::invalid_argument(named + ": its part '" + part.string().substr(0, 24) + "...' is " +
+                                  std::to_string(part.string().size()) + " bytes, more than the 255 a name may have");
+  constexpr std::size_t checkpoint_names = 128;  // a write in flight's folder and its files, below it
+  if (full.string().size() + checkpoint_names > PATH_MAX)
+    throw std::invalid_argument(named + " is " + std::to_string(full.string().size()) + " bytes as an absolute path: with " +
+                                "its checkpoints' names below it (up to " + std::to_string(checkpoint_names) +
+                                " more) it passes the system's limit of " + std::to_string(PATH_MAX) + " on a path");
   const fs::path p = nearest_existing(full);
   if (const std::string dangling = dangling_link_text(p); !dangling.empty())
     throw std::invalid_argument(p == full ? named + " " + dangling
@@ -1178,7 +1245,23 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   std::ostringstream quiet;
   std::ostream& out = place.process == 0 ? out_stream : quiet;
   if (done) {
-    if (place.process == 0) finish_from_checkpoint(out, o, *done);
+    if (place.process == 0) {
+      // The folder as a run leaves it: killed between the last checkpoint's rename and its
+      // `latest`, the job left `latest` naming the one before and a `.latest-*` beside it
+      // (the lock takes writes in flight away).
+      try {
+        save_dir_lock held(t.save_dir);
+        const std::string name = std::filesystem::path(done->path).filename().string();
+        if (const std::string before = read_latest(t.save_dir); before != name) {
+          point_latest(t.save_dir, name);
+          log_info("--save-dir " + t.save_dir + ": latest named " + (before.empty() ? "nothing" : before) +
+                   "; it names " + name + " now, the newest complete checkpoint");
+        }
+      } catch (const std::exception& e) {
+        log_warn("--save-dir " + t.save_dir + ": latest not checked (" + std::string(e.what()) + ")");
+      }
+      finish_from_checkpoint(out, o, *done);
+    }
     return 0;
   }
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;
@@ -1186,7 +1269,14 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   if (place.process == 0) {  // process 0 writes these
     check_outputs_beside_checkpoints(o, t.save_dir);
     check_train_files(o, "");
-    if (!o.metrics_path.empty()) check_output_file("--metrics", o.metrics_path, false);
+    if (!o.metrics_path.empty()) {
+      check_output_file("--metrics", o.metrics_path, false);
+      // Two runs writing one metrics file overwrote each other's lines from their own offsets
+      // (NUL bytes between), both exit 0.
+      if (const bool held = held_output::by_another(o.metrics_path); held)
+        throw std::invalid_argument("--metrics '" + o.metrics_path + "' is being written by a run going on now: give "
+                                    "this run a file of its own");
+    }
     if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path, false);
     if (!o.save_final_path.empty()) check_output_file("--save-final", o.save_final_path, true);
   }
@@ -1313,7 +1403,37 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   return r.stopped_by_signal != 0 ? 128 + r.stopped_by_signal : 0;
 }
 
+namespace {
+std::atomic<bool> setup_watched{false};
+}  // namespace
+
+void watch_held_stop_signals() {
+  if (setup_watched.exchange(true)) return;
+  std::thread([] {
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    int held_for = 0;  // tenths of a second a stop signal has been held
+    while (setup_watched.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      sigset_t pending;
+      sigemptyset(&pending);
+      const bool held = sigpending(&pending) == 0 && (sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM));
+      held_for = held ? held_for + 1 : 0;
+      if (held_for < 10 || !setup_watched.load()) continue;
+      const int sig = sigismember(&pending, SIGINT) ? SIGINT : SIGTERM;
+      const std::string line = "actorpipe train: stopped by " + signal_name(sig) +
+                               " before the run began: nothing was trained (its setup was still waiting a second "
+                               "after the signal)\n";
+      [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, line.data(), line.size());
+      ::_exit(128 + sig);
+    }
+  }).detach();
+}
+
 void release_stop_signals() {
+  setup_watched.store(false);  // the run's handler takes them from here
   sigset_t stops;
   sigemptyset(&stops);
   sigaddset(&stops, SIGINT);

@@ -68,4 +68,10 @@ bool hangup_is_a_stop();
 // initialiser: apps/main.cpp); a pending one is delivered now.
 void release_stop_signals();
 
+// While train sets up, SIGINT and SIGTERM are held (the run's handler takes one when it
+// starts). A setup that waits on something that may never come (a pipe's other end, a scan of
+// a huge file) kept them held for ever: from this call on, one held for a second ends the
+// process at once (exit 128 + the signal, nothing was trained), until release_stop_signals.
+void watch_held_stop_signals();
+
 }  // namespace actorpipe

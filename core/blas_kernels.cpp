@@ -196,8 +196,15 @@ std::string aten_capability_origin(const std::string& capability) {
     origin = std::string(aten_capability_variable) + "=" + value + " set by the user";
   else
     origin = "detected by LibTorch";
-  if (set_and_nonempty(value) && lower(value) != lower(capability))
-    origin += "; " + std::string(value) + " was asked for";
+  if (set_and_nonempty(value) && lower(value) != lower(capability)) {
+    // A value LibTorch does not know it ignores (glog says so, once): said so here too, not
+    // as if that kernel had been asked for and denied.
+    const std::string asked = lower(value);
+    const bool known = asked == "default" || asked == "avx2" || asked == "avx512" || asked == "zvector" ||
+                       asked == "vsx" || asked == "neon";
+    origin += "; " + std::string(value) + (known ? " was asked for" : " is not a value LibTorch knows (default, avx2, "
+                                                                       "avx512): it detected the kernels itself");
+  }
   return origin;
 }
 

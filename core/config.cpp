@@ -171,12 +171,16 @@ void set_from_text(int& out, const std::string& key, const std::string& value) {
 }
 
 void set_from_text(std::uint64_t& out, const std::string& key, const std::string& value) {
-  // strtoull would wrap "-1" around to a huge seed.
-  if (!plain_number_text(value) || value.front() == '-') bad_override(key, value, "a non-negative integer");
+  // strtoull would wrap "-1" around to a huge seed; "-0" is 0, as it is for the other keys.
+  const bool minus_zero = value.size() > 1 && value.front() == '-' &&
+                          value.find_first_not_of('0', 1) == std::string::npos;
+  if (!plain_number_text(value) || (value.front() == '-' && !minus_zero))
+    bad_override(key, value, "a non-negative integer");
   errno = 0;
   char* end = nullptr;
-  unsigned long long v = std::strtoull(value.c_str(), &end, 10);
-  if (*end != '\0' || errno == ERANGE) bad_override(key, value, "a non-negative integer");
+  unsigned long long v = std::strtoull(value.c_str() + (minus_zero ? 1 : 0), &end, 10);
+  if (*end != '\0') bad_override(key, value, "a non-negative integer");
+  if (errno == ERANGE) bad_override(key, value, "a non-negative integer below 2^64 (this one is past 64 bits)");
   out = v;
 }
 
@@ -306,8 +310,9 @@ job_config config_from_json(const nlohmann::json& j) {
 
 namespace {
 // JSON's parser reads a number too small for a double as 0 ("grad_clip": 1e-400 was "no
-// clipping"): the text's numbers (outside strings and comments) that do, refused by line.
-void refuse_numbers_read_as_zero(const std::string& text, const std::string& path) {
+// clipping"), and fails on one too large as if the text were no JSON ("lr": 1e400): the text's
+// numbers (outside strings and comments) that do, refused by line.
+void refuse_numbers_out_of_range(const std::string& text, const std::string& path) {
   int line = 1;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char ch = text[i];
@@ -339,6 +344,9 @@ void refuse_numbers_read_as_zero(const std::string& text, const std::string& pat
       if (v == 0 && errno == ERANGE)
         fail("config file '" + path + "': the number " + number + " on line " + std::to_string(line) +
              " is too small for a double and reads as 0: give 0, or a number a double holds");
+      if (std::isinf(v))
+        fail("config file '" + path + "': the number " + number + " on line " + std::to_string(line) +
+             " is too large for a double (at most 1.8e308)");
       i = end - 1;
     }
   }
@@ -375,9 +383,10 @@ job_config load_config_file(const std::string& path, std::set<std::string>* keys
   try {
     j = nlohmann::json::parse(text, no_duplicates, /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const nlohmann::json::exception& e) {
+    refuse_numbers_out_of_range(text, path);  // a number past a double's range fails the parse too
     fail("config file '" + path + "' is not valid JSON: " + e.what());
   }
-  refuse_numbers_read_as_zero(text, path);
+  refuse_numbers_out_of_range(text, path);
   if (keys_given && j.is_object())
     for (const auto& item : j.items()) keys_given->insert(item.key());
   try {

@@ -10,13 +10,14 @@ namespace actorpipe {
 namespace {
 
 int parse_int(const char* name, const char* text) {
-  const std::string s = text;
+  const std::string given = text;
+  const std::string s = given.size() > 1 && given[0] == '+' ? given.substr(1) : given;  // "+29600" is 29600
   bool digits = !s.empty();
   for (char c : s) digits = digits && c >= '0' && c <= '9';
-  if (!digits) throw std::invalid_argument(std::string(name) + "='" + s + "' is not a non-negative integer");
+  if (!digits) throw std::invalid_argument(std::string(name) + "='" + given + "' is not a non-negative integer");
   const std::size_t first = std::min(s.find_first_not_of('0'), s.size() - 1);  // "007" is 7
   if (s.size() - first > 10 || std::stoll(s.substr(first)) > INT_MAX)
-    throw std::invalid_argument(std::string(name) + "=" + s + " is more than " + std::to_string(INT_MAX));
+    throw std::invalid_argument(std::string(name) + "=" + given + " is more than " + std::to_string(INT_MAX));
   return std::stoi(s.substr(first));
 }
 

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cstring>
+#include <cctype>
 #include <mutex>
 #include <stdexcept>
 
@@ -151,8 +152,10 @@ void end_terminal_line() {
 }
 
 log_level parse_log_level(const std::string& text, const std::string& source) {
+  std::string lower = text;  // DEBUG is debug (spdlog's SPDLOG_LEVEL takes either)
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (int i = 0; i < 6; ++i)
-    if (text == kLevelNames[i]) return static_cast<log_level>(i);
+    if (lower == kLevelNames[i]) return static_cast<log_level>(i);
   throw std::invalid_argument(source + "=" + text + " must be one of trace, debug, info, warn, error, off");
 }
 
@@ -274,7 +277,46 @@ void log_to_file(log_level level, const std::string& text) {
   state().file_logger->log(spdlog::source_loc{}, to_spdlog(level), spdlog::string_view_t(text));
 }
 
-void log_passed_on(const std::string& text) {
+namespace {
+// A terminal's control sequences (ESC [ ... a letter: a progress line's "erase to its end"),
+// which a log file shows as raw bytes.
+std::string without_escapes(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\033' && i + 1 < text.size() && text[i + 1] == '[') {
+      std::size_t j = i + 2;
+      while (j < text.size() && !(text[j] >= '@' && text[j] <= '~')) ++j;
+      i = j;  // past its final byte
+      continue;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
+// train's progress line ("[p0] step 12/500 [###.....] loss ..."), after launch's prefix: one a
+// step, which train's own --log-file leaves out too.
+bool is_progress_line(const std::string& text) {
+  std::size_t at = 0;
+  if (!text.empty() && text[0] == '[') {
+    at = text.find("] ");
+    if (at == std::string::npos) return false;
+    at += 2;
+  }
+  if (text.compare(at, 5, "step ") != 0) return false;
+  std::size_t i = at + 5, digits = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i, ++digits;
+  if (digits == 0 || i >= text.size() || text[i] != '/') return false;
+  ++i;
+  for (digits = 0; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) ++digits;
+  return digits > 0 && text.compare(i, 2, " [") == 0;
+}
+}  // namespace
+
+void log_passed_on(const std::string& raw) {
+  const std::string text = without_escapes(raw);
+  if (is_progress_line(text)) return;
   // Its level as the process logged it ("[p1 r1] actorpipe train: error: ..."), for the stamp.
   const log_level level = text.find(": error: ") != std::string::npos     ? log_level::error
                           : text.find(": warning: ") != std::string::npos ? log_level::warn

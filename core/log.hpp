@@ -63,7 +63,8 @@ void log_message(log_level level, const std::string& text);
 void log_to_file(log_level level, const std::string& text);
 // Only to the log file, whatever this process's level: a line another process wrote (launch
 // passes its processes' lines on; they filtered them by their own --log-level), stamped with
-// the level its text says ("...: error: ...", "...: warning: ...", else info).
+// the level its text says ("...: error: ...", "...: warning: ...", else info). Without a
+// terminal's control sequences, and without train's progress lines (one a step).
 void log_passed_on(const std::string& text);
 void flush_log();
 // Why --log-file could not be written, from the first failure on (said once on stderr when it

@@ -98,14 +98,14 @@ long long step_of(const std::string& name) {
   return step;
 }
 
+}  // namespace
+
 std::string read_latest(const std::string& dir) {
   std::ifstream f(dir + "/latest");
   std::string name;
   if (f) std::getline(f, name);
   return name;
 }
-
-}  // namespace
 
 std::vector<std::pair<long long, std::string>> complete_checkpoints(const std::string& dir) {
   std::vector<std::pair<long long, std::string>> out;
@@ -255,19 +255,28 @@ std::string checkpoint_writer::commit(const nlohmann::json& meta) {
     fail("cannot rename '" + partial_ + "' to '" + final_path + "': " + errno_text());
   // Renamed, the checkpoint is complete and --resume takes it (the newest valid one by step,
   // whatever `latest` says): what fails from here costs `latest` only, and is said so.
-  const std::string latest_tmp = dir_ + "/.latest-" + nonce(), latest_text = name + "\n";
   try {
-    fsync_path(dir_, true);
-    write_durably(latest_tmp, latest_text.data(), latest_text.size());
-    if (::rename(latest_tmp.c_str(), (dir_ + "/latest").c_str()) != 0)
-      fail("cannot replace '" + dir_ + "/latest': " + errno_text());
-    fsync_path(dir_, true);
+    point_latest(dir_, name);
   } catch (const checkpoint_error& e) {
-    fs::remove(latest_tmp, ec);
     log_warn("checkpoint " + final_path + " is complete, but " + dir_ + "/latest was not updated (" + e.what() +
              "): --resume takes the newest complete checkpoint all the same");
   }
   return final_path;
+}
+
+void point_latest(const std::string& dir, const std::string& name) {
+  const std::string latest_tmp = dir + "/.latest-" + nonce(), latest_text = name + "\n";
+  try {
+    fsync_path(dir, true);
+    write_durably(latest_tmp, latest_text.data(), latest_text.size());
+    if (::rename(latest_tmp.c_str(), (dir + "/latest").c_str()) != 0)
+      fail("cannot replace '" + dir + "/latest': " + errno_text());
+    fsync_path(dir, true);
+  } catch (const checkpoint_error&) {
+    std::error_code ec;
+    fs::remove(latest_tmp, ec);
+    throw;
+  }
 }
 
 namespace {
@@ -337,25 +346,40 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
   // Newest first. `latest` names the newest too, except after a crash between a checkpoint's
   // rename into place and `latest`'s: that checkpoint is complete (its manifest is checked
   // below), so it is taken.
-  const auto all = complete_checkpoints(where);
+  // A folder a running job saves into with --keep-last: the checkpoint being read can be pruned
+  // under the reader, once a newer one is committed ("no valid checkpoint" while the folder
+  // held a complete, newer one). A failure while the folder's checkpoints changed sends the
+  // search round again.
   std::vector<std::string> passed_over;  // of before_step or later
-  for (const auto& [step, name] : all) {
-    if (step >= before_step) {
-      passed_over.push_back(name);
-      continue;
+  for (int round = 0;; ++round) {
+    const auto all = complete_checkpoints(where);
+    passed_over.clear();
+    c.refused.clear();
+    bool pruned = false;
+    for (const auto& [step, name] : all) {
+      if (step >= before_step) {
+        passed_over.push_back(name);
+        continue;
+      }
+      try {
+        c.manifest = verify_checkpoint(where + "/" + name);
+        c.path = where + "/" + name;
+        return c;
+      } catch (const checkpoint_unreadable& e) {
+        // Passing over it would resume from an older step and drop its steps without a word.
+        throw checkpoint_unreadable("--resume '" + where + "': " + e.what() + " (its newest checkpoint, " + name +
+                                    ", is not passed over for an older one: make it readable, or resume from an older "
+                                    "one by its path)");
+      } catch (const checkpoint_error& e) {
+        // Pruned while read: it is gone, or going (its files first), and a newer one is there.
+        if (round < 20 && complete_checkpoints(where) != all) {
+          pruned = true;
+          break;
+        }
+        c.refused.push_back(e.what());
+      }
     }
-    try {
-      c.manifest = verify_checkpoint(where + "/" + name);
-      c.path = where + "/" + name;
-      return c;
-    } catch (const checkpoint_unreadable& e) {
-      // Passing over it would resume from an older step and drop its steps without a word.
-      throw checkpoint_unreadable("--resume '" + where + "': " + e.what() + " (its newest checkpoint, " + name +
-                                  ", is not passed over for an older one: make it readable, or resume from an older one "
-                                  "by its path)");
-    } catch (const checkpoint_error& e) {
-      c.refused.push_back(e.what());
-    }
+    if (!pruned) break;
   }
   std::string why;
   for (auto& r : c.refused) why += (why.empty() ? " " : "; ") + r;
@@ -389,8 +413,17 @@ void prune_checkpoints(const std::string& dir, int keep_last) {
           break;
         }
       if (!foreign.empty()) {
-        log_warn("--keep-last: not removing " + path + ": it holds " + foreign +
-                 " that is not the checkpoint's (move it out, then remove the checkpoint yourself)");
+        // Once a folder: every later save saw it again (a line a step with --save-every 1).
+        static std::mutex warned_mu;
+        static std::set<std::string> warned;
+        bool first = false;
+        {
+          std::lock_guard<std::mutex> lock(warned_mu);
+          first = warned.insert(fs::weakly_canonical(path, ec).string() + "\n" + foreign).second;
+        }
+        if (first)
+          log_warn("--keep-last: not removing " + path + ": it holds " + foreign +
+                   " that is not the checkpoint's (move it out, then remove the checkpoint yourself; said once)");
         continue;
       }
       fs::remove_all(path, ec);
@@ -520,6 +553,22 @@ save_dir_lock::save_dir_lock(const std::string& dir, const std::string& job_mark
   if (removed > 0)
     log_info("--save-dir " + dir + ": removed " + std::to_string(removed) + " unfinished write" + (removed == 1 ? "" : "s") +
              " of a run that ended while it saved (" + std::to_string(bytes / (1024 * 1024)) + " MiB)");
+}
+
+std::string save_dir_holder(const std::string& dir) {
+  const std::string path = (fs::path(dir) / ".lock").string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string holder;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    char text[256] = {0};
+    const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+    holder = n > 0 ? std::string(text, static_cast<size_t>(n)) : std::string();
+    holder = holder.substr(0, holder.find('\n'));
+    if (holder.empty()) holder = "a process";
+  }
+  ::close(fd);  // and with it a lock it took
+  return holder;
 }
 
 save_dir_lock::~save_dir_lock() {

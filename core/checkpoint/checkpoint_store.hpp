@@ -133,6 +133,16 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
 // A job of several processes gives `job_mark` (from its token): the lock file names it, and
 // every other process checks that it sees it there (save_dir_marked_by), so a folder that is
 // not shared between machines is found before training rather than at the first save.
+// Who holds DIR's lock now ("process 1234 on host", as its .lock says), "" where no run does.
+std::string save_dir_holder(const std::string& dir);
+
+// What DIR/latest names ("" where there is none).
+std::string read_latest(const std::string& dir);
+
+// Makes DIR/latest name `name` (a checkpoint folder in DIR), durably: written beside it and
+// renamed over it. checkpoint_error where it cannot.
+void point_latest(const std::string& dir, const std::string& name);
+
 class save_dir_lock {
  public:
   explicit save_dir_lock(const std::string& dir, const std::string& job_mark = "");

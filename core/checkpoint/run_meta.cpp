@@ -84,9 +84,17 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
     out.push_back(std::string(key) + " " + shown(*it) + " -> " + shown(now));
   };
   compare("data", o.data);
-  if (o.data == "file" || meta.value("data", std::string()) == "file") compare("data_file", o.data_file);
-  if (o.data == "file" && meta.value("data", std::string()) == "file")
-    compare("data_content", input_digest(o.data_file));  // the same path, other contents
+  if (o.data == "file" && meta.value("data", std::string()) == "file") {
+    // The same contents under another spelling of the path (../data.txt for data.txt, from
+    // another folder) is no change; another file, or the same path with other contents, is.
+    const std::string now = input_digest(o.data_file);
+    const auto before = meta.find("data_content");
+    if (before == meta.end() || !before->is_string() || before->get<std::string>().empty() || *before != now)
+      compare("data_file", o.data_file);
+    compare("data_content", now);
+  } else if (o.data == "file" || meta.value("data", std::string()) == "file") {
+    compare("data_file", o.data_file);
+  }
   compare("vocab_file_content", input_digest(o.text.vocab_file));  // BERT: the embeddings' rows mean other words
   compare("lower_case", o.text.lower_case);
   compare("text_columns", o.text.columns);

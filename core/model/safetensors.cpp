@@ -15,6 +15,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <random>
 #include <set>
 #include <stdexcept>
 
@@ -122,9 +123,20 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   // rename replaced the link itself with a file, and the file it named kept its old contents).
   std::error_code ec;
   const std::string dest = std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec)) ? write_target(path).string() : path;
-  const std::string tmp = dest + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot create '" + tmp + "': " + std::strerror(errno));
+  if (dest.empty())
+    throw std::runtime_error("'" + path + "' is a symbolic link that leads nowhere (a loop of links): give a file name");
+  // A name of its own beside it, made here and nowhere else (O_EXCL, not through a link):
+  // `dest.tmp` was shared by two runs saving to one path (the file came out half one run's,
+  // half the other's), went through a link there to another file, replaced a user's own
+  // file of that name, and passed NAME_MAX where dest's name was near it.
+  std::random_device random;
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, "%08x%08x", random(), random());
+  const std::filesystem::path folder = std::filesystem::path(dest).parent_path();
+  const std::string tmp = (folder.empty() ? std::filesystem::path(".") : folder).string() + "/.actorpipe-write-" + suffix;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create '" + tmp + "' (written there, then renamed to '" + dest + "'): " +
+                                       std::strerror(errno));
   // Pieces of at most 8 MiB, each shown to `written` before it goes to the file (so a hash of
   // one piece overlaps the kernel's writeback of the ones before).
   // A `written` that throws (its caller gave the file up) closes and removes it, as a failed write does.

@@ -60,6 +60,14 @@ registry& the_registry() {
                               ", chunks=" + std::to_string(r.chunks));
 }
 
+bool orders_by_cost(const std::string& name) {
+  if (name == "zb-h1" || name == "zbv") return true;
+  auto& r = the_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const auto it = r.entries.find(name);
+  return it != r.entries.end() && !it->second.info.builtin;
+}
+
 void register_schedule(const std::string& name, schedule_generator generator, std::string description,
                        int default_chunks) {
   if (name.empty() || std::any_of(name.begin(), name.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n'; }))

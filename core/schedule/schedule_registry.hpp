@@ -50,6 +50,11 @@ void register_schedule(const std::string& name, schedule_generator generator, st
 // True for plan generators only (is_dynamic_policy answers for policies).
 bool has_schedule(const std::string& name);
 
+// Whether the generator's order may follow schedule_request::costs: zb-h1, zbv and every
+// schedule a user registered (it gets the costs); not the other built-ins, whose plans are
+// the same on any costs.
+bool orders_by_cost(const std::string& name);
+
 // The schedule's or dynamic policy's default_chunks (1 for an unknown name: make_schedule
 // reports those).
 int default_chunks(const std::string& name);

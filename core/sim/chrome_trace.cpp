@@ -34,7 +34,8 @@ sim_result in_milliseconds(sim_result r) {
   return r;
 }
 
-std::string render_chrome_trace(const sim_result& r, const std::string& title) {
+std::string render_chrome_trace(const sim_result& r, const std::string& title,
+                                const std::vector<std::pair<std::string, std::string>>& about) {
   using nlohmann::json;
   // Written event by event, as one document's dump(1) would be (keys in order, one space an
   // indent level): the whole document as one json tree took 8 GB for a trace of 600 MB.
@@ -47,8 +48,9 @@ std::string render_chrome_trace(const sim_result& r, const std::string& title) {
     }
     return out;
   };
-  const json other = {{"schedule", r.schedule},          {"stages", r.stages},      {"chunks", r.chunks},
-                      {"microbatches", r.microbatches}, {"makespan", r.makespan}, {"bubble_ratio", r.bubble_ratio}};
+  json other = {{"schedule", r.schedule},          {"stages", r.stages},      {"chunks", r.chunks},
+                {"microbatches", r.microbatches}, {"makespan", r.makespan}, {"bubble_ratio", r.bubble_ratio}};
+  for (const auto& [key, value] : about) other[key] = value;
   std::string out = "{\n \"displayTimeUnit\": \"ms\",\n \"otherData\": " + dumped(other, 1).substr(1) + ",\n \"traceEvents\": [\n";
   const auto add = [&](const json& event) { out += dumped(event, 2) + ",\n"; };
   add({{"name", "process_name"}, {"ph", "M"}, {"pid", 0},

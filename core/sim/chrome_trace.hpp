@@ -12,7 +12,9 @@ namespace actorpipe {
 // One complete ("X") event per action on thread "rank r", with args virtual_stage,
 // microbatch and op; otherData carries schedule, makespan and bubble_ratio.
 // `title` names the trace's process in the viewer ("" = "actorpipe simulate <schedule>").
-std::string render_chrome_trace(const sim_result& r, const std::string& title = "");
+// `about`: more of otherData, as (key, value) text (train: which step of which run).
+std::string render_chrome_trace(const sim_result& r, const std::string& title = "",
+                                const std::vector<std::pair<std::string, std::string>>& about = {});
 
 // A measured timeline (seconds) in milliseconds, so measured and simulated traces share a shape.
 sim_result in_milliseconds(sim_result r);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -72,6 +73,10 @@ cost_model parse_cost_spec(const std::string& spec) {
       throw bad(std::string(names[k]) + " must be a decimal number in " + (k < 2 ? "(0, " : "[0, ") +
                 number_text(max_cost) + "], got '" +
                 parts[k] + "'");
+    // One below a double's normal range keeps a digit or two (1e-320 showed as 9.99989e-321).
+    if (x > 0 && x < std::numeric_limits<double>::min())
+      throw bad(std::string(names[k]) + "=" + parts[k] + " is below a double's normal range (2.2e-308): give 0 " +
+                (k < 2 ? "(not for F and B) " : "") + "or a larger cost, all of them scaled alike");
     v[k] = x;
     given[k] = true;
   }

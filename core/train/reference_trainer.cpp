@@ -137,7 +137,7 @@ train_result train_reference(const train_options& o, reference_progress& p) {
     sm.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sm.tokens_per_s = sm.seconds > 0 ? double(M) * o.microbatch_size * s.tokens_per_sample / sm.seconds : 0;
     sm.peak_activations = {1};
-    result.steps.push_back(sm);
+    keep_step(result.steps, sm, o.keep_step_metrics);
     if (!with_caller([&] {
           if (on_step) hook("on_step", k + 1, [&] { on_step(sm); });
         }))

@@ -103,6 +103,10 @@ struct train_options {
   // Evaluation (models with eval data): a forward-only pass every eval_every steps (0: only
   // after the last step).
   int eval_every = 0;
+  // How many steps' metrics train_result::steps keeps: 0 every step (each holds per-rank
+  // vectors, ~0.5 kB: 0.5 GB over a million steps); N the run's first and its last N (on_step
+  // still sees every step). train keeps 1000.
+  int keep_step_metrics = 0;
   // The built-in "bert" on GLUE-format TSV files: data_file is the training file.
   struct text_task {
     std::string eval_file;
@@ -176,7 +180,7 @@ struct checkpoint_record {
 };
 
 struct train_result {
-  std::vector<step_metrics> steps;
+  std::vector<step_metrics> steps;  // every step, or the first and the last keep_step_metrics
   std::vector<std::pair<std::string, tensor_box>> parameters;  // final, by global name, each once
   sim_result last_step;   // the measured timeline of the last step (seconds; replica 0's ranks)
   sim_result last_step_all_ranks;  // dp > 1: the same step on every rank of every replica (--trace)
@@ -202,7 +206,13 @@ struct train_result {
   // checkpoint of that step with save_dir, the parameters), and this says why; the command
   // reports it as a failure once those are written.
   std::string eval_error;
-  int stopped_by_signal = 0;  // the signal that ended the run after steps.size() steps (0: it ran them all); every process of a job has process 0's
+  int stopped_by_signal = 0;  // the signal that ended the run after steps.back().step + 1 steps (0: it ran them all); every process of a job has process 0's
 };
+
+// Adds a step's metrics to `steps`, keeping the first and the last `keep` (0: all).
+inline void keep_step(std::vector<step_metrics>& steps, const step_metrics& m, int keep) {
+  steps.push_back(m);
+  if (keep > 0 && steps.size() > static_cast<size_t>(keep) + 1) steps.erase(steps.begin() + 1);
+}
 
 }  // namespace actorpipe

@@ -15,6 +15,7 @@
 
 #include "apps/doctor_command.hpp"
 #include "core/blas_kernels.hpp"
+#include "core/checkpoint/checkpoint_store.hpp"
 #include "tests/apps/cli_runner.hpp"
 #include "tests/apps/process_runner.hpp"
 
@@ -92,6 +93,30 @@ CATCH_TEST_CASE("doctor fails a busy master port and a --dir that is missing or 
   CATCH_CHECK_THAT(r.out, Contains("'" + above + "/actorpipe-new/ckpt' does not exist yet, and would be made in '" + above +
                                    "', which is writable, "));
   CATCH_CHECK(!std::filesystem::exists(above + "/actorpipe-new"));
+  // A name past 255 bytes: train refuses it.
+  r = cli({"doctor", "--master-port", std::to_string(free_port()), "--dir", above + "/" + std::string(300, 'd')});
+  CATCH_CHECK(status_of(r.out, "directory") == "FAIL");
+  CATCH_CHECK_THAT(r.out, Contains("is 300 bytes, more than the 255 a name may have (--dir)"));
+  // Folders named as checkpoints are, without a manifest: a new run there is refused, and said to be.
+  const std::string named = above + "/actorpipe-named-" + std::to_string(::getpid());
+  std::filesystem::create_directories(named + "/step-00000003");
+  r = cli({"doctor", "--master-port", std::to_string(free_port()), "--dir", named});
+  CATCH_CHECK(status_of(r.out, "directory") == "ok");
+  CATCH_CHECK(status_of(r.out, "checkpoints") == "note");
+  CATCH_CHECK_THAT(r.out, Contains("a new run saving here is refused: --save-dir '" + named + "' holds step-00000003, "
+                                   "named as this run names its checkpoints but no checkpoint"));
+  std::filesystem::remove_all(named);
+  // A folder a run holds now: any run saving there is refused (doctor said "ok").
+  {
+    const std::string held = above + "/actorpipe-held-" + std::to_string(::getpid());
+    const save_dir_lock lock(held);
+    r = cli({"doctor", "--master-port", std::to_string(free_port()), "--dir", held});
+    CATCH_CHECK(status_of(r.out, "in use") == "FAIL");
+    CATCH_CHECK_THAT(r.out, Contains("'" + held + "' is the --save-dir of a run going on now (process " +
+                                     std::to_string(::getpid()) + " on "));
+    CATCH_CHECK(r.code == 1);
+    std::filesystem::remove_all(held);
+  }
   // A symbolic link to nowhere: nothing can be made under its name (train failed there, exit 1).
   const std::string dangling = temp_path(".dangling");
   std::filesystem::create_symlink(above + "/actorpipe-nowhere", dangling);

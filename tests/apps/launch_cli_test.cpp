@@ -422,6 +422,25 @@ CATCH_TEST_CASE("launch does not restart a job whose process was refused (exit 2
   CATCH_CHECK(no_children_left());
 }
 
+CATCH_TEST_CASE("launch continues a stopped process it sends SIGTERM, so that it can exit before the SIGKILL",
+                "[apps][launch]") {
+  // A process stopped (SIGSTOP) acts on no SIGTERM: launch waited out the SIGKILL for it, saying
+  // it was "still running".
+  env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  auto o = shell_job(2, "if [ \"$LOCAL_RANK\" = 1 ]; then sleep 0.5; exit 3; fi; kill -STOP $$; exec /bin/sleep 30");
+  o.grace_s = 0.1;
+  o.kill_after_s = 20;
+  std::ostringstream log;
+  const auto t0 = std::chrono::steady_clock::now();
+  CATCH_CHECK(run_launch(o, log) == 3);
+  CATCH_CAPTURE(log.str());
+  CATCH_CHECK_THAT(log.str(), Contains("sending SIGTERM to process 0 (local 0) (it was stopped: continued, so that it "
+                                       "can exit)"));
+  CATCH_CHECK(log.str().find("SIGKILL") == std::string::npos);
+  CATCH_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));
+  CATCH_CHECK(no_children_left());
+}
+
 CATCH_TEST_CASE("launch with max restarts: a job that fails once and then succeeds exits 0, and a stop launch is told is never restarted",
                 "[apps][launch][restart]") {
   env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
@@ -667,6 +686,24 @@ CATCH_TEST_CASE("the actorpipe binary: launch's lines obey --log-level, and --lo
   CATCH_CAPTURE(kept);
   CATCH_CHECK_THAT(kept, Contains(" error: [p0] actorpipe simulate: error: --cost '0,1': F must be"));
   CATCH_CHECK(kept.find("starting 2 processes") == std::string::npos);  // launch's own info line: filtered
+  std::remove(file.c_str());
+}
+
+CATCH_TEST_CASE("launch --log-file keeps train's progress lines out, as train's own --log-file does",
+                "[apps][launch][binary][log]") {
+  // A line a step went in (500 of a 500-step job's 520 lines).
+  env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  const std::string file = temp_path(".launch-train.log");
+  auto r = binary("launch --log-file " + file + " --nproc-per-node 2 --master-port " + std::to_string(free_port()) +
+                  " -- train --stages 2 --layers 2 --hidden 16 --heads 2 --seq-len 8 --microbatches 2 "
+                  "--microbatch-size 2 --steps 3");
+  CATCH_CHECK(r.code == 0);
+  CATCH_CHECK_THAT(r.err, Contains("[p0] step 3/3 ["));  // still on the terminal
+  const std::string logged = read_text(file);
+  CATCH_CAPTURE(logged);
+  CATCH_CHECK(logged.find("step 1/3 [") == std::string::npos);
+  CATCH_CHECK(logged.find("step 3/3 [") == std::string::npos);
+  CATCH_CHECK_THAT(logged, Contains(" info: [p0] final loss "));
   std::remove(file.c_str());
 }
 

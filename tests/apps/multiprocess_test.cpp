@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -738,6 +739,21 @@ CATCH_TEST_CASE("a member ends at once on what no actorpipe process 0 sends, nam
   }
 }
 
+// A program that accepts and says nothing: the member blamed "the other processes" when its
+// --join-timeout ran out.
+CATCH_TEST_CASE("a member whose MASTER_PORT answers with silence says another program may listen there",
+                "[multiprocess][security]") {
+  fake_process_0 silent("");
+  const std::string log = temp_path(".silent0.log");
+  auto args = job("1f1b", 1, 2, "");
+  args.insert(args.end(), {"--join-timeout", "3"});
+  const int code = wait_process(start_process(bin, args, worker_env(1, 2, silent.port()), log), 60);
+  CATCH_INFO(process_log(log));
+  CATCH_CHECK(code == 1);
+  CATCH_CHECK_THAT(read_text(log), Contains("accepted the connection but sent nothing of actorpipe's handshake within 3 "
+                                            "s (--join-timeout): is another program listening on MASTER_PORT?"));
+}
+
 CATCH_TEST_CASE("multi-process setup errors are one clear line", "[multiprocess]") {
   // A missing token, a bad --ranks-per-process, a process 0 that never comes.
   const std::string log = temp_path(".err.log");
@@ -1222,6 +1238,48 @@ CATCH_TEST_CASE("a stop signal while train starts ends it by exit 130 / 143, not
     CATCH_CHECK(read_text(log).find("before the run began: nothing was trained") != std::string::npos);
     CATCH_CHECK(lines_in(metrics) == 0);
   }
+}
+
+// A setup that waits for ever (a pipe given as --config with nothing at its other end) held
+// the stop signals for ever too: only SIGKILL ended it.
+CATCH_TEST_CASE("a stop signal while train's setup waits on a pipe ends it within seconds, nothing trained", "[signal]") {
+  const std::string fifo = temp_path(".config-fifo"), log = temp_path(".fifo-stop.log");
+  CATCH_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const pid_t pid = start_process(bin, {"train", "--config", fifo, "--steps", "2"}, {}, log);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // in open(), waiting for a writer
+  ::kill(pid, SIGINT);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int code = wait_process(pid, 30);
+  CATCH_INFO(read_text(log));
+  CATCH_CHECK(code == 130);
+  CATCH_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  CATCH_CHECK_THAT(read_text(log), Contains("actorpipe train: stopped by SIGINT before the run began: nothing was trained"));
+  std::remove(fifo.c_str());
+  std::remove(log.c_str());
+}
+
+// --metrics >(tool): a pipe with its reader gets every line (the check that a pipe has a
+// reader keeps its end open, so the reader does not see its input end before the first line).
+CATCH_TEST_CASE("train metrics into a pipe that has a reader: every step's line arrives", "[signal]") {
+  const std::string fifo = temp_path(".metrics-fifo"), log = temp_path(".metrics-fifo.log");
+  CATCH_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string got;
+  std::thread reader([&] {
+    std::ifstream in(fifo);  // waits for the writer
+    got.assign(std::istreambuf_iterator<char>(in), {});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the reader in its open() first
+  const pid_t pid = start_process(bin, {"train", "--layers", "2", "--hidden", "16", "--heads", "2", "--seq-len", "8",
+                                        "--microbatches", "2", "--microbatch-size", "2", "--steps", "3", "--metrics", fifo},
+                                  {}, log);
+  const int code = wait_process(pid, 120);
+  reader.join();
+  CATCH_INFO(read_text(log));
+  CATCH_CHECK(code == 0);
+  CATCH_CHECK(std::count(got.begin(), got.end(), '\n') == 3);
+  CATCH_CHECK_THAT(got, Contains("\"step\":2"));
+  std::remove(fifo.c_str());
+  std::remove(log.c_str());
 }
 
 // A crash is reported on standard error (apps/crash_report); from outside, the report says who

@@ -16,6 +16,8 @@
 #include <regex>
 #include <sstream>
 #include <thread>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -296,6 +298,10 @@ CATCH_TEST_CASE("train --dp prints the grid, the optimizer state per rank and th
     }
     CATCH_CHECK(per_rank == std::map<int, int>{{0, 8}, {1, 8}, {2, 8}, {3, 8}});
     CATCH_CHECK(process == "actorpipe train 1f1b, the last step measured");
+    // Which step of which run (an earlier run's trace, left where a killed run wrote none,
+    // looked like this one's).
+    CATCH_CHECK(tj["otherData"]["step"].get<std::string>() == "3");
+    CATCH_CHECK(tj["otherData"]["written"].get<std::string>().size() == 20);  // 2026-12-07T00:30:12Z
     // simulate takes its costs from it like from a one-replica trace: 2 virtual stages.
     auto sim = cli({"simulate", "--stages", "2", "--microbatches", "4", "--costs-from", trace});
     CATCH_CHECK(sim.code == 0);
@@ -413,6 +419,11 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
                                            "which this run would write over or mix with, and prune: continue that run "
                                            "with --resume " + dir + ", or save into another folder"));
   CATCH_CHECK(std::filesystem::exists(dir + "/step-00000004/manifest.json"));
+  // doctor --dir there says so, where it said "ready" as for an empty folder.
+  auto doctor = cli({"doctor", "--dir", dir});
+  CATCH_CHECK_THAT(doctor.out, Contains("  note  checkpoints a new run saving here is refused: --save-dir '" + dir +
+                                        "' holds 1 checkpoint of another run (step-00000004), which this run would "
+                                        "write over or mix with: continue that run with --resume " + dir));
   {  // Nor while another run writes there (two at once replaced and pruned each other's steps).
     const save_dir_lock held(dir);
     auto beside = cli(with({"train", "--steps", "6", "--save-dir", dir, "--resume", dir}, tiny));
@@ -795,6 +806,10 @@ CATCH_TEST_CASE("a restart of a job stopped after its final save trains no more,
   // last step again and wrote step 3 anew.
   auto done = cli(with({"train", "--steps", "3", "--save-dir", dir, "--save-every", "1", "--save-final", first}, tiny));
   CATCH_REQUIRE(done.code == 0);
+  // The job killed between the last checkpoint's rename and its `latest`: `latest` names the
+  // one before, its replacement lies beside it. The restart left both so (exit 0).
+  { std::ofstream(dir + "/latest") << "step-00000002\n"; }
+  { std::ofstream(dir + "/.latest-0123456789ab") << "step-00000003\n"; }
   // As launch --max-restarts starts it (a process of its own: the restart count is in its environment).
   const std::string log = temp_path(".log");
   const int code = wait_process(start_process(ACTORPIPE_BIN, with({"train", "--steps", "3", "--save-dir", dir,
@@ -808,6 +823,10 @@ CATCH_TEST_CASE("a restart of a job stopped after its final save trains no more,
                                   "training was done before the job stopped, and runs no more"));
   CATCH_CHECK(text.find("step 1/3") == std::string::npos);  // nothing trained
   CATCH_CHECK(read_bytes(again) == read_bytes(first));      // the same parameters, bit for bit
+  CATCH_CHECK(read_text(dir + "/latest") == "step-00000003\n");
+  CATCH_CHECK(!std::filesystem::exists(dir + "/.latest-0123456789ab"));
+  CATCH_CHECK_THAT(text, Contains("--save-dir " + dir + ": latest named step-00000002; it names step-00000003 now, the "
+                                  "newest complete checkpoint"));
   std::filesystem::remove_all(dir);
   for (const auto& f : {first, again, log}) std::remove(f.c_str());
 }
@@ -948,7 +967,24 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
   const std::string folder = std::filesystem::path(temp_path(".x")).parent_path().string();  // exists
   const std::string blocked = temp_path(".file");  // a file, where --save-dir would need a folder
   std::ofstream(blocked) << "x";
+  // Links that lead nowhere a file can be made, and a name past 255 bytes: the run trained, then
+  // failed to write (exit 1, the weights lost).
+  const std::string loop_a = temp_path(".loopa"), loop_b = temp_path(".loopb"), nowhere = temp_path(".nowhere");
+  std::filesystem::create_symlink(loop_b, loop_a);
+  std::filesystem::create_symlink(loop_a, loop_b);
+  std::filesystem::create_symlink("no-such-folder/x.st", nowhere);
+  const std::string long_name = folder + "/" + std::string(256, 'n') + ".st";
+  const std::string unread = temp_path(".unread-fifo");  // a pipe nothing reads: the run hung at step 1
+  CATCH_REQUIRE(::mkfifo(unread.c_str(), 0600) == 0);
   std::vector<bad_case> cases = {
+      {with({"train", "--metrics", unread}, tiny),
+       "--metrics '" + unread + "' is a pipe that nothing reads: what is written there would wait for ever (start its "
+       "reader first)"},
+      {with({"train", "--save-final", loop_a}, tiny), "--save-final '" + loop_a + "' is a symbolic link in a loop of links"},
+      {with({"train", "--metrics", nowhere}, tiny),
+       "--metrics '" + nowhere + "' is a symbolic link to 'no-such-folder/x.st', whose folder does not exist"},
+      {with({"train", "--save-final", long_name}, tiny),
+       "--save-final '" + long_name + "': the file name is 259 bytes, more than the 255 a name may have there"},
       {with({"train", "--schedule-file", deadlock, "--microbatches", "2"}, {}), "deadlock: no rank can proceed"},
       {with({"train", "--schedule", "nope"}, tiny), "unknown schedule 'nope'"},
       {with({"train", "--data-file", "/nonexistent/data.bin"}, tiny), "/nonexistent/data.bin"},
@@ -1070,6 +1106,10 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--save-dir", blocked + "/ckpt"}, tiny),
        "--save-dir '" + blocked + "/ckpt': cannot be made: '" + blocked + "' is not a folder"},
       {with({"train", "--save-dir", blocked}, tiny), "--save-dir '" + blocked + "' is not a folder"},
+      // A name past 255 bytes: exit 1 when the folder was made (launch restarted the run for it).
+      {with({"train", "--save-dir", folder + "/" + std::string(300, 'a')}, tiny),
+       "--save-dir '" + folder + "/" + std::string(300, 'a') + "': its part 'aaaaaaaaaaaaaaaaaaaaaaaa...' is 300 bytes, "
+       "more than the 255 a name may have"},
   };
   for (auto& c : cases) {
     auto r = cli(c.args);
@@ -1084,6 +1124,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
   }
   CATCH_CHECK(std::filesystem::is_regular_file(blocked));
   std::remove(blocked.c_str());
+  for (const auto& link : {loop_a, loop_b, nowhere, unread}) std::remove(link.c_str());
   // A run refused when the model is built leaves an earlier --metrics file as it was.
   // A run that fails once it has started exits 1, not 2: launch --max-restarts restarts that.
   const auto failed = cli(with({"train", "--steps", "2", "--step-timeout", "0.0001"}, tiny));
@@ -1510,4 +1551,51 @@ CATCH_TEST_CASE("a file-size limit fails the write that passes it, named, instea
   CATCH_CHECK(WEXITSTATUS(status) == 1);
   CATCH_CHECK_THAT(read_text(err), Contains("File too large"));
   std::remove(final_path.c_str());
+}
+
+CATCH_TEST_CASE("a seed of -0 is seed 0 as a flag and in an override (both were refused where a config read it as 0)", "[apps][cli]") {
+  const std::vector<std::string> small = {"--layers", "2", "--hidden", "16", "--heads", "2", "--seq-len", "8",
+                                          "--steps", "2", "--microbatches", "2", "--microbatch-size", "2"};
+  const auto final_loss = [](const std::string& out) { return out.substr(out.rfind("final loss")); };
+  const auto zero = cli(with({"train", "--seed", "0"}, small));
+  CATCH_REQUIRE(zero.code == 0);
+  const auto seeded = cli(with({"train"}, small));  // seed 1234: another loss, so the check can fail
+  CATCH_CHECK(final_loss(seeded.out) != final_loss(zero.out));
+  for (const std::vector<std::string>& minus : {std::vector<std::string>{"--seed", "-0"}, {"--set", "seed=-000"}}) {
+    const auto r = cli(with(with({"train"}, minus), small));
+    CATCH_INFO(r.err);
+    CATCH_REQUIRE(r.code == 0);
+    CATCH_CHECK(final_loss(r.out) == final_loss(zero.out));
+  }
+}
+
+CATCH_TEST_CASE("the reference's header names its threads (it said one thread where --threads-per-stage 2 ran)",
+                "[apps][cli]") {
+  const std::vector<std::string> small = {"--layers", "2", "--hidden", "16", "--heads", "2", "--seq-len", "8",
+                                          "--steps", "1", "--microbatches", "2", "--microbatch-size", "2", "--no-pipeline"};
+  auto two = cli(with({"train", "--threads-per-stage", "2"}, small));
+  CATCH_CHECK(two.code == 0);
+  CATCH_CHECK_THAT(two.out, Contains("reference (--no-pipeline: 2 threads, unpartitioned)"));
+  auto one = cli(with({"train"}, small));
+  CATCH_CHECK_THAT(one.out, Contains("reference (--no-pipeline: one thread, unpartitioned)"));
+}
+
+CATCH_TEST_CASE("a --metrics file another run is writing is refused at the start", "[apps][cli]") {
+  // Two runs on one metrics file wrote over each other's lines (NUL bytes between), exit 0.
+  const std::string metrics = temp_path(".held.jsonl");
+  std::ofstream(metrics) << "{\"step\":0}\n";
+  const int fd = ::open(metrics.c_str(), O_RDONLY);
+  CATCH_REQUIRE(::flock(fd, LOCK_EX) == 0);  // as the writing run holds it
+  const std::vector<std::string> small = {"--layers", "2", "--hidden", "16", "--heads", "2", "--seq-len", "8",
+                                          "--steps", "1", "--microbatches", "2", "--microbatch-size", "2"};
+  auto r = cli(with({"train", "--metrics", metrics}, small));
+  CATCH_CHECK(r.code == 2);
+  CATCH_CHECK_THAT(r.err, Contains("--metrics '" + metrics + "' is being written by a run going on now: give this run a "
+                                   "file of its own"));
+  ::close(fd);  // that run ended: the file is this run's
+  r = cli(with({"train", "--metrics", metrics}, small));
+  CATCH_CHECK(r.code == 0);
+  CATCH_CHECK(read_text(metrics) != "{\"step\":0}\n");  // this run's line, not the other's
+  CATCH_CHECK_THAT(read_text(metrics), Contains("\"loss\":"));
+  std::remove(metrics.c_str());
 }

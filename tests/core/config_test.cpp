@@ -133,6 +133,15 @@ CATCH_TEST_CASE("apply_override parses the value as the field's type", "[config]
   // Digits past 64 bits in a config (JSON keeps them as a float): "must be an integer, got 1e+20".
   CATCH_CHECK_THROWS_WITH(config_from_json(json::parse(R"({"pp": 99999999999999999999})")),
                           "config key 'pp' must be an integer that fits in 32 bits (this one is past 64 bits), got 1e+20");
+  // -0 is 0 here too (it was "must be a non-negative integer"), and past 64 bits is said as a
+  // config file says it.
+  apply_override(c, "seed", "-00");
+  CATCH_CHECK(c.seed == 0);
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "seed", "18446744073709551616"),
+                          "override seed=18446744073709551616: seed must be a non-negative integer below 2^64 (this one "
+                          "is past 64 bits), got '18446744073709551616'");
+  CATCH_CHECK_THROWS_WITH(apply_override(c, "seed", "-0x"), Catch::Contains("seed must be a non-negative integer, got '-0x'"));
+  apply_override(c, "seed", "18446744073709551615");
   CATCH_CHECK_THROWS_WITH(config_from_json(json::parse(R"({"seed": 18446744073709551616})")),
                           Catch::Contains("config key 'seed' must be a non-negative integer below 2^64 (this one is past "
                                           "64 bits)"));
@@ -244,6 +253,14 @@ CATCH_TEST_CASE("load_config_file reads a file and names the path on errors", "[
                                                   "double and reads as 0: give 0, or a number a double holds");
   write_file(tiny, "{\"lr\": 1e-320, \"grad_clip\": 0.0}");
   CATCH_CHECK(load_config_file(tiny).lr > 0);
+  // One too large for a double failed the parse: it was "not valid JSON".
+  write_file(tiny, "{\n  \"schedule\": \"1e400\",\n  \"lr\": -1e400\n}\n");
+  CATCH_CHECK_THROWS_WITH(load_config_file(tiny), "config file '" + tiny + "': the number -1e400 on line 3 is too large "
+                                                  "for a double (at most 1.8e308)");
+  write_file(tiny, "{\"lr\": 1e400,}");  // beside a syntax error too, the number is named
+  CATCH_CHECK_THROWS_WITH(load_config_file(tiny), Catch::Contains("the number 1e400 on line 1 is too large"));
+  write_file(tiny, "{\"lr\": 1e-3,}");
+  CATCH_CHECK_THROWS_WITH(load_config_file(tiny), Catch::Contains("is not valid JSON"));
   std::remove(tiny.c_str());
 }
 

@@ -63,6 +63,9 @@ CATCH_TEST_CASE("bad launcher variables name the variable and the value", "[laun
   CATCH_CHECK_THROWS_WITH(read({{"RANK", "0"}, {"WORLD_SIZE", "99999999999999999999"}}),
                           "WORLD_SIZE=99999999999999999999 is more than 2147483647");
   CATCH_CHECK_THROWS_WITH(read({{"MASTER_PORT", "70000"}}), "MASTER_PORT=70000 is not a port (1..65535)");
+  CATCH_CHECK(read({{"MASTER_PORT", "+31201"}}).master_port == 31201);  // a sign is no error (it said "not a non-negative integer")
+  CATCH_CHECK_THROWS_WITH(read({{"MASTER_PORT", "+"}}), "MASTER_PORT='+' is not a non-negative integer");
+  CATCH_CHECK_THROWS_WITH(read({{"MASTER_PORT", "++1"}}), "MASTER_PORT='++1' is not a non-negative integer");
   CATCH_CHECK_THROWS_WITH(read({{"MASTER_PORT", "0"}}), Contains("is not a port"));
   CATCH_CHECK_THROWS_WITH(read({{"MASTER_ADDR", ""}}), "MASTER_ADDR is set but empty");
   // train reads them only for a job of several processes: a one-process run has no use for them.

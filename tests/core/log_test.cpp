@@ -76,7 +76,9 @@ CATCH_TEST_CASE("log levels parse by name, anything else is one error naming the
   CATCH_CHECK(parse_log_level("warn") == log_level::warn);
   CATCH_CHECK(parse_log_level("error") == log_level::error);
   CATCH_CHECK(parse_log_level("off") == log_level::off);
-  for (const char* bad : {"verbose", "INFO", "", "warning "}) {
+  CATCH_CHECK(parse_log_level("DEBUG") == log_level::debug);  // ACTORPIPE_LOG_LEVEL=DEBUG was refused
+  CATCH_CHECK(parse_log_level("Warn") == log_level::warn);
+  for (const char* bad : {"verbose", "", "warning "}) {
     try {
       parse_log_level(bad);
       CATCH_FAIL("no error for '" << bad << "'");

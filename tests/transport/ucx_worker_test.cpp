@@ -6,7 +6,10 @@
 
 #include "tests/transport/fork_helpers.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -545,4 +548,43 @@ CATCH_TEST_CASE("ucx_worker connects over shared memory only, without peer-failu
   CATCH_REQUIRE(done.wait_for_count(2, 10s));
   for (const auto& e : done.errors()) CATCH_CHECK(e.empty());
   CATCH_CHECK(same_bytes(in, out));
+}
+
+// With every port of UCX_TCP_PORT_RANGE taken (jobs sharing a firewall's range), creating the
+// worker tried them for ever: the job hung without a word, past --join-timeout.
+CATCH_TEST_CASE("ucx_worker refuses a TCP port range whose every port is in use, naming it", "[transport][ucx]") {
+  const auto listen_on = [](int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 1) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  };
+  int first = -1, fds[2] = {-1, -1};
+  for (int p = 31950; p < 32700 && first < 0; p += 2) {
+    fds[0] = listen_on(p);
+    fds[1] = fds[0] >= 0 ? listen_on(p + 1) : -1;
+    if (fds[1] >= 0) first = p;
+    else if (fds[0] >= 0) ::close(fds[0]);
+  }
+  CATCH_REQUIRE(first > 0);
+  const std::string range = std::to_string(first) + "-" + std::to_string(first + 1);
+  // As a user sets it: in the environment (kept as it was around the test).
+  const char* tls_before = std::getenv("UCX_TLS");
+  const std::string tls_kept = tls_before ? tls_before : "";
+  ::setenv("UCX_TLS", "tcp,self", 1);
+  ::setenv("UCX_TCP_PORT_RANGE", range.c_str(), 1);
+  CATCH_CHECK_THROWS_WITH(ucx_worker(),
+                          Catch::Contains("UCX_TCP_PORT_RANGE=" + range + ": every port in it is in use on this machine"));
+  ::close(fds[1]);  // one port free again: the worker is made
+  CATCH_CHECK_NOTHROW(ucx_worker());
+  ::close(fds[0]);
+  ::unsetenv("UCX_TCP_PORT_RANGE");
+  if (tls_before) ::setenv("UCX_TLS", tls_kept.c_str(), 1);
+  else ::unsetenv("UCX_TLS");
 }

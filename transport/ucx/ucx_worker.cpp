@@ -4,12 +4,16 @@
 
 #include <ucp/api/ucp.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -34,6 +38,45 @@ std::string transport_settings() {
   for (const char* name : {"UCX_TLS", "UCX_NET_DEVICES"})
     if (const char* v = std::getenv(name)) out += (out.empty() ? "" : " ") + std::string(name) + "=" + v;
   return out;
+}
+
+// UCX's TCP transport listens on a port of UCX_TCP_PORT_RANGE (a firewall's opening, often
+// shared by jobs on one machine); with every port of it taken, ucp_worker_create tried them
+// again and again for ever (a job hung, no word, past --join-timeout and a first Ctrl-C).
+// Refused instead, where TCP may be in use and not one port of the range can be bound.
+void check_tcp_port_range(const std::vector<std::pair<std::string, std::string>>& settings) {
+  std::string range;
+  if (const char* v = std::getenv("UCX_TCP_PORT_RANGE")) range = v;
+  for (const auto& [name, value] : settings)
+    if (name == "TCP_PORT_RANGE") range = value;
+  const char* tls = std::getenv("UCX_TLS");
+  for (const auto& [name, value] : settings)
+    if (name == "TLS") tls = value.c_str();
+  if (range.empty() || (tls && std::string(tls).find("tcp") == std::string::npos && std::string(tls) != "all" &&
+                        std::string(tls).rfind('^', 0) != 0))
+    return;
+  unsigned first = 0, last = 0;
+  char dash = 0, rest = 0;
+  if (std::sscanf(range.c_str(), "%u%c%u%c", &first, &dash, &last, &rest) != 3 || dash != '-' || first == 0 ||
+      first > last || last > 65535)
+    return;  // UCX says what it makes of it
+  for (unsigned port = first; port <= last; ++port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as UCX binds: TIME_WAIT is no use
+    const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+    const int why = errno;
+    ::close(fd);
+    if (free || why != EADDRINUSE) return;
+  }
+  throw std::invalid_argument("UCX_TCP_PORT_RANGE=" + range + ": every port in it is in use on this machine (by " +
+                              "another job, or this job's other processes): UCX would wait for one for ever; give each "
+                              "job on a machine a range of its own, wide enough for its processes there");
 }
 
 std::string describe(const char* what, std::uint64_t tag, ucs_status_t status) {
@@ -96,6 +139,12 @@ ucx_worker::ucx_worker(const std::vector<std::pair<std::string, std::string>>& s
     ucp_cleanup(context_);
   };
 
+  try {
+    check_tcp_port_range(settings);
+  } catch (...) {
+    ucp_cleanup(context_);
+    throw;
+  }
   ucp_worker_params_t worker_params{};
   worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the progress thread touches it

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -172,6 +173,38 @@ CATCH_TEST_CASE("pruning keeps the newest complete checkpoints and drops crashed
   CATCH_CHECK(!fs::exists(crashed.partial_path()));
   CATCH_CHECK(fs::exists(in_flight.partial_path()));
   CATCH_CHECK(find_resume_checkpoint(dir).manifest.step == 8);
+  fs::remove_all(dir);
+}
+
+// A reader of a folder a running job saves into with --keep-last 1: the checkpoint it was
+// reading could be pruned under it, and it said "no valid checkpoint" though a newer one was
+// complete (2 of 25 --init-from of such a folder). The search goes round again instead.
+CATCH_TEST_CASE("finding the newest checkpoint while a writer commits and prunes never comes back empty", "[checkpoint]") {
+  const std::string dir = fresh_dir("pruned-under");
+  write_checkpoint(dir, 1, 4 << 20);
+  std::atomic<bool> done{false};
+  std::thread job([&] {
+    for (long long step = 2; !done.load() && step < 100000; ++step) {
+      write_checkpoint(dir, step, 4 << 20);
+      prune_checkpoints(dir, 1);
+    }
+  });
+  int found = 0, refused = 0;
+  std::string missed;
+  for (int i = 0; i < 150 && missed.empty(); ++i) {
+    try {
+      const resume_choice c = find_resume_checkpoint(dir);
+      refused += !c.refused.empty();
+      ++found;
+    } catch (const std::exception& e) {
+      missed = e.what();
+    }
+  }
+  done.store(true);
+  job.join();
+  CATCH_INFO("no checkpoint found while the folder always held one: " << missed);
+  CATCH_CHECK(found == 150);
+  CATCH_CHECK(refused == 0);
   fs::remove_all(dir);
 }
 

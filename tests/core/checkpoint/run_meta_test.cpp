@@ -67,6 +67,10 @@ CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps d
     files.text.vocab_file = vocab;
     const nlohmann::json with_files = checkpoint_meta(files, 6);
     CATCH_CHECK(resume_changes(with_files, files).empty());
+    // The same file by another path (from another folder): no change (it said data_file 'x' -> '../x').
+    train_options moved = files;
+    moved.data_file = "/tmp/../tmp/actorpipe_run_meta_" + std::to_string(::getpid()) + ".txt";
+    CATCH_CHECK(resume_changes(with_files, moved).empty());
     std::ofstream(data) << "other text, of another length";
     std::ofstream(vocab) << "[PAD]\n[UNK]\nworld\n";
     files.text.lower_case = false;

@@ -37,3 +37,21 @@ CATCH_TEST_CASE("this test process runs LibTorch's kernels for its CPU", "[model
     CATCH_CHECK(libtorch_version().find("kernels (detected by LibTorch)") != std::string::npos);
   }
 }
+
+CATCH_TEST_CASE("a value of ATEN_CPU_CAPABILITY LibTorch does not know is said to be one", "[model][blas]") {
+  // It read "bogus was asked for", as if LibTorch had been asked for a kernel and denied it.
+  const char* value = std::getenv(aten_capability_variable);
+  const char* marker = std::getenv(aten_marker_variable);
+  const std::string value_kept = value ? value : "", marker_kept = marker ? marker : "";
+  ::setenv(aten_capability_variable, "bogus", 1);
+  ::unsetenv(aten_marker_variable);
+  const std::string unknown = aten_capability_origin("AVX2");
+  ::setenv(aten_capability_variable, "avx512", 1);
+  const std::string known = aten_capability_origin("AVX2");
+  if (value) ::setenv(aten_capability_variable, value_kept.c_str(), 1);
+  else ::unsetenv(aten_capability_variable);
+  if (marker) ::setenv(aten_marker_variable, marker_kept.c_str(), 1);
+  CATCH_CHECK_THAT(unknown, Catch::Contains("ATEN_CPU_CAPABILITY=bogus set by the user; bogus is not a value LibTorch "
+                                            "knows (default, avx2, avx512): it detected the kernels itself"));
+  CATCH_CHECK_THAT(known, Catch::Contains("; avx512 was asked for"));
+}

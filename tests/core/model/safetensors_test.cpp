@@ -12,6 +12,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,14 @@
 namespace {
 
 namespace fs = std::filesystem;
+
+// Whether `dir` holds a write of save_safetensors' own still (its temporary file).
+bool write_left_in(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(".actorpipe-write-", 0) == 0) return true;
+  return false;
+}
 using actorpipe::box;
 using actorpipe::load_safetensors;
 using actorpipe::save_safetensors;
@@ -80,7 +89,7 @@ CATCH_TEST_CASE("safetensors round trip keeps names, dtypes, shapes and bits", "
   const at::Tensor strided = randn({4, 3}, 2).t();  // non-contiguous: written in logical order
   save_safetensors(path, {{"w", box(w)}, {"b.scalar", box(scalar)}, {"a.empty", box(empty)}, {"ids", box(ids)},
                           {"strided", box(strided)}});
-  CATCH_CHECK_FALSE(fs::exists(path + ".tmp"));
+  CATCH_CHECK_FALSE(write_left_in(dir.path.string()));
 
   const auto loaded = load_safetensors(path);
   CATCH_REQUIRE(loaded.size() == 5);
@@ -108,7 +117,7 @@ CATCH_TEST_CASE("safetensors saved through a symbolic link replace the file it n
   save_safetensors(link, {{"w", box(w)}});
   CATCH_CHECK(fs::is_symlink(fs::symlink_status(link)));
   CATCH_CHECK(torch::equal(unbox(load_safetensors(target).at(0).second), w));
-  CATCH_CHECK_FALSE(fs::exists(target + ".tmp"));
+  CATCH_CHECK_FALSE(write_left_in(dir.file("elsewhere")));
   // A link to a file not written yet: it is written there.
   const std::string unwritten = dir.file("elsewhere/new.safetensors"), to_new = dir.file("new.safetensors");
   fs::create_symlink("elsewhere/new.safetensors", to_new);
@@ -159,7 +168,7 @@ CATCH_TEST_CASE("safetensors save replaces the file whole and rejects bad names"
   const auto loaded = load_safetensors(path);
   CATCH_REQUIRE(loaded.size() == 1);
   CATCH_CHECK(loaded[0].first == "y");
-  CATCH_CHECK_FALSE(fs::exists(path + ".tmp"));
+  CATCH_CHECK_FALSE(write_left_in(dir.path.string()));
 
   CATCH_CHECK_THROWS_WITH(save_safetensors(path, {{"x", box(at::ones({2}))}, {"x", box(at::ones({2}))}}),
                           Catch::Contains("duplicate tensor name 'x'"));
@@ -259,4 +268,38 @@ CATCH_TEST_CASE("a chunk's parameters survive a safetensors round trip", "[model
     CATCH_REQUIRE(by_name.count(name));
     CATCH_CHECK(torch::equal(by_name.at(name), unbox(t)));
   }
+}
+
+CATCH_TEST_CASE("safetensors saved to one path at once come out as one whole save, beside a user's .tmp file untouched",
+                "[model][safetensors]") {
+  // Every save wrote `path.tmp`: two at once wrote into one file (it held some tensors of
+  // each), a user's file of that name was replaced (and a link of that name written through).
+  temp_dir dir("shared");
+  const std::string path = dir.file("w.safetensors");
+  std::ofstream(path + ".tmp") << "notes";
+  std::vector<std::pair<std::string, tensor_box>> a, b;
+  for (int i = 0; i < 24; ++i) {
+    a.emplace_back("t" + std::to_string(i), box(at::full({64, 1024}, static_cast<float>(i))));
+    b.emplace_back("t" + std::to_string(i), box(at::full({64, 1024}, static_cast<float>(-i - 1))));
+  }
+  for (int round = 0; round < 6; ++round) {
+    std::thread other([&] { save_safetensors(path, b); });
+    save_safetensors(path, a);
+    other.join();
+    const auto loaded = load_safetensors(path);
+    CATCH_REQUIRE(loaded.size() == 24);
+    std::map<std::string, at::Tensor> got;
+    for (const auto& [name, t] : loaded) got[name] = unbox(t);
+    const float first = got.at("t0").flatten()[0].item<float>();
+    CATCH_REQUIRE((first == 0.0f || first == -1.0f));
+    const auto& whole = first == 0.0f ? a : b;  // all of one save
+    for (const auto& [name, t] : whole) CATCH_CHECK(torch::equal(got.at(name), unbox(t)));
+  }
+  CATCH_CHECK_FALSE(write_left_in(dir.path.string()));
+  std::ifstream notes(path + ".tmp");
+  CATCH_CHECK(std::string(std::istreambuf_iterator<char>(notes), {}) == "notes");
+  // A name near the limit (255 bytes): the temporary name was 4 bytes longer, past it.
+  const std::string longest = dir.file(std::string(250, 'n') + ".st");
+  save_safetensors(longest, a);
+  CATCH_CHECK(load_safetensors(longest).size() == 24);
 }

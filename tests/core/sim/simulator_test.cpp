@@ -252,6 +252,12 @@ CATCH_TEST_CASE("the cost flag keeps its costs within max_cost_ratio of each oth
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,,1e6,1"), Contains("B (I+W)=1000001 is more than 1000000 times F=1"));
   CATCH_CHECK(parse_cost_spec("1e6,2,1,1").forward[0] == 1e6);  // at the ratio: taken
   CATCH_CHECK(parse_cost_spec("1e6,2,0,2").input_grad[0] == 0);  // a zero cost has nothing to lose
+  // Below a double's normal range a cost keeps a digit or two (it showed as F=9.99989e-321).
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1e-320,2e-320,1e-320,1e-320"),
+                          Contains("F=1e-320 is below a double's normal range (2.2e-308): give 0 (not for F and B) or "
+                                   "a larger cost, all of them scaled alike"));
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,2,1,4e-310"), Contains("W=4e-310 is below a double's normal range"));
+  CATCH_CHECK(parse_cost_spec("1e-300,2e-300,1e-300,1e-300").forward[0] == 1e-300);
   CATCH_CHECK(smallest_cost(parse_cost_spec("3,2,0,2")) == 2);
 }
 
