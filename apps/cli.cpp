@@ -19,6 +19,7 @@
 
 #include "apps/doctor_command.hpp"
 #include "apps/exit_codes.hpp"
+#include "apps/file_roles.hpp"
 #include "apps/launch_command.hpp"
 #include "apps/simulate_command.hpp"
 #include "core/config.hpp"
@@ -431,6 +432,7 @@ void add_launch(CLI::App& app, launch_cli& c) {
 int run_launch_cli(CLI::App& app, launch_cli& c, const char* argv0, std::ostream& err, logging_scope& logging) {
   auto& la = c.la;
   const log_options launch_log = resolve_log_flags(c.l_log);
+  check_pipe_has_reader("--log-file", launch_log.file);  // its open waited for a reader for ever
   logging.setup(launch_log);
   if (*c.l_log.level_option) la.env.push_back(std::string("ACTORPIPE_LOG_LEVEL=") + log_level_name(launch_log.level));
   la.terminal = &err == &std::cerr && isatty(STDERR_FILENO);

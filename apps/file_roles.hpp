@@ -50,6 +50,20 @@ inline void check_distinct_files(const file_roles& outputs, const file_roles& in
   }
 }
 
+// A pipe (FIFO) given as an output: with nothing reading it, the first write's open waited for
+// a reader for ever, past --step-timeout and a first Ctrl-C: refused. With a reader
+// (--metrics >(jq ...)), this end stays open for the process's life: closed here, the reader
+// would see the end of its input before a line came. Nothing for a path that is no pipe.
+inline void check_pipe_has_reader(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_fifo(path, ec)) return;
+  const int end = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (end < 0 && errno == ENXIO)
+    throw std::invalid_argument(flag + " '" + path + "' is a pipe that nothing reads: what is written there would wait "
+                                "for ever (start its reader first)");
+  if (end < 0) throw std::invalid_argument(flag + " '" + path + "': cannot open the pipe (" + std::strerror(errno) + ")");
+}
+
 // A file a command writes (train's --metrics, --trace, --save-final; simulate's --trace, --svg):
 // its folder must exist and take files before the work starts, so that a typo in a path does
 // not cost the run. A file written aside and renamed into place (`replaced`: --save-final) must
@@ -65,18 +79,20 @@ inline void check_output_file(const char* flag, const std::string& path, bool re
   // Through a symbolic link: the file it names is written, in that file's folder. A loop of
   // links, or one to a folder that is not there, failed only once the run had trained.
   struct stat link {};
+  fs::path linked;  // where a symbolic link leads
   if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
     struct stat through {};
     if (::stat(path.c_str(), &through) != 0 && errno == ELOOP)
       throw std::invalid_argument(named + " is a symbolic link in a loop of links: give a file name");
-    const fs::path target = write_target(path);
-    if (target.empty() || !fs::is_directory(target.parent_path(), ec))
-      throw std::invalid_argument(named + " is a symbolic link to '" + fs::read_symlink(path, ec).string() +
-                                  "', whose folder does not exist");
-    dir = target.parent_path();
+    linked = write_target(path);
+    if (linked.empty() || !fs::is_directory(linked.parent_path(), ec))
+      throw std::invalid_argument(named + " is a symbolic link leading to '" + linked.string() + "', whose folder '" +
+                                  linked.parent_path().string() + "' does not exist");
+    dir = linked.parent_path();
   }
-  // A name past the filesystem's limit (255 bytes) failed only when written, after the run.
-  const std::string name = fs::path(path).filename().string();
+  // A name past the filesystem's limit (255 bytes) failed only when written, after the run:
+  // the name written, the link's target's where it is one.
+  const std::string name = (linked.empty() ? fs::path(path) : linked).filename().string();
   const long name_max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
   if (name_max > 0 && static_cast<long>(name.size()) > name_max)
     throw std::invalid_argument(named + ": the file name is " + std::to_string(name.size()) + " bytes, more than the " +
@@ -88,15 +104,8 @@ inline void check_output_file(const char* flag, const std::string& path, bool re
     if (const char* stream = std_stream_writing(target))
       throw std::invalid_argument(named + " is this process's " + stream +
                                   ", a file: written apart, each would overwrite the other; give another file");
-  // A pipe with no reader: the first write's open waited for one for ever, past --step-timeout
-  // and a first Ctrl-C. With a reader (--metrics >(jq ...)), this end stays open for the
-  // process's life: closed here, the reader would see the end of its input before a line came.
-  if (!replaced && fs::is_fifo(status)) {
-    const int end = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (end < 0 && errno == ENXIO)
-      throw std::invalid_argument(named + " is a pipe that nothing reads: what is written there would wait for ever "
-                                          "(start its reader first)");
-    if (end < 0) throw std::invalid_argument(named + ": cannot open the pipe (" + std::strerror(errno) + ")");
+  if (!replaced && fs::is_fifo(status)) {  // written where it is, once it has a reader
+    check_pipe_has_reader(flag, path);
     return;
   }
   if (fs::exists(status)) {

@@ -32,6 +32,7 @@
 #include <sched.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "actors/pipeline_runtime.hpp"
@@ -119,11 +120,12 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                                   std::to_string(*value));
   // Named as given (the job config's rules would name its keys: grad_clip=-1).
   for (const auto& [flag, value, rule] :
-       {std::tuple<const char*, const std::optional<double>&, const char*>{"--lr", o.lr, "a number > 0 a float holds (at most 3.4e38)"},
+       {std::tuple<const char*, const std::optional<double>&, const char*>{"--lr", o.lr, "a number a float holds, from 1.18e-38 to 3.4e38"},
         {"--grad-clip", o.grad_clip, "a finite number >= 0 (0 = no clipping)"},
         {"--weight-decay", o.weight_decay, "a finite number >= 0"}})
     if (value && (!std::isfinite(*value) || *value < 0 ||
-                  (std::string(flag) == "--lr" && (*value == 0 || *value > std::numeric_limits<float>::max()))))
+                  (std::string(flag) == "--lr" &&
+                   (*value < std::numeric_limits<float>::min() || *value > std::numeric_limits<float>::max()))))
       throw std::invalid_argument(std::string(flag) + " must be " + rule + ": got " + number_text(*value));
   if (o.zero && *o.zero != 0 && *o.zero != 1)
     throw std::invalid_argument("--zero must be 0 or 1: got " + std::to_string(*o.zero) +
@@ -260,7 +262,7 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                                       {"--no-w-fill", o.no_w_fill}})
       if (given) dropped += std::string(dropped.empty() ? "" : ", ") + flag;
     if (!dropped.empty())
-      unused.push_back("--no-pipeline trains the whole model on one thread: " + dropped + " do" +
+      unused.push_back("--no-pipeline trains the whole model as one rank: " + dropped + " do" +
                        (dropped.find(',') == std::string::npos ? "es" : "") + " not apply" +
                        (microbatches_from_file ? " (but the plan's " + std::to_string(c.num_microbatches) +
                                                      (c.num_microbatches == 1 ? " microbatch does)" : " microbatches do)")
@@ -564,43 +566,48 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
   out.flush();
 }
 
-// The --metrics file, opened at its first line: a run refused before its first step leaves a
-// file that was there as it was, and makes none. (Whether the path takes writes is checked
-// before the job starts.) A restart of a launched job, and a resumed run, append.
-// A lock (flock) on an output file while a run writes it, so that another run is refused the
-// same file at its start. Regular files only (a pipe or /dev/null is anyone's).
+// The --metrics file held (flock) for the run, from its start: a second run given the same
+// file is refused at its start (two runs overwrote each other's lines from their own offsets,
+// NUL bytes between, both exit 0; one that started before the other's first line was not seen).
+// A regular file, or none yet (it is made, empty, and removed again where the run wrote no
+// line to it); a pipe or a device is anyone's.
 class held_output {
  public:
   held_output() = default;
   held_output(const held_output&) = delete;
   held_output& operator=(const held_output&) = delete;
   ~held_output() {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ < 0) return;
+    struct stat st {};
+    if (made_ && ::fstat(fd_, &st) == 0 && st.st_size == 0) ::unlink(path_.c_str());
+    ::close(fd_);
   }
-  void take(const std::string& path) {
+  // Throws std::invalid_argument naming `flag` where another run holds the file.
+  void take(const std::string& flag, const std::string& path) {
     std::error_code ec;
-    if (fd_ >= 0 || !std::filesystem::is_regular_file(path, ec)) return;
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ >= 0 && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) return;
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    made_ = fd_ >= 0;
+    if (fd_ < 0 && errno == EEXIST) fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) return;  // the first line's write says why, as before
+    path_ = path;
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       ::close(fd_);
       fd_ = -1;
+      throw std::invalid_argument(flag + " '" + path + "' is being written by a run going on now: give this run a "
+                                  "file of its own");
     }
-  }
-  // Whether a run holds `path` now.
-  static bool by_another(const std::string& path) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) return false;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    ::close(fd);
-    return held;
   }
 
  private:
   int fd_ = -1;
+  bool made_ = false;
+  std::string path_;
 };
 
+// The --metrics file, opened at its first line: a run refused before its first step leaves a
+// file that was there as it was, and makes none. (Whether the path takes writes is checked
+// before the job starts.) A restart of a launched job, and a resumed run, append.
 class metrics_file {
  public:
   metrics_file(std::string path, bool append) : path_(std::move(path)), append_(append) {}
@@ -622,7 +629,6 @@ class metrics_file {
       errno = 0;
       out_.open(path_, append_ ? std::ios::app : std::ios::out);
       if (!out_) return give_up("cannot write --metrics file '" + path_ + "'");
-      lock_.take(path_);
     }
     errno = 0;
     out_ << text << '\n' << std::flush;
@@ -693,7 +699,6 @@ class metrics_file {
   std::uintmax_t whole_bytes_ = 0;  // the file's bytes up to its last whole line
   std::ofstream out_;
   std::string failure_;
-  held_output lock_;  // this run's mark on a regular file, while it writes it
 };
 
 // What each finished step shows: a progress line (redrawn on a terminal), a debug log line,
@@ -1204,6 +1209,7 @@ void check_train_files(const train_cli_options& o, const std::string& log_file) 
   // The log is opened first, before the other outputs are checked: beside the checkpoints (at
   // `latest` or `step-N` a checkpoint replaced it, the run's log lost, exit 0) here.
   check_output_beside_checkpoints("--log-file", log_file, o.save_dir);
+  check_pipe_has_reader("--log-file", log_file);  // its open waited for a reader for ever
 }
 
 int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream& progress_stream) {
@@ -1257,6 +1263,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
           log_info("--save-dir " + t.save_dir + ": latest named " + (before.empty() ? "nothing" : before) +
                    "; it names " + name + " now, the newest complete checkpoint");
         }
+        prune_checkpoints(t.save_dir, t.keep_last);  // the commit's pruning the kill cut short
       } catch (const std::exception& e) {
         log_warn("--save-dir " + t.save_dir + ": latest not checked (" + std::string(e.what()) + ")");
       }
@@ -1265,17 +1272,14 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     return 0;
   }
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;
+  held_output metrics_held;  // for the whole run
   // Output paths first: a typo in one should not cost a training run.
   if (place.process == 0) {  // process 0 writes these
     check_outputs_beside_checkpoints(o, t.save_dir);
     check_train_files(o, "");
     if (!o.metrics_path.empty()) {
       check_output_file("--metrics", o.metrics_path, false);
-      // Two runs writing one metrics file overwrote each other's lines from their own offsets
-      // (NUL bytes between), both exit 0.
-      if (const bool held = held_output::by_another(o.metrics_path); held)
-        throw std::invalid_argument("--metrics '" + o.metrics_path + "' is being written by a run going on now: give "
-                                    "this run a file of its own");
+      metrics_held.take("--metrics", o.metrics_path);
     }
     if (!o.trace_path.empty()) check_output_file("--trace", o.trace_path, false);
     if (!o.save_final_path.empty()) check_output_file("--save-final", o.save_final_path, true);
@@ -1410,10 +1414,6 @@ std::atomic<bool> setup_watched{false};
 void watch_held_stop_signals() {
   if (setup_watched.exchange(true)) return;
   std::thread([] {
-    sigset_t stops;
-    sigemptyset(&stops);
-    sigaddset(&stops, SIGINT);
-    sigaddset(&stops, SIGTERM);
     int held_for = 0;  // tenths of a second a stop signal has been held
     while (setup_watched.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -17,7 +17,11 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstring>
+#include <stdexcept>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -39,16 +43,16 @@ double sequential_write_seconds(const std::string& dir, long long bytes) {
   std::vector<char> block(4 << 20, 'x');
   for (size_t i = 0; i < block.size(); i += 4096) block[i] = static_cast<char>(i >> 12);
   const auto t0 = std::chrono::steady_clock::now();
+  // A failure throws (std::exit skipped the removal of the bench's folder).
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) {
-    std::perror(path.c_str());
-    std::exit(1);
-  }
+  if (fd < 0) throw std::runtime_error(path + ": " + std::strerror(errno));
   for (long long left = bytes; left > 0;) {
     const auto n = ::write(fd, block.data(), static_cast<size_t>(std::min<long long>(left, block.size())));
     if (n <= 0) {
-      std::perror(path.c_str());
-      std::exit(1);
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      fs::remove(path);
+      throw std::runtime_error(path + ": " + why);
     }
     left -= n;
   }
@@ -145,7 +149,21 @@ int bench_main(int argc, char** argv) {
               o.save_every, dir.c_str(), filesystem_of(dir).c_str());
   std::fflush(stdout);
 
+  // Ctrl-C or SIGTERM: the run stops after its step in flight, and the folder goes as at the end
+  // (it was left, with every checkpoint written).
+  static std::atomic<int> stop{0};
+  o.stop_signal = &stop;
+  for (const int sig : {SIGINT, SIGTERM}) std::signal(sig, [](int s) { stop.store(s); });
   const train_result r = run_pipeline(o);
+  if (r.stopped_by_signal != 0) {
+    std::fprintf(stderr, "checkpoint_throughput: stopped by signal %d after step %d; no results\n", r.stopped_by_signal,
+                 r.steps.empty() ? 0 : r.steps.back().step + 1);
+    return 128 + r.stopped_by_signal;
+  }
+  if (r.checkpoints.empty())
+    throw std::runtime_error("no checkpoint was written (" +
+                             (r.checkpoint_error.empty() ? std::string("see above") : r.checkpoint_error) +
+                             "): nothing to measure");
 
   // 1. Write throughput against the disk's.
   long long bytes = 0;

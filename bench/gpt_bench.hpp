@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 #include "core/blas_kernels.hpp"
@@ -124,11 +125,14 @@ inline void print_what_it_runs_on() {
 }
 
 // Runs a benchmark's body: a bad model size or option is one line naming the benchmark, and
-// exit status 1, instead of std::terminate.
+// exit status 2 (refused: std::invalid_argument) or 1, instead of std::terminate.
 template <class Body>
 int run_reporting_errors(const char* program, Body&& body) {
   try {
     return body();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", program, e.what());
     return 1;

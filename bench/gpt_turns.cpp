@@ -24,6 +24,7 @@
 #include "bench/gpt_bench.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/median.hpp"
+#include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/train/reference_trainer.hpp"
 
@@ -147,6 +148,9 @@ std::vector<train_options> pipelines_to_run(const train_options& o, const std::s
     }
     if (!found) throw std::invalid_argument("--schedule: unknown schedule '" + p.schedule + "' (known: " + known + ")");
     p.chunks = chunks > 0 ? chunks : default_chunks(p.schedule);
+    // The schedule's own rules (zbv's 2 chunks, dualpipev's microbatches), before anything runs:
+    // a bad pair was said after the reference's turns (77 s), exit 1.
+    if (!is_dynamic_policy(p.schedule)) (void)make_schedule(p.schedule, {p.stages, p.microbatches, p.chunks});
     out.push_back(p);
     from = comma + 1;
   }

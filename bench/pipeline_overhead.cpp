@@ -44,7 +44,13 @@ int main(int argc, char** argv) {
       return 0;
     } else if (a == "--quick") {
       quick = true;
-    } else if ((a == "--only" || a == "--trace-dir") && i + 1 < argc) {
+    } else if (a == "--only" || a == "--trace-dir") {
+      // An empty value ran everything (--only "") or wrote nothing (--trace-dir ""), exit 0.
+      if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+        std::fprintf(stderr, "pipeline_overhead: %s needs a value (usage: [--quick] [--only NAME] [--trace-dir DIR])\n",
+                     a.c_str());
+        return 2;
+      }
       (a == "--only" ? only : trace_dir) = argv[++i];
     } else {
       std::fprintf(stderr, "pipeline_overhead: unknown argument '%s' (usage: [--quick] [--only NAME] [--trace-dir DIR])\n",

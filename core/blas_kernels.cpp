@@ -196,14 +196,19 @@ std::string aten_capability_origin(const std::string& capability) {
     origin = std::string(aten_capability_variable) + "=" + value + " set by the user";
   else
     origin = "detected by LibTorch";
-  if (set_and_nonempty(value) && lower(value) != lower(capability)) {
-    // A value LibTorch does not know it ignores (glog says so, once): said so here too, not
-    // as if that kernel had been asked for and denied.
-    const std::string asked = lower(value);
+  if (set_and_nonempty(value)) {
+    // LibTorch takes these, as written (AVX512 or Default it ignores, glog says so once): a
+    // value it does not know is said so, not as if that kernel had been asked for and denied.
+    const std::string asked = value;
     const bool known = asked == "default" || asked == "avx2" || asked == "avx512" || asked == "zvector" ||
                        asked == "vsx" || asked == "neon";
-    origin += "; " + std::string(value) + (known ? " was asked for" : " is not a value LibTorch knows (default, avx2, "
-                                                                       "avx512): it detected the kernels itself");
+    // "default" runs the kernels LibTorch reports as NO AVX.
+    const bool honoured = lower(asked) == lower(capability) || (asked == "default" && lower(capability) == "no avx");
+    if (!known)
+      origin += "; " + asked + " is not a value LibTorch knows (default, avx2, avx512, in lower case): it detected the "
+                               "kernels itself";
+    else if (!honoured)
+      origin += "; " + asked + " was asked for";
   }
   return origin;
 }

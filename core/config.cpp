@@ -312,9 +312,9 @@ namespace {
 // JSON's parser reads a number too small for a double as 0 ("grad_clip": 1e-400 was "no
 // clipping"), and fails on one too large as if the text were no JSON ("lr": 1e400): the text's
 // numbers (outside strings and comments) that do, refused by line.
-void refuse_numbers_out_of_range(const std::string& text, const std::string& path) {
+void refuse_numbers_out_of_range(const std::string& text, const std::string& path, std::size_t before = std::string::npos) {
   int line = 1;
-  for (std::size_t i = 0; i < text.size(); ++i) {
+  for (std::size_t i = 0; i < text.size() && i < before; ++i) {
     const char ch = text[i];
     if (ch == '\n') ++line;
     if (ch == '"') {  // a string: to its closing quote
@@ -346,7 +346,7 @@ void refuse_numbers_out_of_range(const std::string& text, const std::string& pat
              " is too small for a double and reads as 0: give 0, or a number a double holds");
       if (std::isinf(v))
         fail("config file '" + path + "': the number " + number + " on line " + std::to_string(line) +
-             " is too large for a double (at most 1.8e308)");
+             " is beyond a double's range (-1.8e308 to 1.8e308)");
       i = end - 1;
     }
   }
@@ -383,7 +383,10 @@ job_config load_config_file(const std::string& path, std::set<std::string>* keys
   try {
     j = nlohmann::json::parse(text, no_duplicates, /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const nlohmann::json::exception& e) {
-    refuse_numbers_out_of_range(text, path);  // a number past a double's range fails the parse too
+    // A number past a double's range fails the parse too: named where it comes before a
+    // syntax error (the first error in the text is the one said).
+    const auto* syntax = dynamic_cast<const nlohmann::json::parse_error*>(&e);
+    refuse_numbers_out_of_range(text, path, syntax ? syntax->byte : std::string::npos);
     fail("config file '" + path + "' is not valid JSON: " + e.what());
   }
   refuse_numbers_out_of_range(text, path);

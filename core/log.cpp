@@ -317,6 +317,9 @@ bool is_progress_line(const std::string& text) {
 void log_passed_on(const std::string& raw) {
   const std::string text = without_escapes(raw);
   if (is_progress_line(text)) return;
+  // What was only a terminal's control sequence ("[p1] " and the end of a progress line).
+  if (text.size() != raw.size() && text.find_first_not_of(' ', text[0] == '[' ? text.find("] ") + 2 : 0) == std::string::npos)
+    return;
   // Its level as the process logged it ("[p1 r1] actorpipe train: error: ..."), for the stamp.
   const log_level level = text.find(": error: ") != std::string::npos     ? log_level::error
                           : text.find(": warning: ") != std::string::npos ? log_level::warn

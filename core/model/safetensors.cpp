@@ -2,6 +2,7 @@
 #include "core/model/safetensors.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,6 +63,33 @@ bool dtype_from_name(const std::string& name, at::ScalarType* out) {
 }
 
 std::string in_file(const std::string& path) { return "safetensors file '" + path + "'"; }
+
+// save_safetensors' file before its rename: .actorpipe-write-<host>-<pid>-<random>.
+constexpr const char* write_prefix = ".actorpipe-write-";
+
+// This host, as 8 hex digits (a folder shared by several machines: another host's writes are
+// never taken for this one's).
+std::string host_tag() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  std::uint32_t h = 2166136261u;  // FNV-1a
+  for (const char* c = host; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 16777619u;
+  char text[16];
+  std::snprintf(text, sizeof text, "%08x", h);
+  return text;
+}
+
+// Removes the files of this host's processes that ended while they saved into `folder`.
+void remove_writes_of_gone_processes(const std::filesystem::path& folder) {
+  std::error_code ec;
+  const std::string ours = std::string(write_prefix) + host_tag() + "-";
+  for (const auto& e : std::filesystem::directory_iterator(folder, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(ours, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + ours.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove(e.path(), ec);
+  }
+}
 
 void write_all(int fd, const char* data, std::size_t n, const std::string& tmp) {
   while (n > 0) {
@@ -129,14 +157,22 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   // `dest.tmp` was shared by two runs saving to one path (the file came out half one run's,
   // half the other's), went through a link there to another file, replaced a user's own
   // file of that name, and passed NAME_MAX where dest's name was near it.
+  // Its name says whose it is (this host, this process): one of a process that is gone (killed
+  // while it saved) is removed by the next save into that folder.
   std::random_device random;
-  char suffix[32];
-  std::snprintf(suffix, sizeof suffix, "%08x%08x", random(), random());
-  const std::filesystem::path folder = std::filesystem::path(dest).parent_path();
-  const std::string tmp = (folder.empty() ? std::filesystem::path(".") : folder).string() + "/.actorpipe-write-" + suffix;
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, "%s-%ld-%08x", host_tag().c_str(), static_cast<long>(::getpid()), random());
+  const std::filesystem::path folder =
+      std::filesystem::path(dest).parent_path().empty() ? std::filesystem::path(".") : std::filesystem::path(dest).parent_path();
+  remove_writes_of_gone_processes(folder);
+  const std::string tmp = folder.string() + "/" + write_prefix + suffix;
+  // An existing file keeps its permissions (a private 0600 one came back 0644).
+  struct stat before {};
+  const mode_t mode = ::stat(dest.c_str(), &before) == 0 && S_ISREG(before.st_mode) ? (before.st_mode & 07777) : 0644;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) throw std::runtime_error("cannot create '" + tmp + "' (written there, then renamed to '" + dest + "'): " +
                                        std::strerror(errno));
+  if (mode != 0644) (void)::fchmod(fd, mode);  // past the umask
   // Pieces of at most 8 MiB, each shown to `written` before it goes to the file (so a hash of
   // one piece overlaps the kernel's writeback of the ones before).
   // A `written` that throws (its caller gave the file up) closes and removes it, as a failed write does.

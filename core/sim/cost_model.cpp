@@ -94,7 +94,7 @@ cost_model parse_cost_spec(const std::string& spec) {
     }
   }
   if (v[0] <= 0) throw bad("F must be > 0");
-  if (v[1] <= 0) throw bad("B must be > 0");
+  if (v[1] <= 0) throw bad(given[1] ? "B must be > 0" : "B, taken as I + W, must be > 0: give I or W above 0, or B");
   // The costs as given, to ten digits (six showed "B=1e+06 is more than 1e+06 times"), and
   // a B not given as the I + W it was taken for.
   const auto shown = [&](int k) {

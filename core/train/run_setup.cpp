@@ -47,8 +47,10 @@ void check_train_options(const train_options& o) {
        "--threads-per-stage must be in [1, 1024]: got " + std::to_string(o.threads_per_stage));
   // Finite too: the library's callers set them directly (inf failed in the first step).
   // Up to the largest float: the update multiplies float weights by it (1e300 made them inf).
-  need(o.lr > 0 && o.lr <= std::numeric_limits<float>::max(),
-       "--lr must be a number > 0 a float holds (at most 3.4e38): got " + number_text(o.lr));
+  // And from the smallest normal float: one below is nothing or a few bits to the update
+  // (--lr 1e-310 trained at lr 0, without a word).
+  need(o.lr >= std::numeric_limits<float>::min() && o.lr <= std::numeric_limits<float>::max(),
+       "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got " + number_text(o.lr));
   need(o.warmup_steps >= 0, "--warmup-steps must be >= 0: got " + std::to_string(o.warmup_steps));
   need(o.grad_clip >= 0 && std::isfinite(o.grad_clip),
        "--grad-clip must be a finite number >= 0 (0 = off): got " + number_text(o.grad_clip));

@@ -812,8 +812,10 @@ CATCH_TEST_CASE("a restart of a job stopped after its final save trains no more,
   { std::ofstream(dir + "/.latest-0123456789ab") << "step-00000003\n"; }
   // As launch --max-restarts starts it (a process of its own: the restart count is in its environment).
   const std::string log = temp_path(".log");
+  // ... and before the commit's pruning (--keep-last 2 here: the three steps' checkpoints stayed).
   const int code = wait_process(start_process(ACTORPIPE_BIN, with({"train", "--steps", "3", "--save-dir", dir,
-                                                                     "--save-every", "1", "--save-final", again}, tiny),
+                                                                     "--save-every", "1", "--save-final", again,
+                                                                     "--keep-last", "2"}, tiny),
                                               {{"ACTORPIPE_RESTART_COUNT", "1"}}, log),
                                 120);
   const std::string text = read_text(log);
@@ -825,6 +827,8 @@ CATCH_TEST_CASE("a restart of a job stopped after its final save trains no more,
   CATCH_CHECK(read_bytes(again) == read_bytes(first));      // the same parameters, bit for bit
   CATCH_CHECK(read_text(dir + "/latest") == "step-00000003\n");
   CATCH_CHECK(!std::filesystem::exists(dir + "/.latest-0123456789ab"));
+  CATCH_CHECK(!std::filesystem::exists(dir + "/step-00000001"));
+  CATCH_CHECK(std::filesystem::exists(dir + "/step-00000002/manifest.json"));
   CATCH_CHECK_THAT(text, Contains("--save-dir " + dir + ": latest named step-00000002; it names step-00000003 now, the "
                                   "newest complete checkpoint"));
   std::filesystem::remove_all(dir);
@@ -903,13 +907,13 @@ CATCH_TEST_CASE("train names the flags a run has no use for instead of dropping 
   // And what does not apply is not checked either.
   auto uncut = cli(with(run, {"--no-pipeline", "--partition", "counts:1,1"}));
   CATCH_CHECK(uncut.code == 0);
-  CATCH_CHECK_THAT(uncut.out, Contains("note: --no-pipeline trains the whole model on one thread: --partition does not apply\n"));
+  CATCH_CHECK_THAT(uncut.out, Contains("note: --no-pipeline trains the whole model as one rank: --partition does not apply\n"));
   CATCH_CHECK_THAT(reference.out,
-                   Contains("note: --no-pipeline trains the whole model on one thread: --stages, --schedule do not apply\n"));
+                   Contains("note: --no-pipeline trains the whole model as one rank: --stages, --schedule do not apply\n"));
   // The same given by --set, and the pipeline's own switches (dropped without a word).
   auto set_reference = cli(with(run, {"--no-pipeline", "--set", "pp=3", "--set", "schedule=zbv", "--no-w-fill"}));
   CATCH_CHECK(set_reference.code == 0);
-  CATCH_CHECK_THAT(set_reference.out, Contains("note: --no-pipeline trains the whole model on one thread: --set pp, "
+  CATCH_CHECK_THAT(set_reference.out, Contains("note: --no-pipeline trains the whole model as one rank: --set pp, "
                                                "--set schedule, --no-w-fill do not apply\n"));
   auto zero = cli(with(run, {"--zero", "1"}));
   CATCH_CHECK(zero.code == 0);
@@ -974,15 +978,19 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
   std::filesystem::create_symlink(loop_a, loop_b);
   std::filesystem::create_symlink("no-such-folder/x.st", nowhere);
   const std::string long_name = folder + "/" + std::string(256, 'n') + ".st";
+  const std::string link_folder = std::filesystem::weakly_canonical(std::filesystem::path(nowhere).parent_path()).string();
   const std::string unread = temp_path(".unread-fifo");  // a pipe nothing reads: the run hung at step 1
   CATCH_REQUIRE(::mkfifo(unread.c_str(), 0600) == 0);
   std::vector<bad_case> cases = {
+      {with({"train", "--log-file", unread}, tiny),  // it waited for a reader, without a word
+       "--log-file '" + unread + "' is a pipe that nothing reads"},
       {with({"train", "--metrics", unread}, tiny),
        "--metrics '" + unread + "' is a pipe that nothing reads: what is written there would wait for ever (start its "
        "reader first)"},
       {with({"train", "--save-final", loop_a}, tiny), "--save-final '" + loop_a + "' is a symbolic link in a loop of links"},
       {with({"train", "--metrics", nowhere}, tiny),
-       "--metrics '" + nowhere + "' is a symbolic link to 'no-such-folder/x.st', whose folder does not exist"},
+       "--metrics '" + nowhere + "' is a symbolic link leading to '" + link_folder + "/no-such-folder/x.st', whose folder '" +
+           link_folder + "/no-such-folder' does not exist"},
       {with({"train", "--save-final", long_name}, tiny),
        "--save-final '" + long_name + "': the file name is 259 bytes, more than the 255 a name may have there"},
       {with({"train", "--schedule-file", deadlock, "--microbatches", "2"}, {}), "deadlock: no rank can proceed"},
@@ -1019,11 +1027,14 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
        "implemented)"},
       // Named as typed, not by the config's keys (grad_clip=-1).
       {with({"train", "--grad-clip", "-1"}, tiny), "--grad-clip must be a finite number >= 0 (0 = no clipping): got -1"},
-      {with({"train", "--lr", "-1"}, tiny), "--lr must be a number > 0 a float holds (at most 3.4e38): got -1"},
-      {with({"train", "--lr", "0"}, tiny), "--lr must be a number > 0 a float holds (at most 3.4e38): got 0"},
+      {with({"train", "--lr", "-1"}, tiny), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got -1"},
+      {with({"train", "--lr", "0"}, tiny), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got 0"},
+      // Below a float's normal range: the update was nothing (--lr 1e-310 trained at lr 0).
+      {with({"train", "--lr", "1e-310"}, tiny), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got 1e-310"},
+      {with({"train", "--set", "lr=1e-40"}, tiny), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got 1e-40"},
       // Past a float: the update made every weight infinite, and the run ended with exit 0.
-      {with({"train", "--lr", "1e300"}, tiny), "--lr must be a number > 0 a float holds (at most 3.4e38): got 1e+300"},
-      {with({"train", "--set", "lr=1e39"}, tiny), "--lr must be a number > 0 a float holds (at most 3.4e38): got 1e+39"},
+      {with({"train", "--lr", "1e300"}, tiny), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got 1e+300"},
+      {with({"train", "--set", "lr=1e39"}, tiny), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got 1e+39"},
       // Too small for a double: it read as 0, "no clipping".
       {with({"train", "--grad-clip", "1e-400"}, tiny), "--grad-clip: 1e-400 is out of a double's range (it reads as 0)"},
       {with({"train", "--lr", "1e400"}, tiny), "--lr: 1e400 is out of a double's range (it reads as inf)"},
@@ -1053,7 +1064,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--vocab", "0"}, {}), "--vocab must be >= 2: got 0"},
       // By the flag's name, not the config key's ("pp=0 must be >= 1", "override lr=nan: ...").
       {{"train", "--stages", "0"}, "--stages must be >= 1: got 0"},
-      {{"train", "--lr", "nan"}, "--lr must be a number > 0 a float holds (at most 3.4e38): got nan"},
+      {{"train", "--lr", "nan"}, "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got nan"},
       {{"train", "--weight-decay", "1e999"}, "--weight-decay: 1e999 is out of a double's range (it reads as inf)"},
       // Digits within 64 bits that an int flag cannot hold (CLI11 said "Could not convert").
       {{"train", "--stages", "9999999999"}, "--stages=9999999999 is out of range for this flag (at most 2147483647)"},

@@ -60,6 +60,11 @@ CATCH_TEST_CASE("benchmark programs take --help and refuse what they cannot use,
   CATCH_CHECK(schedule.code == 2);
   CATCH_CHECK_THAT(schedule.out, Contains("--schedule: unknown schedule 'nope'"));
   CATCH_CHECK(schedule.out.find("GPT ") == std::string::npos);  // nothing ran
+  // A schedule's own rule: said after the reference's turns (77 s), exit 1.
+  const ran pair = run_bench("gpt_turns --chunks 3 --schedule zbv");
+  CATCH_CHECK(pair.code == 2);
+  CATCH_CHECK_THAT(pair.out, Contains("zbv needs chunks == 2"));
+  CATCH_CHECK(pair.out.find("GPT ") == std::string::npos);
   const ran every = run_bench("checkpoint_throughput --save-every 1");
   CATCH_CHECK(every.code == 2);
   CATCH_CHECK_THAT(every.out, Contains("--save-every 1 with --steps 10 leaves no step that follows no save to compare"));
@@ -81,4 +86,30 @@ CATCH_TEST_CASE("checkpoint_throughput --dir writes in a folder of its own there
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
   CATCH_CHECK(entries == 2);  // its own folder is gone again
   std::filesystem::remove_all(dir);
+}
+
+CATCH_TEST_CASE("checkpoint_throughput that can write no checkpoint says so and leaves the folder as it was", "[bench]") {
+  // It crashed (an integer division by the zero checkpoints, SIGFPE) and left its folder.
+  const std::string dir = temp_path(".bench-full");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/keep.txt") << "mine";
+  const ran r = run_bench("checkpoint_throughput --dir " + dir + " --layers 2 --hidden 64 --seq-len 32 --microbatches 2 "
+                          "--steps 4 --save-every 2");
+  CATCH_REQUIRE(r.code == 0);  // the same run with room for its files
+  const std::string log = temp_path(".bench-full.log");
+  const int status = std::system(("bash -c \"trap '' XFSZ; ulimit -f 400; cd /tmp && exec " + std::string(BENCH_DIR) +
+                                  "/checkpoint_throughput --dir " + dir +
+                                  " --layers 2 --hidden 64 --seq-len 32 --microbatches 2 --steps 4 --save-every 2\" > " +
+                                  log + " 2>&1")
+                                     .c_str());
+  const std::string text = read_text(log);
+  CATCH_INFO(text);
+  CATCH_CHECK(WIFEXITED(status));
+  CATCH_CHECK((WIFEXITED(status) ? WEXITSTATUS(status) : -1) == 1);
+  CATCH_CHECK_THAT(text, Contains("checkpoint_throughput: no checkpoint was written ("));
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
+  CATCH_CHECK(entries == 1);  // keep.txt alone
+  std::filesystem::remove_all(dir);
+  std::remove(log.c_str());
 }

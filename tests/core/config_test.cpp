@@ -255,10 +255,12 @@ CATCH_TEST_CASE("load_config_file reads a file and names the path on errors", "[
   CATCH_CHECK(load_config_file(tiny).lr > 0);
   // One too large for a double failed the parse: it was "not valid JSON".
   write_file(tiny, "{\n  \"schedule\": \"1e400\",\n  \"lr\": -1e400\n}\n");
-  CATCH_CHECK_THROWS_WITH(load_config_file(tiny), "config file '" + tiny + "': the number -1e400 on line 3 is too large "
-                                                  "for a double (at most 1.8e308)");
-  write_file(tiny, "{\"lr\": 1e400,}");  // beside a syntax error too, the number is named
-  CATCH_CHECK_THROWS_WITH(load_config_file(tiny), Catch::Contains("the number 1e400 on line 1 is too large"));
+  CATCH_CHECK_THROWS_WITH(load_config_file(tiny), "config file '" + tiny + "': the number -1e400 on line 3 is beyond "
+                                                  "a double's range (-1.8e308 to 1.8e308)");
+  write_file(tiny, "{\"lr\": 1e400,}");  // before a syntax error, the number is named
+  CATCH_CHECK_THROWS_WITH(load_config_file(tiny), Catch::Contains("the number 1e400 on line 1 is beyond"));
+  write_file(tiny, "{\n \"steps\": 2 x,\n \"lr\": 1e400\n}\n");  // after one, the syntax error
+  CATCH_CHECK_THROWS_WITH(load_config_file(tiny), Catch::Contains("is not valid JSON"));
   write_file(tiny, "{\"lr\": 1e-3,}");
   CATCH_CHECK_THROWS_WITH(load_config_file(tiny), Catch::Contains("is not valid JSON"));
   std::remove(tiny.c_str());

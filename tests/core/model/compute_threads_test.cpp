@@ -46,12 +46,18 @@ CATCH_TEST_CASE("a value of ATEN_CPU_CAPABILITY LibTorch does not know is said t
   ::setenv(aten_capability_variable, "bogus", 1);
   ::unsetenv(aten_marker_variable);
   const std::string unknown = aten_capability_origin("AVX2");
+  ::setenv(aten_capability_variable, "AVX512", 1);  // LibTorch takes lower case only
+  const std::string upper = aten_capability_origin("AVX2");
+  ::setenv(aten_capability_variable, "default", 1);
+  const std::string honoured = aten_capability_origin("NO AVX");
   ::setenv(aten_capability_variable, "avx512", 1);
   const std::string known = aten_capability_origin("AVX2");
   if (value) ::setenv(aten_capability_variable, value_kept.c_str(), 1);
   else ::unsetenv(aten_capability_variable);
   if (marker) ::setenv(aten_marker_variable, marker_kept.c_str(), 1);
   CATCH_CHECK_THAT(unknown, Catch::Contains("ATEN_CPU_CAPABILITY=bogus set by the user; bogus is not a value LibTorch "
-                                            "knows (default, avx2, avx512): it detected the kernels itself"));
+                                            "knows (default, avx2, avx512, in lower case): it detected the kernels itself"));
   CATCH_CHECK_THAT(known, Catch::Contains("; avx512 was asked for"));
+  CATCH_CHECK_THAT(upper, Catch::Contains("; AVX512 is not a value LibTorch knows"));
+  CATCH_CHECK(honoured.find("asked for") == std::string::npos);  // it ran what was asked
 }

@@ -303,3 +303,29 @@ CATCH_TEST_CASE("safetensors saved to one path at once come out as one whole sav
   save_safetensors(longest, a);
   CATCH_CHECK(load_safetensors(longest).size() == 24);
 }
+
+CATCH_TEST_CASE("safetensors saves keep a file's permissions and remove what a killed save on this host left",
+                "[model][safetensors]") {
+  temp_dir dir("leftovers");
+  const std::string path = dir.file("private.safetensors");
+  save_safetensors(path, {{"x", box(at::ones({2}))}});
+  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);  // 0600: it came back 0644
+  // What a save killed midway leaves, named as this host's: of a process that is gone, of one
+  // that lives (this one: a save going on), and another host's (a shared folder).
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  std::uint32_t h = 2166136261u;
+  for (const char* c = host; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 16777619u;
+  char tag[16];
+  std::snprintf(tag, sizeof tag, "%08x", h);
+  const std::string gone = dir.file(".actorpipe-write-" + std::string(tag) + "-2147483000-0badf00d");
+  const std::string alive = dir.file(".actorpipe-write-" + std::string(tag) + "-" + std::to_string(::getpid()) + "-0badf00d");
+  const std::string elsewhere = dir.file(".actorpipe-write-" + std::string(h == 0 ? "00000001" : "00000000") + "-2147483000-0badf00d");
+  for (const auto& f : {gone, alive, elsewhere}) std::ofstream(f) << "partial";
+  save_safetensors(path, {{"y", box(at::zeros({3}))}});
+  CATCH_CHECK((fs::status(path).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
+  CATCH_CHECK(load_safetensors(path).at(0).first == "y");
+  CATCH_CHECK_FALSE(fs::exists(gone));
+  CATCH_CHECK(fs::exists(alive));
+  CATCH_CHECK(fs::exists(elsewhere));
+}

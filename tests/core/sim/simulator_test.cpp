@@ -258,6 +258,8 @@ CATCH_TEST_CASE("the cost flag keeps its costs within max_cost_ratio of each oth
                                    "a larger cost, all of them scaled alike"));
   CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,2,1,4e-310"), Contains("W=4e-310 is below a double's normal range"));
   CATCH_CHECK(parse_cost_spec("1e-300,2e-300,1e-300,1e-300").forward[0] == 1e-300);
+  // No B given: the B refused is I + W (it said "B must be > 0" of a B no one gave).
+  CATCH_CHECK_THROWS_WITH(parse_cost_spec("1,,0,0"), Contains("B, taken as I + W, must be > 0: give I or W above 0, or B"));
   CATCH_CHECK(smallest_cost(parse_cost_spec("3,2,0,2")) == 2);
 }
 
