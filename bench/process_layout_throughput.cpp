@@ -94,7 +94,9 @@ int main(int argc, char** argv) {
       return 0;
     }
   if (argc < 2 || argc > 5) {
-    std::fprintf(stderr, "%s", usage);
+    std::fprintf(stderr, "process_layout_throughput: %s\n%s",
+                 argc < 2 ? "the actorpipe program to run is missing" : "at most 4 arguments (the program, rounds, steps, port)",
+                 usage);
     return 2;
   }
   const std::string bin = argv[1];

@@ -49,6 +49,9 @@ CATCH_TEST_CASE("benchmark programs take --help and refuse what they cannot use,
   const ran rounds = run_bench(std::string("process_layout_throughput ") + ACTORPIPE_BIN + " abc");
   CATCH_CHECK(rounds.code == 2);
   CATCH_CHECK_THAT(rounds.out, Contains("rounds must be a whole number from 1 to 1000, got 'abc'"));
+  const ran extra = run_bench(std::string("process_layout_throughput ") + ACTORPIPE_BIN + " 1 3 31900 extra");
+  CATCH_CHECK(extra.code == 2);
+  CATCH_CHECK_THAT(extra.out, Contains("at most 4 arguments (the program, rounds, steps, port)"));
   const ran reps = run_bench("ucx_bandwidth 0");
   CATCH_CHECK(reps.code == 2);
   CATCH_CHECK_THAT(reps.out, Contains("reps must be a whole number from 1 to 1000"));
