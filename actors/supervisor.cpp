@@ -289,9 +289,16 @@ void supervisor::begin_step(int k) {
   st_.stage_sync.clear();
   st_.state_bytes.clear();
   for (auto& f : ctx_->feeders) self_->send(f, msg::start_step{k});
+  arm_deadline();
+}
+
+void supervisor::arm_deadline() {
+  deadline_from_ = ctx_->now();
+  if (deadline_pending_) return;  // it comes due for an older step, and moves on to this one
+  deadline_pending_ = true;
   self_->delayed_send(self_,
                       std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(ctx_->options.step_timeout_s)),
-                      msg::step_deadline{k});
+                      msg::step_deadline{st_.step});
 }
 
 void supervisor::on_loss(const msg::loss_report& l) {
@@ -567,7 +574,17 @@ std::string supervisor::stall_detail() const {
 }
 
 void supervisor::on_deadline(const msg::step_deadline& d) {
-  if (d.step != st_.step || st_.stopped) return;
+  deadline_pending_ = false;
+  if (st_.stopped) return;
+  if (d.step != st_.step) {  // an older step's: the current one's, from when it began
+    const double left = ctx_->options.step_timeout_s - (ctx_->now() - deadline_from_);
+    if (left > 0) {
+      deadline_pending_ = true;
+      self_->delayed_send(self_, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(left)),
+                          msg::step_deadline{st_.step});
+      return;
+    }
+  }
   const std::string secs = number_text(ctx_->options.step_timeout_s);
   if (eval_) {
     stop("the evaluation after step " + std::to_string(eval_->done) + " (round " + std::to_string(eval_->round + 1) +
@@ -575,7 +592,7 @@ void supervisor::on_deadline(const msg::step_deadline& d) {
          stall_detail());
     return;
   }
-  stop(run_context::step_name(d.step) + " of " + std::to_string(ctx_->options.steps) + " did not finish within " + secs + " s (--step-timeout): " + stall_detail());
+  stop(run_context::step_name(st_.step) + " of " + std::to_string(ctx_->options.steps) + " did not finish within " + secs + " s (--step-timeout): " + stall_detail());
 }
 
 }  // namespace detail

@@ -87,6 +87,11 @@ class supervisor {
   void end_run(std::string error);
   void start_eval(int done);
   void begin_eval_round();
+  // The --step-timeout deadline of the step or eval round that began now (st_.step): one in
+  // the actor clock at a time, moved on to the current one when an older one comes due. (One
+  // a step stayed there for --step-timeout after its step: ~200 B each, 60,000 at 100 steps
+  // a second with the default 600 s, and process 0 grew for as long.)
+  void arm_deadline();
   void maybe_eval_round_done();
   void finish_eval();
   void eval_failed(const std::string& why);
@@ -138,6 +143,8 @@ class supervisor {
   // stages run (the static one until a rebuilt one replaces it) and the actions measured so far.
   std::shared_ptr<const plan> running_plan_;
   std::vector<timeline_event> measured_events_;
+  bool deadline_pending_ = false;  // a step_deadline is in the actor clock
+  double deadline_from_ = 0;       // when the step or eval round st_.step began (ctx_->now())
 };
 
 }  // namespace actorpipe::detail

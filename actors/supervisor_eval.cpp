@@ -29,9 +29,7 @@ void supervisor::begin_eval_round() {
   st_.flushes.clear();
   st_.waiting.clear();
   for (auto& f : ctx_->feeders) self_->send(f, msg::start_eval{eval_->step_id, eval_->round});
-  self_->delayed_send(self_,
-                      std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(ctx_->options.step_timeout_s)),
-                      msg::step_deadline{eval_->step_id});
+  arm_deadline();
 }
 
 void supervisor::on_eval_output(msg::eval_output& o) {
