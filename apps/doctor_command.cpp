@@ -437,13 +437,10 @@ void check_jobs(report& r, const doctor_options& o) {
 void check_dir(report& r, const std::string& dir) {
   std::error_code ec;
   const fs::path full = fs::absolute(dir, ec);
-  for (const auto& part : full)  // train refuses it (it said "would be made ... writable")
-    if (part.string().size() > 255) {
-      r.add(doctor_status::fail, "files", "directory",
-            "'" + dir + "': its part '" + part.string().substr(0, 24) + "...' is " + std::to_string(part.string().size()) +
-                " bytes, more than the 255 a name may have (--dir)");
-      return;
-    }
+  if (const std::string too_long = long_name_part(full); !too_long.empty()) {  // train refuses it
+    r.add(doctor_status::fail, "files", "directory", "'" + dir + "': " + too_long + " (--dir)");
+    return;
+  }
   const fs::path at = nearest_existing(ec ? fs::path(dir) : full);  // the folder checked
   const bool made = at != full;
   const std::string named = "'" + dir + "'" + (made ? " does not exist yet, and" : "");

@@ -954,13 +954,7 @@ std::string save_dir_job_mark(const std::string& token) {
 }
 
 // 64 random bits in hex: what makes a run's mark its own.
-std::string random_hex_mark() {
-  std::random_device device;
-  unsigned long long bits = (static_cast<unsigned long long>(device()) << 32) ^ device();
-  std::string hex(16, '0');
-  for (int i = 15; i >= 0; --i, bits >>= 4) hex[static_cast<std::size_t>(i)] = "0123456789abcdef"[bits & 15];
-  return hex;
-}
+std::string random_hex_mark() { return random_hex(8); }
 
 void check_save_dir(const std::string& dir) {
   namespace fs = std::filesystem;
@@ -970,10 +964,8 @@ void check_save_dir(const std::string& dir) {
   if (ec) throw std::invalid_argument(named + ": " + ec.message());
   // Names past the system's limits failed when the folder was made (exit 1: launch restarted
   // it) or at the first checkpoint, after --save-every steps of work.
-  for (const auto& part : full)
-    if (part.string().size() > 255)
-      throw std::invalid_argument(named + ": its part '" + part.string().substr(0, 24) + "...' is " +
-                                  std::to_string(part.string().size()) + " bytes, more than the 255 a name may have");
+  if (const std::string too_long = long_name_part(full); !too_long.empty())
+    throw std::invalid_argument(named + ": " + too_long);
   constexpr std::size_t checkpoint_names = 128;  // a write in flight's folder and its files, below it
   if (full.string().size() + checkpoint_names > PATH_MAX)
     throw std::invalid_argument(named + " is " + std::to_string(full.string().size()) + " bytes as an absolute path: with " +

@@ -1,5 +1,7 @@
 #include "core/folder_probe.hpp"
 
+#include <random>
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,6 +41,26 @@ std::string dangling_link_text(const std::filesystem::path& path) {
     return "";
   const std::filesystem::path target = std::filesystem::read_symlink(path, ec);
   return "is a symbolic link to '" + (ec ? std::string("?") : target.string()) + "', which does not exist";
+}
+
+std::string long_name_part(const std::filesystem::path& path) {
+  for (const auto& part : path)
+    if (part.string().size() > 255)
+      return "its part '" + part.string().substr(0, 24) + "...' is " + std::to_string(part.string().size()) +
+             " bytes, more than the 255 a name may have";
+  return "";
+}
+
+std::string random_hex(std::size_t bytes) {
+  std::random_device device;
+  std::string out;
+  out.reserve(2 * bytes);
+  for (std::size_t i = 0; i < bytes; ++i) {
+    const unsigned b = device() & 0xff;
+    out += "0123456789abcdef"[b >> 4];
+    out += "0123456789abcdef"[b & 15];
+  }
+  return out;
 }
 
 folder_probe probe_folder(const std::filesystem::path& dir, bool write) {

@@ -3,6 +3,7 @@
 // `actorpipe doctor` its --dir.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 
@@ -18,6 +19,13 @@ std::string dangling_link_text(const std::filesystem::path& path);
 // Where writing `path` lands, absolute: its symbolic links followed, a dangling one's too (a
 // link to a file not written yet is where the write goes; weakly_canonical stops at it).
 std::filesystem::path write_target(const std::string& path);
+
+// "its part 'xxxx...' is N bytes, more than the 255 a name may have" for the first part of
+// `path` that no filesystem here takes as a name, else "".
+std::string long_name_part(const std::filesystem::path& path);
+
+// `bytes` random bytes as hex: what makes a temporary file's or a run's name its own.
+std::string random_hex(std::size_t bytes);
 
 struct folder_probe {
   bool created = false;  // a file could be made in the folder

@@ -1,6 +1,7 @@
 // Atomic checkpoint directories: parts, manifest last, rename, `latest`; verification and the
 // choice of what to resume from.
 #include "core/checkpoint/checkpoint_store.hpp"
+#include "core/folder_probe.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -9,7 +10,6 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
-#include <openssl/rand.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -77,11 +77,7 @@ std::string hex(const unsigned char* d, unsigned n) {
   return s;
 }
 
-std::string nonce() {
-  unsigned char b[6];
-  if (RAND_bytes(b, sizeof b) != 1) fail("no random bytes for a temporary name");
-  return hex(b, sizeof b);
-}
+std::string nonce() { return random_hex(6); }
 
 bool valid_file_name(const std::string& n) {
   return !n.empty() && n != "." && n != ".." && n.find('/') == std::string::npos && n != "manifest.json";
@@ -494,6 +490,19 @@ std::string folder_key(const std::string& dir) {
 }
 }  // namespace
 
+namespace {
+// The first line of a held .lock, "process <pid> on <host>" (save_dir_lock writes it), without
+// trailing blanks; "" where it holds none.
+std::string lock_holder_line(int fd) {
+  char text[256] = {0};
+  const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+  std::string who = n > 0 ? std::string(text, static_cast<std::size_t>(n)) : std::string();
+  who = who.substr(0, who.find('\n'));
+  while (!who.empty() && who.back() == ' ') who.pop_back();
+  return who;
+}
+}  // namespace
+
 bool save_dir_lock::held_by_this_thread(const std::string& dir) {
   std::lock_guard<std::mutex> lock(held_mutex);
   const auto it = held_folders().find(folder_key(dir));
@@ -509,14 +518,10 @@ save_dir_lock::save_dir_lock(const std::string& dir, const std::string& job_mark
   if (fd_ < 0) fail("cannot make '" + path + "': " + errno_text());
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int why = errno;
-    char holder[256] = {0};
-    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    const std::string who = lock_holder_line(fd_);
     ::close(fd_);
     fd_ = -1;
     if (why != EWOULDBLOCK) fail("cannot lock '" + path + "': " + std::strerror(why));
-    std::string who = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : std::string();
-    who = who.substr(0, who.find('\n'));  // the first line: "process <pid> on <host>"
-    while (!who.empty() && who.back() == ' ') who.pop_back();
     throw std::invalid_argument("--save-dir '" + dir + "' is in use by another run" +
                                 (who.empty() ? std::string() : " (" + who + ")") +
                                 ", which holds its lock file .lock: two runs in one folder would write over and prune "
@@ -561,10 +566,7 @@ std::string save_dir_holder(const std::string& dir) {
   if (fd < 0) return "";
   std::string holder;
   if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-    char text[256] = {0};
-    const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
-    holder = n > 0 ? std::string(text, static_cast<size_t>(n)) : std::string();
-    holder = holder.substr(0, holder.find('\n'));
+    holder = lock_holder_line(fd);
     if (holder.empty()) holder = "a process";
   }
   ::close(fd);  // and with it a lock it took

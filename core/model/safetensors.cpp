@@ -16,7 +16,6 @@
 #include <functional>
 #include <iterator>
 #include <map>
-#include <random>
 #include <set>
 #include <stdexcept>
 
@@ -159,9 +158,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   // file of that name, and passed NAME_MAX where dest's name was near it.
   // Its name says whose it is (this host, this process): one of a process that is gone (killed
   // while it saved) is removed by the next save into that folder.
-  std::random_device random;
-  char suffix[64];
-  std::snprintf(suffix, sizeof suffix, "%s-%ld-%08x", host_tag().c_str(), static_cast<long>(::getpid()), random());
+  const std::string suffix = host_tag() + "-" + std::to_string(::getpid()) + "-" + random_hex(4);
   const std::filesystem::path folder =
       std::filesystem::path(dest).parent_path().empty() ? std::filesystem::path(".") : std::filesystem::path(dest).parent_path();
   remove_writes_of_gone_processes(folder);
