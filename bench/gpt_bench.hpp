@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "bench/bench_args.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/train/train_options.hpp"
@@ -35,10 +36,8 @@ inline train_options gpt_bench_options() {
 // A flag's value as a positive integer into `out`; else the error text naming the flag and the
 // value.
 inline std::string positive_int_flag(const std::string& flag, const char* text, int& out) {
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || v < 1 || v > 1000000)
-    return flag + " needs a whole number from 1 to 1000000, got '" + text + "'";
+  const long long v = whole_number(text, 1, 1000000);
+  if (v < 0) return flag + " needs a whole number from 1 to 1000000, got '" + text + "'";
   out = static_cast<int>(v);
   return {};
 }
@@ -52,7 +51,7 @@ struct bench_flags {
   std::string* schedule = nullptr;  // --schedule, where given
   int* chunks = nullptr;            // --chunks, where given
   bool steps = true;  // with batches: --steps too (false: a benchmark that replays one step)
-  std::string extra;  // flags the benchmark reads itself, for the lists (", --dir, --save-every")
+  std::string extra = {};  // flags the benchmark reads itself, for the lists (", --dir, --save-every")
 };
 
 // The flags a benchmark takes, for --help and the unknown-flag error.
@@ -99,13 +98,11 @@ inline std::string gpt_bench_flag_error(int argc, char** argv, train_options& o,
 // --help (or -h) anywhere: the flags it takes, each a flag and its value, and the file's own
 // comment for what it measures; exit 0 before anything runs.
 inline void print_bench_help_if_asked(int argc, char** argv, const char* program, const std::string& takes) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::printf("usage: %s [FLAG VALUE]...\nflags: %s (each takes a value; the defaults and what it measures: "
-                  "bench/%s.cpp's first comment, and the README's Benchmarks)\n",
-                  program, takes.c_str(), program);
-      std::exit(0);
-    }
+  if (!asked_for_help(argc, argv)) return;
+  std::printf("usage: %s [FLAG VALUE]...\nflags: %s (each takes a value; the defaults and what it measures: "
+              "bench/%s.cpp's first comment, and the README's Benchmarks)\n",
+              program, takes.c_str(), program);
+  std::exit(0);
 }
 
 // gpt_bench_flag_error, its error printed after `program`'s name: false then.

@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_args.hpp"
+
 namespace {
 
 std::vector<std::string> job(const std::string& metrics, int steps) {
@@ -59,14 +61,6 @@ std::string lines_of(const std::string& path, const std::string& prefix, size_t 
   return text;
 }
 
-// A whole number from lo to hi, or -1.
-long whole_number(const char* text, long lo, long hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(text, &end, 10);
-  return end != text && *end == '\0' && errno == 0 && v >= lo && v <= hi ? v : -1;
-}
-
 // Tokens/s over the steps after the first two (allocation and connection warm-up).
 double tokens_per_s(const std::string& metrics) {
   std::ifstream f(metrics);
@@ -88,11 +82,10 @@ int main(int argc, char** argv) {
       "usage: process_layout_throughput path/to/actorpipe [rounds=3 (1-1000)] [steps=6 (3-1000)] [port=29400]\n"
       "  2 ranks as 2 processes (actorpipe launch, UCX between them) against 1 process, rounds interleaved;\n"
       "  the two-process run of round r uses --master-port port+r-1\n";
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::printf("%s", usage);
-      return 0;
-    }
+  if (actorpipe::bench::asked_for_help(argc, argv)) {
+    std::printf("%s", usage);
+    return 0;
+  }
   if (argc < 2 || argc > 5) {
     std::fprintf(stderr, "process_layout_throughput: %s\n%s",
                  argc < 2 ? "the actorpipe program to run is missing" : "at most 4 arguments (the program, rounds, steps, port)",
@@ -104,9 +97,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "process_layout_throughput: '%s' is no program to run: %s\n", bin.c_str(), std::strerror(errno));
     return 2;
   }
-  const long rounds = argc > 2 ? whole_number(argv[2], 1, 1000) : 3;
-  const long steps = argc > 3 ? whole_number(argv[3], 3, 1000) : 6;  // tokens/s from step 2 on
-  const long port = argc > 4 ? whole_number(argv[4], 1, 65535 - 999) : 29400;
+  using actorpipe::bench::whole_number;
+  const long long rounds = argc > 2 ? whole_number(argv[2], 1, 1000) : 3;
+  const long long steps = argc > 3 ? whole_number(argv[3], 3, 1000) : 6;  // tokens/s from step 2 on
+  const long long port = argc > 4 ? whole_number(argv[4], 1, 65535 - 999) : 29400;
   if (rounds < 0 || steps < 0 || port < 0) {
     std::fprintf(stderr, "process_layout_throughput: %s\n%s",
                  rounds < 0   ? ("rounds must be a whole number from 1 to 1000, got '" + std::string(argv[2]) + "'").c_str()

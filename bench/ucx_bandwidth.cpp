@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.hpp"
 #include "core/median.hpp"
 #include "transport/ucx/ucx_transport.hpp"
 #include "transport/ucx/ucx_worker.hpp"
@@ -247,22 +248,14 @@ std::string ratio(const std::vector<double>& ours, const std::vector<double>& re
 
 }  // namespace
 
-// A whole number from lo to hi, or -1.
-long long whole_number(const char* text, long long lo, long long hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text, &end, 10);
-  return end != text && *end == '\0' && errno == 0 && v >= lo && v <= hi ? v : -1;
-}
-
 int main(int argc, char** argv) {
   const char* usage = "usage: [UCX_TLS=...] ucx_bandwidth [reps=3 (1-1000)] [min_pooled bytes, or off] [max_idle_mib]\n"
                       "  UCX bandwidth between two processes against ucx_perftest (ucx-utils) on 64 KiB-64 MiB\n";
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::printf("%s", usage);
-      return 0;
-    }
+  if (actorpipe::bench::asked_for_help(argc, argv)) {
+    std::printf("%s", usage);
+    return 0;
+  }
+  using actorpipe::bench::whole_number;
   // Each argument read whole (atoi made "--help" and "abc" one repetition, and ran).
   const long long reps = argc > 1 ? whole_number(argv[1], 1, 1000) : 3;
   const long long min_pooled =
@@ -371,7 +364,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const char* reference = shm_only_endpoints ? "ucx_perftest" : "ucx_perftest -e";
-  std::printf("two processes on one host, UCX_TLS=%s, unidirectional, %d interleaved runs; MiB/s as median (best)\n",
+  std::printf("two processes on one host, UCX_TLS=%s, unidirectional, %lld interleaved runs; MiB/s as median (best)\n",
               tls.c_str(), reps);
   if (pool.min_tensor_bytes == SIZE_MAX) {
     std::printf("receiver: plain tensors (receive pool off)\n");
