@@ -441,6 +441,10 @@ void check_dir(report& r, const std::string& dir) {
     r.add(doctor_status::fail, "files", "directory", "'" + dir + "': " + too_long + " (--dir)");
     return;
   }
+  if (const std::string too_long = checkpoint_path_too_long(full); !too_long.empty()) {  // train refuses it too
+    r.add(doctor_status::fail, "files", "directory", "'" + dir + "' " + too_long + " (--dir)");
+    return;
+  }
   const fs::path at = nearest_existing(ec ? fs::path(dir) : full);  // the folder checked
   const bool made = at != full;
   const std::string named = "'" + dir + "'" + (made ? " does not exist yet, and" : "");

@@ -966,11 +966,8 @@ void check_save_dir(const std::string& dir) {
   // it) or at the first checkpoint, after --save-every steps of work.
   if (const std::string too_long = long_name_part(full); !too_long.empty())
     throw std::invalid_argument(named + ": " + too_long);
-  constexpr std::size_t checkpoint_names = 128;  // a write in flight's folder and its files, below it
-  if (full.string().size() + checkpoint_names > PATH_MAX)
-    throw std::invalid_argument(named + " is " + std::to_string(full.string().size()) + " bytes as an absolute path: with " +
-                                "its checkpoints' names below it (up to " + std::to_string(checkpoint_names) +
-                                " more) it passes the system's limit of " + std::to_string(PATH_MAX) + " on a path");
+  if (const std::string too_long = checkpoint_path_too_long(full); !too_long.empty())
+    throw std::invalid_argument(named + " " + too_long);
   const fs::path p = nearest_existing(full);
   if (const std::string dangling = dangling_link_text(p); !dangling.empty())
     throw std::invalid_argument(p == full ? named + " " + dangling

@@ -2,6 +2,8 @@
 
 #include <random>
 
+#include <climits>
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,6 +51,15 @@ std::string long_name_part(const std::filesystem::path& path) {
       return "its part '" + part.string().substr(0, 24) + "...' is " + std::to_string(part.string().size()) +
              " bytes, more than the 255 a name may have";
   return "";
+}
+
+std::string checkpoint_path_too_long(const std::filesystem::path& path) {
+  constexpr std::size_t checkpoint_names = 128;  // a write in flight's folder and its files, below it
+  const std::size_t size = path.string().size();
+  if (size + checkpoint_names <= PATH_MAX) return "";
+  return "is " + std::to_string(size) + " bytes as an absolute path: with its checkpoints' names below it (up to " +
+         std::to_string(checkpoint_names) + " more) it passes the system's limit of " + std::to_string(PATH_MAX) +
+         " on a path";
 }
 
 std::string random_hex(std::size_t bytes) {

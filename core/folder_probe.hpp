@@ -24,6 +24,11 @@ std::filesystem::path write_target(const std::string& path);
 // `path` that no filesystem here takes as a name, else "".
 std::string long_name_part(const std::filesystem::path& path);
 
+// For a checkpoint folder at `path` (absolute): "is N bytes as an absolute path: with its
+// checkpoints' names below it ... passes the system's limit of PATH_MAX on a path" where the
+// files written below it would pass PATH_MAX, else "". train's --save-dir and doctor --dir.
+std::string checkpoint_path_too_long(const std::filesystem::path& path);
+
 // `bytes` random bytes as hex: what makes a temporary file's or a run's name its own.
 std::string random_hex(std::size_t bytes);
 

@@ -97,6 +97,14 @@ CATCH_TEST_CASE("doctor fails a busy master port and a --dir that is missing or 
   r = cli({"doctor", "--master-port", std::to_string(free_port()), "--dir", above + "/" + std::string(300, 'd')});
   CATCH_CHECK(status_of(r.out, "directory") == "FAIL");
   CATCH_CHECK_THAT(r.out, Contains("is 300 bytes, more than the 255 a name may have (--dir)"));
+  // A path whose checkpoints' names would pass PATH_MAX: train refuses it, doctor said ready.
+  std::string deep = above;
+  while (deep.size() < 4000) deep += "/" + std::string(200, 'p');
+  r = cli({"doctor", "--master-port", std::to_string(free_port()), "--dir", deep});
+  CATCH_CHECK(status_of(r.out, "directory") == "FAIL");
+  CATCH_CHECK_THAT(r.out, Contains("' is " + std::to_string(deep.size()) +
+                                   " bytes as an absolute path: with its checkpoints' names below it (up to 128 more) "
+                                   "it passes the system's limit of 4096 on a path (--dir)"));
   // Folders named as checkpoints are, without a manifest: a new run there is refused, and said to be.
   const std::string named = above + "/actorpipe-named-" + std::to_string(::getpid());
   std::filesystem::create_directories(named + "/step-00000003");

@@ -971,6 +971,8 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
   const std::string folder = std::filesystem::path(temp_path(".x")).parent_path().string();  // exists
   const std::string blocked = temp_path(".file");  // a file, where --save-dir would need a folder
   std::ofstream(blocked) << "x";
+  std::string deep_folder = folder;  // parts of 200 bytes, 4000 bytes in all: never made
+  while (deep_folder.size() < 4000) deep_folder += "/" + std::string(200, 'p');
   // Links that lead nowhere a file can be made, and a name past 255 bytes: the run trained, then
   // failed to write (exit 1, the weights lost).
   const std::string loop_a = temp_path(".loopa"), loop_b = temp_path(".loopb"), nowhere = temp_path(".nowhere");
@@ -1121,6 +1123,11 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--save-dir", folder + "/" + std::string(300, 'a')}, tiny),
        "--save-dir '" + folder + "/" + std::string(300, 'a') + "': its part 'aaaaaaaaaaaaaaaaaaaaaaaa...' is 300 bytes, "
        "more than the 255 a name may have"},
+      // A path whose checkpoints' names would pass PATH_MAX: it failed at the first checkpoint.
+      {with({"train", "--save-dir", deep_folder}, tiny),
+       "--save-dir '" + deep_folder + "' is " + std::to_string(deep_folder.size()) +
+           " bytes as an absolute path: with its checkpoints' names below it (up to 128 more) it passes the system's "
+           "limit of 4096 on a path"},
   };
   for (auto& c : cases) {
     auto r = cli(c.args);
