@@ -326,25 +326,32 @@ std::shared_ptr<run_context> make_context(const train_options& o, const std::fun
 void resume_state(run_context& ctx, const run_setup& setup, train_result& result) {
   const train_options& o = ctx.options;
   // No checkpoint to resume is bad input (exit 2): a restart would find none either.
-  resume_choice c;
-  try {
-    c = find_resume_checkpoint(o.resume);
-  } catch (const checkpoint_error& e) {
-    throw std::invalid_argument(e.what());
-  }
-  for (const auto& why : c.refused) log_warn("not resuming from a damaged checkpoint: " + why);
-  if (const std::string why = resume_model_mismatch(c.manifest.meta, o); !why.empty())
-    throw std::invalid_argument("--resume " + c.path + ": " + why);
-  if (c.manifest.step >= o.steps)
-    throw std::invalid_argument("--resume " + c.path + " holds step " + std::to_string(c.manifest.step) + ", and --steps=" +
-                                std::to_string(o.steps) + " leaves nothing to train");
   // Each process reads only the tensors of the parameters its ranks hold (and their moments).
   const run_state_view view = state_view(setup);
   const auto wanted = wanted_by(view);
   named_tensors params, moments;
-  for (const auto& f : c.manifest.files)
-    for (auto& t : load_safetensors(c.path + "/" + f.name, wanted))
-      (t.first.find('@') == std::string::npos ? params : moments).push_back(std::move(t));
+  resume_choice c;
+  std::set<std::string> warned;  // once, where the search goes round again
+  try {
+    c = read_resume_checkpoint(o.resume, [&](const resume_choice& chosen) {
+      for (const auto& why : chosen.refused)
+        if (warned.insert(why).second) log_warn("not resuming from a damaged checkpoint: " + why);
+      // Checked before the files are read: a checkpoint of another model says so, not which
+      // tensor did not fit.
+      if (const std::string why = resume_model_mismatch(chosen.manifest.meta, o); !why.empty())
+        throw std::invalid_argument("--resume " + chosen.path + ": " + why);
+      if (chosen.manifest.step >= o.steps)
+        throw std::invalid_argument("--resume " + chosen.path + " holds step " + std::to_string(chosen.manifest.step) +
+                                    ", and --steps=" + std::to_string(o.steps) + " leaves nothing to train");
+      params.clear();
+      moments.clear();
+      for (const auto& f : chosen.manifest.files)
+        for (auto& t : load_safetensors(chosen.path + "/" + f.name, wanted))
+          (t.first.find('@') == std::string::npos ? params : moments).push_back(std::move(t));
+    });
+  } catch (const checkpoint_error& e) {
+    throw std::invalid_argument(e.what());
+  }
   // A checkpoint of a run that had diverged (one written before such runs failed): its first
   // step's NaN loss was blamed on --lr, exit 1, which launch --max-restarts retried.
   if (const std::string bad = nonfinite_tensor_text(params); !bad.empty())

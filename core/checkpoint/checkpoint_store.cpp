@@ -386,6 +386,28 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
        (why.empty() ? (later.empty() ? " (none written)" : "") : ":" + why));
 }
 
+resume_choice read_resume_checkpoint(const std::string& where, const std::function<void(const resume_choice&)>& read,
+                                     long long before_step) {
+  for (int round = 0;; ++round) {
+    resume_choice c = find_resume_checkpoint(where, before_step);
+    try {
+      read(c);
+      return c;
+    } catch (const std::exception&) {
+      // Gone or going: its manifest or one of its files is no longer there (a prune removes the
+      // files first, the folder last).
+      const bool pruned = [&] {
+        std::error_code ec;
+        if (c.path == where) return false;  // the one named: nothing else to choose
+        if (!fs::exists(c.path + "/manifest.json", ec)) return true;
+        for (const auto& f : c.manifest.files)
+          if (!fs::exists(c.path + "/" + f.name, ec)) return true;
+        return false;
+      }();
+      if (!pruned || round >= 20) throw;
+    }
+  }
+}
 
 void prune_checkpoints(const std::string& dir, int keep_last) {
   const auto all = complete_checkpoints(dir);

@@ -13,6 +13,7 @@
 #include <climits>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -123,6 +124,13 @@ struct resume_choice {
 // Throws checkpoint_error when none is valid. With before_step, checkpoints of that step or
 // later in a directory of them are passed over (neither chosen nor refused).
 resume_choice find_resume_checkpoint(const std::string& where, long long before_step = LLONG_MAX);
+
+// find_resume_checkpoint, then `read` on its choice (the caller's load of its files). Where
+// `where` is a folder of checkpoints and `read` throws while the chosen one was pruned under it
+// (a running job's --keep-last removed it once a newer one was committed), the search goes
+// round again; any other failure is `read`'s. Returns the choice `read` took.
+resume_choice read_resume_checkpoint(const std::string& where, const std::function<void(const resume_choice&)>& read,
+                                     long long before_step = LLONG_MAX);
 
 // One run at a time writes into a folder of checkpoints: two at once would write steps over
 // each other's, and each prune the other's partial ones. Holds an exclusive lock (flock) on

@@ -241,29 +241,7 @@ std::string nonfinite_tensor_text(const named_tensors& tensors) {
 std::string load_weights(const run_state_view& state, const std::string& path,
                          const std::function<bool(const std::string&)>& elsewhere, const model_definition* model,
                          const std::function<void(const resume_choice&)>& on_checkpoint) {
-  std::vector<std::string> files{path};
   std::string from = path;
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {  // a checkpoint, or a directory of them
-    resume_choice c;
-    try {
-      c = find_resume_checkpoint(path);
-    } catch (const checkpoint_error& e) {
-      // Its text names --resume, which finds checkpoints alike.
-      std::string why = e.what();
-      const std::string resume = "--resume '" + path + "': ";
-      if (why.rfind(resume, 0) == 0) why = why.substr(resume.size());
-      // "no valid checkpoint (none written)", or what is wrong with the one there ("'ck/step-2' is
-      // a directory with ck/step-2/stage-1.safetensors: SHA-256 ..." read as one sentence).
-      throw std::invalid_argument("'" + path + "' is a directory " +
-                                  (why.rfind("no ", 0) == 0 ? "with " + why : "whose checkpoint cannot be used: " + why) +
-                                  " (give a weights file, a checkpoint, or a folder of them)");
-    }
-    if (on_checkpoint) on_checkpoint(c);
-    files.clear();
-    for (const auto& f : c.manifest.files) files.push_back(c.path + "/" + f.name);
-    from = c.path;
-  }
   const auto wanted = wanted_by(state);
   // TensorFlow's names of a LayerNorm's weight and bias, in Hugging Face's older files: read as
   // the model's where the model has no tensor of the file's name and has one of the new name.
@@ -288,11 +266,40 @@ std::string load_weights(const run_state_view& state, const std::string& path,
     return name;
   };
   std::set<std::string> in_files;
-  named_tensors parameters = load_parameters(files, [&](const std::string& name) {
-    const std::string as = model_name(name);
-    in_files.insert(as);
-    return wanted(as);
-  });
+  named_tensors parameters;
+  const auto read_files = [&](const std::vector<std::string>& files) {
+    in_files.clear();
+    parameters = load_parameters(files, [&](const std::string& name) {
+      const std::string as = model_name(name);
+      in_files.insert(as);
+      return wanted(as);
+    });
+  };
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) {
+    read_files({path});
+  } else {  // a checkpoint, or a directory of them
+    resume_choice c;
+    try {
+      c = read_resume_checkpoint(path, [&](const resume_choice& chosen) {
+        if (on_checkpoint) on_checkpoint(chosen);
+        std::vector<std::string> files;
+        for (const auto& f : chosen.manifest.files) files.push_back(chosen.path + "/" + f.name);
+        read_files(files);
+      });
+    } catch (const checkpoint_error& e) {
+      // Its text names --resume, which finds checkpoints alike.
+      std::string why = e.what();
+      const std::string resume = "--resume '" + path + "': ";
+      if (why.rfind(resume, 0) == 0) why = why.substr(resume.size());
+      // "no valid checkpoint (none written)", or what is wrong with the one there ("'ck/step-2' is
+      // a directory with ck/step-2/stage-1.safetensors: SHA-256 ..." read as one sentence).
+      throw std::invalid_argument("'" + path + "' is a directory " +
+                                  (why.rfind("no ", 0) == 0 ? "with " + why : "whose checkpoint cannot be used: " + why) +
+                                  " (give a weights file, a checkpoint, or a folder of them)");
+    }
+    from = c.path;
+  }
   std::map<std::string, std::string> read_as;  // model name -> the file's name
   for (auto& [name, t] : parameters) {
     std::string as = model_name(name);

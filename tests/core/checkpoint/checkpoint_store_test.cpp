@@ -208,6 +208,57 @@ CATCH_TEST_CASE("finding the newest checkpoint while a writer commits and prunes
   fs::remove_all(dir);
 }
 
+// The same reader's load, after the search: the checkpoint it chose could be pruned between its
+// verification and the load ("cannot open safetensors file ...", 1 of 6 --resume of such a
+// folder). The search goes round again where the chosen one is gone; other failures are the
+// reader's own.
+CATCH_TEST_CASE("loading the newest checkpoint while a writer commits and prunes finds a newer one", "[checkpoint]") {
+  const std::string dir = fresh_dir("pruned-at-load");
+  write_checkpoint(dir, 1, 1 << 20);
+  std::atomic<bool> done{false};
+  std::thread job([&] {
+    for (long long step = 2; !done.load() && step < 100000; ++step) {
+      write_checkpoint(dir, step, 1 << 20);
+      prune_checkpoints(dir, 1);
+    }
+  });
+  int loaded = 0, rounds = 0, tries = 0;
+  std::string missed;
+  // Until some loads have lost their checkpoint and gone round again (or 1000 loads).
+  for (; (tries < 100 || rounds - tries < 3) && tries < 1000 && missed.empty(); ++tries) {
+    try {
+      read_resume_checkpoint(dir, [&](const resume_choice& c) {
+        ++rounds;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a load's time, for the prune to come
+        for (const auto& f : c.manifest.files) {
+          std::ifstream in(c.path + "/" + f.name, std::ios::binary);
+          if (!in) throw std::runtime_error("cannot open " + c.path + "/" + f.name);
+          const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+          if (bytes.size() != f.bytes) throw std::runtime_error("short read of " + f.name);
+        }
+      });
+      ++loaded;
+    } catch (const std::exception& e) {
+      missed = e.what();
+    }
+  }
+  done.store(true);
+  job.join();
+  CATCH_INFO("a load failed while the folder always held a checkpoint: " << missed);
+  CATCH_CHECK(loaded == tries);
+  CATCH_CHECK(rounds > tries);  // some loads lost their checkpoint and went round again
+  // A failure of the reader's own, on a checkpoint that stays, is the reader's: no second round.
+  rounds = 0;
+  CATCH_CHECK_THROWS_WITH(read_resume_checkpoint(dir,
+                                                 [&](const resume_choice&) {
+                                                   ++rounds;
+                                                   throw std::runtime_error("the model does not fit");
+                                                 }),
+                          "the model does not fit");
+  CATCH_CHECK(rounds == 1);
+  fs::remove_all(dir);
+}
+
 // Pruning counted and removed every step-N folder: one without a manifest (someone's folder)
 // went, a user's file inside a checkpoint went with it, and a damaged newer copy took a
 // --keep-last slot, so fewer good checkpoints stayed than asked for.
