@@ -15,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -345,9 +346,15 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
                                     ", and --steps=" + std::to_string(o.steps) + " leaves nothing to train");
       params.clear();
       moments.clear();
+      // A tensor in two of its files: the last read won without a word (--init-from refuses it).
+      std::map<std::string, std::string> file_of;
       for (const auto& f : chosen.manifest.files)
-        for (auto& t : load_safetensors(chosen.path + "/" + f.name, wanted))
+        for (auto& t : load_safetensors(chosen.path + "/" + f.name, wanted)) {
+          if (const auto [at, fresh] = file_of.emplace(t.first, f.name); !fresh)
+            throw std::invalid_argument("--resume " + chosen.path + ": '" + t.first + "' is in both " + at->second +
+                                        " and " + f.name + ": which one is meant cannot be told");
           (t.first.find('@') == std::string::npos ? params : moments).push_back(std::move(t));
+        }
     });
   } catch (const checkpoint_error& e) {
     throw std::invalid_argument(e.what());

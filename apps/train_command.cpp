@@ -120,7 +120,8 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                                   std::to_string(*value));
   // Named as given (the job config's rules would name its keys: grad_clip=-1).
   for (const auto& [flag, value, rule] :
-       {std::tuple<const char*, const std::optional<double>&, const char*>{"--lr", o.lr, "a number a float holds, from 1.18e-38 to 3.4e38"},
+       {std::tuple<const char*, const std::optional<double>&, const char*>{
+            "--lr", o.lr, "a number > 0 within a float's normal range, 1.18e-38 to 3.4e38"},
         {"--grad-clip", o.grad_clip, "a finite number >= 0 (0 = no clipping)"},
         {"--weight-decay", o.weight_decay, "a finite number >= 0"}})
     if (value && (!std::isfinite(*value) || *value < 0 ||

@@ -1,5 +1,6 @@
 // A file's text read whole, up to a cap: a device (/dev/zero) or a file far past what the
-// reader takes is refused rather than read until memory runs out.
+// reader takes is refused rather than read until memory runs out. And a file's bytes as a
+// message may quote them.
 #pragma once
 
 #include <cerrno>
@@ -35,6 +36,24 @@ inline std::optional<std::string> read_text_at_most(const std::string& path, std
   if (f.bad()) throw std::invalid_argument("cannot read " + what + " to the end");
   if (text.size() > limit) return std::nullopt;
   return text;
+}
+
+// `s` for a message: bytes outside printable ASCII as \xNN (a raw byte went to the terminal),
+// cut after `limit` characters.
+inline std::string printable_text(const std::string& s, std::size_t limit = 80) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    if (out.size() >= limit) return out + "...";
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += digits[c >> 4];
+      out += digits[c & 15];
+    }
+  }
+  return out;
 }
 
 }  // namespace actorpipe

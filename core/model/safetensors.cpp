@@ -23,6 +23,7 @@
 
 #include "core/folder_probe.hpp"
 #include "core/model/tensor_box_torch.hpp"
+#include "core/text_file.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; this writer copies host memory as is");
@@ -273,7 +274,9 @@ std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::stri
   try {
     header = nlohmann::json::parse(header_text, named_once);
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(in_file(path) + " is corrupt: header is not valid JSON (" + e.what() + ")");
+    // Its bytes quoted as \xNN: a byte that is not UTF-8 went to the terminal raw.
+    throw std::invalid_argument(in_file(path) + " is corrupt: header is not valid JSON (" + printable_text(e.what(), 400) +
+                                ")");
   }
   if (!twice.empty()) throw std::invalid_argument(in_file(path) + " is corrupt: its header names '" + twice + "' twice");
   if (!header.is_object()) throw std::invalid_argument(in_file(path) + " is corrupt: header is not a JSON object");

@@ -106,22 +106,6 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
-// `s` for a message: bytes outside printable ASCII as \xNN, cut after `limit` characters.
-std::string printable(const std::string& s, std::size_t limit = 80) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (out.size() >= limit) return out + "...";
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 plan parse_plan(const std::string& given, const std::string& name) {
@@ -145,16 +129,16 @@ plan parse_plan(const std::string& given, const std::string& name) {
     if (line.empty()) continue;
     auto colon = line.find(':');
     if (colon == std::string::npos)
-      throw fail("expected 'RANK: ACTION ...', got '" + printable(line) + "'");
+      throw fail("expected 'RANK: ACTION ...', got '" + printable_text(line) + "'");
     std::string rank_text = trim(line.substr(0, colon));
     int rank = -1;
     const bool digits = !rank_text.empty() &&
                         std::all_of(rank_text.begin(), rank_text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits) throw fail("rank '" + printable(rank_text) + "' is not a non-negative integer");
+    if (!digits) throw fail("rank '" + printable_text(rank_text) + "' is not a non-negative integer");
     // Its value counts, not its length: leading zeros ("0000000") name a small rank.
     const std::size_t first_digit = std::min(rank_text.find_first_not_of('0'), rank_text.size() - 1);
     if (rank_text.size() - first_digit > 6)
-      throw fail("rank '" + printable(rank_text) + "' is past any plan (at most 999999 ranks)");
+      throw fail("rank '" + printable_text(rank_text) + "' is past any plan (at most 999999 ranks)");
     rank_text.erase(0, first_digit);
     rank = std::stoi(rank_text);
     if (line_of_rank.count(rank))
@@ -167,11 +151,11 @@ plan parse_plan(const std::string& given, const std::string& name) {
     while (tokens >> tok) {
       action a;
       if (std::any_of(tok.begin(), tok.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
-        throw fail("bad action '" + printable(tok) + "': it holds a control character");
+        throw fail("bad action '" + printable_text(tok) + "': it holds a control character");
       try {
         a = parse_action(tok);
       } catch (const std::invalid_argument& e) {
-        throw fail(printable(e.what(), std::string::npos));
+        throw fail(printable_text(e.what(), std::string::npos));
       }
       auto it = owner.find(a.virtual_stage);
       if (it != owner.end() && it->second.first != rank)

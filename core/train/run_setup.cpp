@@ -50,7 +50,7 @@ void check_train_options(const train_options& o) {
   // And from the smallest normal float: one below is nothing or a few bits to the update
   // (--lr 1e-310 trained at lr 0, without a word).
   need(o.lr >= std::numeric_limits<float>::min() && o.lr <= std::numeric_limits<float>::max(),
-       "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got " + number_text(o.lr));
+       "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got " + number_text(o.lr));
   need(o.warmup_steps >= 0, "--warmup-steps must be >= 0: got " + std::to_string(o.warmup_steps));
   need(o.grad_clip >= 0 && std::isfinite(o.grad_clip),
        "--grad-clip must be a finite number >= 0 (0 = off): got " + number_text(o.grad_clip));

@@ -58,7 +58,16 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
     else if (what == "exp_avg_sq")
       seg.exp_avg_sq = value;
     else if (what == "steps") {
-      seg.steps = unbox(value).reshape({-1})[0].item<std::int64_t>();
+      // One whole number of updates, 0 or more (a negative one read as moments missing).
+      const at::Tensor& n = unbox(value);
+      if (n.numel() != 1 || !at::isIntegralType(n.scalar_type(), false))
+        throw std::invalid_argument("optimizer tensor '" + key + "' is " + std::string(c10::toString(n.scalar_type())) +
+                                    " of " + std::to_string(n.numel()) +
+                                    " values: a step count is one whole number (I64)");
+      seg.steps = n.reshape({-1})[0].item<std::int64_t>();
+      if (seg.steps < 0)
+        throw std::invalid_argument("optimizer tensor '" + key + "' holds " + std::to_string(seg.steps) +
+                                    " updates: a step count is 0 or more");
       counted.insert({parameter, offset});
     } else
       throw std::invalid_argument("optimizer tensor '" + key + "': unknown part '" + what + "'");
@@ -74,7 +83,39 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
         throw std::invalid_argument("optimizer tensor '" + k.first + "." + part + at + "' is missing (the checkpoint has " +
                                     "others of '" + k.first + at + "'): every parameter's moments need exp_avg, " +
                                     "exp_avg_sq and steps");
+    // Moments no AdamW run leaves: the first update from them was blamed on --lr (exit 1, which
+    // launch --max-restarts retried).
+    for (const auto& [part, moment] : {std::pair<const char*, const tensor_box&>{"exp_avg", seg.exp_avg},
+                                       {"exp_avg_sq", seg.exp_avg_sq}}) {
+      const std::string name = k.first + "." + part + at;
+      const at::Tensor& m = unbox(moment);
+      if (!m.is_floating_point())
+        throw std::invalid_argument("optimizer tensor '" + name + "' is " + std::string(c10::toString(m.scalar_type())) +
+                                    ": moments are floating-point");
+      if (const std::int64_t bad = m.numel() - at::isfinite(m).sum().item<std::int64_t>(); bad > 0)
+        throw std::invalid_argument("optimizer tensor '" + name + "' holds " + std::to_string(bad) + " of its " +
+                                    std::to_string(m.numel()) + " values that are not finite (NaN or infinite)");
+      if (std::string(part) == "exp_avg_sq")
+        if (const std::int64_t negative = (m < 0).sum().item<std::int64_t>(); negative > 0)
+          throw std::invalid_argument("optimizer tensor '" + name + "' holds " + std::to_string(negative) + " of its " +
+                                      std::to_string(m.numel()) + " values below 0: a mean of squares is 0 or more");
+      if (seg.steps == 0 && m.count_nonzero().item<std::int64_t>() > 0)
+        throw std::invalid_argument("optimizer tensor '" + name + "' is not zero where its step count ('" + k.first +
+                                    ".steps" + at + "') says no update was made");
+    }
+    if (seg.offset < 0)
+      throw std::invalid_argument("optimizer tensors of '" + k.first + at + "': a run's offset is 0 or more");
     out.push_back(std::move(seg));
+  }
+  // Runs of one parameter side by side, never over each other: a later one overwrote an earlier
+  // one's elements without a word (by_run orders them by parameter, then offset).
+  for (size_t i = 1; i < out.size(); ++i) {
+    const moment_segment& before = out[i - 1];
+    const long long end = before.offset + unbox(before.exp_avg).numel();
+    if (out[i].parameter == before.parameter && out[i].offset < end)
+      throw std::invalid_argument("optimizer tensors of '" + before.parameter + "' overlap: the run at @" +
+                                  std::to_string(before.offset) + " holds elements up to " + std::to_string(end - 1) +
+                                  ", and another begins at @" + std::to_string(out[i].offset));
   }
   return out;
 }
@@ -402,6 +443,17 @@ std::function<bool(const std::string&)> held_elsewhere(const run_setup& setup) {
 
 void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer) {
   const auto runs = segments_of(optimizer);
+  // Within its parameter (of those this process holds): one past its end was cut short, one
+  // wholly past it passed over, without a word.
+  std::map<std::string, std::int64_t> sizes;
+  for (const auto& runner : state.runners)
+    if (runner)
+      for (const auto& [name, t] : loaded_tensors(*runner)) sizes[without_replica(name)] = unbox(t).numel();
+  for (const auto& r : runs)
+    if (const auto it = sizes.find(r.parameter); it != sizes.end() && r.offset + unbox(r.exp_avg).numel() > it->second)
+      throw std::invalid_argument("optimizer tensors of '" + r.parameter + "@" + std::to_string(r.offset) + "' hold " +
+                                  std::to_string(unbox(r.exp_avg).numel()) + " elements from " +
+                                  std::to_string(r.offset) + ", past the parameter's " + std::to_string(it->second));
   for (size_t id = 0; id < state.runners.size(); ++id) {
     if (id < state.optimizers.size() && state.optimizers[id]) state.optimizers[id]->import_moments(runs);
     if (id < state.dp_optimizers.size() && state.dp_optimizers[id]) state.dp_optimizers[id]->import_moments(runs);

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -22,6 +23,7 @@
 #include "core/model/safetensors.hpp"
 #include "core/train/reference_trainer.hpp"
 #include "core/train/run_setup.hpp"
+#include "core/train/run_state.hpp"
 #include "tests/support/train_results.hpp"
 
 #include <catch2/catch.hpp>
@@ -232,6 +234,75 @@ CATCH_TEST_CASE("a checkpoint holding values that are not finite is refused by -
                                                             "diverged; resume from an earlier checkpoint"));
   fs::remove_all(dir);
   fs::remove_all(bad);
+}
+
+// A hand-edited checkpoint, re-hashed into its manifest: one parameter in two of its files
+// resumed from the last one read without a word (--init-from refused it), and moments no AdamW
+// run leaves made the first update fail as "training diverged (try a lower --lr ...)", exit 1.
+CATCH_TEST_CASE("a checkpoint holding a tensor twice or impossible moments is refused by --resume, naming them",
+                "[actors][checkpoint]") {
+  const std::string dir = fresh_dir("edited-source");
+  train_options o = tiny_gpt("1f1b", 2, 1, 2);
+  o.save_dir = dir;
+  run_pipeline(o);
+  const resume_choice good = find_resume_checkpoint(dir);
+  CATCH_REQUIRE(good.manifest.files.size() == 2);
+  // A copy of the checkpoint with `edit` applied to each file's tensors (by the file's index).
+  const auto edited = [&](const std::string& name, const std::function<void(size_t, named_tensors&)>& edit) {
+    const std::string bad = fresh_dir(name);
+    checkpoint_writer copy(bad, good.manifest.step);
+    for (size_t i = 0; i < good.manifest.files.size(); ++i) {
+      const auto& f = good.manifest.files[i];
+      auto tensors = load_safetensors(good.path + "/" + f.name);
+      edit(i, tensors);
+      const std::string tmp = bad + "-" + f.name;
+      save_safetensors(tmp, tensors);
+      std::ifstream in(tmp, std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      copy.write_file(f.name, bytes.data(), bytes.size());
+      fs::remove(tmp);
+    }
+    copy.commit(good.manifest.meta);
+    return bad;
+  };
+  // The second file's first parameter, also in the first file (with other values).
+  std::string twice;
+  at::Tensor twice_value;
+  for (auto& [name, t] : load_safetensors(good.path + "/" + good.manifest.files[1].name))
+    if (twice.empty() && name.find('@') == std::string::npos) {
+      twice = name;
+      twice_value = unbox(t).clone() + 1;
+    }
+  CATCH_REQUIRE(!twice.empty());
+  const std::string doubled = edited("edited-twice", [&](size_t i, named_tensors& t) {
+    if (i == 0) t.emplace_back(twice, box(twice_value));
+  });
+  std::string moment;
+  const std::string negative = edited("edited-negative", [&](size_t i, named_tensors& t) {
+    for (auto& [name, x] : t)
+      if (i == 0 && moment.empty() && name.find(".exp_avg_sq@") != std::string::npos) {
+        at::Tensor v = unbox(x).clone();
+        v.view(-1)[0] = -1.0;
+        x = box(v);
+        moment = name;
+      }
+  });
+  CATCH_REQUIRE(!moment.empty());
+  train_options rest = o;
+  rest.save_dir.clear();
+  rest.steps = 4;
+  rest.resume = doubled;
+  CATCH_CHECK_THROWS_AS(run_pipeline(rest), std::invalid_argument);
+  CATCH_CHECK_THROWS_WITH(run_pipeline(rest), Contains("'" + twice + "' is in both " + good.manifest.files[0].name +
+                                                       " and " + good.manifest.files[1].name +
+                                                       ": which one is meant cannot be told"));
+  rest.resume = negative;
+  CATCH_CHECK_THROWS_AS(run_pipeline(rest), std::invalid_argument);
+  CATCH_CHECK_THROWS_WITH(run_pipeline(rest), Contains("optimizer tensor '" + moment + "' holds 1 of its ") &&
+                                                   Contains(" values below 0: a mean of squares is 0 or more"));
+  fs::remove_all(dir);
+  fs::remove_all(doubled);
+  fs::remove_all(negative);
 }
 
 CATCH_TEST_CASE("a checkpoint that cannot be written stops the run with why, keeps what it trained and the checkpoints "

@@ -668,7 +668,7 @@ CATCH_TEST_CASE("a library caller's bad options, place, callback or held --save-
   CATCH_CHECK_THROWS_WITH(run_pipeline(ratio), "min_lr_ratio (train_options) must be in [0, 1]: got 2");
   train_options endless = o;
   endless.lr = HUGE_VAL;
-  CATCH_CHECK_THROWS_WITH(check_train_options(endless), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got inf");
+  CATCH_CHECK_THROWS_WITH(check_train_options(endless), "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got inf");
   job_place place;
   place.processes = 2;
   place.master_port = 70000;

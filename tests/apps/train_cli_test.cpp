@@ -1029,14 +1029,14 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
        "implemented)"},
       // Named as typed, not by the config's keys (grad_clip=-1).
       {with({"train", "--grad-clip", "-1"}, tiny), "--grad-clip must be a finite number >= 0 (0 = no clipping): got -1"},
-      {with({"train", "--lr", "-1"}, tiny), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got -1"},
-      {with({"train", "--lr", "0"}, tiny), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got 0"},
+      {with({"train", "--lr", "-1"}, tiny), "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got -1"},
+      {with({"train", "--lr", "0"}, tiny), "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got 0"},
       // Below a float's normal range: the update was nothing (--lr 1e-310 trained at lr 0).
-      {with({"train", "--lr", "1e-310"}, tiny), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got 1e-310"},
-      {with({"train", "--set", "lr=1e-40"}, tiny), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got 1e-40"},
+      {with({"train", "--lr", "1e-310"}, tiny), "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got 1e-310"},
+      {with({"train", "--set", "lr=1e-40"}, tiny), "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got 1e-40"},
       // Past a float: the update made every weight infinite, and the run ended with exit 0.
-      {with({"train", "--lr", "1e300"}, tiny), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got 1e+300"},
-      {with({"train", "--set", "lr=1e39"}, tiny), "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got 1e+39"},
+      {with({"train", "--lr", "1e300"}, tiny), "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got 1e+300"},
+      {with({"train", "--set", "lr=1e39"}, tiny), "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got 1e+39"},
       // Too small for a double: it read as 0, "no clipping".
       {with({"train", "--grad-clip", "1e-400"}, tiny), "--grad-clip: 1e-400 is out of a double's range (it reads as 0)"},
       {with({"train", "--lr", "1e400"}, tiny), "--lr: 1e400 is out of a double's range (it reads as inf)"},
@@ -1066,7 +1066,7 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--vocab", "0"}, {}), "--vocab must be >= 2: got 0"},
       // By the flag's name, not the config key's ("pp=0 must be >= 1", "override lr=nan: ...").
       {{"train", "--stages", "0"}, "--stages must be >= 1: got 0"},
-      {{"train", "--lr", "nan"}, "--lr must be a number a float holds, from 1.18e-38 to 3.4e38: got nan"},
+      {{"train", "--lr", "nan"}, "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got nan"},
       {{"train", "--weight-decay", "1e999"}, "--weight-decay: 1e999 is out of a double's range (it reads as inf)"},
       // Digits within 64 bits that an int flag cannot hold (CLI11 said "Could not convert").
       {{"train", "--stages", "9999999999"}, "--stages=9999999999 is out of range for this flag (at most 2147483647)"},

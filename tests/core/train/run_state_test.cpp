@@ -7,8 +7,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
+#include <stdexcept>
+#include <vector>
 
 #include "core/model/safetensors.hpp"
 #include "core/model/tensor_box_torch.hpp"
@@ -165,4 +168,82 @@ CATCH_TEST_CASE("optimizer moments missing a part are refused, not resumed as ze
                                 dropped.substr(0, dropped.find(part)) + dropped.substr(dropped.rfind('@')) +
                                 "'): every parameter's moments need exp_avg, exp_avg_sq and steps");
   }
+}
+
+// A hand-edited checkpoint's moments that no AdamW run leaves: runs of one parameter over each
+// other or past its end (a later run overwrote elements, one past the end was cut short, without
+// a word), negative or non-finite moments and a negative or fractional step count (the first
+// update was blamed on --lr, or a negative count read as "missing").
+CATCH_TEST_CASE("optimizer moments no AdamW run leaves are refused naming the tensor", "[checkpoint][state]") {
+  const run_setup from = prepare_run(tiny(2, 1));
+  train_a_little(from);
+  const named_tensors moments = optimizer_tensors(state_view(from));
+  std::string param;  // a parameter with one run at @0
+  for (const auto& [name, t] : moments)
+    if (name.size() > 8 && name.compare(name.size() - 8, 8, ".steps@0") == 0) param = name.substr(0, name.size() - 8);
+  CATCH_REQUIRE(!param.empty());
+  const auto with = [&](const std::function<void(named_tensors&)>& edit) {
+    named_tensors t = moments;
+    edit(t);
+    return t;
+  };
+  const auto find = [](const named_tensors& t, const std::string& name) -> at::Tensor {
+    for (auto& [n, x] : t)
+      if (n == name) return unbox(x);
+    throw std::logic_error("no " + name);
+  };
+  const auto set = [](named_tensors& t, const std::string& name, at::Tensor value) {
+    for (auto& [n, x] : t)
+      if (n == name) x = box(std::move(value));
+  };
+  const std::int64_t length = find(moments, param + ".exp_avg@0").numel();
+  struct bad_case {
+    named_tensors tensors;
+    std::string message;
+  };
+  const std::vector<bad_case> cases = {
+      // A second run over the second half of the first.
+      {with([&](named_tensors& t) {
+         const long long half = length / 2;
+         for (const std::string part : {".exp_avg@", ".exp_avg_sq@", ".steps@"})
+           t.emplace_back(param + part + std::to_string(half), box(find(t, param + part + "0").clone()));
+       }),
+       "optimizer tensors of '" + param + "' overlap: the run at @0 holds elements up to " + std::to_string(length - 1) +
+           ", and another begins at @" + std::to_string(length / 2)},
+      // One run past the parameter's end.
+      {with([&](named_tensors& t) {
+         for (const std::string part : {".exp_avg@", ".exp_avg_sq@", ".steps@"}) {
+           const at::Tensor x = find(t, param + part + "0");
+           set(t, param + part + "0", part == ".steps@" ? x.clone() : torch::cat({x, x.narrow(0, 0, 1)}));
+         }
+       }),
+       "optimizer tensors of '" + param + "@0' hold " + std::to_string(length + 1) + " elements from 0, past the " +
+           "parameter's " + std::to_string(length)},
+      {with([&](named_tensors& t) {
+         at::Tensor v = find(t, param + ".exp_avg_sq@0").clone();
+         v[0] = -1.0;
+         set(t, param + ".exp_avg_sq@0", v);
+       }),
+       "optimizer tensor '" + param + ".exp_avg_sq@0' holds 1 of its " + std::to_string(length) +
+           " values below 0: a mean of squares is 0 or more"},
+      {with([&](named_tensors& t) {
+         at::Tensor m = find(t, param + ".exp_avg@0").clone();
+         m[0] = std::numeric_limits<float>::quiet_NaN();
+         set(t, param + ".exp_avg@0", m);
+       }),
+       "optimizer tensor '" + param + ".exp_avg@0' holds 1 of its " + std::to_string(length) +
+           " values that are not finite (NaN or infinite)"},
+      {with([&](named_tensors& t) { set(t, param + ".steps@0", torch::tensor({std::int64_t{-5}})); }),
+       "optimizer tensor '" + param + ".steps@0' holds -5 updates: a step count is 0 or more"},
+      {with([&](named_tensors& t) { set(t, param + ".steps@0", torch::tensor({2.0f})); }),
+       "optimizer tensor '" + param + ".steps@0' is Float of 1 values: a step count is one whole number (I64)"},
+      {with([&](named_tensors& t) { set(t, param + ".steps@0", torch::tensor({std::int64_t{0}})); }),
+       "optimizer tensor '" + param + ".exp_avg@0' is not zero where its step count ('" + param +
+           ".steps@0') says no update was made"},
+  };
+  for (const auto& c : cases) {
+    CATCH_INFO(c.message);
+    CATCH_CHECK_THROWS_WITH(load_optimizer_tensors(state_view(from), c.tensors), c.message);
+  }
+  CATCH_CHECK_NOTHROW(load_optimizer_tensors(state_view(from), moments));  // the untouched ones load
 }
