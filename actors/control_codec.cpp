@@ -102,18 +102,51 @@ std::string frame_type_text(char type) {
 }
 
 std::string peer_text(const std::string& text) {
+  static const char digits[] = "0123456789abcdef";
   std::string out;
+  const auto escape = [&](unsigned char ch) {
+    out += "\\x";
+    out += digits[ch >> 4];
+    out += digits[ch & 15];
+  };
   const std::size_t shown = std::min<std::size_t>(text.size(), 2000);
-  for (std::size_t i = 0; i < shown; ++i) {
+  for (std::size_t i = 0; i < shown;) {
     const unsigned char ch = static_cast<unsigned char>(text[i]);
-    if (ch < 0x20 || ch == 0x7f) {
-      static const char digits[] = "0123456789abcdef";
-      out += "\\x";
-      out += digits[ch >> 4];
-      out += digits[ch & 15];
-    } else {
-      out += static_cast<char>(ch);
+    if (ch < 0x80) {
+      if (ch < 0x20 || ch == 0x7f)
+        escape(ch);
+      else
+        out += static_cast<char>(ch);
+      ++i;
+      continue;
     }
+    // UTF-8: a whole, shortest sequence of a character a terminal shows as itself; C1 controls
+    // (U+0080..U+009F: 0x9b is an escape sequence's start) and the marks that reorder text
+    // (a right-to-left override) are escaped, as is a byte of no valid sequence.
+    const std::size_t n = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 ? (ch < 0xf0 ? 3 : 0) : ch >= 0xc2 ? 2 : 0;
+    char32_t cp = n == 2 ? ch & 0x1f : n == 3 ? ch & 0x0f : ch & 0x07;
+    bool whole = n > 0 && i + n <= shown;
+    for (std::size_t k = 1; whole && k < n; ++k) {
+      const unsigned char next = static_cast<unsigned char>(text[i + k]);
+      whole = (next & 0xc0) == 0x80;
+      cp = (cp << 6) | (next & 0x3f);
+    }
+    whole = whole && !(n == 3 && cp < 0x800) && !(n == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
+            !(cp >= 0xd800 && cp <= 0xdfff);
+    const bool hidden = cp < 0xa0 || cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+                        (cp >= 0x2066 && cp <= 0x2069);
+    if (!whole) {
+      escape(ch);
+      ++i;
+      continue;
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+      if (hidden)
+        escape(static_cast<unsigned char>(text[i + k]));
+      else
+        out += text[i + k];
+    }
+    i += n;
   }
   if (shown < text.size()) out += "...";
   return out;
@@ -130,10 +163,7 @@ std::string decode_hello(const char* data, std::size_t size, hello_frame& out) {
   if (size < answer_bytes + 4) return "a hello of " + std::to_string(size) + " bytes (protocol error)";
   out.answer.assign(data, data + answer_bytes);
   out.process = wire::get_i32(data + answer_bytes);
-  out.joiner.assign(data + answer_bytes + 4, data + size);
-  // A stranger's text goes into log lines: no line breaks or terminal escapes of its own.
-  for (char& c : out.joiner)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  out.joiner.assign(data + answer_bytes + 4, data + size);  // as the answer was made on it: quote with peer_text
   return "";
 }
 

@@ -64,7 +64,8 @@ std::string check_frame_length(std::uint32_t length, std::uint32_t cap);
 // A frame type as it may be quoted in a log line: itself when printable, else '?'.
 std::string frame_type_text(char type);
 // Text a peer sent, as it may be printed: control bytes (an escape sequence would reach the
-// terminal) and DEL as \xNN; at most 2000 bytes, then "...".
+// terminal), DEL, C1 controls, the marks that reorder text (U+202E) and bytes of no valid
+// UTF-8 sequence as \xNN; at most 2000 bytes, then "...".
 std::string peer_text(const std::string& text);
 
 // How the refusals a restart would meet again begin: the joiner's job token, its process

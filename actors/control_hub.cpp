@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <set>
 #include <vector>
@@ -92,10 +93,20 @@ class hub final : public control_role {
     self_->delayed_send(self_, seconds_span(o_.join_timeout_s), msg::hub_join_deadline{});
   }
 
-  // A stranger connected: challenge it, and give it 10 s to prove the token.
+  // A stranger connected: challenge it, and give it 10 s to prove the token. Past
+  // max_waiting() connections that have not joined, it is closed at once: each held a file
+  // for its 10 s, and a flood of them used up this process's open files (its next checkpoint
+  // failed, and the job with it).
   void on_new_connection(const caf::io::new_connection_msg& m) {
+    const std::string remote = endpoint_text(self_->remote_addr(m.handle), self_->remote_port(m.handle));
+    if (conns_.size() - by_process_.size() >= max_waiting()) {
+      self_->close(m.handle);
+      log_refusal(remote, std::to_string(max_waiting()) + " connections are waiting to join already, the most process 0 "
+                                                          "keeps (a flood of connections?)");
+      return;
+    }
     auto& c = conns_[m.handle];
-    c.remote = endpoint_text(self_->remote_addr(m.handle), self_->remote_port(m.handle));
+    c.remote = remote;
     c.challenge = make_challenge();
     write_frame(m.handle, control_wire::challenge, std::vector<char>(c.challenge.begin(), c.challenge.end()));
     start_reading(m.handle);
@@ -163,6 +174,7 @@ class hub final : public control_role {
 
   void on_join_deadline() {
     if (ready_ || failed_) return;
+    say_quiet_refusals(std::chrono::steady_clock::now());
     std::string missing, left;
     for (int p = 1; p < o_.processes; ++p) {
       if (joined_.count(p)) continue;
@@ -189,6 +201,7 @@ class hub final : public control_role {
 
   // The run is over: tell every process, and answer once they all hung up (or after 5 s).
   void on_shutdown(const msg::shutdown_cluster& s) {
+    say_quiet_refusals(std::chrono::steady_clock::now());
     shutting_down_ = true;
     run_failed_ = !s.error.empty();
     shutdown_reply_to_ = caf::actor_cast<caf::actor>(self_->current_sender());
@@ -206,6 +219,8 @@ class hub final : public control_role {
   // (its connection closed), which stops the job. Until the run is over.
   void on_heartbeat_tick() {
     if (shutting_down_) return;
+    if (const auto now = std::chrono::steady_clock::now(); now - refusal_window_ >= std::chrono::minutes(1))
+      say_quiet_refusals(now);
     std::vector<int> silent;
     for (auto& [p, hdl] : by_process_)
       if (beat_and_check(hdl)) silent.push_back(p);
@@ -257,14 +272,19 @@ class hub final : public control_role {
       return;
     }
     if (!verify_answer(o_.token, c.challenge, h.joiner, h.answer)) {
-      refuse(hdl, std::string(control_wire::refusal_wrong_token) + " (from '" + h.joiner +
-                      "'; check ACTORPIPE_JOB_TOKEN, or whether this is another job's process 0 on the same "
-                      "MASTER_PORT: give each job its own --master-port)");
+      // Its joiner is the sender's text: quoted escaped, and not at any length.
+      const std::string joiner = h.joiner.size() > 200 ? h.joiner.substr(0, 200) + "..." : h.joiner;
+      refuse(hdl,
+             std::string(control_wire::refusal_wrong_token) + " (from '" + control_wire::peer_text(joiner) +
+                 "'; check ACTORPIPE_JOB_TOKEN, or whether this is another job's process 0 on the same "
+                 "MASTER_PORT: give each job its own --master-port)",
+             true);
       return;
     }
     if (h.process < 1 || h.process >= o_.processes) {
       refuse(hdl, control_wire::refusal_bad_index + std::to_string(h.process) + " outside [1, " + std::to_string(o_.processes) +
-                      ") (is every process started with the same WORLD_SIZE?)");
+                      ") (is every process started with the same WORLD_SIZE?)",
+             true);
       return;
     }
     // Another connection that proved the token as this process and has not joined does not
@@ -277,7 +297,8 @@ class hub final : public control_role {
                       std::to_string(h.process) + "? or nodes launched with different --nproc-per-node, or processes "
                       "with different WORLD_SIZE: this job has " + std::to_string(o_.processes) +
                       "; or this is a process 0 left from an earlier attempt, stopped or frozen, that still counts "
-                      "the process it lost)");
+                      "the process it lost)",
+             true);
       return;
     }
     c.authenticated = true;
@@ -296,6 +317,11 @@ class hub final : public control_role {
       if (e.content.match_elements<msg::join>()) on_join(hdl, c, e.content.get_mutable_as<msg::join>(0));
       return;
     }
+    // Until it joined, a connection speaks for no process: what it sends is not relayed or acted on.
+    if (const auto joined = by_process_.find(c.process); joined == by_process_.end() || joined->second != hdl) {
+      refuse(hdl, "sent a message before joining (protocol error)");
+      return;
+    }
     if (e.process != 0) {  // relay between two other processes
       auto it = by_process_.find(e.process);
       if (it != by_process_.end()) write_envelope(it->second, e.target, e.process, e.index, std::move(e.content));
@@ -307,11 +333,11 @@ class hub final : public control_role {
   void on_join(connection_handle hdl, control_connection& c, msg::join& j) {
     c.host = j.host;
     if (ready_) {
-      refuse(hdl, "the job has already formed");
+      refuse(hdl, "the job has already formed", true);
       return;
     }
     if (joined_.count(c.process)) {  // a second join on the connection, or a race with another
-      refuse(hdl, "process " + std::to_string(c.process) + " has already joined");
+      refuse(hdl, "process " + std::to_string(c.process) + " has already joined", true);
       return;
     }
     if (j.fingerprint != o_.fingerprint) {
@@ -320,7 +346,8 @@ class hub final : public control_role {
       const std::string difference = describe_job_difference(j.fingerprint, o_.fingerprint);
       const bool size = difference.find("WORLD_SIZE=") != std::string::npos;
       refuse(hdl, std::string(size ? control_wire::refusal_world_size : "") + "process " + std::to_string(c.process) +
-                      " runs a different job: " + difference);
+                      " runs a different job: " + difference,
+             true);
       return;
     }
     addresses_[c.process] = j.address;
@@ -342,21 +369,57 @@ class hub final : public control_role {
     if (o_.processes > 1 && heartbeats_on()) on_heartbeat_tick();
   }
 
-  // Tells a connection why it is turned away, and closes it.
-  void refuse(connection_handle hdl, const std::string& why) {
-    log_warn("refused a connection from " + conns_[hdl].remote + ": " + why);
-    last_refusal_ = why;
+  // Tells a connection why it is turned away, and closes it. `process`: it spoke actorpipe's
+  // hello (a process of another job, or with other settings): what the join timeout's message
+  // names, where a stranger's garbage is not.
+  void refuse(connection_handle hdl, const std::string& why, bool process = false) {
+    log_refusal(conns_[hdl].remote, why);
+    if (process) last_refusal_ = why;
     write_frame(hdl, control_wire::refusal, std::vector<char>(why.begin(), why.end()));
     self_->close(hdl);
     conns_.erase(hdl);
   }
 
+  std::size_t max_waiting() const { return 64 + 2 * static_cast<std::size_t>(o_.processes); }
+
+  // A refusal's line, at most once a minute for each peer address and reason and 20 lines a
+  // minute in all: a flood wrote one line a connection (32,840 in 25 s). The rest are counted,
+  // and said by address when the minute is over (at the next refusal, heartbeat or the end).
+  void log_refusal(const std::string& remote, const std::string& why) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - refusal_window_ >= std::chrono::minutes(1)) say_quiet_refusals(now);
+    const std::string host = remote.substr(0, remote.rfind(':'));
+    if (refusal_lines_ >= 20 || !refusals_said_.insert(host + "\n" + why).second) {
+      ++quiet_refusals_[host];
+      return;
+    }
+    ++refusal_lines_;
+    log_warn("refused a connection from " + remote + ": " + why);
+  }
+
+  // The refusals not said one by one, by peer address; a new minute's count begins at `now`.
+  void say_quiet_refusals(std::chrono::steady_clock::time_point now) {
+    for (const auto& [host, n] : quiet_refusals_)
+      log_warn("refused " + std::to_string(n) + " more connection" + (n == 1 ? "" : "s") + " from " + host +
+               " (not each said: one line a minute for each address and reason)");
+    quiet_refusals_.clear();
+    refusals_said_.clear();
+    refusal_lines_ = 0;
+    refusal_window_ = now;
+  }
+
   // An admitted process sent something malformed: close its connection and stop the job (or
   // its forming), naming it. Callers must not touch the connection's entry afterwards.
   void drop_malformed(connection_handle hdl, const std::string& why) {
-    self_->close(hdl);
     auto it = conns_.find(hdl);
     const int p = it != conns_.end() ? it->second.process : -1;
+    // A connection that proved the token as p and never joined is not process p: the one
+    // that joined was dropped and blamed for it, and the running job failed.
+    if (const auto joined = by_process_.find(p); p >= 1 && (joined == by_process_.end() || joined->second != hdl)) {
+      refuse(hdl, "sent " + why + " before joining");
+      return;
+    }
+    self_->close(hdl);
     const std::string name = process_name(p);
     log_warn("closing the connection of " + name + ": " + why);
     conns_.erase(hdl);
@@ -389,7 +452,12 @@ class hub final : public control_role {
   std::map<int, connection_handle> by_process_;  // admitted processes that joined
   std::set<int> joined_;
   std::set<int> left_;  // processes that joined and left while the job was forming
-  std::string last_refusal_;  // why the last connection was turned away, for the join timeout's message
+  std::string last_refusal_;  // why the last process was turned away, for the join timeout's message
+  // Refusals said this minute (by peer address and reason), and those counted only, by address.
+  std::chrono::steady_clock::time_point refusal_window_ = std::chrono::steady_clock::now();
+  int refusal_lines_ = 0;
+  std::set<std::string> refusals_said_;
+  std::map<std::string, long long> quiet_refusals_;
   bool shutting_down_ = false;
   bool run_failed_ = false;  // the run it shuts down for ended with an error
   caf::actor shutdown_reply_to_;

@@ -68,13 +68,28 @@ CATCH_TEST_CASE("a hello round-trips, and a short one is refused", "[actors][con
   CATCH_CHECK(back.process == -5);
 
   // A stranger's name is logged: its line breaks and escapes are not (it forged log lines).
+  // It is kept as sent (the answer is made on it) and quoted with peer_text.
   h.joiner = "x\n[p0 r0] actorpipe: the job has formed\x1b[31m";
   const std::vector<char> forged = encode_hello(h);
   CATCH_REQUIRE(decode_hello(forged.data(), forged.size(), back) == "");
-  CATCH_CHECK(back.joiner == "x?[p0 r0] actorpipe: the job has formed?[31m");
+  CATCH_CHECK(back.joiner == h.joiner);
+  CATCH_CHECK(peer_text(back.joiner) == "x\\x0a[p0 r0] actorpipe: the job has formed\\x1b[31m");
 
   CATCH_CHECK(decode_hello(body.data(), answer_bytes + 3, back) == "a hello of 35 bytes (protocol error)");
   CATCH_CHECK(decode_hello(body.data(), 0, back) == "a hello of 0 bytes (protocol error)");
+}
+
+// C1 controls (0x9b starts an escape sequence on some terminals) and marks that reorder text
+// passed to the terminal from a stranger's hello; printable UTF-8 is kept.
+CATCH_TEST_CASE("peer text escapes controls, C1, reordering marks and bytes of no UTF-8, and keeps the rest",
+                "[actors][control][codec]") {
+  CATCH_CHECK(peer_text("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  CATCH_CHECK(peer_text("a\xc2\x9b" "31m") == "a\\xc2\\x9b31m");
+  CATCH_CHECK(peer_text("\xe2\x80\xaeTXET") == "\\xe2\\x80\\xaeTXET");
+  CATCH_CHECK(peer_text("\xff\xc3(") == "\\xff\\xc3(");            // no sequence; one cut short
+  CATCH_CHECK(peer_text("\xe0\x80\xaf") == "\\xe0\\x80\\xaf");  // an overlong '/'
+  CATCH_CHECK(peer_text("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate
+  CATCH_CHECK(peer_text(std::string(2001, 'a')) == std::string(2000, 'a') + "...");
 }
 
 CATCH_TEST_CASE("an envelope round-trips alone, one for a process out of range is refused", "[actors][control][codec]") {

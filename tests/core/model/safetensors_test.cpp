@@ -213,6 +213,10 @@ CATCH_TEST_CASE("safetensors load reports truncated and corrupt files by path", 
   const std::string four(16, '\0');
   write_bytes(bad, file_with("{not json}      ", four));
   CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("bad.safetensors") && Catch::Contains("not valid JSON"));
+  // A byte of no UTF-8 in a string: the parser's message quoted it, raw, to the terminal.
+  write_bytes(bad, file_with("{\"\xff\": 1}   ", four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("not valid JSON") && Catch::Contains("\\xff") &&
+                                                     !Catch::Contains("\xff"));
   write_bytes(bad, file_with(R"([1,2])", ""));
   CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("not a JSON object"));
   write_bytes(bad, file_with(R"({"t":{"dtype":"Q7","shape":[4],"data_offsets":[0,16]}})", four));
