@@ -256,6 +256,21 @@ CATCH_TEST_CASE("ucx_worker cancels pending receives when destroyed", "[transpor
   CATCH_CHECK_FALSE(got.errors()[0].empty());
 }
 
+// A damaged or foreign address reached ucp_ep_create, which asserted and aborted the process
+// ("addr version 10": a member's join with its address's first bytes changed).
+CATCH_TEST_CASE("ucx_worker refuses an address its UCX cannot read, naming why, instead of aborting",
+                "[transport][ucx]") {
+  ucx_worker a, b;
+  std::vector<std::uint8_t> address = b.address();
+  CATCH_CHECK(a.address_problem(address).empty());
+  CATCH_CHECK(a.address_problem({0x20, 1}) == "a worker address of 2 bytes (UCX's have at least 9)");
+  address[0] = static_cast<std::uint8_t>(address[0] ^ 0x0a);
+  CATCH_CHECK_THAT(a.address_problem(address), Catch::StartsWith("a worker address of format version ") &&
+                                                   Catch::Contains("do all nodes run the same UCX build?"));
+  CATCH_CHECK_THROWS_AS(a.connect(address), std::invalid_argument);
+  CATCH_CHECK_THROWS_WITH(a.connect(address), Catch::Contains("ucx_worker::connect: a worker address of format version"));
+}
+
 CATCH_TEST_CASE("ucx_worker fails a send nobody receives when destroyed", "[transport][ucx]") {
   ucx_worker b;
   completions sent;

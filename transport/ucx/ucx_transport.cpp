@@ -503,6 +503,10 @@ void ucx_transport::connect(const std::vector<std::vector<std::uint8_t>>& addres
     if (p != s.self && addresses[static_cast<std::size_t>(p)].empty()) {
       throw std::invalid_argument("ucx transport: empty address for process " + std::to_string(p));
     }
+    // Before UCX reads it: one it cannot read aborted the process on an assertion ("this is a bug").
+    if (p != s.self)
+      if (const std::string why = s.worker->address_problem(addresses[static_cast<std::size_t>(p)]); !why.empty())
+        throw std::invalid_argument("ucx transport: process " + std::to_string(p) + " sent " + why);
   }
   if (s.connected.exchange(true)) throw std::logic_error("ucx transport: connect called twice");
   // One task on the progress thread: a peer failure is never seen before its mapping exists.

@@ -198,6 +198,20 @@ ucx_worker::~ucx_worker() {
 
 std::vector<std::uint8_t> ucx_worker::address() const { return address_; }
 
+std::string ucx_worker::address_problem(const std::vector<std::uint8_t>& peer_address) const {
+  // A packed address begins [header: format version in its low 4 bits, flags above | worker
+  // uuid, 8 bytes]; the version is one per UCX release that changed the format.
+  constexpr std::size_t least = 1 + 8;
+  if (peer_address.size() < least)
+    return "a worker address of " + std::to_string(peer_address.size()) + " bytes (UCX's have at least " +
+           std::to_string(least) + ")";
+  const unsigned theirs = peer_address[0] & 0x0fu, ours = address_.empty() ? 0u : address_[0] & 0x0fu;
+  if (theirs != ours)
+    return "a worker address of format version " + std::to_string(theirs) + ", where this process's UCX writes " +
+           std::to_string(ours) + " (do all nodes run the same UCX build? or was the address damaged on its way?)";
+  return "";
+}
+
 void ucx_worker::on_peer_failure(failure_callback callback) {
   std::lock_guard<std::mutex> lock(mutex_);
   failure_callback_ = std::move(callback);
@@ -230,6 +244,8 @@ int ucx_worker::connect(const std::vector<std::uint8_t>& peer_address) {
   if (peer_address.empty()) {
     throw std::invalid_argument("ucx_worker::connect: empty peer address");
   }
+  if (const std::string why = address_problem(peer_address); !why.empty())
+    throw std::invalid_argument("ucx_worker::connect: " + why);
   const int id = next_peer_id_.fetch_add(1);
   if (on_progress_thread()) return connect_on_progress_thread(id, peer_address);
 

@@ -48,6 +48,11 @@ public:
   /// This worker's address blob, to hand to peers through the control plane.
   std::vector<std::uint8_t> address() const;
 
+  /// Why UCX could not read `peer_address` as a worker address of its own build, or "" (the
+  /// header's format version against this worker's, and a least length). UCX asserts on one it
+  /// cannot read, aborting the process: connect refuses it first (std::invalid_argument).
+  std::string address_problem(const std::vector<std::uint8_t>& peer_address) const;
+
   /// Creates an endpoint to a peer's address blob. Returns the peer id. Peer error handling is
   /// on when the transports allow it; UCX 1.13's shared-memory transports refuse it, so with
   /// UCX_TLS naming only those (no tcp, no rdma) the endpoint is made without it and a dead
