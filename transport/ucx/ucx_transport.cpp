@@ -320,8 +320,10 @@ struct ucx_transport::state {
   }
 
   void reject(int process, const std::string& what) {
+    // The process is the one the message's tag names: a peer that has this process's UCX
+    // address can send under any tag (UCX's ports take no token).
     close_source(process, "process " + std::to_string(process) + " sent a malformed frame: " + what +
-                              "; its connection is closed");
+                              " (or another peer, under its tag); its connection is closed");
   }
 
   void deliver(int process) {
