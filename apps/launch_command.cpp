@@ -25,6 +25,8 @@
 #include <optional>
 #include <ostream>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "apps/exit_codes.hpp"
@@ -257,8 +259,14 @@ pid_t start_process(const char* program, char* const* argv, char* const* envp, c
   move_fd(ends.out, STDOUT_FILENO);
   move_fd(ends.err, STDERR_FILENO);
   execve(program, argv, envp);
-  const ssize_t ignored = write(STDERR_FILENO, exec_failed_message.data(), exec_failed_message.size());
-  (void)ignored;
+  // Why, in words (strerrordesc_np: a fixed string, no locale or allocation after the fork).
+  const int why = errno;
+  const char* text = strerrordesc_np(why);
+  const std::string_view message(exec_failed_message);
+  const std::string_view reason(text ? text : "error");
+  for (const std::string_view part : {message.substr(0, message.size() - 1), std::string_view(": "), reason,
+                                      std::string_view("\n")})
+    if (write(STDERR_FILENO, part.data(), part.size()) < 0) break;
   _exit(127);
 }
 

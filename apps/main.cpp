@@ -20,8 +20,8 @@ namespace {
 // SIGINT and SIGTERM are held too: LibTorch's static initialisers take ~0.3 s (more on a busy
 // machine) before main, and train's stop handlers come after its setup; a Ctrl-C then killed
 // the process outright (no message, "killed by signal" where 130 was promised). train lets
-// them through once its handlers are in place (it ends at once, nothing trained); every other
-// command at the start of main, to their default actions.
+// them through once its handlers are in place (it ends at once, nothing trained), SIGHUP with
+// them; every other command at the start of main, to their default actions.
 bool hangup_ignored_at_start = false;
 void hold_hangup(int, char**, char**) {
   struct sigaction now {};
@@ -35,11 +35,14 @@ void hold_hangup(int, char**, char**) {
 }
 __attribute__((section(".preinit_array"), used)) void (*const hold)(int, char**, char**) = hold_hangup;
 
-void release_hangup() {
+// `keep_held`: train, which lets it through with SIGINT and SIGTERM once its handlers are in
+// place (a hangup while it set up killed it by the default action, without a word).
+void release_hangup(bool keep_held) {
   struct sigaction back {};
   back.sa_handler = hangup_ignored_at_start ? SIG_IGN : SIG_DFL;  // nohup's SIG_IGN stays
   sigemptyset(&back.sa_mask);
   sigaction(SIGHUP, &back, nullptr);
+  if (keep_held) return;
   sigset_t hup;
   sigemptyset(&hup);
   sigaddset(&hup, SIGHUP);
@@ -49,8 +52,9 @@ void release_hangup() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  release_hangup();
-  if (argc < 2 || std::string(argv[1]) != "train") actorpipe::release_stop_signals();
+  const bool train = argc >= 2 && std::string(argv[1]) == "train";
+  release_hangup(train);
+  if (!train) actorpipe::release_stop_signals();
   else actorpipe::watch_held_stop_signals();
   actorpipe::report_crashes();
   actorpipe::ensure_best_blas_kernels(argv);  // the best BLAS kernels, before anything else (may restart once)

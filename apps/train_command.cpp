@@ -1409,10 +1409,12 @@ void watch_held_stop_signals() {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       sigset_t pending;
       sigemptyset(&pending);
-      const bool held = sigpending(&pending) == 0 && (sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM));
+      // A hangup under nohup is held too (ignored once let through): not a stop.
+      const bool held = sigpending(&pending) == 0 && (sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM) ||
+                                                      (hangup_at_start == 0 && sigismember(&pending, SIGHUP)));
       held_for = held ? held_for + 1 : 0;
       if (held_for < 10 || !setup_watched.load()) continue;
-      const int sig = sigismember(&pending, SIGINT) ? SIGINT : SIGTERM;
+      const int sig = sigismember(&pending, SIGINT) ? SIGINT : sigismember(&pending, SIGTERM) ? SIGTERM : SIGHUP;
       const std::string line = "actorpipe train: stopped by " + signal_name(sig) +
                                " before the run began: nothing was trained (its setup was still waiting a second "
                                "after the signal)\n";
@@ -1428,6 +1430,7 @@ void release_stop_signals() {
   sigemptyset(&stops);
   sigaddset(&stops, SIGINT);
   sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGHUP);  // held by main for train, as the two above
   sigprocmask(SIG_UNBLOCK, &stops, nullptr);
 }
 

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -541,6 +542,21 @@ std::vector<std::string> lines_of(const std::string& text) {
 }
 
 }  // namespace
+
+// A program launch may run (executable) that the system cannot: "cannot run 'x'" said not why.
+CATCH_TEST_CASE("launch says why the system would not run a program it could start", "[apps][launch]") {
+  env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);
+  const std::string program = temp_path(".not-a-program");
+  std::ofstream(program) << std::string("no interpreter line\0and not ELF", 31);
+  CATCH_REQUIRE(chmod(program.c_str(), 0755) == 0);
+  captured_job job(1, "");
+  job.opt.program = program;
+  job.opt.command = {"train"};
+  std::ostringstream log;
+  CATCH_CHECK(run_launch(job.opt, log) == 127);
+  CATCH_CHECK_THAT(job.err(), Contains("[p0] actorpipe launch: cannot run '" + program + "': Exec format error\n"));
+  std::remove(program.c_str());
+}
 
 CATCH_TEST_CASE("launch prefixes each line of each process with its index, on stdout and stderr", "[apps][launch]") {
   env_var no_token("ACTORPIPE_JOB_TOKEN", nullptr);

@@ -1280,8 +1280,8 @@ CATCH_TEST_CASE("SIGHUP stops train after its step with a checkpoint, exit 129, 
 // The executable holds them from its first initialiser on, and train lets them through once its
 // handlers are in place: it ends at once, nothing trained, by exit. Here the signal is pending
 // (held) before the program starts at all: the mask and the pending signal survive exec.
-CATCH_TEST_CASE("a stop signal while train starts ends it by exit 130 / 143, nothing trained", "[signal]") {
-  for (const int sig : {SIGINT, SIGTERM}) {
+CATCH_TEST_CASE("a stop signal while train starts ends it by exit 130 / 143 / 129, nothing trained", "[signal]") {
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {  // a hangup in setup killed it by the default action
     CATCH_INFO("signal " << sig);
     const std::string log = temp_path(".early-stop.log"), metrics = temp_path(".early-stop.jsonl");
     const std::vector<std::string> args = slow_job(metrics);
@@ -1315,19 +1315,23 @@ CATCH_TEST_CASE("a stop signal while train starts ends it by exit 130 / 143, not
 // A setup that waits for ever (a pipe given as --config with nothing at its other end) held
 // the stop signals for ever too: only SIGKILL ended it.
 CATCH_TEST_CASE("a stop signal while train's setup waits on a pipe ends it within seconds, nothing trained", "[signal]") {
-  const std::string fifo = temp_path(".config-fifo"), log = temp_path(".fifo-stop.log");
-  CATCH_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  const pid_t pid = start_process(bin, {"train", "--config", fifo, "--steps", "2"}, {}, log);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // in open(), waiting for a writer
-  ::kill(pid, SIGINT);
-  const auto t0 = std::chrono::steady_clock::now();
-  const int code = wait_process(pid, 30);
-  CATCH_INFO(read_text(log));
-  CATCH_CHECK(code == 130);
-  CATCH_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
-  CATCH_CHECK_THAT(read_text(log), Contains("actorpipe train: stopped by SIGINT before the run began: nothing was trained"));
-  std::remove(fifo.c_str());
-  std::remove(log.c_str());
+  for (const int sig : {SIGINT, SIGHUP}) {  // a hangup there ended it by the default action, without a word
+    CATCH_INFO("signal " << sig);
+    const std::string fifo = temp_path(".config-fifo"), log = temp_path(".fifo-stop.log");
+    CATCH_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const pid_t pid = start_process(bin, {"train", "--config", fifo, "--steps", "2"}, {}, log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // in open(), waiting for a writer
+    ::kill(pid, sig);
+    const auto t0 = std::chrono::steady_clock::now();
+    const int code = wait_process(pid, 30);
+    CATCH_INFO(read_text(log));
+    CATCH_CHECK(code == 128 + sig);
+    CATCH_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    CATCH_CHECK_THAT(read_text(log), Contains("actorpipe train: stopped by " + std::string(sig == SIGINT ? "SIGINT" : "SIGHUP") +
+                                              " before the run began: nothing was trained"));
+    std::remove(fifo.c_str());
+    std::remove(log.c_str());
+  }
 }
 
 // --metrics >(tool): a pipe with its reader gets every line (the check that a pipe has a
