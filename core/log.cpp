@@ -114,7 +114,9 @@ struct log_state {
     auto terminal = std::make_unique<spdlog::pattern_formatter>();
     terminal->add_flag<level_label>('*').set_pattern(p + "actorpipe: %*%v");
     console->set_formatter(std::move(terminal));
-    if (file) file->set_formatter(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%d %H:%M:%S.%e " + p + "%l: %v"));
+    // Local time with its offset from UTC: the lines of a job's nodes in other zones (or one
+    // of a run that crossed a clock change) compare, where the bare local time did not.
+    if (file) file->set_formatter(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%d %H:%M:%S.%e%z " + p + "%l: %v"));
   }
 };
 

@@ -181,7 +181,7 @@ CATCH_TEST_CASE("a log file gets every line at the level, timestamped, stderr ke
               "[p0 r0-1] actorpipe: warning: filed warn line\n"
               "[p0 r0-1] actorpipe: error: filed error line\n");
   CATCH_CAPTURE(file);
-  const std::string stamp = R"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} )";
+  const std::string stamp = R"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d )";  // with its UTC offset
   const std::regex want("an earlier run\n" +                                       // appended, not truncated
                         stamp + R"(\[p0 r0-1\] debug: filed debug line\n)" +      //
                         stamp + R"(\[p0 r0-1\] info: filed info line\n)" +        //
