@@ -188,6 +188,25 @@ class file_size_limit {
   void (*old_signal_)(int) = SIG_DFL;
 };
 
+// A copy in `dir` of the checkpoint `good`, committed with its own manifest (a hand edit
+// re-hashed), with `edit` applied to each file's tensors (given the file's index).
+void write_edited_checkpoint(const resume_choice& good, const std::string& dir,
+                             const std::function<void(size_t, named_tensors&)>& edit) {
+  checkpoint_writer copy(dir, good.manifest.step);
+  for (size_t i = 0; i < good.manifest.files.size(); ++i) {
+    const auto& f = good.manifest.files[i];
+    auto tensors = load_safetensors(good.path + "/" + f.name);
+    edit(i, tensors);
+    const std::string tmp = dir + "-" + f.name;
+    save_safetensors(tmp, tensors);
+    std::ifstream in(tmp, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    copy.write_file(f.name, bytes.data(), bytes.size());
+    fs::remove(tmp);
+  }
+  copy.commit(good.manifest.meta);
+}
+
 }  // namespace
 
 // It stopped the run with an error and nothing more: --save-final, --metrics and --trace of what
@@ -202,10 +221,8 @@ CATCH_TEST_CASE("a checkpoint holding values that are not finite is refused by -
   o.save_dir = dir;
   run_pipeline(o);
   const resume_choice good = find_resume_checkpoint(dir);
-  checkpoint_writer copy(bad, good.manifest.step);
   std::string poisoned;
-  for (const auto& f : good.manifest.files) {
-    auto tensors = load_safetensors(good.path + "/" + f.name);
+  write_edited_checkpoint(good, bad, [&](size_t, named_tensors& tensors) {
     if (poisoned.empty())
       for (auto& [name, t] : tensors)
         if (name.find('@') == std::string::npos) {  // a parameter, not a moment
@@ -215,14 +232,7 @@ CATCH_TEST_CASE("a checkpoint holding values that are not finite is refused by -
           poisoned = name;
           break;
         }
-    const std::string tmp = bad + "-" + f.name;
-    save_safetensors(tmp, tensors);
-    std::ifstream in(tmp, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    copy.write_file(f.name, bytes.data(), bytes.size());
-    fs::remove(tmp);
-  }
-  copy.commit(good.manifest.meta);
+  });
   CATCH_REQUIRE(!poisoned.empty());
   train_options rest = o;
   rest.save_dir.clear();
@@ -247,22 +257,9 @@ CATCH_TEST_CASE("a checkpoint holding a tensor twice or impossible moments is re
   run_pipeline(o);
   const resume_choice good = find_resume_checkpoint(dir);
   CATCH_REQUIRE(good.manifest.files.size() == 2);
-  // A copy of the checkpoint with `edit` applied to each file's tensors (by the file's index).
   const auto edited = [&](const std::string& name, const std::function<void(size_t, named_tensors&)>& edit) {
     const std::string bad = fresh_dir(name);
-    checkpoint_writer copy(bad, good.manifest.step);
-    for (size_t i = 0; i < good.manifest.files.size(); ++i) {
-      const auto& f = good.manifest.files[i];
-      auto tensors = load_safetensors(good.path + "/" + f.name);
-      edit(i, tensors);
-      const std::string tmp = bad + "-" + f.name;
-      save_safetensors(tmp, tensors);
-      std::ifstream in(tmp, std::ios::binary);
-      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      copy.write_file(f.name, bytes.data(), bytes.size());
-      fs::remove(tmp);
-    }
-    copy.commit(good.manifest.meta);
+    write_edited_checkpoint(good, bad, edit);
     return bad;
   };
   // The second file's first parameter, also in the first file (with other values).

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -176,32 +177,51 @@ CATCH_TEST_CASE("pruning keeps the newest complete checkpoints and drops crashed
   fs::remove_all(dir);
 }
 
+namespace {
+// A running job saving into `dir` with --keep-last 1: a checkpoint of `bytes` after another,
+// from step 2 on, until it goes.
+class pruning_writer {
+ public:
+  pruning_writer(std::string dir, std::size_t bytes)
+      : job_([this, dir = std::move(dir), bytes] {
+          for (long long step = 2; !done_.load() && step < 100000; ++step) {
+            write_checkpoint(dir, step, bytes);
+            prune_checkpoints(dir, 1);
+          }
+        }) {}
+  ~pruning_writer() {
+    done_.store(true);
+    job_.join();
+  }
+  pruning_writer(const pruning_writer&) = delete;
+  pruning_writer& operator=(const pruning_writer&) = delete;
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread job_;
+};
+}  // namespace
+
 // A reader of a folder a running job saves into with --keep-last 1: the checkpoint it was
 // reading could be pruned under it, and it said "no valid checkpoint" though a newer one was
 // complete (2 of 25 --init-from of such a folder). The search goes round again instead.
 CATCH_TEST_CASE("finding the newest checkpoint while a writer commits and prunes never comes back empty", "[checkpoint]") {
   const std::string dir = fresh_dir("pruned-under");
   write_checkpoint(dir, 1, 4 << 20);
-  std::atomic<bool> done{false};
-  std::thread job([&] {
-    for (long long step = 2; !done.load() && step < 100000; ++step) {
-      write_checkpoint(dir, step, 4 << 20);
-      prune_checkpoints(dir, 1);
-    }
-  });
   int found = 0, refused = 0;
   std::string missed;
-  for (int i = 0; i < 150 && missed.empty(); ++i) {
-    try {
-      const resume_choice c = find_resume_checkpoint(dir);
-      refused += !c.refused.empty();
-      ++found;
-    } catch (const std::exception& e) {
-      missed = e.what();
+  {
+    const pruning_writer job(dir, 4 << 20);
+    for (int i = 0; i < 150 && missed.empty(); ++i) {
+      try {
+        const resume_choice c = find_resume_checkpoint(dir);
+        refused += !c.refused.empty();
+        ++found;
+      } catch (const std::exception& e) {
+        missed = e.what();
+      }
     }
   }
-  done.store(true);
-  job.join();
   CATCH_INFO("no checkpoint found while the folder always held one: " << missed);
   CATCH_CHECK(found == 150);
   CATCH_CHECK(refused == 0);
@@ -215,15 +235,9 @@ CATCH_TEST_CASE("finding the newest checkpoint while a writer commits and prunes
 CATCH_TEST_CASE("loading the newest checkpoint while a writer commits and prunes finds a newer one", "[checkpoint]") {
   const std::string dir = fresh_dir("pruned-at-load");
   write_checkpoint(dir, 1, 1 << 20);
-  std::atomic<bool> done{false};
-  std::thread job([&] {
-    for (long long step = 2; !done.load() && step < 100000; ++step) {
-      write_checkpoint(dir, step, 1 << 20);
-      prune_checkpoints(dir, 1);
-    }
-  });
   int loaded = 0, rounds = 0, tries = 0;
   std::string missed;
+  std::optional<pruning_writer> job(std::in_place, dir, 1 << 20);
   // Until some loads have lost their checkpoint and gone round again (or 1000 loads).
   for (; (tries < 100 || rounds - tries < 3) && tries < 1000 && missed.empty(); ++tries) {
     try {
@@ -242,8 +256,7 @@ CATCH_TEST_CASE("loading the newest checkpoint while a writer commits and prunes
       missed = e.what();
     }
   }
-  done.store(true);
-  job.join();
+  job.reset();
   CATCH_INFO("a load failed while the folder always held a checkpoint: " << missed);
   CATCH_CHECK(loaded == tries);
   CATCH_CHECK(rounds > tries);  // some loads lost their checkpoint and went round again
