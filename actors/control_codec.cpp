@@ -121,8 +121,9 @@ std::string peer_text(const std::string& text) {
       continue;
     }
     // UTF-8: a whole, shortest sequence of a character a terminal shows as itself; C1 controls
-    // (U+0080..U+009F: 0x9b is an escape sequence's start) and the marks that reorder text
-    // (a right-to-left override) are escaped, as is a byte of no valid sequence.
+    // (U+0080..U+009F: 0x9b is an escape sequence's start), the marks that reorder text (a
+    // right-to-left override) and those that show nothing (U+200B) are escaped, as is a byte of
+    // no valid sequence.
     const std::size_t n = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 ? (ch < 0xf0 ? 3 : 0) : ch >= 0xc2 ? 2 : 0;
     char32_t cp = n == 2 ? ch & 0x1f : n == 3 ? ch & 0x0f : ch & 0x07;
     bool whole = n > 0 && i + n <= shown;
@@ -133,8 +134,8 @@ std::string peer_text(const std::string& text) {
     }
     whole = whole && !(n == 3 && cp < 0x800) && !(n == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
             !(cp >= 0xd800 && cp <= 0xdfff);
-    const bool hidden = cp < 0xa0 || cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
-                        (cp >= 0x2066 && cp <= 0x2069);
+    const bool hidden = cp < 0xa0 || cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x202a && cp <= 0x202e) ||
+                        (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff;
     if (!whole) {
       escape(ch);
       ++i;

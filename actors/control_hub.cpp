@@ -93,19 +93,29 @@ class hub final : public control_role {
     self_->delayed_send(self_, seconds_span(o_.join_timeout_s), msg::hub_join_deadline{});
   }
 
-  // A stranger connected: challenge it, and give it 10 s to prove the token. Past
-  // max_waiting() connections that have not joined, it is closed at once: each held a file
-  // for its 10 s, and a flood of them used up this process's open files (its next checkpoint
-  // failed, and the job with it).
+  // A stranger connected: challenge it, and give it 10 s to prove the token. At most
+  // max_waiting() connections wait to join: each held a file for its 10 s, and a flood of them
+  // used up this process's open files (its next checkpoint failed, and the job with it). Past
+  // that the oldest that has not proven the token is closed for the new one: a process of the
+  // job proves it within moments of connecting, so it gets in while a flood goes on (closing
+  // the newest kept the flood's first connections and turned the job's members away).
   void on_new_connection(const caf::io::new_connection_msg& m) {
     const std::string remote = endpoint_text(self_->remote_addr(m.handle), self_->remote_port(m.handle));
     if (conns_.size() - by_process_.size() >= max_waiting()) {
-      self_->close(m.handle);
-      log_refusal(remote, std::to_string(max_waiting()) + " connections are waiting to join already, the most process 0 "
-                                                          "keeps (a flood of connections?)");
-      return;
+      auto oldest = conns_.end();
+      for (auto it = conns_.begin(); it != conns_.end(); ++it)
+        if (!it->second.authenticated && (oldest == conns_.end() || it->second.arrival < oldest->second.arrival)) oldest = it;
+      const std::string why = std::to_string(max_waiting()) + " connections wait to join already, the most process 0 "
+                                                              "keeps (a flood of connections?)";
+      if (oldest == conns_.end()) {  // all of them token holders that have not joined yet
+        self_->close(m.handle);
+        log_refusal(remote, why);
+        return;
+      }
+      refuse(oldest->first, "closed for a newer connection: " + why);
     }
     auto& c = conns_[m.handle];
+    c.arrival = ++arrivals_;
     c.remote = remote;
     c.challenge = make_challenge();
     write_frame(m.handle, control_wire::challenge, std::vector<char>(c.challenge.begin(), c.challenge.end()));
@@ -452,6 +462,7 @@ class hub final : public control_role {
   std::map<int, connection_handle> by_process_;  // admitted processes that joined
   std::set<int> joined_;
   std::set<int> left_;  // processes that joined and left while the job was forming
+  std::uint64_t arrivals_ = 0;  // connections accepted so far
   std::string last_refusal_;  // why the last process was turned away, for the join timeout's message
   // Refusals said this minute (by peer address and reason), and those counted only, by address.
   std::chrono::steady_clock::time_point refusal_window_ = std::chrono::steady_clock::now();

@@ -33,6 +33,7 @@ struct control_connection {
   std::vector<std::uint8_t> challenge;  // hub: what it sent, to check the answer against
   std::string remote;  // "addr:port" (hub) or "process 0" (member), for logs
   std::string host;    // hub: the host name the process sent in its join
+  std::uint64_t arrival = 0;  // hub: the order connections came in (the oldest waiting goes first)
 };
 
 // State and helpers common to both roles; each role derives and adds its own.

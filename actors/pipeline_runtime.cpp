@@ -365,7 +365,7 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
     throw std::invalid_argument("--resume " + c.path + ": " + bad + ": its run had diverged; resume from an earlier checkpoint");
   try {
     load_parameter_tensors(view, params);
-    load_optimizer_tensors(view, moments);
+    load_optimizer_tensors(view, moments, c.manifest.step);
   } catch (const std::exception& e) {
     const std::string vocabulary = resume_vocabulary_hint(c.manifest.meta, o);
     throw std::invalid_argument("--resume " + c.path + ": " + error_text(e) + (vocabulary.empty() ? "" : "; " + vocabulary));
@@ -845,6 +845,8 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
                           const std::function<void(const eval_record&)>& on_eval) {
   check_train_options(o);  // before the place: its rules count the ranks these give
   validate_place(o, place);
+  refuse_inference_mode();
+  const caller_torch_state caller;  // its generator and thread count, put back at the end
   // One writer per --save-dir (two runs in one folder write over and prune each other's
   // checkpoints): the command line holds the lock already; a library caller gets it here,
   // before training (a folder that cannot be made is refused now, not at the first save).

@@ -403,17 +403,24 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
     if (ctx_->result->steps.empty()) ctx_->result->optimizer_state_bytes = m.optimizer_state_bytes;
     keep_step(ctx_->result->steps, m, o.keep_step_metrics);
   }
-  // A caller's callback that throws stops the run with its message (it was CAF's
-  // "unhandled exception", and the caller heard "the supervisor stopped").
+  // A caller's callback that throws fails the run with its message (it was CAF's "unhandled
+  // exception", and the caller heard "the supervisor stopped"), once the step it followed, which
+  // is complete, has its checkpoint (with save_dir: it was lost, and a resume went back a step).
   if (ctx_->on_step) try {
       ctx_->on_step(m);
     } catch (const std::exception& e) {
-      stop("the on_step callback after step " + std::to_string(k + 1) + " threw: " + error_text(e));
-      return;
+      callback_error_ = "the on_step callback after step " + std::to_string(k + 1) + " threw: " + error_text(e);
     } catch (...) {
-      stop("the on_step callback after step " + std::to_string(k + 1) + " threw an exception that is not a std::exception");
+      callback_error_ =
+          "the on_step callback after step " + std::to_string(k + 1) + " threw an exception that is not a std::exception";
+    }
+  if (!callback_error_.empty()) {
+    if (o.save_dir.empty()) {
+      stop(callback_error_);
       return;
     }
+    stopping_ = true;  // this step is the last: its checkpoint, then the error (finish)
+  }
   // After the callback: a stop it asks for (early stopping) ends the run at this step, as the
   // unpipelined run does (it trained one step more).
   stop_if_signalled(k + 1);
@@ -504,6 +511,10 @@ bool supervisor::replan(int measured, double measured_bubble) {
 void supervisor::finish() {
   if (save_) {  // the last checkpoint is still being written
     finish_after_save_ = true;
+    return;
+  }
+  if (!callback_error_.empty()) {  // its step's checkpoint is committed (or failed, and said so)
+    stop(callback_error_);
     return;
   }
   if (ctx_->processes == 1 || !ctx_->options.gather_parameters) {

@@ -138,6 +138,7 @@ class supervisor {
   std::optional<std::string> failed_run_;
   static constexpr int checkpoint_patience_s = 60;  // how long it waits for that checkpoint
   bool stopping_ = false;  // a stop signal came: this step is the last (checkpointed with save_dir)
+  std::string callback_error_;  // on_step threw: the run fails with this after its step's checkpoint
   int requested_signal_ = 0;  // a stop signal another process got (msg::stop_request)
   // Plans rebuilt on measured costs (run_context::replan_from .. replan_until): the plan the
   // stages run (the static one until a rebuilt one replaces it) and the actions measured so far.

@@ -31,6 +31,7 @@
 
 #include "apps/exit_codes.hpp"
 #include "apps/process_output.hpp"
+#include "apps/sigpipe_scope.hpp"
 #include "apps/train_command.hpp"
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
@@ -214,25 +215,7 @@ class watch_scope {
   int signal_fd_ = -1;
 };
 
-// While launch runs, a closed stdout (actorpipe launch ... | head) must not kill it with
-// SIGPIPE: the lines for it are dropped instead, and it exits 1 saying so. Its processes get the
-// default back in start_process (after an attempt's end it was the default again, and launch's
-// own last lines killed it: 141).
-class ignore_sigpipe {
- public:
-  ignore_sigpipe() {
-    struct sigaction ign {};
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGPIPE, &ign, &old_);
-  }
-  ~ignore_sigpipe() { sigaction(SIGPIPE, &old_, nullptr); }
-  ignore_sigpipe(const ignore_sigpipe&) = delete;
-  ignore_sigpipe& operator=(const ignore_sigpipe&) = delete;
 
- private:
-  struct sigaction old_ {};
-};
 
 // Makes `from` the descriptor `to` of the new program (async-signal-safe).
 void move_fd(int from, int to) {
@@ -264,8 +247,12 @@ pid_t start_process(const char* program, char* const* argv, char* const* envp, c
   const char* text = strerrordesc_np(why);
   const std::string_view message(exec_failed_message);
   const std::string_view reason(text ? text : "error");
+  // "No such file" of a file that is there: the interpreter its #! line names is missing.
+  const std::string_view interpreter(why == ENOENT && access(program, F_OK) == 0
+                                         ? " (the interpreter its first line, #!, names?)"
+                                         : "");
   for (const std::string_view part : {message.substr(0, message.size() - 1), std::string_view(": "), reason,
-                                      std::string_view("\n")})
+                                      interpreter, std::string_view("\n")})
     if (write(STDERR_FILENO, part.data(), part.size()) < 0) break;
   _exit(127);
 }
@@ -654,7 +641,11 @@ std::string running_executable(const std::string& argv0) {
 
 int run_launch(const launch_options& opt, std::ostream& log) {
   validate(opt);
-  const ignore_sigpipe no_sigpipe;
+  // While launch runs, a closed stdout (actorpipe launch ... | head) must not kill it with
+  // SIGPIPE: the lines for it are dropped instead, and it exits 1 saying so. Its processes get
+  // the default back in start_process (after an attempt's end it was the default again, and
+  // launch's own last lines killed it: 141).
+  const sigpipe_ignored no_sigpipe;
   bool generated = false;
   const std::string token = job_token(opt, generated);
   std::vector<child> kids;

@@ -37,6 +37,7 @@
 
 #include "actors/pipeline_runtime.hpp"
 #include "apps/file_roles.hpp"
+#include "apps/sigpipe_scope.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/config.hpp"
@@ -1084,15 +1085,6 @@ long long monotonic_ns() {  // clock_gettime is async-signal-safe
   return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec;
 }
 
-// A write to a pipe without a reader fails (EPIPE) instead of ending the process.
-// Async-signal-safe (sigaction).
-void ignore_sigpipe() {
-  struct sigaction ign {};
-  ign.sa_handler = SIG_IGN;
-  sigemptyset(&ign.sa_mask);
-  sigaction(SIGPIPE, &ign, nullptr);
-}
-
 void note_stop_signal(int sig) {
   const int first = stop_signal_received.load();
   if (first == 0) {
@@ -1207,7 +1199,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   // whose SIGTERM, PR_SET_PDEATHSIG, asks for a checkpointed stop, often after the next line
   // written) ended the run by SIGPIPE, without its checkpoint or --save-final. A closed pipe is
   // an output lost instead: the run goes on, writes its files, and exits 1 naming the report.
-  ignore_sigpipe();
+  const sigpipe_ignored no_sigpipe;
   if (!o.schedule_file.empty() && o.schedule) throw std::invalid_argument("give --schedule or --schedule-file, not both");
   if (!o.trace_path.empty() && o.no_pipeline) throw std::invalid_argument("--trace needs the pipeline (not --no-pipeline)");
   // The plan file is read once: it may be a pipe (`--schedule-file <(actorpipe simulate ...)`),

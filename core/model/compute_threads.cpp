@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
+#include <c10/core/InferenceMode.h>
 #include <torch/version.h>
 
 #include "core/blas_kernels.hpp"
@@ -18,6 +21,44 @@ namespace actorpipe {
 void set_compute_threads(int threads) {
   if (threads < 1) throw std::invalid_argument("threads per stage must be >= 1: got " + std::to_string(threads));
   at::set_num_threads(threads);
+}
+
+struct caller_torch_state::saved {
+  at::Tensor generator_state;
+  int threads = 1;
+};
+
+void refuse_inference_mode() {
+  if (c10::InferenceMode::is_enabled())
+    throw std::invalid_argument(
+        "training was called under c10::InferenceMode, where no tensor can be saved for backward: call it outside "
+        "the InferenceMode guard (a torch::NoGradGuard is fine: each rank sets its own grad mode)");
+}
+
+std::mutex& default_generator_use() {
+  static std::mutex held;
+  return held;
+}
+
+caller_torch_state::caller_torch_state() : saved_(std::make_unique<saved>()) {
+  const std::lock_guard<std::mutex> ours(default_generator_use());
+  at::Generator g = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(g.mutex());
+  saved_->generator_state = g.get_state();
+  saved_->threads = at::get_num_threads();
+}
+
+caller_torch_state::~caller_torch_state() {
+  try {
+    {
+      const std::lock_guard<std::mutex> ours(default_generator_use());
+      at::Generator g = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(g.mutex());
+      g.set_state(saved_->generator_state);
+    }
+    at::set_num_threads(saved_->threads);
+  } catch (...) {  // a destructor: the run's own outcome is what the caller hears
+  }
 }
 
 namespace {

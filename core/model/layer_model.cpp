@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "core/median.hpp"
+#include "core/model/compute_threads.hpp"
 #include "core/model/bert_task.hpp"
 #include "core/model/error_text.hpp"
 #include "core/model/gpt_model.hpp"
@@ -180,10 +181,12 @@ void check_tie_shapes(const model_definition& model, int owner, const layer_modu
 }
 
 layer_module build_layer(const model_definition& model, const layer_spec& layer) {
-  seed_layer_init(model.seed, layer.name);
   if (!layer.build) throw std::invalid_argument("layer '" + layer.name + "' has no build function");
   layer_module module;
   try {
+    // Seeded and built as one: another run of this process seeding meanwhile changed its layers.
+    const std::lock_guard<std::mutex> generator(default_generator_use());
+    seed_layer_init(model.seed, layer.name);
     module = layer.build();
   } catch (const std::exception& e) {
     throw std::invalid_argument("layer '" + layer.name + "': its build function failed: " + error_text(e));

@@ -293,13 +293,17 @@ std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::stri
   std::vector<entry> entries;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") continue;
-    const std::string bad = in_file(path) + " is corrupt: tensor '" + name + "' ";
+    // Names go into messages: one with a terminal's control bytes (ESC) is no tensor's.
+    if (std::any_of(name.begin(), name.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }))
+      throw std::invalid_argument(in_file(path) + " is corrupt: a tensor's name holds control characters ('" +
+                                  printable_text(name) + "')");
+    const std::string bad = in_file(path) + " is corrupt: tensor '" + printable_text(name, 200) + "' ";
     if (!info.is_object()) throw std::invalid_argument(bad + "is not a JSON object");
     entry e{name, at::kFloat, {}, 0, 0};
     const auto dtype = info.find("dtype");
     if (dtype == info.end() || !dtype->is_string() || !dtype_from_name(dtype->get<std::string>(), &e.type)) {
       throw std::invalid_argument(bad + "has a missing or unsupported dtype" +
-                                  (dtype != info.end() ? " " + dtype->dump() : std::string()));
+                                  (dtype != info.end() ? " " + printable_text(dtype->dump()) : std::string()));
     }
     const auto shape = info.find("shape");
     if (shape == info.end() || !shape->is_array()) throw std::invalid_argument(bad + "has no shape array");
@@ -363,6 +367,12 @@ std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::stri
     out.emplace_back(e.name, box(std::move(t)));
   }
   return out;
+}
+
+std::string safetensors_dtype_of(const tensor_box& t) {
+  const at::ScalarType type = unbox(t).scalar_type();
+  const char* name = dtype_name(type);
+  return name ? name : std::string(c10::toString(type));
 }
 
 }  // namespace actorpipe

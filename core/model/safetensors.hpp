@@ -28,6 +28,10 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 // truncated or corrupt (bad header size, bad JSON, unknown dtype, offsets out of bounds,
 // overlapping or not covering the data section).
 std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::string& path);
+
+// The dtype of `t` as a safetensors header names it ("F32", "I64", ...; LibTorch's own name for
+// one the format lacks): what messages about a file's tensors call it.
+std::string safetensors_dtype_of(const tensor_box& t);
 // Only the tensors `wanted` accepts (the whole header is still checked; the other tensors'
 // bytes are not read).
 std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::string& path,

@@ -57,7 +57,13 @@ data_parallel_optimizer::data_parallel_optimizer(std::vector<std::pair<std::stri
   auto& s = *impl_;
   for (size_t i = 0; i < params.size(); ++i) {
     const at::Tensor& p = unbox(params[i].second);
-    if (!p.is_contiguous() || p.scalar_type() != at::kFloat || p.numel() != layout.parameter_sizes[i])
+    // A user's model of other parameters (Double, BFloat16) trains with dp=1; the flat float32
+    // buffers here (the gradients' all-reduce, ZeRO's shards) take float32 only: said as such.
+    if (p.scalar_type() != at::kFloat)
+      throw std::invalid_argument("data parallelism (dp > 1) needs float32 parameters: '" + params[i].first + "' is " +
+                                  std::string(c10::toString(p.scalar_type())) +
+                                  " (train this model with dp=1, or build its parameters in float32)");
+    if (!p.is_contiguous() || p.numel() != layout.parameter_sizes[i])
       throw std::invalid_argument("data-parallel optimizer: parameter '" + params[i].first +
                                   "' must be a contiguous float32 tensor of the layout's size");
     s.params.push_back(p.view({-1}));

@@ -65,6 +65,7 @@ struct reference_progress {
   std::atomic<int> step{0};  // the step (0-based) in flight, or the one whose evaluation runs
   std::atomic<bool> in_eval{false};
   std::atomic<double> since{0};  // steady clock seconds when it began
+  std::atomic<bool> in_callback{false};  // the caller's own code runs: no deadline (as in the pipeline)
   std::mutex callbacks;           // held while a callback runs, and to abandon the thread
   bool abandoned = false;         // under `callbacks`
   std::mutex done_mutex;
@@ -83,9 +84,19 @@ double steady_seconds() {
 // The steps, on the calling thread (the reference's own).
 train_result train_reference(const train_options& o, reference_progress& p) {
   // What runs under `callbacks`: false (nothing run) when the caller has given up on this thread.
+  // The callback's time is not the step's: the deadline counts from its end (a slow on_step
+  // failed the next step, "still in the model's or the data's code").
   const auto with_caller = [&p](auto&& run) {
     std::lock_guard<std::mutex> lock(p.callbacks);
     if (p.abandoned) return false;
+    p.in_callback.store(true);
+    struct restart_clock {
+      reference_progress& p;
+      ~restart_clock() {
+        p.since.store(steady_seconds());
+        p.in_callback.store(false);
+      }
+    } clock{p};
     run();
     return true;
   };
@@ -201,6 +212,8 @@ train_result run_reference(const train_options& options, const std::function<voi
   train_options o = options;
   o.no_pipeline = true;
   check_train_options(o);  // before a thread: a bad step_timeout_s is refused, not waited on
+  refuse_inference_mode();
+  const caller_torch_state caller;  // its generator and thread count, put back at the end
   auto p = std::make_shared<reference_progress>();
   p->on_step = on_step;
   p->on_eval = on_eval;
@@ -219,7 +232,7 @@ train_result run_reference(const train_options& options, const std::function<voi
   std::unique_lock<std::mutex> lock(p->done_mutex);
   while (!p->done) {
     p->done_signal.wait_for(lock, tick);
-    if (p->done || steady_seconds() - p->since.load() <= o.step_timeout_s) continue;
+    if (p->done || p->in_callback.load() || steady_seconds() - p->since.load() <= o.step_timeout_s) continue;
     lock.unlock();
     {
       std::lock_guard<std::mutex> callbacks(p->callbacks);  // not in the middle of a callback

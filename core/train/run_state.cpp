@@ -16,6 +16,7 @@
 #include "core/model/safetensors.hpp"
 #include "core/model/tensor_box_torch.hpp"
 #include "core/train/run_setup.hpp"
+#include "core/text_file.hpp"
 
 namespace actorpipe {
 namespace {
@@ -29,9 +30,10 @@ bool starts_with_any(const std::string& name, const std::vector<std::string>& pr
   return std::any_of(prefixes.begin(), prefixes.end(), [&name](const std::string& p) { return name.rfind(p, 0) == 0; });
 }
 
+// Names as a message may show them: a file's are the file's own text (printable_text).
 std::string list(const std::vector<std::string>& names) {
   std::string s;
-  for (size_t i = 0; i < names.size() && i < 10; ++i) s += (i ? ", " : "") + names[i];
+  for (size_t i = 0; i < names.size() && i < 10; ++i) s += (i ? ", " : "") + printable_text(names[i], 200);
   if (names.size() > 10) s += " and " + std::to_string(names.size() - 10) + " more";
   return s;
 }
@@ -60,10 +62,12 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
     else if (what == "steps") {
       // One whole number of updates, 0 or more (a negative one read as moments missing).
       const at::Tensor& n = unbox(value);
-      if (n.numel() != 1 || !at::isIntegralType(n.scalar_type(), false))
-        throw std::invalid_argument("optimizer tensor '" + key + "' is " + std::string(c10::toString(n.scalar_type())) +
-                                    " of " + std::to_string(n.numel()) +
-                                    " values: a step count is one whole number (I64)");
+      if (!at::isIntegralType(n.scalar_type(), false))
+        throw std::invalid_argument("optimizer tensor '" + key + "' is " + safetensors_dtype_of(value) +
+                                    ": a step count is a whole number (I64)");
+      if (n.numel() != 1)
+        throw std::invalid_argument("optimizer tensor '" + key + "' holds " + std::to_string(n.numel()) +
+                                    " values: a step count is one number");
       seg.steps = n.reshape({-1})[0].item<std::int64_t>();
       if (seg.steps < 0)
         throw std::invalid_argument("optimizer tensor '" + key + "' holds " + std::to_string(seg.steps) +
@@ -90,7 +94,7 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
       const std::string name = k.first + "." + part + at;
       const at::Tensor& m = unbox(moment);
       if (!m.is_floating_point())
-        throw std::invalid_argument("optimizer tensor '" + name + "' is " + std::string(c10::toString(m.scalar_type())) +
+        throw std::invalid_argument("optimizer tensor '" + name + "' is " + safetensors_dtype_of(moment) +
                                     ": moments are floating-point");
       if (const std::int64_t bad = m.numel() - at::isfinite(m).sum().item<std::int64_t>(); bad > 0)
         throw std::invalid_argument("optimizer tensor '" + name + "' holds " + std::to_string(bad) + " of its " +
@@ -441,8 +445,13 @@ std::function<bool(const std::string&)> held_elsewhere(const run_setup& setup) {
   return [prefixes, any_name](const std::string& name) { return any_name || starts_with_any(name, prefixes); };
 }
 
-void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer) {
+void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer, long long steps) {
   const auto runs = segments_of(optimizer);
+  for (const auto& r : runs)
+    if (steps >= 0 && r.steps > steps)
+      throw std::invalid_argument("optimizer tensor '" + r.parameter + ".steps@" + std::to_string(r.offset) + "' holds " +
+                                  std::to_string(r.steps) + " updates, more than the checkpoint's " +
+                                  std::to_string(steps) + " steps");
   // Within its parameter (of those this process holds): one past its end was cut short, one
   // wholly past it passed over, without a word.
   std::map<std::string, std::int64_t> sizes;

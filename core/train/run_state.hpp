@@ -58,7 +58,9 @@ std::string nonfinite_tensor_text(const named_tensors& tensors);
 
 void load_parameter_tensors(const run_state_view& state, const named_tensors& parameters,
                             const std::vector<std::string>& fresh_prefixes = {});
-void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer);
+// `steps`: the checkpoint's step, where known: no parameter had more updates than it (a count
+// past it, up to 2^63 - 1, was taken, and changed the bias correction).
+void load_optimizer_tensors(const run_state_view& state, const named_tensors& optimizer, long long steps = -1);
 
 // The parameters in `files` (safetensors: weights files, or a checkpoint's parts, whose AdamW
 // moments are left) that `wanted` accepts, in file order.

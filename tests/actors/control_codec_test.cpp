@@ -86,6 +86,7 @@ CATCH_TEST_CASE("peer text escapes controls, C1, reordering marks and bytes of n
   CATCH_CHECK(peer_text("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
   CATCH_CHECK(peer_text("a\xc2\x9b" "31m") == "a\\xc2\\x9b31m");
   CATCH_CHECK(peer_text("\xe2\x80\xaeTXET") == "\\xe2\\x80\\xaeTXET");
+  CATCH_CHECK(peer_text("a\xe2\x80\x8b" "b") == "a\\xe2\\x80\\x8bb");  // a zero-width space
   CATCH_CHECK(peer_text("\xff\xc3(") == "\\xff\\xc3(");            // no sequence; one cut short
   CATCH_CHECK(peer_text("\xe0\x80\xaf") == "\\xe0\\x80\\xaf");  // an overlong '/'
   CATCH_CHECK(peer_text("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate

@@ -721,3 +721,64 @@ CATCH_TEST_CASE("keep_step_metrics bounds the steps a result keeps: the first an
     }
   }
 }
+
+// A library caller's program around the runs (probe of one process running many): an on_step
+// that threw lost the checkpoint of the step it followed; run_reference counted a slow on_step
+// against the next step's deadline (blaming "the model's or the data's code"); a run left the
+// caller's torch generator at a fixed state and its thread count changed; a caller under
+// InferenceMode got LibTorch's error blamed on the first layer.
+CATCH_TEST_CASE("a library caller keeps its step's checkpoint, its callback time, its torch state, and is told of "
+                "InferenceMode",
+                "[actors][runtime][errors]") {
+  train_options o = tiny("1f1b", 2, 1);
+  o.steps = 4;
+  o.save_every = 1;
+  o.keep_last = 0;
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("actorpipe-callback-ckpt-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  o.save_dir = dir;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o,
+                                       [](const step_metrics& m) {
+                                         if (m.step == 2) throw std::runtime_error("enough");
+                                       }),
+                          "the on_step callback after step 3 threw: enough");
+  CATCH_CHECK(find_resume_checkpoint(dir).manifest.step == 3);  // the step it followed is kept
+  std::filesystem::remove_all(dir);
+  o.save_dir.clear();
+  o.save_every = 0;
+
+  // A callback slower than the step deadline: the caller's time, not the step's.
+  train_options slow = o;
+  slow.step_timeout_s = 1;
+  for (const bool pipelined : {true, false}) {
+    CATCH_INFO("pipelined " << pipelined);
+    const auto nap = [](const step_metrics& m) {
+      if (m.step == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    };
+    CATCH_CHECK_NOTHROW(pipelined ? run_pipeline(slow, nap) : run_reference(slow, nap));
+  }
+
+  // The caller's generator and thread count, as they were.
+  at::set_num_threads(1);
+  for (const bool pipelined : {true, false}) {
+    CATCH_INFO("pipelined " << pipelined);
+    train_options two = o;
+    two.threads_per_stage = 2;
+    torch::manual_seed(7);
+    const double expected = torch::randn({1}).item<double>();
+    torch::manual_seed(7);
+    pipelined ? run_pipeline(two) : run_reference(two);
+    CATCH_CHECK(torch::randn({1}).item<double>() == expected);
+    CATCH_CHECK(at::get_num_threads() == 1);
+  }
+
+  {
+    c10::InferenceMode inference;
+    const std::string refusal = "training was called under c10::InferenceMode, where no tensor can be saved for "
+                                "backward: call it outside the InferenceMode guard (a torch::NoGradGuard is fine: each "
+                                "rank sets its own grad mode)";
+    CATCH_CHECK_THROWS_WITH(run_pipeline(o), refusal);
+    CATCH_CHECK_THROWS_WITH(run_reference(o), refusal);
+  }
+}

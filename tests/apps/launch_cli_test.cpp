@@ -555,6 +555,14 @@ CATCH_TEST_CASE("launch says why the system would not run a program it could sta
   std::ostringstream log;
   CATCH_CHECK(run_launch(job.opt, log) == 127);
   CATCH_CHECK_THAT(job.err(), Contains("[p0] actorpipe launch: cannot run '" + program + "': Exec format error\n"));
+  // A script whose interpreter is missing: "No such file" of a file that is there.
+  std::ofstream(program) << "#!/nonexistent/interpreter\n";
+  captured_job script(1, "");
+  script.opt.program = program;
+  script.opt.command = {"train"};
+  CATCH_CHECK(run_launch(script.opt, log) == 127);
+  CATCH_CHECK_THAT(script.err(), Contains("[p0] actorpipe launch: cannot run '" + program +
+                                          "': No such file or directory (the interpreter its first line, #!, names?)\n"));
   std::remove(program.c_str());
 }
 

@@ -213,6 +213,12 @@ CATCH_TEST_CASE("safetensors load reports truncated and corrupt files by path", 
   const std::string four(16, '\0');
   write_bytes(bad, file_with("{not json}      ", four));
   CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("bad.safetensors") && Catch::Contains("not valid JSON"));
+  // A name or a dtype with a terminal's escape went to the terminal raw.
+  write_bytes(bad, file_with("{\"a\\u001b[31m\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", "xxxx"));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::EndsWith("is corrupt: a tensor's name holds control characters "
+                                                                 "('a\\x1b[31m')"));
+  write_bytes(bad, file_with("{\"t\":{\"dtype\":\"F\xe2\x80\xae\",\"shape\":[1],\"data_offsets\":[0,4]}}", "xxxx"));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::EndsWith("has a missing or unsupported dtype \"F\\xe2\\x80\\xae\""));
   // A byte of no UTF-8 in a string: the parser's message quoted it, raw, to the terminal.
   write_bytes(bad, file_with("{\"\xff\": 1}   ", four));
   CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::Contains("not valid JSON") && Catch::Contains("\\xff") &&

@@ -139,6 +139,12 @@ CATCH_TEST_CASE("the data-parallel optimizer refuses what it cannot do") {
   data_parallel_optimizer opt(r.named(), layout, 0, 1, adamw_options{}, {});
   CATCH_CHECK_THROWS_WITH(opt.reduce(0, {opt.gradient_bucket(0)}), Contains("1 slices for 2 replicas"));
   CATCH_CHECK_THROWS_WITH(opt.step(1.0, -1), Contains("lr="));
+  // A user's model in double: said as data parallelism's rule, not as the layout's.
+  auto named = r.named();
+  named[0].second = box(unbox(named[0].second).to(torch::kDouble));
+  CATCH_CHECK_THROWS_WITH(data_parallel_optimizer(named, layout, 0, 1, adamw_options{}, {}),
+                          "data parallelism (dp > 1) needs float32 parameters: '" + named[0].first +
+                              "' is Double (train this model with dp=1, or build its parameters in float32)");
 }
 
 CATCH_TEST_CASE("a bucket leaves early once each of its parameters had its last pass's contributions, tied ones late") {

@@ -236,7 +236,9 @@ CATCH_TEST_CASE("optimizer moments no AdamW run leaves are refused naming the te
       {with([&](named_tensors& t) { set(t, param + ".steps@0", torch::tensor({std::int64_t{-5}})); }),
        "optimizer tensor '" + param + ".steps@0' holds -5 updates: a step count is 0 or more"},
       {with([&](named_tensors& t) { set(t, param + ".steps@0", torch::tensor({2.0f})); }),
-       "optimizer tensor '" + param + ".steps@0' is Float of 1 values: a step count is one whole number (I64)"},
+       "optimizer tensor '" + param + ".steps@0' is F32: a step count is a whole number (I64)"},
+      {with([&](named_tensors& t) { set(t, param + ".steps@0", torch::tensor({std::int64_t{2}, std::int64_t{2}})); }),
+       "optimizer tensor '" + param + ".steps@0' holds 2 values: a step count is one number"},
       {with([&](named_tensors& t) { set(t, param + ".steps@0", torch::tensor({std::int64_t{0}})); }),
        "optimizer tensor '" + param + ".exp_avg@0' is not zero where its step count ('" + param +
            ".steps@0') says no update was made"},
@@ -246,4 +248,9 @@ CATCH_TEST_CASE("optimizer moments no AdamW run leaves are refused naming the te
     CATCH_CHECK_THROWS_WITH(load_optimizer_tensors(state_view(from), c.tensors), c.message);
   }
   CATCH_CHECK_NOTHROW(load_optimizer_tensors(state_view(from), moments));  // the untouched ones load
+  // More updates than the checkpoint's steps (2^63 - 1 was taken, and changed the bias correction).
+  CATCH_CHECK_NOTHROW(load_optimizer_tensors(state_view(from), moments, 2));
+  CATCH_CHECK_THROWS_WITH(load_optimizer_tensors(state_view(from), moments, 1),
+                          Catch::StartsWith("optimizer tensor '") && Contains(".steps@") &&
+                              Contains("' holds 2 updates, more than the checkpoint's 1 steps"));
 }
