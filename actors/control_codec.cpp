@@ -3,6 +3,7 @@
 
 #include <cctype>
 
+#include "core/text_file.hpp"
 #include "core/wire_bytes.hpp"
 
 namespace actorpipe {
@@ -101,57 +102,7 @@ std::string frame_type_text(char type) {
   return std::isprint(static_cast<unsigned char>(type)) ? std::string(1, type) : "?";
 }
 
-std::string peer_text(const std::string& text) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  const auto escape = [&](unsigned char ch) {
-    out += "\\x";
-    out += digits[ch >> 4];
-    out += digits[ch & 15];
-  };
-  const std::size_t shown = std::min<std::size_t>(text.size(), 2000);
-  for (std::size_t i = 0; i < shown;) {
-    const unsigned char ch = static_cast<unsigned char>(text[i]);
-    if (ch < 0x80) {
-      if (ch < 0x20 || ch == 0x7f)
-        escape(ch);
-      else
-        out += static_cast<char>(ch);
-      ++i;
-      continue;
-    }
-    // UTF-8: a whole, shortest sequence of a character a terminal shows as itself; C1 controls
-    // (U+0080..U+009F: 0x9b is an escape sequence's start), the marks that reorder text (a
-    // right-to-left override) and those that show nothing (U+200B) are escaped, as is a byte of
-    // no valid sequence.
-    const std::size_t n = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 ? (ch < 0xf0 ? 3 : 0) : ch >= 0xc2 ? 2 : 0;
-    char32_t cp = n == 2 ? ch & 0x1f : n == 3 ? ch & 0x0f : ch & 0x07;
-    bool whole = n > 0 && i + n <= shown;
-    for (std::size_t k = 1; whole && k < n; ++k) {
-      const unsigned char next = static_cast<unsigned char>(text[i + k]);
-      whole = (next & 0xc0) == 0x80;
-      cp = (cp << 6) | (next & 0x3f);
-    }
-    whole = whole && !(n == 3 && cp < 0x800) && !(n == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
-            !(cp >= 0xd800 && cp <= 0xdfff);
-    const bool hidden = cp < 0xa0 || cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x202a && cp <= 0x202e) ||
-                        (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff;
-    if (!whole) {
-      escape(ch);
-      ++i;
-      continue;
-    }
-    for (std::size_t k = 0; k < n; ++k) {
-      if (hidden)
-        escape(static_cast<unsigned char>(text[i + k]));
-      else
-        out += text[i + k];
-    }
-    i += n;
-  }
-  if (shown < text.size()) out += "...";
-  return out;
-}
+std::string peer_text(const std::string& text) { return shown_text(text, 2000); }
 
 std::vector<char> encode_hello(const hello_frame& h) {
   std::vector<char> body(h.answer.begin(), h.answer.end());

@@ -218,11 +218,14 @@ class member final : public control_role {
     control_wire::hello_frame h;
     h.process = o_.process;
     h.joiner = std::string(host) + ":" + std::to_string(getpid()) + ":process " + std::to_string(o_.process);
+    if (challenge.size() != 32) {  // not actorpipe's hub
+      drop_malformed(hdl, "a challenge of " + std::to_string(challenge.size()) + " bytes (actorpipe's are 32)");
+      return;
+    }
     try {
       h.answer = answer_challenge(o_.token, challenge, h.joiner);
-    } catch (const std::exception&) {  // a challenge of another length: not actorpipe's hub
-      drop_malformed(hdl, "a challenge of " + std::to_string(challenge.size()) + " bytes (actorpipe's are " +
-                              std::string("32") + ")");
+    } catch (const std::exception& e) {  // this process's own token (the runtime checks it first)
+      fail_setup(e.what(), true);
       return;
     }
     write_frame(hdl, control_wire::hello, control_wire::encode_hello(h));

@@ -32,6 +32,7 @@
 #include "core/content_digest.hpp"
 #include "core/number_text.hpp"
 #include "core/schedule/plan.hpp"
+#include "core/job_token.hpp"
 #include "core/log.hpp"
 #include "core/model/error_text.hpp"
 #include "core/model/safetensors.hpp"
@@ -236,6 +237,10 @@ void validate_place(const train_options& o, const job_place& place) {
   if (place.process < 0 || place.process >= place.processes)
     throw std::invalid_argument("RANK=" + std::to_string(place.process) + " outside [0, " + std::to_string(place.processes) + ")");
   if (place.processes == 1) return;
+  // A library caller's place without a token (read_launch_env leaves it to the caller): the
+  // member failed "a challenge of 32 bytes (actorpipe's are 32)" and process 0 waited out
+  // --join-timeout.
+  check_job_token(place.token);
   // Set directly by a library caller (the command line checks its own flags): a port past
   // 65535 wrapped around, a timeout of NaN read as "joined within nan s".
   if (place.master_port < 1 || place.master_port > 65535)

@@ -21,6 +21,7 @@
 #include "apps/exit_codes.hpp"
 #include "apps/file_roles.hpp"
 #include "apps/launch_command.hpp"
+#include "apps/sigpipe_scope.hpp"
 #include "apps/simulate_command.hpp"
 #include "core/config.hpp"
 #include "core/job_place.hpp"
@@ -535,7 +536,7 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
   }
   // Help or the version on an output that takes it not (/dev/full, closed): exit 1, said.
   const auto shown = [&out, &err](int code) {
-    std::signal(SIGPIPE, SIG_IGN);
+    const write_signals_ignored no_sigpipe;
     errno = 0;
     if (out.flush()) return code;
     err << "actorpipe: error: could not write to standard output" << (errno ? std::string(" (") + std::strerror(errno) + ")" : "")
@@ -700,7 +701,9 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
   if (auto code = parse_command_line(app, argc, argv, out, err)) return *code;
   // A write past the file-size limit (ulimit -f, a batch scheduler's) fails with EFBIG, which
   // the writer names ("File too large"); SIGXFSZ killed the process (153), every output lost.
-  std::signal(SIGXFSZ, SIG_IGN);
+  // A reader that goes away (`simulate ... | head`): the write fails (exit 1, said), where
+  // SIGPIPE ended the process without a word (141). Both put back when cli_main returns.
+  const write_signals_ignored no_write_signals;
 
   logging_scope logging;
   // A report that could not be written (stdout on a full disk, /dev/full) is a failure, not
@@ -726,9 +729,6 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
       if (auto code = refused_launched_command(argv[0], launch.la.command, err)) return *code;
       return run_launch_cli(app, launch, argv[0], err, logging);
     }
-    // A reader that goes away (`simulate ... | head`): the write fails (exit 1, said), where
-    // SIGPIPE ended the process without a word (141).
-    if (simulate.command->parsed() || doctor.command->parsed()) std::signal(SIGPIPE, SIG_IGN);
     if (simulate.command->parsed()) return written(run_simulate_cli(simulate, out));
     if (doctor.command->parsed()) return written(run_doctor(doctor.o, out));
   } catch (const std::exception& e) {

@@ -247,10 +247,18 @@ pid_t start_process(const char* program, char* const* argv, char* const* envp, c
   const char* text = strerrordesc_np(why);
   const std::string_view message(exec_failed_message);
   const std::string_view reason(text ? text : "error");
-  // "No such file" of a file that is there: the interpreter its #! line names is missing.
-  const std::string_view interpreter(why == ENOENT && access(program, F_OK) == 0
-                                         ? " (the interpreter its first line, #!, names?)"
-                                         : "");
+  // "No such file" of a file that is there: the interpreter its #! line names is missing (or,
+  // for a program, the dynamic loader it names). open and read are async-signal-safe.
+  std::string_view interpreter;
+  if (why == ENOENT) {
+    const int fd = open(program, O_RDONLY | O_CLOEXEC);
+    char head[2] = {0, 0};
+    if (fd >= 0) {
+      const bool script = read(fd, head, 2) == 2 && head[0] == '#' && head[1] == '!';
+      interpreter = script ? " (the interpreter its first line, #!, names)" : " (the dynamic loader it names)";
+      close(fd);
+    }
+  }
   for (const std::string_view part : {message.substr(0, message.size() - 1), std::string_view(": "), reason,
                                       interpreter, std::string_view("\n")})
     if (write(STDERR_FILENO, part.data(), part.size()) < 0) break;
@@ -645,7 +653,7 @@ int run_launch(const launch_options& opt, std::ostream& log) {
   // SIGPIPE: the lines for it are dropped instead, and it exits 1 saying so. Its processes get
   // the default back in start_process (after an attempt's end it was the default again, and
   // launch's own last lines killed it: 141).
-  const sigpipe_ignored no_sigpipe;
+  const write_signals_ignored no_sigpipe;
   bool generated = false;
   const std::string token = job_token(opt, generated);
   std::vector<child> kids;

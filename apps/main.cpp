@@ -54,9 +54,11 @@ void release_hangup(bool keep_held) {
 int main(int argc, char** argv) {
   const bool train = argc >= 2 && std::string(argv[1]) == "train";
   release_hangup(train);
-  // train ignores SIGPIPE while it runs (a reader gone is an output lost: it writes its files
-  // and exits 1); so does this process to its end, where the last flush may meet that pipe.
-  if (train) signal(SIGPIPE, SIG_IGN);
+  // The commands ignore SIGPIPE and SIGXFSZ while they run (a reader gone, or the file-size
+  // limit, is an output lost: said, exit 1); so does this process to its end, where the last
+  // flush may meet that pipe.
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGXFSZ, SIG_IGN);
   if (!train) actorpipe::release_stop_signals();
   else actorpipe::watch_held_stop_signals();
   actorpipe::report_crashes();

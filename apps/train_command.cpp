@@ -1199,7 +1199,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   // whose SIGTERM, PR_SET_PDEATHSIG, asks for a checkpointed stop, often after the next line
   // written) ended the run by SIGPIPE, without its checkpoint or --save-final. A closed pipe is
   // an output lost instead: the run goes on, writes its files, and exits 1 naming the report.
-  const sigpipe_ignored no_sigpipe;
+  const write_signals_ignored no_sigpipe;
   if (!o.schedule_file.empty() && o.schedule) throw std::invalid_argument("give --schedule or --schedule-file, not both");
   if (!o.trace_path.empty() && o.no_pipeline) throw std::invalid_argument("--trace needs the pipeline (not --no-pipeline)");
   // The plan file is read once: it may be a pipe (`--schedule-file <(actorpipe simulate ...)`),

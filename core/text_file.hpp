@@ -56,4 +56,60 @@ inline std::string printable_text(const std::string& s, std::size_t limit = 80) 
   return out;
 }
 
+// `text` as a terminal may show it: printable UTF-8 as itself (a name in Chinese or with an
+// emoji), while control bytes, DEL, C1 controls (0x9b starts an escape sequence), the marks
+// that reorder text (U+202E) or show nothing (U+200B) and bytes of no valid UTF-8 sequence are
+// \xNN; at most `limit` bytes, then "...". For a peer's or a file's text in messages.
+inline std::string shown_text(const std::string& text, std::size_t limit) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  const auto escape = [&](unsigned char ch) {
+    out += "\\x";
+    out += digits[ch >> 4];
+    out += digits[ch & 15];
+  };
+  const std::size_t shown = text.size() < limit ? text.size() : limit;
+  for (std::size_t i = 0; i < shown;) {
+    const unsigned char ch = static_cast<unsigned char>(text[i]);
+    if (ch < 0x80) {
+      if (ch < 0x20 || ch == 0x7f)
+        escape(ch);
+      else
+        out += static_cast<char>(ch);
+      ++i;
+      continue;
+    }
+    // UTF-8: a whole, shortest sequence of a character a terminal shows as itself; C1 controls
+    // (U+0080..U+009F: 0x9b is an escape sequence's start), the marks that reorder text (a
+    // right-to-left override) and those that show nothing (U+200B) are escaped, as is a byte of
+    // no valid sequence.
+    const std::size_t n = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 ? (ch < 0xf0 ? 3 : 0) : ch >= 0xc2 ? 2 : 0;
+    char32_t cp = n == 2 ? ch & 0x1f : n == 3 ? ch & 0x0f : ch & 0x07;
+    bool whole = n > 0 && i + n <= shown;
+    for (std::size_t k = 1; whole && k < n; ++k) {
+      const unsigned char next = static_cast<unsigned char>(text[i + k]);
+      whole = (next & 0xc0) == 0x80;
+      cp = (cp << 6) | (next & 0x3f);
+    }
+    whole = whole && !(n == 3 && cp < 0x800) && !(n == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
+            !(cp >= 0xd800 && cp <= 0xdfff);
+    const bool hidden = cp < 0xa0 || cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x202a && cp <= 0x202e) ||
+                        (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff;
+    if (!whole) {
+      escape(ch);
+      ++i;
+      continue;
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+      if (hidden)
+        escape(static_cast<unsigned char>(text[i + k]));
+      else
+        out += text[i + k];
+    }
+    i += n;
+  }
+  if (shown < text.size()) out += "...";
+  return out;
+}
+
 }  // namespace actorpipe

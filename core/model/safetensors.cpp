@@ -297,13 +297,13 @@ std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::stri
     if (std::any_of(name.begin(), name.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }))
       throw std::invalid_argument(in_file(path) + " is corrupt: a tensor's name holds control characters ('" +
                                   printable_text(name) + "')");
-    const std::string bad = in_file(path) + " is corrupt: tensor '" + printable_text(name, 200) + "' ";
+    const std::string bad = in_file(path) + " is corrupt: tensor '" + shown_text(name, 200) + "' ";
     if (!info.is_object()) throw std::invalid_argument(bad + "is not a JSON object");
     entry e{name, at::kFloat, {}, 0, 0};
     const auto dtype = info.find("dtype");
     if (dtype == info.end() || !dtype->is_string() || !dtype_from_name(dtype->get<std::string>(), &e.type)) {
       throw std::invalid_argument(bad + "has a missing or unsupported dtype" +
-                                  (dtype != info.end() ? " " + printable_text(dtype->dump()) : std::string()));
+                                  (dtype != info.end() ? " " + shown_text(dtype->dump(), 80) : std::string()));
     }
     const auto shape = info.find("shape");
     if (shape == info.end() || !shape->is_array()) throw std::invalid_argument(bad + "has no shape array");

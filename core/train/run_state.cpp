@@ -30,10 +30,10 @@ bool starts_with_any(const std::string& name, const std::vector<std::string>& pr
   return std::any_of(prefixes.begin(), prefixes.end(), [&name](const std::string& p) { return name.rfind(p, 0) == 0; });
 }
 
-// Names as a message may show them: a file's are the file's own text (printable_text).
+// Names as a message may show them: a file's are the file's own text (shown_text).
 std::string list(const std::vector<std::string>& names) {
   std::string s;
-  for (size_t i = 0; i < names.size() && i < 10; ++i) s += (i ? ", " : "") + printable_text(names[i], 200);
+  for (size_t i = 0; i < names.size() && i < 10; ++i) s += (i ? ", " : "") + shown_text(names[i], 200);
   if (names.size() > 10) s += " and " + std::to_string(names.size() - 10) + " more";
   return s;
 }

@@ -671,6 +671,10 @@ CATCH_TEST_CASE("a library caller's bad options, place, callback or held --save-
   CATCH_CHECK_THROWS_WITH(check_train_options(endless), "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got inf");
   job_place place;
   place.processes = 2;
+  // No token (read_launch_env leaves it to the caller): the member failed "a challenge of 32
+  // bytes (actorpipe's are 32)" and process 0 waited out its join timeout.
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o, {}, {}, place), "ACTORPIPE_JOB_TOKEN must be at least 16 characters (it has 0)");
+  place.token = "0123456789abcdef0123";
   place.master_port = 70000;
   CATCH_CHECK_THROWS_WITH(run_pipeline(o, {}, {}, place), "job_place.master_port (MASTER_PORT) must be in 1..65535: got 70000");
   place.master_port = 31001;

@@ -562,7 +562,7 @@ CATCH_TEST_CASE("launch says why the system would not run a program it could sta
   script.opt.command = {"train"};
   CATCH_CHECK(run_launch(script.opt, log) == 127);
   CATCH_CHECK_THAT(script.err(), Contains("[p0] actorpipe launch: cannot run '" + program +
-                                          "': No such file or directory (the interpreter its first line, #!, names?)\n"));
+                                          "': No such file or directory (the interpreter its first line, #!, names)\n"));
   std::remove(program.c_str());
 }
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -37,6 +38,23 @@ CATCH_TEST_CASE("simulate with no flags runs 1f1b on 4 stages and 8 microbatches
   CATCH_CHECK_THAT(r.out, Contains("bubble ratio  27.27%"));
   CATCH_CHECK_THAT(r.out, Contains("0     24          9           4\n"));
   CATCH_CHECK_THAT(r.out, Contains("3     24          9           1\n"));
+}
+
+// cli_main in a caller's process: SIGPIPE and SIGXFSZ ignored while a command writes, and put
+// back (help, --version, simulate and doctor left SIGPIPE ignored in the caller's process).
+CATCH_TEST_CASE("cli_main puts back the caller's SIGPIPE and SIGXFSZ", "[apps][simulate]") {
+  struct sigaction pipe_before {}, size_before {}, now {};
+  sigaction(SIGPIPE, nullptr, &pipe_before);
+  sigaction(SIGXFSZ, nullptr, &size_before);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, {"--version"}, {"simulate", "--stages", "2"}, {"simulate", "--bogus"}}) {
+    CATCH_INFO(args.front());
+    cli(args);
+    sigaction(SIGPIPE, nullptr, &now);
+    CATCH_CHECK(now.sa_handler == pipe_before.sa_handler);
+    sigaction(SIGXFSZ, nullptr, &now);
+    CATCH_CHECK(now.sa_handler == size_before.sa_handler);
+  }
 }
 
 CATCH_TEST_CASE("every flag's value is read as written: empty, hex and octal-looking texts", "[apps][simulate][errors]") {
