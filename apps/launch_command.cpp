@@ -215,8 +215,6 @@ class watch_scope {
   int signal_fd_ = -1;
 };
 
-
-
 // Makes `from` the descriptor `to` of the new program (async-signal-safe).
 void move_fd(int from, int to) {
   if (from == to)
@@ -235,10 +233,11 @@ pid_t start_process(const char* program, char* const* argv, char* const* envp, c
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != parent) _exit(128 + SIGTERM);
   sigprocmask(SIG_SETMASK, &child_mask, nullptr);
-  struct sigaction default_pipe {};  // launch ignores SIGPIPE; the process gets the default
+  struct sigaction default_pipe {};  // launch ignores SIGPIPE and SIGXFSZ; the process gets the defaults
   default_pipe.sa_handler = SIG_DFL;
   sigemptyset(&default_pipe.sa_mask);
   sigaction(SIGPIPE, &default_pipe, nullptr);
+  sigaction(SIGXFSZ, &default_pipe, nullptr);
   move_fd(ends.out, STDOUT_FILENO);
   move_fd(ends.err, STDERR_FILENO);
   execve(program, argv, envp);
