@@ -20,6 +20,7 @@
 #include "actors/control_role.hpp"
 #include "core/job_token.hpp"
 #include "core/log.hpp"
+#include "core/text_file.hpp"
 
 namespace actorpipe {
 namespace msg {
@@ -152,9 +153,8 @@ class hub final : public control_role {
     if (c.process < 1 || !c.authenticated) return;  // a stranger or a refused process left
     // A connection that proved the token and never joined is not the process: the one that
     // joined as it may still be here (closing the other stopped a running job, blaming it).
-    const auto joined = by_process_.find(c.process);
-    if (joined == by_process_.end() || joined->second != m.handle) return;
-    by_process_.erase(joined);
+    if (!joined_as(m.handle, c.process)) return;
+    by_process_.erase(c.process);
     if (shutting_down_) {
       if (by_process_.empty()) reply_closed();
       return;
@@ -177,8 +177,7 @@ class hub final : public control_role {
       refuse(d.hdl, "no valid hello within 10 s");
       return;
     }
-    const auto joined = by_process_.find(it->second.process);
-    if (d.after_hello && (joined == by_process_.end() || joined->second != d.hdl))
+    if (d.after_hello && !joined_as(d.hdl, it->second.process))
       refuse(d.hdl, "proved the job token as process " + std::to_string(it->second.process) + " but sent no join within 10 s");
   }
 
@@ -283,9 +282,8 @@ class hub final : public control_role {
     }
     if (!verify_answer(o_.token, c.challenge, h.joiner, h.answer)) {
       // Its joiner is the sender's text: quoted escaped, and not at any length.
-      const std::string joiner = h.joiner.size() > 200 ? h.joiner.substr(0, 200) + "..." : h.joiner;
       refuse(hdl,
-             std::string(control_wire::refusal_wrong_token) + " (from '" + control_wire::peer_text(joiner) +
+             std::string(control_wire::refusal_wrong_token) + " (from '" + shown_text(h.joiner, 200) +
                  "'; check ACTORPIPE_JOB_TOKEN, or whether this is another job's process 0 on the same "
                  "MASTER_PORT: give each job its own --master-port)",
              true);
@@ -328,7 +326,7 @@ class hub final : public control_role {
       return;
     }
     // Until it joined, a connection speaks for no process: what it sends is not relayed or acted on.
-    if (const auto joined = by_process_.find(c.process); joined == by_process_.end() || joined->second != hdl) {
+    if (!joined_as(hdl, c.process)) {
       refuse(hdl, "sent a message before joining (protocol error)");
       return;
     }
@@ -392,6 +390,13 @@ class hub final : public control_role {
 
   std::size_t max_waiting() const { return 64 + 2 * static_cast<std::size_t>(o_.processes); }
 
+  // Whether `hdl` is the connection process `p` joined on (one that proved the token as p and
+  // never joined is not process p, whatever it sends or however it goes).
+  bool joined_as(connection_handle hdl, int p) const {
+    const auto joined = by_process_.find(p);
+    return joined != by_process_.end() && joined->second == hdl;
+  }
+
   // A refusal's line, at most once a minute for each peer address and reason and 20 lines a
   // minute in all: a flood wrote one line a connection (32,840 in 25 s). The rest are counted,
   // and said by address when the minute is over (at the next refusal, heartbeat or the end).
@@ -425,7 +430,7 @@ class hub final : public control_role {
     const int p = it != conns_.end() ? it->second.process : -1;
     // A connection that proved the token as p and never joined is not process p: the one
     // that joined was dropped and blamed for it, and the running job failed.
-    if (const auto joined = by_process_.find(p); p >= 1 && (joined == by_process_.end() || joined->second != hdl)) {
+    if (p >= 1 && !joined_as(hdl, p)) {
       refuse(hdl, "sent " + why + " before joining");
       return;
     }

@@ -31,8 +31,8 @@
 
 #include "apps/exit_codes.hpp"
 #include "apps/process_output.hpp"
-#include "apps/sigpipe_scope.hpp"
 #include "apps/train_command.hpp"
+#include "apps/write_signals.hpp"
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
 #include "core/number_text.hpp"

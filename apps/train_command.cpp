@@ -37,7 +37,7 @@
 
 #include "actors/pipeline_runtime.hpp"
 #include "apps/file_roles.hpp"
-#include "apps/sigpipe_scope.hpp"
+#include "apps/write_signals.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/config.hpp"
@@ -955,8 +955,6 @@ std::string save_dir_job_mark(const std::string& token) {
   return h.hex().substr(0, 16);
 }
 
-// 64 random bits in hex: what makes a run's mark its own.
-std::string random_hex_mark() { return random_hex(8); }
 
 void check_save_dir(const std::string& dir) {
   namespace fs = std::filesystem;
@@ -1286,7 +1284,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
     // an earlier run with the same token, copied with a checkpoint folder, passed); the others
     // look for that mark there once the job has formed (a folder of each machine's own failed
     // at the first save, after training, a restart failing alike).
-    const std::string mark = place.processes > 1 ? save_dir_job_mark(place.token) + " run " + random_hex_mark() : std::string();
+    const std::string mark = place.processes > 1 ? save_dir_job_mark(place.token) + " run " + random_hex(8) : std::string();
     if (place.process == 0) place.run_mark = mark;
     check_save_dir_not_in_checkpoint(t.save_dir);
     // A --resume that is not there is refused before the folder and its lock are made.

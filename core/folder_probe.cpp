@@ -1,14 +1,12 @@
 #include "core/folder_probe.hpp"
 
-#include <random>
-
-#include <climits>
-
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 namespace actorpipe {
 

@@ -38,20 +38,31 @@ inline std::optional<std::string> read_text_at_most(const std::string& path, std
   return text;
 }
 
+// `ch` as \xNN at the end of `out`.
+inline void append_hex_escape(std::string& out, unsigned char ch) {
+  static const char digits[] = "0123456789abcdef";
+  out += "\\x";
+  out += digits[ch >> 4];
+  out += digits[ch & 15];
+}
+
+// Whether `s` holds an ASCII control byte or DEL (a terminal's escape, a line break).
+inline bool has_control_bytes(const std::string& s) {
+  for (const unsigned char c : s)
+    if (c < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
 // `s` for a message: bytes outside printable ASCII as \xNN (a raw byte went to the terminal),
 // cut after `limit` characters.
 inline std::string printable_text(const std::string& s, std::size_t limit = 80) {
-  static const char digits[] = "0123456789abcdef";
   std::string out;
   for (unsigned char c : s) {
     if (out.size() >= limit) return out + "...";
-    if (c >= 0x20 && c < 0x7f) {
+    if (c >= 0x20 && c < 0x7f)
       out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += digits[c >> 4];
-      out += digits[c & 15];
-    }
+    else
+      append_hex_escape(out, c);
   }
   return out;
 }
@@ -61,13 +72,8 @@ inline std::string printable_text(const std::string& s, std::size_t limit = 80) 
 // that reorder text (U+202E) or show nothing (U+200B) and bytes of no valid UTF-8 sequence are
 // \xNN; at most `limit` bytes, then "...". For a peer's or a file's text in messages.
 inline std::string shown_text(const std::string& text, std::size_t limit) {
-  static const char digits[] = "0123456789abcdef";
   std::string out;
-  const auto escape = [&](unsigned char ch) {
-    out += "\\x";
-    out += digits[ch >> 4];
-    out += digits[ch & 15];
-  };
+  const auto escape = [&out](unsigned char ch) { append_hex_escape(out, ch); };
   const std::size_t shown = text.size() < limit ? text.size() : limit;
   for (std::size_t i = 0; i < shown;) {
     const unsigned char ch = static_cast<unsigned char>(text[i]);
@@ -79,10 +85,7 @@ inline std::string shown_text(const std::string& text, std::size_t limit) {
       ++i;
       continue;
     }
-    // UTF-8: a whole, shortest sequence of a character a terminal shows as itself; C1 controls
-    // (U+0080..U+009F: 0x9b is an escape sequence's start), the marks that reorder text (a
-    // right-to-left override) and those that show nothing (U+200B) are escaped, as is a byte of
-    // no valid sequence.
+    // A whole, shortest UTF-8 sequence (no surrogate, at most U+10FFFF), and its code point.
     const std::size_t n = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 ? (ch < 0xf0 ? 3 : 0) : ch >= 0xc2 ? 2 : 0;
     char32_t cp = n == 2 ? ch & 0x1f : n == 3 ? ch & 0x0f : ch & 0x07;
     bool whole = n > 0 && i + n <= shown;

@@ -1,7 +1,6 @@
 // Atomic checkpoint directories: parts, manifest last, rename, `latest`; verification and the
 // choice of what to resume from.
 #include "core/checkpoint/checkpoint_store.hpp"
-#include "core/folder_probe.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -24,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/folder_probe.hpp"
 #include "core/log.hpp"
 
 namespace actorpipe {

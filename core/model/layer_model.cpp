@@ -10,8 +10,8 @@
 #include <stdexcept>
 
 #include "core/median.hpp"
-#include "core/model/compute_threads.hpp"
 #include "core/model/bert_task.hpp"
+#include "core/model/compute_threads.hpp"
 #include "core/model/error_text.hpp"
 #include "core/model/gpt_model.hpp"
 #include "core/model/gpt_modules.hpp"

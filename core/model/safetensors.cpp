@@ -294,7 +294,7 @@ std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::stri
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") continue;
     // Names go into messages: one with a terminal's control bytes (ESC) is no tensor's.
-    if (std::any_of(name.begin(), name.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }))
+    if (has_control_bytes(name))
       throw std::invalid_argument(in_file(path) + " is corrupt: a tensor's name holds control characters ('" +
                                   printable_text(name) + "')");
     const std::string bad = in_file(path) + " is corrupt: tensor '" + shown_text(name, 200) + "' ";

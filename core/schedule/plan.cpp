@@ -150,7 +150,7 @@ plan parse_plan(const std::string& given, const std::string& name) {
     std::string tok;
     while (tokens >> tok) {
       action a;
-      if (std::any_of(tok.begin(), tok.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+      if (has_control_bytes(tok))
         throw fail("bad action '" + printable_text(tok) + "': it holds a control character");
       try {
         a = parse_action(tok);

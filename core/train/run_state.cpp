@@ -96,9 +96,8 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
       if (!m.is_floating_point())
         throw std::invalid_argument("optimizer tensor '" + name + "' is " + safetensors_dtype_of(moment) +
                                     ": moments are floating-point");
-      if (const std::int64_t bad = m.numel() - at::isfinite(m).sum().item<std::int64_t>(); bad > 0)
-        throw std::invalid_argument("optimizer tensor '" + name + "' holds " + std::to_string(bad) + " of its " +
-                                    std::to_string(m.numel()) + " values that are not finite (NaN or infinite)");
+      if (const std::string bad = nonfinite_tensor_text({{name, moment}}); !bad.empty())
+        throw std::invalid_argument("optimizer tensor " + bad);
       if (std::string(part) == "exp_avg_sq")
         if (const std::int64_t negative = (m < 0).sum().item<std::int64_t>(); negative > 0)
           throw std::invalid_argument("optimizer tensor '" + name + "' holds " + std::to_string(negative) + " of its " +
