@@ -75,6 +75,9 @@ std::string peer_text(const std::string& text);
 inline constexpr char refusal_wrong_token[] = "wrong job token";
 inline constexpr char refusal_bad_index[] = "process index ";
 inline constexpr char refusal_world_size[] = "another world size: ";
+// Process 0 closed a connection that had not proven the token yet, to take a newer one, as
+// it does under a flood of connections: not final, a member connects again.
+inline constexpr char refusal_crowded[] = "closed for a newer connection: ";
 bool refusal_is_final(const std::string& why);
 
 // What a joining process says after the challenge.

@@ -113,7 +113,7 @@ class hub final : public control_role {
         log_refusal(remote, why);
         return;
       }
-      refuse(oldest->first, "closed for a newer connection: " + why);
+      refuse(oldest->first, control_wire::refusal_crowded + why);
     }
     auto& c = conns_[m.handle];
     c.arrival = ++arrivals_;

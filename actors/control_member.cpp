@@ -148,7 +148,12 @@ class member final : public control_role {
 
   void on_join_deadline() {
     if (ready_ || failed_) return;
-    if (!connected_) {
+    if (crowded_times_ > 0 && !(connected_ && challenged_)) {
+      fail_setup("process 0 at " + master() + " did not admit this process within " + join_timeout_text() +
+                 " s (--join-timeout): it closed its connection " + std::to_string(crowded_times_) +
+                 (crowded_times_ == 1 ? " time" : " times") + " for newer ones (the last: " +
+                 control_wire::peer_text(crowded_why_) + ")");
+    } else if (!connected_) {
       fail_setup("could not reach process 0 at " + master() + " within " + join_timeout_text() +
                  " s (--join-timeout; is process 0 running, and are MASTER_ADDR and MASTER_PORT right?): " +
                  connect_error_);
@@ -199,16 +204,37 @@ class member final : public control_role {
     const std::size_t size = buf.size() - 1;
     switch (buf[0]) {
       case control_wire::challenge: answer_challenge_and_join(hdl, std::vector<std::uint8_t>(data, data + size)); break;
-      case control_wire::refusal:
-        fail_setup("process 0 (" + master() + ") refused this process: " + control_wire::peer_text(std::string(data, size)),
-                   control_wire::refusal_is_final(std::string(data, size)));
+      case control_wire::refusal: {
+        const std::string why(data, size);
+        if (why.rfind(control_wire::refusal_crowded, 0) == 0 && !ready_) {
+          connect_again_after_crowding(hdl, why);
+          break;
+        }
+        fail_setup("process 0 (" + master() + ") refused this process: " + control_wire::peer_text(why),
+                   control_wire::refusal_is_final(why));
         break;
+      }
       case control_wire::envelope: on_envelope(hdl, data, size); break;
       case control_wire::heartbeat: break;  // heard (on_data)
       default:
         drop_malformed(hdl, "a frame of unknown type '" + control_wire::frame_type_text(buf[0]) + "'");
         break;
     }
+  }
+
+  // Process 0 closed this connection before it proved the token, for a newer one: it does so
+  // under a flood of connections, which can reach this process's connection within its
+  // handshake. Connect again until the join deadline (it failed the job's formation at once).
+  void connect_again_after_crowding(connection_handle hdl, const std::string& why) {
+    self_->close(hdl);
+    conns_.erase(hdl);
+    connected_ = false;
+    challenged_ = false;
+    if (crowded_times_++ == 0)
+      log_warn("process 0 (" + master() + ") closed this process's connection: " + control_wire::peer_text(why) +
+               "; connecting again until --join-timeout");
+    crowded_why_ = why;
+    self_->delayed_send(self_, std::chrono::milliseconds(50 + 50 * std::min(crowded_times_, 10)), msg::retry_connect{});
   }
 
   void answer_challenge_and_join(connection_handle hdl, const std::vector<std::uint8_t>& challenge) {
@@ -301,6 +327,8 @@ class member final : public control_role {
   bool finished_ = false;  // the owner was told the run is over
   std::chrono::steady_clock::time_point deadline_;
   std::string connect_error_;  // why the last attempt to reach process 0 failed
+  int crowded_times_ = 0;      // process 0 closed this process's connection for a newer one
+  std::string crowded_why_;    // what it said the last time
 };
 
 }  // namespace

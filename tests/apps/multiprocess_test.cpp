@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -832,6 +833,130 @@ CATCH_TEST_CASE("a member whose MASTER_PORT answers with silence says another pr
   CATCH_CHECK(code == 1);
   CATCH_CHECK_THAT(read_text(log), Contains("accepted the connection but sent nothing of actorpipe's handshake within 3 "
                                             "s (--join-timeout): is another program listening on MASTER_PORT?"));
+}
+
+namespace {
+// Between a member and process 0 on 127.0.0.1: its first `crowded` connections get process 0's
+// refusal under a flood ("closed for a newer connection: ...") and are closed; the next is
+// relayed to process 0's port, both ways, until either side closes.
+class crowding_relay {
+ public:
+  crowding_relay(int target_port, int crowded) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof a;
+    CATCH_REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    CATCH_REQUIRE(listen(fd_, 4) == 0);
+    CATCH_REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &size) == 0);
+    port_ = ntohs(a.sin_port);
+    server_ = std::thread([this, target_port, crowded] {
+      const std::string why = std::string(actorpipe::control_wire::refusal_crowded) +
+                              "68 connections wait to join already, the most process 0 keeps (a flood of connections?)";
+      const std::vector<char> refusal =
+          actorpipe::control_wire::make_frame(actorpipe::control_wire::refusal, std::vector<char>(why.begin(), why.end()));
+      while (!done_.load()) {
+        pollfd p{fd_, POLLIN, 0};
+        if (poll(&p, 1, 100) != 1) continue;
+        const int c = accept(fd_, nullptr, nullptr);
+        if (c < 0) continue;
+        if (accepted_.fetch_add(1) < crowded) {
+          send(c, refusal.data(), refusal.size(), MSG_NOSIGNAL);
+          close(c);
+          continue;
+        }
+        relay(c, target_port);
+        close(c);
+      }
+    });
+  }
+  ~crowding_relay() {
+    done_.store(true);
+    server_.join();
+    close(fd_);
+  }
+  crowding_relay(const crowding_relay&) = delete;
+  crowding_relay& operator=(const crowding_relay&) = delete;
+  int port() const { return port_; }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  void relay(int c, int target_port) {
+    const int u = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(target_port));
+    if (connect(u, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      char buf[65536];
+      while (!done_.load()) {
+        pollfd p[2] = {{c, POLLIN, 0}, {u, POLLIN, 0}};
+        if (poll(p, 2, 100) <= 0) continue;
+        bool open = true;
+        for (int i = 0; i < 2 && open; ++i) {
+          if (p[i].revents == 0) continue;
+          const ssize_t n = recv(p[i].fd, buf, sizeof buf, 0);
+          open = n > 0 && send(p[1 - i].fd, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL) == n;
+        }
+        if (!open) break;
+      }
+    }
+    close(u);
+  }
+
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> done_{false};
+  std::atomic<int> accepted_{0};
+  std::thread server_;
+};
+}  // namespace
+
+// Under a flood of connections process 0 closes the oldest that has not proven the token for
+// each new one; a member's connection could be that one within its handshake, and the member
+// failed at once ("process 0 refused this process"), so the job never formed. It now connects
+// again until --join-timeout.
+CATCH_TEST_CASE("a member closed for a newer connection connects again and the job trains to the same bits",
+                "[multiprocess][security]") {
+  const std::string ref_bytes = read_bytes(one_process_reference("1f1b", 1, 3));
+  const int port = free_port();
+  crowding_relay relay(port, 2);
+  const std::string out = temp_path(".crowded.safetensors");
+  std::vector<std::string> logs = {temp_path(".c0.log"), temp_path(".c1.log")};
+  const pid_t p0 = start_process(bin, job("1f1b", 1, 3, out), worker_env(0, 2, port), logs[0]);
+  CATCH_REQUIRE(wait_for_text(logs[0], "listening", 30));
+  const pid_t p1 = start_process(bin, job("1f1b", 1, 3, ""), worker_env(1, 2, relay.port()), logs[1]);
+  for (const pid_t pid : {p0, p1}) {
+    const int code = wait_process(pid, 120);
+    CATCH_INFO("process 0:\n" << process_log(logs[0]) << "\nprocess 1:\n" << process_log(logs[1]));
+    CATCH_CHECK(code == 0);
+  }
+  CATCH_CHECK(read_bytes(out) == ref_bytes);
+  CATCH_CHECK(relay.accepted() == 3);
+  const std::string log1 = read_text(logs[1]);
+  CATCH_CHECK(count_of(log1, "closed this process's connection: closed for a newer connection: 68 connections") == 1);
+  CATCH_CHECK(log1.find("connecting again until --join-timeout") != std::string::npos);
+}
+
+// A process 0 that closes every connection for a newer one: the member says so when its
+// --join-timeout runs out (not "the other processes did not all join").
+CATCH_TEST_CASE("a member that process 0 keeps closing for newer connections says so at its join timeout",
+                "[multiprocess][security]") {
+  crowding_relay always(free_port(), 1000000);
+  const std::string log = temp_path(".crowd.log");
+  auto args = job("1f1b", 1, 2, "");
+  args.insert(args.end(), {"--join-timeout", "3"});
+  const auto t0 = std::chrono::steady_clock::now();
+  const int code = wait_process(start_process(bin, args, worker_env(1, 2, always.port()), log), 60);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CATCH_INFO(process_log(log));
+  CATCH_CHECK(code == 1);
+  CATCH_CHECK(waited > 2.5);
+  CATCH_CHECK(always.accepted() >= 5);
+  CATCH_CHECK_THAT(read_text(log), Contains("did not admit this process within 3 s (--join-timeout): it closed its "
+                                            "connection ") &&
+                                       Contains(" times for newer ones (the last: closed for a newer connection: 68 "
+                                                "connections wait to join already"));
 }
 
 CATCH_TEST_CASE("multi-process setup errors are one clear line", "[multiprocess]") {
