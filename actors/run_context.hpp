@@ -166,16 +166,11 @@ struct run_context {
   void send_tensor(tensor_kind kind, int step, int to, int microbatch, int from_rank, tensor_box t) const {
     send_tensor_to_process(process_of_stage(to), kind, step, to, microbatch, from_rank, std::move(t));
   }
+  // A tensor the transport cannot send (its frame would break the limits: more dimensions or
+  // bytes than a frame holds) fails the run with a message naming what it was; the sender's
+  // actor goes on (it ended on CAF's "unhandled exception").
   void send_tensor_to_process(int process_index, tensor_kind kind, int step, int v, int microbatch, int from_rank,
-                              tensor_box t) const {
-    tensor_meta meta;
-    meta.kind = kind;
-    meta.step = step;
-    meta.virtual_stage = v;
-    meta.microbatch = microbatch;
-    meta.source_rank = from_rank;
-    data->send(process_index, std::move(meta), std::move(t));
-  }
+                              tensor_box t) const;
   std::unique_ptr<rank_policy> make_policy(int rank) const;
 };
 

@@ -274,6 +274,37 @@ void stage::on_action_done(const msg::action_done& d) {
 
 }  // namespace
 
+void run_context::send_tensor_to_process(int process_index, tensor_kind kind, int step, int v, int microbatch,
+                                         int from_rank, tensor_box t) const {
+  tensor_meta meta;
+  meta.kind = kind;
+  meta.step = step;
+  meta.virtual_stage = v;
+  meta.microbatch = microbatch;
+  meta.source_rank = from_rank;
+  try {
+    data->send(process_index, std::move(meta), std::move(t));
+  } catch (const std::exception& e) {
+    const std::string index = std::to_string(microbatch);
+    std::string what;
+    switch (kind) {
+      case tensor_kind::activation: what = "the activation of microbatch " + index; break;
+      case tensor_kind::gradient: what = "the input gradient of microbatch " + index; break;
+      case tensor_kind::targets:
+      case tensor_kind::tokens: what = "the data of microbatch " + index; break;
+      case tensor_kind::tied_gradient: what = "tied gradient " + index; break;
+      case tensor_kind::parameter: what = "parameter " + index; break;
+      default: what = "gradient bucket " + index; break;
+    }
+    const std::string process = "process " + std::to_string(process_index);
+    const std::string where = kind == tensor_kind::parameter ? " of " + describe_stage(v) + " to " + process
+                                                             : " to " + describe_stage(v) + " (" + process + ")";
+    caf::anon_send(supervisor, msg::failure{"rank " + std::to_string(from_rank) + ", " + step_name(step) + ": sending " +
+                                                what + where + " failed: " + e.what(),
+                                            step});
+  }
+}
+
 std::unique_ptr<rank_policy> run_context::make_policy(int rank) const {
   if (static_plan) return make_static_policy(*static_plan, rank, options.fill_weight_grads);
   return actorpipe::make_policy(policy, ranks, microbatches, place.chunks(), rank, options.greedy_budget);

@@ -209,7 +209,7 @@ void supervisor::on_down(const caf::down_msg& dm) {
   if (st_.stopped || failed_run_) return;  // (this process's actors go while a checkpoint completes)
   auto it = st_.names.find(dm.source);
   std::string who = it != st_.names.end() ? it->second : "an actor";
-  stop(who + " stopped unexpectedly during step " + std::to_string(st_.step) + ": " + self_->system().render(dm.reason));
+  stop(who + " stopped unexpectedly during " + run_context::step_name(st_.step) + ": " + self_->system().render(dm.reason));
 }
 
 // Ends the job: the actors of this process stop (the other processes stop on their own when

@@ -138,12 +138,10 @@ tensor_meta decode_frame(const std::uint8_t* data, std::size_t size, const frame
   if (!known_dtype(data[5])) fail("unknown dtype " + std::to_string(data[5]));
   if (!known_kind(data[6])) fail("unknown kind " + std::to_string(data[6]));
   const std::size_t ndims = data[7];
-  // A parameter may be a scalar (a batch norm's num_batches_tracked, gathered for --save-final);
-  // what flows through the pipeline has at least one dimension.
-  const std::size_t least = data[6] == static_cast<std::uint8_t>(tensor_kind::parameter) ? 0 : 1;
-  if (ndims < least || ndims > static_cast<std::size_t>(limits.max_dims < 0 ? 0 : limits.max_dims)) {
-    fail("ndims=" + std::to_string(ndims) + " outside [" + std::to_string(least) + ", " + std::to_string(limits.max_dims) +
-         "]");
+  // A tensor may be a scalar (a batch norm's num_batches_tracked gathered for --save-final, a
+  // layer's 0-d output at a cut) and may have no elements (a zero-size dimension).
+  if (ndims > static_cast<std::size_t>(limits.max_dims < 0 ? 0 : limits.max_dims)) {
+    fail("ndims=" + std::to_string(ndims) + " is above max_dims=" + std::to_string(limits.max_dims));
   }
   const std::size_t frame_bytes = fixed_header_bytes + dim_bytes * ndims;
   if (size < frame_bytes) {
@@ -168,18 +166,25 @@ tensor_meta decode_frame(const std::uint8_t* data, std::size_t size, const frame
   for (std::size_t i = 0; i < ndims; ++i) meta.shape[i] = get_i64(data + fixed_header_bytes + dim_bytes * i);
 
   for (std::size_t i = 0; i < ndims; ++i) {
-    if (meta.shape[i] <= 0) {
-      fail("shape[" + std::to_string(i) + "]=" + std::to_string(meta.shape[i]) + " must be > 0");
+    if (meta.shape[i] < 0) {
+      fail("shape[" + std::to_string(i) + "]=" + std::to_string(meta.shape[i]) + " must be >= 0");
     }
   }
-  // Dims are positive here, so unsigned checked multiplication covers the whole range.
-  std::uint64_t elements = 1;
+  // A zero-size dimension makes no elements, but the others must still multiply within a signed
+  // 64-bit count (a tensor of shape [0, 2^40, 2^40] has strides no tensor library holds).
+  std::int64_t nonzero_product = 1;
+  bool empty = false;
   for (std::size_t i = 0; i < ndims; ++i) {
-    if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(meta.shape[i]), &elements)) {
+    if (meta.shape[i] == 0) {
+      empty = true;
+      continue;
+    }
+    if (__builtin_mul_overflow(nonzero_product, meta.shape[i], &nonzero_product)) {
       fail("shape " + shape_text(meta.shape) + " element count overflows 64 bits at shape[" +
            std::to_string(i) + "]");
     }
   }
+  const std::uint64_t elements = empty ? 0 : static_cast<std::uint64_t>(nonzero_product);
   const std::size_t esize = element_size(meta.dtype);
   std::uint64_t expected_bytes = 0;
   if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(esize), &expected_bytes)) {

@@ -74,7 +74,7 @@ std::size_t element_size(wire_dtype dtype);
 
 std::vector<std::uint8_t> encode_frame(const tensor_meta& meta);
 
-// Throws frame_error ("frame: shape[2]=-4 must be > 0", "frame: 12 bytes, need at least 40",
+// Throws frame_error ("frame: shape[2]=-4 must be >= 0", "frame: 12 bytes, need at least 40",
 // "frame: nbytes=1024 does not match f32 [4, 8] = 128 bytes", ...).
 tensor_meta decode_frame(const std::uint8_t* data, std::size_t size, const frame_limits& limits);
 

@@ -21,11 +21,14 @@ long long stitch_moments(const std::vector<moment_segment>& segments, const std:
     if (!m.defined() || !v.defined() || m.numel() != v.numel())
       throw std::invalid_argument("optimizer state of '" + parameter + "': a run without both moments of one length");
     const long long lo = std::max(offset, s.offset), hi = std::min(end, s.offset + m.numel());
-    if (lo >= hi) continue;
+    // A parameter of no elements has runs of none: one at its offset holds its step count.
+    const bool empty_here = length == 0 && s.offset <= offset && offset <= s.offset + m.numel();
+    if (lo >= hi && !empty_here) continue;
     if (steps >= 0 && s.steps != steps)
       throw std::invalid_argument("optimizer state of '" + parameter + "': runs disagree on the step count (" +
                                   std::to_string(steps) + " and " + std::to_string(s.steps) + ")");
     steps = s.steps;
+    if (lo >= hi) continue;
     exp_avg.narrow(0, lo - offset, hi - lo).copy_(m.reshape({-1}).narrow(0, lo - s.offset, hi - lo));
     exp_avg_sq.narrow(0, lo - offset, hi - lo).copy_(v.reshape({-1}).narrow(0, lo - s.offset, hi - lo));
     covered.emplace_back(lo, hi);

@@ -19,6 +19,54 @@ struct heavy_linear : torch::nn::Module {
   int repeats;
 };
 
+// A width-wide bias with a parameter of no elements beside it (shape [0]).
+struct bias_with_empty : torch::nn::Module {
+  explicit bias_with_empty(int width) {
+    b = register_parameter("b", torch::randn({width}));
+    none = register_parameter("none", torch::zeros({0}));
+  }
+  at::Tensor b, none;
+};
+
+// in -> squeeze -> expand -> out, cut by counts:2,2 right after squeeze, whose output is what
+// crosses: `cut` "empty" (a [B, 0] tensor), "scalar" (0-d) or "nine-dims" (9 dimensions, more
+// than a transport frame holds). expand holds a parameter of no elements.
+model_definition odd_cut_model(const train_options& options, const std::string& cut) {
+  model_definition d = mlp_model(options);
+  d.name = "odd-cut-" + cut;
+  const mlp_options m;
+  const int f = m.features, w = m.width, batch = options.microbatch_size;
+  d.layers.clear();
+  d.layers.push_back(make_layer("in", [f, w] {
+    return layer_module(torch::nn::Sequential(torch::nn::Linear(f, w), torch::nn::Tanh()));
+  }));
+  layer_spec squeeze = make_layer("squeeze", [] { return layer_module(torch::nn::Identity()); });
+  layer_spec expand = make_layer("expand", [w] { return layer_module(std::make_shared<bias_with_empty>(w)); });
+  if (cut == "empty") {
+    squeeze.forward = [](layer_module&, const at::Tensor& x) { return x.narrow(1, 0, 0); };
+    expand.forward = [batch, w](layer_module& module, const at::Tensor& x) {
+      auto& e = module.as<bias_with_empty>();
+      return torch::tanh(e.b.expand({batch, w}) + x.sum(1, true)) + e.none.sum();
+    };
+  } else if (cut == "scalar") {
+    squeeze.forward = [](layer_module&, const at::Tensor& x) { return x.pow(2).mean(); };
+    expand.forward = [batch, w](layer_module& module, const at::Tensor& x) {
+      auto& e = module.as<bias_with_empty>();
+      return torch::tanh(e.b.expand({batch, w}) * x) + e.none.sum();
+    };
+  } else {
+    squeeze.forward = [batch, w](layer_module&, const at::Tensor& x) { return x.reshape({batch, w, 1, 1, 1, 1, 1, 1, 1}); };
+    expand.forward = [batch, w](layer_module& module, const at::Tensor& x) {
+      auto& e = module.as<bias_with_empty>();
+      return torch::tanh(x.reshape({batch, w}) + e.b) + e.none.sum();
+    };
+  }
+  d.layers.push_back(std::move(squeeze));
+  d.layers.push_back(std::move(expand));
+  d.layers.push_back(make_layer("out", [w, f] { return layer_module(torch::nn::Linear(w, f)); }));
+  return d;
+}
+
 }  // namespace
 
 model_definition mlp_model(const train_options& options, const mlp_options& m) {
@@ -104,6 +152,12 @@ void register_test_models() {
         return m;
       },
       "the tests' MLP whose h1 and h2 give their parameters the same names");
+  for (const std::string cut : {"empty", "scalar", "nine-dims"})
+    register_model(
+        "test-cut-" + cut, [cut](const train_options& o) { return odd_cut_model(o, cut); },
+        "in, squeeze, expand, out: with counts:2,2 the cut carries a tensor " +
+            std::string(cut == "empty" ? "of no elements" : cut == "scalar" ? "of no dimensions" : "of 9 dimensions") +
+            "; expand holds a parameter of no elements");
 }
 
 }  // namespace actorpipe::testing

@@ -58,13 +58,18 @@ void put_le(std::vector<std::uint8_t>& bytes, std::size_t offset, std::uint64_t 
 bool satisfies_limits(const tensor_meta& m, const frame_limits& l) {
   const int d = static_cast<int>(m.dtype), k = static_cast<int>(m.kind);
   if (d < 1 || d > 6 || k < 1 || k > 9) return false;  // dtypes f32 .. f64
-  if ((m.shape.empty() && m.kind != tensor_kind::parameter) || static_cast<int>(m.shape.size()) > l.max_dims) return false;
-  unsigned __int128 bytes = element_size(m.dtype);
+  if (static_cast<int>(m.shape.size()) > l.max_dims) return false;
+  // Any dimension may be 0; the others' product must fit a signed 64-bit count all the same.
+  unsigned __int128 count = 1;
+  bool no_elements = false;
   for (std::int64_t dim : m.shape) {
-    if (dim <= 0) return false;
-    bytes *= static_cast<unsigned __int128>(dim);
-    if (bytes > std::numeric_limits<std::uint64_t>::max()) return false;
+    if (dim < 0) return false;
+    if (dim == 0) no_elements = true;
+    else count *= static_cast<unsigned __int128>(dim);
+    if (count > static_cast<unsigned __int128>(std::numeric_limits<std::int64_t>::max())) return false;
   }
+  const unsigned __int128 bytes = no_elements ? 0 : count * element_size(m.dtype);
+  if (bytes > std::numeric_limits<std::uint64_t>::max()) return false;
   // A gathered parameter's microbatch field is its index in its chunk; a tied gradient's, its
   // slot; a data-parallel slice's, its bucket.
   const int index_bound = m.kind == tensor_kind::parameter || m.kind == tensor_kind::tied_gradient || is_shard_slice(m.kind)
@@ -251,36 +256,50 @@ CATCH_TEST_CASE("decode rejects each malformed field with a named error", "[tran
     b[6] = 10;
     CATCH_CHECK_THROWS_WITH(decode(b), "frame: unknown kind 10");
   }
-  {
+  {  // A frame cut to its fixed header claims a scalar: its nbytes are the original shape's.
     auto b = std::vector<std::uint8_t>(good.begin(), good.begin() + 40);
     b[7] = 0;
-    CATCH_CHECK_THROWS_WITH(decode(b), "frame: ndims=0 outside [1, 4]");
+    CATCH_CHECK_THROWS_WITH(decode(b), Catch::Contains("frame: nbytes=") && Catch::Contains("does not match f32 [] = 4 bytes"));
   }
-  {  // A parameter may be a scalar (batch norm's num_batches_tracked, gathered for --save-final).
+  // A parameter may be a scalar (batch norm's num_batches_tracked, gathered for --save-final),
+  // and so may a layer's output at a cut; a tensor may have no elements (a parameter of shape
+  // [0], an activation with a zero-size dimension). Both crossed processes as a send error
+  // that crashed the run (the frame wanted ndims >= 1 and every dimension > 0).
+  for (const tensor_kind kind : {tensor_kind::parameter, tensor_kind::activation, tensor_kind::gradient}) {
     auto m = base_meta();
-    m.kind = tensor_kind::parameter;
-    m.microbatch = 0;  // the parameter's index
+    m.kind = kind;
+    m.microbatch = 0;  // the parameter's index, or the microbatch
     m.shape = {};
     m.nbytes = 4;
     const tensor_meta back = decode_meta(m);
     CATCH_CHECK(back.shape.empty());
     CATCH_CHECK(back.nbytes == 4);
+    m.shape = {4, 0, 3};
+    m.nbytes = 0;
+    CATCH_CHECK(decode_meta(m).shape == std::vector<std::int64_t>{4, 0, 3});
+    m.shape = {0};
+    CATCH_CHECK(decode_meta(m).nbytes == 0);
+    m.nbytes = 4;
+    CATCH_CHECK_THROWS_WITH(decode_meta(m), "frame: nbytes=4 does not match f32 [0] = 0 bytes");
   }
   {
     auto m = base_meta();
     m.shape = {1, 2, 2, 2, 4};
     m.nbytes = 4 * 64;
-    CATCH_CHECK_THROWS_WITH(decode_meta(m), "frame: ndims=5 outside [1, 4]");
+    CATCH_CHECK_THROWS_WITH(decode_meta(m), "frame: ndims=5 is above max_dims=4");
   }
   // Shape.
   {
     auto m = base_meta();
     m.shape = {4, 8, -4};
-    CATCH_CHECK_THROWS_WITH(decode_meta(m), "frame: shape[2]=-4 must be > 0");
-    m.shape = {0, 8};
-    CATCH_CHECK_THROWS_WITH(decode_meta(m), "frame: shape[0]=0 must be > 0");
+    CATCH_CHECK_THROWS_WITH(decode_meta(m), "frame: shape[2]=-4 must be >= 0");
     m.shape = {4, std::numeric_limits<std::int64_t>::min()};
-    CATCH_CHECK_THROWS_WITH(decode_meta(m), "frame: shape[1]=-9223372036854775808 must be > 0");
+    CATCH_CHECK_THROWS_WITH(decode_meta(m), "frame: shape[1]=-9223372036854775808 must be >= 0");
+    // No elements, but dimensions no tensor's strides hold.
+    m.shape = {0, std::int64_t{1} << 40, std::int64_t{1} << 40};
+    m.nbytes = 0;
+    CATCH_CHECK_THROWS_WITH(decode_meta(m), "frame: shape [0, 1099511627776, 1099511627776] element count overflows 64 "
+                                            "bits at shape[2]");
   }
   {
     auto m = base_meta();
@@ -399,7 +418,7 @@ CATCH_TEST_CASE("fuzzed frames are accepted whole or rejected with frame_error",
   // Every decode rule must fire somewhere in the run.
   const std::vector<std::string> rules = {
       "need at least", "past the",    "bad magic",   "unknown version",         "unknown dtype",
-      "unknown kind",  "outside [1, ", "must be > 0", "element count overflows", "byte count overflows",
+      "unknown kind",  "is above max_dims", "must be >= 0", "element count overflows", "byte count overflows",
       "step=",         "microbatch=", "virtual_stage=", "source_rank=",         "does not match",
       "exceeds max_bytes"};
   std::vector<int> rule_hits(rules.size(), 0);

@@ -386,7 +386,13 @@ struct ucx_transport::state {
       return;
     }
     const std::size_t nbytes = static_cast<std::size_t>(next->meta.nbytes);
-    if (nbytes == 0) {
+    if (nbytes == 0) {  // no payload follows: a tensor with a zero-size dimension
+      try {
+        next->tensor = tensor_box::empty(next->meta.dtype, next->meta.shape);
+      } catch (const std::exception& e) {
+        reject(process, std::string("an empty tensor of its frame's shape: ") + e.what());
+        return;
+      }
       next->done = true;
       sources[process].in_order.push_back(std::move(next));
       deliver(process);
