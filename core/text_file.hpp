@@ -115,4 +115,15 @@ inline std::string shown_text(const std::string& text, std::size_t limit) {
   return out;
 }
 
+// Why `name` cannot name a tensor in a checkpoint or a --save-final file, or "": a control
+// byte (a tab, a line break), a mark that shows nothing or reorders text, or bytes of no valid
+// UTF-8 (safetensors' header is JSON, which holds only UTF-8; actorpipe's loader refuses
+// control bytes). Printable UTF-8 of any script is fine.
+inline std::string unstorable_name_reason(const std::string& name) {
+  const std::string shown = shown_text(name, name.size());
+  if (shown == name) return "";
+  return "'" + shown + "' holds a control character, an invisible mark or bytes of no valid UTF-8 (shown as \\xNN), "
+         "which a checkpoint's tensor names may not";
+}
+
 }  // namespace actorpipe

@@ -16,6 +16,7 @@
 #include "core/model/gpt_model.hpp"
 #include "core/model/gpt_modules.hpp"
 #include "core/model/tensor_box_torch.hpp"
+#include "core/text_file.hpp"
 
 namespace actorpipe {
 namespace {
@@ -70,6 +71,13 @@ void validate_model(const model_definition& m) {
     const std::string at = who + ", layer " + std::to_string(i);
     if (l.name.empty()) throw std::invalid_argument(at + " has an empty name");
     if (!names.insert(l.name).second) throw std::invalid_argument(at + ": the name '" + l.name + "' is used twice");
+    // Caught after training, when its checkpoint or --save-final was written (a tab) or failed
+    // (bytes of no UTF-8): the files could not be loaded, or the run's outputs were lost.
+    if (const std::string why = unstorable_name_reason(l.name); !why.empty())
+      throw std::invalid_argument(at + ": its name " + why + " (its parameters are named after it)");
+    if (l.has_param_prefix)
+      if (const std::string why = unstorable_name_reason(l.param_prefix); !why.empty())
+        throw std::invalid_argument(at + ": its param_prefix " + why);
     const bool follower = !l.tie_key.empty() && keys.count(l.tie_key);
     if (!l.tie_key.empty()) keys.insert(l.tie_key);
     if (!follower && !l.build)

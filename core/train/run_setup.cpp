@@ -17,6 +17,7 @@
 #include "core/model/layer_model.hpp"
 #include "core/model/tensor_box_torch.hpp"
 #include "core/process_layout.hpp"
+#include "core/text_file.hpp"
 
 #include "core/schedule/plan_validator.hpp"
 #include "core/schedule/policy_registry.hpp"
@@ -289,6 +290,10 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   };
   for (int k = 0; k < static_cast<int>(s.runners.size()); ++k) {
     if (!s.runners[k]) continue;
+    // A module's own names (register_parameter / register_buffer) go into the files too.
+    for (const auto& [name, t] : saved_tensors(*s.runners[k]))
+      if (const std::string why = unstorable_name_reason(name); !why.empty())
+        throw std::invalid_argument("a tensor of " + where(k) + ": its name " + why);
     const int d = k / S, v = k % S;
     const auto copies = s.runners[k]->tied_copies();
     for (const auto& [name, t] : s.runners[k]->named_parameters()) {

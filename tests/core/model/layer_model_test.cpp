@@ -265,6 +265,20 @@ CATCH_TEST_CASE("prepare_run cuts a registered model by --partition and finds th
   o.microbatches = 4;
   CATCH_CHECK_THROWS_WITH(prepare_run(o), "parameter 'hidden.fc.weight' is held by virtual stages 0 and 1: two layers give "
                                           "their parameters the same names (give them distinct param prefixes)");
+  // A module's own name for a buffer is a tensor name too.
+  register_model("test-mlp-tab-buffer", [](const train_options& t) {
+    model_definition m = mlp_model(t);
+    m.layers[1].build = [] {
+      auto lin = torch::nn::Linear(32, 32);
+      lin->register_buffer("count\nof", torch::zeros({1}));
+      return layer_module(lin);
+    };
+    return m;
+  });
+  o.model_name = "test-mlp-tab-buffer";
+  CATCH_CHECK_THROWS_WITH(prepare_run(o), "a tensor of virtual stage 0: its name 'h0.count\\x0aof' holds a control "
+                                          "character, an invisible mark or bytes of no valid UTF-8 (shown as \\xNN), "
+                                          "which a checkpoint's tensor names may not");
   register_model("test-mlp-one-module", [](const train_options& t) {
     model_definition m = mlp_model(t);
     auto one = std::make_shared<torch::nn::LinearImpl>(32, 32);  // built once, handed to every stage that asks
@@ -288,6 +302,24 @@ CATCH_TEST_CASE("bad models get one clear error each", "[model][layer_model]") {
   model_definition twice = mlp_model(o);
   twice.layers[3].name = "h0";
   CATCH_CHECK_THROWS_WITH(validate_model(twice), Catch::Contains("layer 3") && Catch::Contains("'h0' is used twice"));
+
+  // Names a checkpoint cannot hold: a tab trained and wrote files its loader calls corrupt;
+  // bytes of no UTF-8 trained and then failed every save. Printable UTF-8 is a name.
+  model_definition tab = mlp_model(o);
+  tab.layers[2].name = "b\tc";
+  CATCH_CHECK_THROWS_WITH(validate_model(tab), "model 'mlp', layer 2: its name 'b\\x09c' holds a control character, an "
+                                               "invisible mark or bytes of no valid UTF-8 (shown as \\xNN), which a "
+                                               "checkpoint's tensor names may not (its parameters are named after it)");
+  model_definition not_utf8 = mlp_model(o);
+  not_utf8.layers[1].name = "h\xff";
+  CATCH_CHECK_THROWS_WITH(validate_model(not_utf8), Catch::Contains("layer 1: its name 'h\\xff' holds"));
+  model_definition prefix = mlp_model(o);
+  prefix.layers[1].has_param_prefix = true;
+  prefix.layers[1].param_prefix = "p\u202e.";
+  CATCH_CHECK_THROWS_WITH(validate_model(prefix), Catch::Contains("layer 1: its param_prefix 'p\\xe2\\x80\\xae.' holds"));
+  model_definition printable = mlp_model(o);
+  printable.layers[1].name = "层 0/é.x";
+  CATCH_CHECK_NOTHROW(validate_model(printable));
 
   model_definition unbuilt = mlp_model(o);
   unbuilt.layers[1].build = nullptr;
