@@ -317,9 +317,19 @@ forward_result layer_chunk::forward(int microbatch, const tensor_box& input, con
   at::Tensor out;
   try {
     if (m.spec.activation_checkpointing) {
+      // A forward that updates a buffer (a running average, a counter of your own) would update
+      // it again in the recompute, as batch norm would count its batch twice: found by the
+      // buffers' versions, at the first forward, before anything is trained on it.
+      std::vector<std::int64_t> versions;
+      for (const auto& [name, b] : m.buffers) versions.push_back(b._version());
       torch::NoGradGuard no_grad;  // nothing saved; backward recomputes the same ops
       // On a copy: a layer working in place would change the input the recompute starts from.
       out = m.run(past_leaf(x, m.spec.first), s.targets);
+      for (std::size_t i = 0; i < m.buffers.size(); ++i)
+        if (m.buffers[i].second._version() != versions[i])
+          throw std::invalid_argument("buffer '" + m.buffers[i].first + "' changed in the forward, which "
+                                      "--activation-checkpointing runs again in backward (the update would count twice, "
+                                      "as a batch norm's would): train this model without it");
     } else {
       out = m.run(past_leaf(x, m.spec.first), s.targets);
     }

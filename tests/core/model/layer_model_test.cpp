@@ -470,3 +470,43 @@ CATCH_TEST_CASE("evaluation runs the modules in eval mode, and gives them back i
                           "per microbatch (a new dropout mask, or batch statistics counted twice): train this model "
                           "without it");
 }
+
+namespace {
+// A linear layer that counts its training forwards in a buffer of its own.
+struct counting_linear : torch::nn::Module {
+  counting_linear() {
+    fc = register_module("fc", torch::nn::Linear(32, 32));
+    count = register_buffer("count", torch::zeros({}, torch::kLong));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    if (is_training()) {
+      torch::NoGradGuard no_grad;
+      count.add_(1);
+    }
+    return torch::tanh(fc(x));
+  }
+  torch::nn::Linear fc{nullptr};
+  at::Tensor count;
+};
+}  // namespace
+
+// A forward that updates a buffer of a user's own module counted each microbatch twice under
+// activation checkpointing (24 against 12), silently: batch norm and dropout were refused by
+// type, a module of one's own was not. Found at the first forward, by the buffers' versions.
+CATCH_TEST_CASE("activation checkpointing refuses a layer whose forward updates a buffer, at its first forward",
+                "[model][layer_model]") {
+  model_definition m = mlp_model(mlp_train_options());
+  m.layers[1].build = [] { return layer_module(std::make_shared<counting_linear>()); };
+  auto model = std::make_shared<const model_definition>(m);
+  const auto d = m.data(0, 0);
+  chunk_spec plain = slice(0, 0, 8, 8);
+  layer_chunk counted(model, plain);
+  CATCH_CHECK_NOTHROW(counted.forward(0, d.inputs, d.targets, 1.0));
+  chunk_spec recomputed = slice(0, 0, 8, 8);
+  recomputed.activation_checkpointing = true;
+  layer_chunk twice(model, recomputed);
+  CATCH_CHECK_THROWS_WITH(twice.forward(0, d.inputs, d.targets, 1.0),
+                          Catch::Contains("buffer 'h0.count' changed in the forward, which --activation-checkpointing "
+                                          "runs again in backward (the update would count twice, as a batch norm's "
+                                          "would): train this model without it"));
+}
