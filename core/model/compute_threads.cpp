@@ -56,7 +56,10 @@ caller_torch_state::~caller_torch_state() {
       std::lock_guard<std::mutex> lock(g.mutex());
       g.set_state(saved_->generator_state);
     }
-    at::set_num_threads(saved_->threads);
+    // Only where the run changed it: at::set_num_threads also makes LibTorch's pthreadpool
+    // again with that many threads, which spin for a while (OMP_NUM_THREADS=1000 spent 27 s
+    // after a run's last step, on 2 cores).
+    if (at::get_num_threads() != saved_->threads) at::set_num_threads(saved_->threads);
   } catch (...) {  // a destructor: the run's own outcome is what the caller hears
   }
 }

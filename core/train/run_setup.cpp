@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <limits>
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "core/log.hpp"
 #include "core/model/compute_threads.hpp"
@@ -202,8 +204,22 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
       s.layers = partition_layers(
           s.partition, s.layer_names, P, V, [&] { return layer_parameter_counts(*model, all()); },
           [&] {
-            set_compute_threads(o.threads_per_stage);
-            std::vector<double> costs = profile_layers(*model, all());
+            // On a thread of its own at the run's thread count, as a rank computes: the calling
+            // thread keeps its own (putting a caller's OMP_NUM_THREADS=1000 back remade
+            // LibTorch's thread pool with 1000 spinning threads, 45 s on 2 cores).
+            const built_layers& layers = all();
+            std::vector<double> costs;
+            std::exception_ptr failed;
+            std::thread profiler([&] {
+              try {
+                set_compute_threads(o.threads_per_stage);
+                costs = profile_layers(*model, layers);
+              } catch (...) {
+                failed = std::current_exception();
+              }
+            });
+            profiler.join();
+            if (failed) std::rethrow_exception(failed);
             if (log_enabled(log_level::debug)) {
               std::string line = "partition profile: forward + backward per layer, one microbatch (ms):";
               for (std::size_t i = 0; i < costs.size(); ++i) {

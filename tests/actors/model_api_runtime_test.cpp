@@ -677,6 +677,30 @@ CATCH_TEST_CASE("run_reference stops a step past step_timeout_s, and leaves the 
   CATCH_CHECK(at::get_num_threads() == caller_threads);
 }
 
+// Putting the caller's thread count back called at::set_num_threads, which makes LibTorch's
+// pthreadpool again with that many threads, though the run had not changed the caller's count:
+// with OMP_NUM_THREADS=1000 a 0.3 s run spent 27 s after its last step, 1000 threads spinning
+// on 2 cores.
+CATCH_TEST_CASE("a run leaves LibTorch's thread pool alone where it did not change the caller's thread count",
+                "[actors][runtime][model_api]") {
+  const auto threads_now = [] {
+    int n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+    return n;
+  };
+  at::set_num_threads(48);  // as OMP_NUM_THREADS=48 gives: the pool holds 48 threads
+  const int caller_threads = at::get_num_threads();
+  train_options o = mlp_options("1f1b", 1);
+  o.threads_per_stage = 1;  // each rank's thread makes the pool again with 1
+  run_pipeline(o);
+  usleep(200000);
+  const int after = threads_now();
+  CATCH_INFO("threads after the run: " << after);
+  CATCH_CHECK(at::get_num_threads() == caller_threads);
+  CATCH_CHECK(after < 24);
+  at::set_num_threads(1);
+}
+
 // A run that failed while the checkpoint of the step before was being written removed it (its
 // parts were given up as the run stopped) unless the write won the race: the last good state
 // before a divergence, lost. Its state was all taken before the failure, so the checkpoint is
