@@ -27,6 +27,7 @@
 #include "core/job_place.hpp"
 #include "core/number_text.hpp"
 #include "core/log.hpp"
+#include "core/proc_files.hpp"
 #include "core/model/model_names.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #ifdef ACTORPIPE_WITH_TORCH
@@ -430,7 +431,8 @@ void add_launch(CLI::App& app, launch_cli& c) {
   l->add_option("command", la.command, "The actorpipe command each process runs, with its flags, after --");
 }
 
-int run_launch_cli(CLI::App& app, launch_cli& c, const char* argv0, std::ostream& err, logging_scope& logging) {
+int run_launch_cli(CLI::App& app, launch_cli& c, int argc, const char* const* argv, std::ostream& err,
+                   logging_scope& logging) {
   auto& la = c.la;
   const log_options launch_log = resolve_log_flags(c.l_log);
   check_pipe_has_reader("--log-file", launch_log.file);  // its open waited for a reader for ever
@@ -445,7 +447,8 @@ int run_launch_cli(CLI::App& app, launch_cli& c, const char* argv0, std::ostream
       names += (names.empty() ? "" : ", ") + sub->get_name();
     }
   if (!known) throw std::invalid_argument("unknown command '" + la.command.front() + "' after -- (commands: " + names + ")");
-  la.program = running_executable(argv0);
+  la.program = running_executable(argv[0]);
+  la.program_arguments = loader_arguments(argc, argv);
   const int code = run_launch(la, err);
   // The job's lines that --log-file lost (a full disk) are a failure of launch's (said when it
   // happened), where the job itself succeeded.
@@ -727,7 +730,7 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
 #endif
     if (launch.command->parsed()) {
       if (auto code = refused_launched_command(argv[0], launch.la.command, err)) return *code;
-      return run_launch_cli(app, launch, argv[0], err, logging);
+      return run_launch_cli(app, launch, argc, argv, err, logging);
     }
     if (simulate.command->parsed()) return written(run_simulate_cli(simulate, out));
     if (doctor.command->parsed()) return written(run_doctor(doctor.o, out));

@@ -270,6 +270,7 @@ int first_rank_of(const launch_options& o) { return o.node_rank * o.nproc_per_no
 // The arguments of every process: the program, then the command given after --.
 std::vector<std::string> command_line(const launch_options& opt) {
   std::vector<std::string> arg_text{opt.program};
+  arg_text.insert(arg_text.end(), opt.program_arguments.begin(), opt.program_arguments.end());
   arg_text.insert(arg_text.end(), opt.command.begin(), opt.command.end());
   return arg_text;
 }

@@ -27,6 +27,9 @@ struct launch_options {
   // never restarted.
   int max_restarts = 0;
   std::string program;      // the executable every process runs; the CLI sets the running actorpipe
+  // Arguments before the command: where the CLI was started through the dynamic loader
+  // (program is then the loader), its options and actorpipe's path (core/proc_files.hpp).
+  std::vector<std::string> program_arguments;
   std::vector<std::string> command;  // its arguments (an actorpipe subcommand and its flags)
   std::vector<std::string> env;      // KEY=VALUE set for every process too (e.g. ACTORPIPE_LOG_LEVEL)
   // Where the processes' output goes, a whole line at a time, each line prefixed "[pN] " with

@@ -11,12 +11,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
 
 #include "core/log.hpp"
+#include "core/proc_files.hpp"
 #include "core/model/attention_kernel.hpp"
 
 namespace actorpipe {
@@ -262,8 +265,16 @@ void ensure_best_blas_kernels(char** argv) {
   if (argv != nullptr && argv[0] != nullptr) {
     ::setenv("OPENBLAS_CORETYPE", choice.coretype.c_str(), 1);
     ::setenv(blas_restarted_variable, "1", 1);
+    int argc = 0;
+    while (argv[argc] != nullptr) ++argc;
+    // Started through the dynamic loader, /proc/self/exe is the loader: it gets its options
+    // and the program again, before the program's arguments.
+    std::vector<std::string> loader = loader_arguments(argc, argv);
+    std::vector<char*> args{argv[0]};
+    for (std::string& a : loader) args.push_back(a.data());
+    args.insert(args.end(), argv + 1, argv + argc + 1);  // and the closing nullptr
     std::fflush(nullptr);
-    ::execv("/proc/self/exe", argv);
+    ::execv("/proc/self/exe", args.data());
     err = errno;
     ::unsetenv(blas_restarted_variable);
   }

@@ -1,6 +1,9 @@
 #include "core/proc_files.hpp"
 
+#include <sys/auxv.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 namespace actorpipe {
@@ -41,6 +44,25 @@ double meminfo_bytes(const std::string& key) {
 double cgroup_bytes(const std::string& file) {
   const std::string value = first_line("/sys/fs/cgroup/" + file);
   return value.empty() || value == "max" ? 0 : std::atof(value.c_str());
+}
+
+std::vector<std::string> loader_arguments(int argc, const char* const* argv) {
+  // The kernel loads a program's interpreter itself and says where (AT_BASE); a program the
+  // loader was asked to run has none, as the loader is the program the kernel ran.
+  if (::getauxval(AT_BASE) != 0 || argc < 1) return {};
+  std::error_code ec;
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).filename().string();
+  if (ec || exe.rfind("ld-", 0) != 0) return {};
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> all;
+  std::string word;
+  while (std::getline(f, word, '\0')) all.push_back(word);
+  const std::size_t own = static_cast<std::size_t>(argc) - 1;  // main's argv[1..]
+  if (all.size() < own + 2) return {};                          // the loader, ..., the program
+  const std::size_t first_own = all.size() - own;
+  for (std::size_t i = 0; i < own; ++i)  // another argv than the process's (a library caller's)
+    if (argv[1 + i] == nullptr || all[first_own + i] != argv[1 + i]) return {};
+  return std::vector<std::string>(all.begin() + 1, all.begin() + static_cast<std::ptrdiff_t>(first_own));
 }
 
 }  // namespace actorpipe

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace actorpipe {
 
@@ -23,6 +24,14 @@ std::string first_line(const std::string& path);
 
 // /proc/meminfo's `key` ("MemTotal", "CommitLimit") in bytes; 0 where it is missing.
 double meminfo_bytes(const std::string& key);
+
+// Where this process was started through the dynamic loader (`ld-linux-x86-64.so.2 [its
+// options] program args...`, a way to pick libraries without changing the system), the
+// loader's options and the program's path, as given, which come before the program's own
+// arguments (main's argv[1..]); empty otherwise. /proc/self/exe is then the loader: starting it
+// again with argv alone ran the loader on the first argument ("train: cannot open shared
+// object file"). Empty too where argv[1..] are not the process's own arguments.
+std::vector<std::string> loader_arguments(int argc, const char* const* argv);
 
 // A cgroup v2 setting of this process in bytes ("memory.max"); 0 where it is "max" (no limit)
 // or missing.

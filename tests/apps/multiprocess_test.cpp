@@ -243,6 +243,22 @@ CATCH_TEST_CASE("tensors of no elements or no dimensions cross processes and res
   CATCH_CHECK(read_text(log2).find("unhandled exception") == std::string::npos);
 }
 
+// Started through the dynamic loader (ld.so actorpipe launch ...), launch ran the loader as
+// "the running program" in every process, on "train" (exit 127).
+CATCH_TEST_CASE("launch started through the dynamic loader starts actorpipe in every process", "[multiprocess]") {
+  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
+  CATCH_REQUIRE(std::filesystem::exists(loader));
+  const std::string ref_bytes = read_bytes(one_process_reference("1f1b", 1, 2));
+  const std::string out = temp_path(".loader.safetensors"), log = temp_path(".loader.log");
+  std::vector<std::string> args = launched(2, job("1f1b", 1, 2, out));
+  args.insert(args.begin(), bin);
+  const int code = wait_process(start_process(loader, args, {{"UCX_TLS", "tcp,self"}}, log), 120);
+  CATCH_INFO(process_log(log));
+  CATCH_CHECK(code == 0);
+  CATCH_CHECK(read_bytes(out) == ref_bytes);
+  CATCH_CHECK_THAT(read_text(log), Contains("ld-linux-x86-64.so.2 " + bin + " train "));
+}
+
 CATCH_TEST_CASE("three of four ranks in one process still match one process bit for bit", "[multiprocess][slow]") {
   const std::string ref_bytes = read_bytes(one_process_reference("1f1b", 1, 3));
   const int port = free_port();
