@@ -37,6 +37,7 @@
 #include "core/folder_probe.hpp"
 #include "core/number_text.hpp"
 #include "core/proc_files.hpp"
+#include "core/text_file.hpp"
 #include "transport/ucx/ucx_worker.hpp"
 #ifdef ACTORPIPE_WITH_TORCH
 #include "core/model/compute_threads.hpp"
@@ -119,7 +120,9 @@ void check_compute(report& r, simd_level cpu, const std::map<std::string, std::s
       text += ": kernels for " + simd_level_name(have) + " on a CPU with " + simd_level_name(cpu) +
               (asked && *asked ? std::string(" (unset ") + aten_capability_variable + " and LibTorch or actorpipe picks " +
                                      simd_level_name(best) + ")"
-                               : std::string());
+                               : std::string(" (a program of your own picks the best ones by calling "
+                                             "actorpipe::ensure_best_blas_kernels(argv) first in main, as actorpipe's "
+                                             "binary does)"));
     }
     r.add(status, "compute", "LibTorch", text);
   }
@@ -135,10 +138,19 @@ void check_compute(report& r, simd_level cpu, const std::map<std::string, std::s
   std::string blas_text = without_prefix(describe_blas(blas), "BLAS: ");
   if (!blas.other_sgemm.empty()) {
     blas_status = doctor_status::warn;
-  } else if (blas.openblas && openblas_core_level(blas.core) < cpu && !best_openblas_core(cpu).empty()) {
+  } else if (blas.openblas && openblas_core_level(blas.core) < std::min(cpu, simd_level::avx512) &&
+             !best_openblas_core(cpu).empty()) {
+    // Below AVX-512 only: float32 products run the same kernels on SkylakeX and Cooperlake
+    // (which adds bfloat16 ones), so SkylakeX on a CPU with AVX-512 BF16 is as fast.
     blas_status = doctor_status::warn;
+    const char* asked = std::getenv("OPENBLAS_CORETYPE");
     blas_text += ": kernels for " + simd_level_name(openblas_core_level(blas.core)) + " on a CPU with " +
-                 simd_level_name(cpu) + " (unset OPENBLAS_CORETYPE and actorpipe picks " + best_openblas_core(cpu) + ")";
+                 simd_level_name(cpu) +
+                 (asked && *asked ? " (unset OPENBLAS_CORETYPE and actorpipe picks " + best_openblas_core(cpu) + ")"
+                                  : " (a program of your own picks the best ones by calling "
+                                    "actorpipe::ensure_best_blas_kernels(argv) first in main, as actorpipe's binary does)");
+  } else if (blas.openblas && blas.origin.find("does not have") != std::string::npos) {
+    blas_status = doctor_status::warn;  // a typo of the user's: OpenBLAS picked a core itself
   }
 #ifdef ACTORPIPE_WITH_TORCH
   if (!blas.openblas) {  // LibTorch's build says which: its own MKL, or whatever libblas.so.3 is
@@ -171,7 +183,7 @@ void check_compute(report& r, simd_level cpu, const std::map<std::string, std::s
   std::string set;  // what the user set (actorpipe's own choices of kernels carry a marker)
   for (const char* v : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY"}) {
     if (const char* value = std::getenv(v); value && !set_by_actorpipe(v))
-      set += std::string(set.empty() ? "" : ", ") + v + "=" + value;
+      set += std::string(set.empty() ? "" : ", ") + v + "=" + shown_text(value, 40);
   }
   r.add(set.empty() ? doctor_status::ok : doctor_status::note, "compute", "threads",
         "each rank computes on a thread of its own with --threads-per-stage torch threads (default 1)" +

@@ -20,6 +20,7 @@
 
 #include "core/log.hpp"
 #include "core/proc_files.hpp"
+#include "core/text_file.hpp"
 #include "core/model/attention_kernel.hpp"
 
 namespace actorpipe {
@@ -98,10 +99,19 @@ std::string best_openblas_core(simd_level cpu) {
   return "";
 }
 
+namespace {
+// Whether the marker says actorpipe chose this OPENBLAS_CORETYPE: the marker is inherited by
+// every process a run starts (a data script, a launched program), which may set a core of its
+// own; then the core is the user's. actorpipe only ever sets the best core for the CPU.
+bool chosen_by_actorpipe(const char* coretype, const char* marker, simd_level cpu) {
+  return set_and_nonempty(coretype) && set_and_nonempty(marker) && lower(coretype) == lower(best_openblas_core(cpu));
+}
+}  // namespace
+
 blas_choice choose_blas_kernels(const std::string& detected_core, simd_level cpu, const char* user_coretype,
-                                const char* marker) {
+                                const char* /*marker: the choice is kept by OPENBLAS_CORETYPE itself*/) {
   blas_choice choice;
-  if (set_and_nonempty(user_coretype) || set_and_nonempty(marker)) return choice;
+  if (set_and_nonempty(user_coretype)) return choice;  // the user's, or actorpipe's before a restart
   if (openblas_core_level(detected_core) >= cpu) return choice;
   choice.coretype = best_openblas_core(cpu);
   choice.change = !choice.coretype.empty();
@@ -133,16 +143,17 @@ blas_info current_blas() {
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   const char* marker = std::getenv(blas_marker_variable);
   const simd_level cpu = cpu_simd_level();
-  if (set_and_nonempty(coretype) && set_and_nonempty(marker)) {
+  if (chosen_by_actorpipe(coretype, marker, cpu)) {
     info.origin = "chosen by actorpipe for this CPU's " + simd_level_name(cpu) + "; OpenBLAS alone picked " + marker;
     if (lower(coretype) != lower(info.core))
       info.origin += "; actorpipe asked for " + std::string(coretype) + " but OpenBLAS runs " + info.core;
     if (restarted_for_kernels) info.origin += "; the program restarted once to load them";
   } else if (set_and_nonempty(coretype)) {
-    info.origin = "OPENBLAS_CORETYPE=" + std::string(coretype) + " set by the user";
-    // A core OpenBLAS does not know (a typo) is ignored: it picks one itself, maybe a generic one.
+    info.origin = "OPENBLAS_CORETYPE=" + shown_text(coretype, 40) + " set by the user";
+    // A core OpenBLAS does not have (a typo, or one this build has no kernels for) is ignored:
+    // it picks one itself, maybe a generic one.
     if (lower(coretype) != lower(info.core))
-      info.origin += ", a core OpenBLAS does not know (or cannot run here): it picked " + info.core + " itself";
+      info.origin += ", a core this OpenBLAS does not have (or cannot run here): it picked " + info.core + " itself";
   } else {
     info.origin = "detected by OpenBLAS";
     if (openblas_core_level(info.core) < cpu)
@@ -193,7 +204,7 @@ std::string aten_capability_origin(const std::string& capability) {
   const char* value = std::getenv(aten_capability_variable);
   const char* marker = std::getenv(aten_marker_variable);
   std::string origin;
-  if (set_and_nonempty(value) && set_and_nonempty(marker))
+  if (set_and_nonempty(value) && set_and_nonempty(marker) && std::string(value) == "avx512")  // as chosen
     origin = "chosen by actorpipe for this CPU's " + simd_level_name(cpu_simd_level());
   else if (set_and_nonempty(value))
     origin = std::string(aten_capability_variable) + "=" + value + " set by the user";
@@ -218,10 +229,13 @@ std::string aten_capability_origin(const std::string& capability) {
 
 bool set_by_actorpipe(const char* variable) {
   const std::string name = variable;
-  const char* marker = name == "OPENBLAS_CORETYPE"        ? blas_marker_variable
-                       : name == aten_capability_variable ? aten_marker_variable
-                                                          : nullptr;
-  return marker != nullptr && set_and_nonempty(std::getenv(marker));
+  if (name == "OPENBLAS_CORETYPE")
+    return chosen_by_actorpipe(std::getenv(name.c_str()), std::getenv(blas_marker_variable), cpu_simd_level());
+  if (name == aten_capability_variable) {
+    const char* value = std::getenv(name.c_str());
+    return set_and_nonempty(std::getenv(aten_marker_variable)) && value != nullptr && std::string(value) == "avx512";
+  }
+  return false;
 }
 
 bool switch_openblas_kernels(const std::string& coretype) {

@@ -1246,7 +1246,7 @@ CATCH_TEST_CASE("train runs on the best BLAS kernels for the CPU and names them,
   CATCH_CHECK_THAT(user, Contains("kernels Prescott (OPENBLAS_CORETYPE=Prescott set by the user)"));
   // One OpenBLAS does not know is ignored (it picks a core itself): not the user's choice, said.
   const std::string typo = run({"-u", blas_marker_variable, "OPENBLAS_CORETYPE=Skylakx"});
-  CATCH_CHECK_THAT(typo, Contains("(OPENBLAS_CORETYPE=Skylakx set by the user, a core OpenBLAS does not know (or cannot run "
+  CATCH_CHECK_THAT(typo, Contains("(OPENBLAS_CORETYPE=Skylakx set by the user, a core this OpenBLAS does not have (or cannot run "
                                   "here): it picked "));
 }
 
