@@ -89,6 +89,7 @@ bench: build
 	./$(BUILD_DIR)/bench/rank_replay
 	./$(BUILD_DIR)/bench/own_loops
 	./$(BUILD_DIR)/bench/data_parallel_throughput
+	mkdir -p $(BUILD_DIR)/checkpoint-bench
 	./$(BUILD_DIR)/bench/checkpoint_throughput --dir $(BUILD_DIR)/checkpoint-bench
 	@command -v ucx_perftest >/dev/null || apt-get install -y -qq ucx-utils >/dev/null || true
 	./$(BUILD_DIR)/bench/ucx_bandwidth

@@ -102,10 +102,14 @@ int bench_main(int argc, char** argv) {
     if (k == "--dir" && i + 1 < argc) {
       in = argv[++i];
     } else if (k == "--save-every" && i + 1 < argc) {
-      if (const std::string error = bench::positive_int_flag(k, argv[++i], o.save_every); !error.empty()) {
-        std::fprintf(stderr, "checkpoint_throughput: %s\n", error.c_str());
+      const char* text = argv[++i];
+      const long long every = bench::whole_number(text, 2, 1000000);
+      if (every < 0) {  // 1 leaves no step that follows no save to compare
+        std::fprintf(stderr, "checkpoint_throughput: --save-every needs a whole number from 2 to 1000000, got '%s'\n",
+                     text);
         return 2;
       }
+      o.save_every = static_cast<int>(every);
     } else {
       rest.push_back(argv[i]);
     }

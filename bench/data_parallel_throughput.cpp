@@ -12,7 +12,7 @@
 // Steps after the first are timed (the first pays for allocation warm-up).
 //
 //   bench/data_parallel_throughput [--layers 8 --hidden 256 --seq-len 128 --microbatch-size 4 --microbatches 16 --steps 3
-//                                   --bucket-mb 25]
+//                                   --bucket-mb 4]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -52,11 +52,12 @@ struct bench_flags {
   int* chunks = nullptr;            // --chunks, where given
   bool steps = true;  // with batches: --steps too (false: a benchmark that replays one step)
   std::string extra = {};  // flags the benchmark reads itself, for the lists (", --dir, --save-every")
+  bool layers = true;      // --layers (false: the bench times one block)
 };
 
 // The flags a benchmark takes, for --help and the unknown-flag error.
 inline std::string bench_flags_taken(const bench_flags& accepts) {
-  std::string takes = "--layers, --hidden, --seq-len, --microbatch-size";
+  std::string takes = std::string(accepts.layers ? "--layers, " : "") + "--hidden, --seq-len, --microbatch-size";
   if (accepts.batches) takes += accepts.steps ? ", --microbatches, --steps" : ", --microbatches";
   if (accepts.buckets) takes += ", --bucket-mb";
   if (accepts.repeat) takes += ", --repeat";
@@ -74,7 +75,7 @@ inline std::string gpt_bench_flag_error(int argc, char** argv, train_options& o,
     if (i + 1 >= argc) return k + " needs a value";
     const char* v = argv[i + 1];
     std::string error;
-    if (k == "--layers") error = positive_int_flag(k, v, o.model.layers);
+    if (accepts.layers && k == "--layers") error = positive_int_flag(k, v, o.model.layers);
     else if (k == "--hidden") error = positive_int_flag(k, v, o.model.hidden);
     else if (k == "--seq-len") error = positive_int_flag(k, v, o.model.seq_len);
     else if (k == "--microbatch-size") error = positive_int_flag(k, v, o.microbatch_size);
@@ -95,20 +96,39 @@ inline std::string gpt_bench_flag_error(int argc, char** argv, train_options& o,
   return {};
 }
 
-// --help (or -h) anywhere: the flags it takes, each a flag and its value, and the file's own
-// comment for what it measures; exit 0 before anything runs.
-inline void print_bench_help_if_asked(int argc, char** argv, const char* program, const std::string& takes) {
+// The values the flags `accepts` names take when not given, as flags: "--layers 8 --hidden 256 ...".
+inline std::string bench_flag_defaults(const train_options& o, const bench_flags& accepts) {
+  std::string d = accepts.layers ? "--layers " + std::to_string(o.model.layers) + " " : "";
+  d += "--hidden " + std::to_string(o.model.hidden) + " --seq-len " + std::to_string(o.model.seq_len) +
+       " --microbatch-size " + std::to_string(o.microbatch_size);
+  if (accepts.batches) d += " --microbatches " + std::to_string(o.microbatches);
+  if (accepts.batches && accepts.steps) d += " --steps " + std::to_string(o.steps);
+  if (accepts.buckets) {
+    char mb[32];
+    std::snprintf(mb, sizeof mb, "%g", o.bucket_mb);
+    d += std::string(" --bucket-mb ") + mb;
+  }
+  if (accepts.repeat) d += " --repeat " + std::to_string(*accepts.repeat);
+  if (accepts.schedule) d += " --schedule " + *accepts.schedule;
+  if (accepts.chunks) d += " --chunks " + std::to_string(*accepts.chunks);
+  return d;
+}
+
+// --help (or -h) anywhere: the flags it takes, each a flag and its value, their defaults, and
+// where what it measures is told; exit 0 before anything runs.
+inline void print_bench_help_if_asked(int argc, char** argv, const char* program, const std::string& takes,
+                                      const std::string& defaults) {
   if (!asked_for_help(argc, argv)) return;
-  std::printf("usage: %s [FLAG VALUE]...\nflags: %s (each takes a value; the defaults and what it measures: "
-              "bench/%s.cpp's first comment, and the README's Benchmarks)\n",
-              program, takes.c_str(), program);
+  std::printf("usage: %s [FLAG VALUE]...\nflags: %s (each takes a value)\ndefaults: %s\nwhat it measures: "
+              "bench/%s.cpp's first comment, and the README's Benchmarks\n",
+              program, takes.c_str(), defaults.c_str(), program);
   std::exit(0);
 }
 
 // gpt_bench_flag_error, its error printed after `program`'s name: false then.
 inline bool parse_gpt_bench_flags(int argc, char** argv, train_options& o, const char* program,
                                   const bench_flags& accepts = {}) {
-  print_bench_help_if_asked(argc, argv, program, bench_flags_taken(accepts));
+  print_bench_help_if_asked(argc, argv, program, bench_flags_taken(accepts), bench_flag_defaults(o, accepts));
   const std::string error = gpt_bench_flag_error(argc, argv, o, accepts);
   if (!error.empty()) std::fprintf(stderr, "%s: %s\n", program, error.c_str());
   return error.empty();
@@ -122,11 +142,15 @@ inline void print_what_it_runs_on() {
 }
 
 // Runs a benchmark's body: a bad model size or option is one line naming the benchmark, and
-// exit status 2 (refused: std::invalid_argument) or 1, instead of std::terminate.
+// exit status 2 (refused: std::invalid_argument) or 1, instead of std::terminate. A run that
+// others' processes shared says so at its end (load_watch).
 template <class Body>
 int run_reporting_errors(const char* program, Body&& body) {
   try {
-    return body();
+    const load_watch load;
+    const int code = body();
+    if (code == 0) load.say();
+    return code;
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "%s: %s\n", program, e.what());
     return 2;

@@ -122,7 +122,8 @@ class rounds {
                 "core costs by itself: %.3f of one thread's speed. A runtime that lost nothing would reach the\n"
                 "schedule factor x %.3f; 1f1b's actions ran at %.3f of that, zbv's at %.3f.\n",
                 repeat == 1 ? "one round, ratios against the reference interpolated to each run's middle"
-                            : "each cell: its median over the rounds, ratios against the reference interpolated to each run's middle",
+                            : "each cell: its median over the rounds (so a row's two factors need not multiply to its "
+                              "ratio), ratios against the reference interpolated to each run's middle",
                 pair, pair, median(got_["1f1b"].speed) / pair, median(got_["zbv"].speed) / pair);
     if (repeat > 1) print_per_round("1f1b vs reference per round:", got_["1f1b"].ratio);
     print_noise();
@@ -211,9 +212,17 @@ class rounds {
   // How much the machine moved the reference's own speed: between one timed step and the next,
   // and between a round's two runs. Ratios here are no more certain than that.
   void print_noise() const {
-    std::printf("machine: the reference's speed moved by up to %.1f%% between consecutive steps and %.1f%% between\n"
+    // A move not measured (one timed step, or one run) is said so, not as 0%.
+    const auto up_to = [](double moved, const char* unmeasured) {
+      char text[96];
+      if (moved < 0) return std::string(unmeasured);
+      std::snprintf(text, sizeof text, "by up to %.1f%%", 100 * moved);
+      return std::string(text);
+    };
+    std::printf("machine: the reference's speed moved %s between consecutive steps and %s between\n"
                 "its runs before and after a round: %s\n",
-                100 * step_moved_, 100 * round_moved_,
+                up_to(step_moved_, "(not measured: one timed step; give --steps 3 or more)").c_str(),
+                up_to(round_moved_, "(not measured: one run)").c_str(),
                 std::max(step_moved_, round_moved_) > noisy_above
                     ? "a noisy machine. The ratios above are uncertain by about as much;\n"
                       "a target within a few % needs a quieter machine or more rounds."
@@ -229,7 +238,7 @@ class rounds {
   train_options o_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::vector<double> reference_;
-  double step_moved_ = 0, round_moved_ = 0;  // the largest moves of the reference's speed (bench::moved)
+  double step_moved_ = -1, round_moved_ = -1;  // the largest moves of the reference's speed (bench::moved); -1: none
   static constexpr double noisy_above = 0.05;
   std::vector<double> pair_tokens_, pair_speed_;  // two references at once: tokens/s each; / the reference
   std::map<std::string, samples> got_;

@@ -211,7 +211,8 @@ int bench_main(int argc, char** argv) {
   }
   std::printf("\n");
   for (int i = 0; i < n; ++i)
-    std::printf("%s vs reference: median %.3fx = schedule %.3f x actions' speed %.3f (the steps' ratios %.3f-%.3f, %zu of them)\n",
+    std::printf("%s vs reference: median %.3fx; medians of its factors: schedule %.3f, actions' speed %.3f (each its own "
+                "median, so their product need not be the ratio's; the steps' ratios %.3f-%.3f, %zu of them)\n",
                 describe(pipes[i]).c_str(), median(ratio[i]), median(schedule[i]), median(speed[i]),
                 *std::min_element(ratio[i].begin(), ratio[i].end()), *std::max_element(ratio[i].begin(), ratio[i].end()),
                 ratio[i].size());
@@ -224,8 +225,8 @@ int bench_main(int argc, char** argv) {
       a.push_back(r.back() / s.back());
     }
     if (r.empty()) continue;
-    std::printf("%s vs %s, round by round: median %.3fx = schedule %.3f x actions' speed %.3f (rounds %.3f-%.3f, %zu of them; "
-                "the former ahead in %zu)\n",
+    std::printf("%s vs %s, round by round: median %.3fx; medians of its factors: schedule %.3f, actions' speed %.3f "
+                "(rounds %.3f-%.3f, %zu of them; the former ahead in %zu)\n",
                 describe(pipes[i]).c_str(), describe(pipes[0]).c_str(), median(r), median(s), median(a),
                 *std::min_element(r.begin(), r.end()), *std::max_element(r.begin(), r.end()), r.size(),
                 static_cast<size_t>(std::count_if(r.begin(), r.end(), [](double x) { return x > 1; })));

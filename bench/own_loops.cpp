@@ -52,7 +52,9 @@ int bench_main(int argc, char** argv) {
   ensure_best_blas_kernels(argv);
   train_options o = bench::gpt_bench_options();
   int repeat = 21;
-  if (!bench::parse_gpt_bench_flags(argc, argv, o, "own_loops", {false, false, &repeat})) return 2;
+  bench::bench_flags accepts{false, false, &repeat};
+  accepts.layers = false;  // one block's attention and GELU: --layers was taken and did nothing
+  if (!bench::parse_gpt_bench_flags(argc, argv, o, "own_loops", accepts)) return 2;
   const int heads = o.model.heads, hidden = o.model.hidden;
   if (hidden % heads != 0) {
     std::fprintf(stderr, "own_loops: --hidden %d is not a multiple of the %d heads\n", hidden, heads);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "actors/pipeline_runtime.hpp"
+#include "bench/bench_args.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
@@ -40,7 +41,10 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       std::printf("usage: pipeline_overhead [--quick] [--only NAME] [--trace-dir DIR]\n"
-                  "  each schedule's measured step against its simulated ideal on fixed costs (bench/pipeline_overhead.cpp)\n");
+                  "  each schedule's measured step against its simulated ideal on fixed costs (bench/pipeline_overhead.cpp)\n"
+                  "  --quick: P in {2, 4} and M = 8 only (the full run adds P = 8 and M = 32)\n"
+                  "  --only NAME: that schedule alone\n"
+                  "  --trace-dir DIR: each run's measured last step as a Chrome trace, DIR/NAME-pP-mM[-fill].json\n");
       return 0;
     } else if (a == "--quick") {
       quick = true;
@@ -95,8 +99,10 @@ int main(int argc, char** argv) {
   fc.weight_grad_s = 0.004;
   cost_model costs = cost_model::uniform(fc.forward_s, fc.backward_s, fc.input_grad_s, fc.weight_grad_s);
   costs.early_input_grad = true;  // as the runtime runs B: its input gradient leaves after its I part
-  std::printf("fixed costs per virtual stage: F %.0f ms, B %.0f ms (I, then W), I %.0f ms, W %.0f ms; last of 2 steps "
-              "measured\n\n",
+  const bench::load_watch load;
+  // Its actions sleep: no kernel runs, so there is no BLAS or LibTorch to name.
+  std::printf("fixed costs per virtual stage (each action sleeps: no kernels run): F %.0f ms, B %.0f ms (I, then W), "
+              "I %.0f ms, W %.0f ms; last of 2 steps measured\n\n",
               fc.forward_s * 1e3, fc.backward_s * 1e3, fc.input_grad_s * 1e3, fc.weight_grad_s * 1e3);
   std::printf("| schedule | P | M | V | simulated ms | measured ms | measured / simulated | measured / replayed | "
               "with W filling waits / simulated |\n"
@@ -174,5 +180,6 @@ int main(int argc, char** argv) {
     std::printf("%d runs with W filling waits: measured / simulated: geometric mean %.3f, worst %.3f\n", n_fill,
                 std::exp(log_fill / n_fill), worst_fill);
   if (unwritten > 0) std::fprintf(stderr, "pipeline_overhead: %d trace(s) not written (above)\n", unwritten);
+  load.say();
   return unwritten > 0 ? 1 : 0;
 }

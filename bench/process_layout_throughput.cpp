@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_args.hpp"
+#include "core/median.hpp"
 
 namespace {
 
@@ -67,7 +68,8 @@ double tokens_per_s(const std::string& metrics) {
   std::string line;
   double tokens = 0, seconds = 0;
   while (std::getline(f, line)) {
-    auto j = nlohmann::json::parse(line);
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("step") || !j.contains("tokens_per_s") || !j.contains("seconds")) return 0;
     if (j["step"].get<int>() < 2) continue;
     tokens += j["tokens_per_s"].get<double>() * j["seconds"].get<double>();
     seconds += j["seconds"].get<double>();
@@ -79,7 +81,7 @@ double tokens_per_s(const std::string& metrics) {
 
 int main(int argc, char** argv) {
   const char* usage =
-      "usage: process_layout_throughput path/to/actorpipe [rounds=3 (1-1000)] [steps=6 (3-1000)] [port=29400]\n"
+      "usage: process_layout_throughput path/to/actorpipe [rounds=3 (1-1000)] [steps=6 (3-1000)] [port=29400 (1024-)]\n"
       "  2 ranks as 2 processes (actorpipe launch, UCX between them) against 1 process, rounds interleaved;\n"
       "  the two-process run of round r uses --master-port port+r-1\n";
   if (actorpipe::bench::asked_for_help(argc, argv)) {
@@ -100,15 +102,20 @@ int main(int argc, char** argv) {
   using actorpipe::bench::whole_number;
   const long long rounds = argc > 2 ? whole_number(argv[2], 1, 1000) : 3;
   const long long steps = argc > 3 ? whole_number(argv[3], 3, 1000) : 6;  // tokens/s from step 2 on
-  const long long port = argc > 4 ? whole_number(argv[4], 1, 65535 - 999) : 29400;
+  // Round r's two processes take port + r - 1: the last round's must be a port too.
+  const long long last_port = 65535 - (rounds > 0 ? rounds - 1 : 0);
+  const long long port = argc > 4 ? whole_number(argv[4], 1024, last_port) : 29400;
   if (rounds < 0 || steps < 0 || port < 0) {
-    std::fprintf(stderr, "process_layout_throughput: %s\n%s",
-                 rounds < 0   ? ("rounds must be a whole number from 1 to 1000, got '" + std::string(argv[2]) + "'").c_str()
-                 : steps < 0 ? ("steps must be a whole number from 3 to 1000, got '" + std::string(argv[3]) + "'").c_str()
-                             : ("port must be a whole number from 1 to 64536, got '" + std::string(argv[4]) + "'").c_str(),
-                 usage);
+    const std::string why =
+        rounds < 0  ? "rounds must be a whole number from 1 to 1000, got '" + std::string(argv[2]) + "'"
+        : steps < 0 ? "steps must be a whole number from 3 to 1000, got '" + std::string(argv[3]) + "'"
+                    : "port must be a whole number from 1024 to " + std::to_string(last_port) + " (with " +
+                          std::to_string(rounds) + " rounds on ports port..port+" + std::to_string(rounds - 1) +
+                          "), got '" + std::string(argv[4]) + "'";
+    std::fprintf(stderr, "process_layout_throughput: %s\n%s", why.c_str(), usage);
     return 2;
   }
+  const actorpipe::bench::load_watch load;
   if (!getenv("UCX_TLS")) setenv("UCX_TLS", "tcp,self,posix,sysv,cma", 1);
   const std::string stem = "/tmp/process_layout_" + std::to_string(getpid());
   const std::string metrics = stem + ".jsonl", output = stem + ".out";
@@ -122,6 +129,14 @@ int main(int argc, char** argv) {
       std::remove(output.c_str());
       return 1;
     };
+    // It exited 0 but wrote no steps to time (not actorpipe's train, or its --metrics unread).
+    const auto no_metrics = [&](const char* which) {
+      std::fprintf(stderr, "the %s run wrote no metrics of steps after the second to %s; its last lines:\n%s", which,
+                   metrics.c_str(), lines_of(output, "").c_str());
+      std::remove(metrics.c_str());
+      std::remove(output.c_str());
+      return 1;
+    };
     if (const int code = run(bin, job(metrics, static_cast<int>(steps)), output); code != 0)
       return failed("one-process", code);
     if (r == 0) {  // what it ran on, as train says it
@@ -129,16 +144,18 @@ int main(int argc, char** argv) {
       std::printf("round  1 process x 2 ranks  2 processes x 1 rank  ratio (2 proc / 1 proc)\n");
     }
     const double one = tokens_per_s(metrics);
+    if (!(one > 0)) return no_metrics("one-process");
     std::vector<std::string> launch = {"launch", "--nproc-per-node", "2", "--master-port", std::to_string(port + r), "--"};
     auto j = job(metrics, static_cast<int>(steps));
     launch.insert(launch.end(), j.begin(), j.end());
     if (const int code = run(bin, launch, output); code != 0) return failed("two-process", code);
     const double two = tokens_per_s(metrics);
+    if (!(two > 0)) return no_metrics("two-process");
     ratios.push_back(two / one);
     std::printf("%-5ld  %12.0f tok/s     %12.0f tok/s      %.3f\n", r + 1, one, two, two / one);
   }
-  std::sort(ratios.begin(), ratios.end());
-  std::printf("median ratio %.3f (target >= 0.95)\n", ratios[ratios.size() / 2]);
+  std::printf("median ratio %.3f (target >= 0.95)\n", actorpipe::median(ratios));
+  load.say();
   std::remove(metrics.c_str());
   std::remove(output.c_str());
   return 0;

@@ -19,7 +19,10 @@
 // runtime sizes its pool from the job). Every round has up to 512 MiB in flight
 // (all its sends are posted at once), and the receiver takes a buffer per header as it
 // arrives: with a smaller cap, part of every round gets buffers that are not in the pool.
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <ucp/api/ucp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -201,9 +204,26 @@ int child(int from_parent, int to_parent, const std::vector<round>& rounds, size
   return 0;
 }
 
+// A TCP port on 127.0.0.1 free now, for ucx_perftest's own exchange: its default port (13337)
+// collided with another run's server on a shared machine.
+int free_tcp_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 13337;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof a;
+  int port = 13337;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
 double perftest_mib_s(const std::string& tls, size_t size, int iterations, bool error_handling) {
   const std::string args = " -t tag_bw -s " + std::to_string(size) + " -n " + std::to_string(iterations) +
-                           (error_handling ? " -e" : "");
+                           (error_handling ? " -e" : "") + " -p " + std::to_string(free_tcp_port());
   const std::string env = "UCX_TLS=" + tls + " timeout 120 ucx_perftest";
   const std::string server = env + args + " > /dev/null 2>&1 &";
   if (std::system(server.c_str()) != 0) return -1;
@@ -277,6 +297,7 @@ int main(int argc, char** argv) {
     pool.min_tensor_bytes = std::string(argv[2]) == "off" ? SIZE_MAX : static_cast<size_t>(min_pooled);
   setenv("UCX_TLS", "tcp,self", 0);  // keep the caller's choice
   const std::string tls = std::getenv("UCX_TLS");
+  const actorpipe::bench::load_watch load;
   const std::vector<size_t> sizes = {64u << 10, 256u << 10, 1u << 20, 4u << 20, 16u << 20, 64u << 20};
   const std::vector<round> rounds = schedule(sizes, static_cast<int>(reps));
   int to_child[2], from_child[2];
@@ -364,8 +385,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   const char* reference = shm_only_endpoints ? "ucx_perftest" : "ucx_perftest -e";
-  std::printf("two processes on one host, UCX_TLS=%s, unidirectional, %lld interleaved runs; MiB/s as median (best)\n",
-              tls.c_str(), reps);
+  std::printf("UCX %s; two processes on one host, UCX_TLS=%s, unidirectional, %lld interleaved runs; MiB/s as median "
+              "(best)\n",
+              ucp_get_version_string(), tls.c_str(), reps);
   if (pool.min_tensor_bytes == SIZE_MAX) {
     std::printf("receiver: plain tensors (receive pool off)\n");
   } else {
@@ -391,5 +413,6 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(receiver_pool.fresh), static_cast<unsigned long long>(receiver_pool.reused),
               static_cast<unsigned long long>(receiver_pool.unpooled), static_cast<unsigned long long>(receiver_pool.freed));
   if (best(perftest_bw[0]) <= 0) std::printf("\n(ucx_perftest not available: apt-get install ucx-utils)\n");
+  load.say();
   return 0;
 }

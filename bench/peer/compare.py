@@ -69,9 +69,21 @@ def parse_args():
     ap.add_argument("--keep", help="keep the token file, metrics and logs in this folder")
     a = ap.parse_args()
     a.runs = [r.strip() for r in a.runs.split(",") if r.strip()]
+    if not a.runs:
+        ap.error("--runs names no run (choose from %s)" % ", ".join(RUNS))
     for r in a.runs:
         if r not in RUNS:
             ap.error("unknown run '%s' (choose from %s)" % (r, ", ".join(RUNS)))
+    # What the token file and both models take: refused here, not as a traceback after the
+    # first runs (numpy's "negative dimensions", uint16's "out of bounds").
+    for flag, _, _ in pg.JOB_FLAGS:
+        name = flag[2:].replace("-", "_")
+        if name not in ("lr", "grad_clip", "weight_decay", "seed", "warmup_steps") and getattr(a, name) < 1:
+            ap.error("%s must be >= 1, got %s" % (flag, getattr(a, name)))
+    if not 2 <= a.vocab <= 65536:
+        ap.error("--vocab must be from 2 to 65536 (the token file holds uint16 tokens), got %d" % a.vocab)
+    if a.data_tokens < a.seq_len + 1:
+        ap.error("--data-tokens must be at least --seq-len + 1 = %d (one sample), got %d" % (a.seq_len + 1, a.data_tokens))
     if a.steps < 2:
         ap.error("--steps must be >= 2 (the first step is not timed)")
     if a.repeat < 1:
@@ -149,6 +161,11 @@ def measure_ceilings(a):
     if p.returncode != 0 or not rows:
         said = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()[-1]
         return None, "split_costs failed (exit %d): %s" % (p.returncode, said)
+    # Ceilings split_costs itself doubts (one above 2; others' processes using the CPUs while it
+    # timed) are not set against the runs.
+    doubts = [line for line in p.stdout.splitlines() if line.startswith(("warning:", "note: other processes"))]
+    if doubts:
+        return None, "split_costs doubted its own: " + doubts[0]
     balance = BALANCE_LINE.search(p.stdout)
     if balance:
         rows["balance"] = float(balance.group(1))

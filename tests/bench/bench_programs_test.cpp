@@ -68,9 +68,30 @@ CATCH_TEST_CASE("benchmark programs take --help and refuse what they cannot use,
   CATCH_CHECK(pair.code == 2);
   CATCH_CHECK_THAT(pair.out, Contains("zbv needs chunks == 2"));
   CATCH_CHECK(pair.out.find("GPT ") == std::string::npos);
-  const ran every = run_bench("checkpoint_throughput --save-every 1");
-  CATCH_CHECK(every.code == 2);
-  CATCH_CHECK_THAT(every.out, Contains("--save-every 1 with --steps 10 leaves no step that follows no save to compare"));
+  // --save-every 0 and 1 said two rules ("from 1" and "at least 2"): one now.
+  for (const char* value : {"0", "1"}) {
+    const ran every = run_bench(std::string("checkpoint_throughput --save-every ") + value);
+    CATCH_CHECK(every.code == 2);
+    CATCH_CHECK_THAT(every.out, Contains(std::string("--save-every needs a whole number from 2 to 1000000, got '") +
+                                         value + "'"));
+  }
+  const ran few = run_bench("checkpoint_throughput --save-every 3 --steps 4");
+  CATCH_CHECK(few.code == 2);
+  CATCH_CHECK_THAT(few.out, Contains("--save-every 3 with --steps 4 leaves no step after a save to compare"));
+}
+
+// process_layout_throughput's "median" of an even number of rounds was the upper one (0.547
+// and 1.270 made 1.270, a target met); a program that wrote no metrics printed a ratio of NaN
+// and exit 0; a port the last round could not have was refused by a rule it did not say.
+CATCH_TEST_CASE("process_layout_throughput refuses what gives no ratio and ports past the last round's", "[bench]") {
+  const ran none = run_bench("process_layout_throughput /bin/true 1 3 31990");
+  CATCH_CHECK(none.code == 1);
+  CATCH_CHECK_THAT(none.out, Contains("the one-process run wrote no metrics of steps after the second to "));
+  CATCH_CHECK(none.out.find("nan") == std::string::npos);
+  const ran high = run_bench("process_layout_throughput /bin/true 3 3 65534");
+  CATCH_CHECK(high.code == 2);
+  CATCH_CHECK_THAT(high.out, Contains("port must be a whole number from 1024 to 65533 (with 3 rounds on ports "
+                                      "port..port+2), got '65534'"));
 }
 
 CATCH_TEST_CASE("checkpoint_throughput --dir writes in a folder of its own there, and leaves the rest", "[bench]") {
