@@ -20,6 +20,7 @@
 
 #include "core/log.hpp"
 #include "core/proc_files.hpp"
+#include "core/simd_clones.hpp"
 #include "core/text_file.hpp"
 #include "core/model/attention_kernel.hpp"
 
@@ -174,7 +175,7 @@ std::string describe_blas(const blas_info& info) {
 }
 
 std::string own_loops_isa() {
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && !defined(ACTORPIPE_NO_SIMD_CLONES)
+#ifdef ACTORPIPE_HAS_SIMD_CLONES
   return __builtin_cpu_supports("avx512f") ? "AVX-512" : __builtin_cpu_supports("avx2") ? "AVX2" : "x86-64";
 #else
   return "plain";

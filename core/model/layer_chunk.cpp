@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -61,7 +62,8 @@ struct layer_chunk::impl {
   std::map<int, layer_module> modules;  // by the index of the layer that built it
   std::vector<position> positions;
   std::vector<std::pair<std::string, at::Tensor>> params;
-  std::vector<std::pair<std::string, at::Tensor>> buffers;  // of the modules built here, less tied copies'
+  std::vector<std::pair<std::string, at::Tensor>> buffers;  // of the modules built here, less tied copies
+  bool buffers_compared = false;  // activation checkpointing compared their bytes around a forward'
   std::vector<std::string> copies;
   std::map<std::string, std::vector<at::Tensor>> tied;  // key -> tied parameters held here
   // The parameters of tied copies that tied_parameters leaves out.
@@ -320,16 +322,31 @@ forward_result layer_chunk::forward(int microbatch, const tensor_box& input, con
       // A forward that updates a buffer (a running average, a counter of your own) would update
       // it again in the recompute, as batch norm would count its batch twice: found by the
       // buffers' versions, at the first forward, before anything is trained on it.
+      // An update through .data(), set_data or an accessor leaves the version alone: the first
+      // forward also compares the buffers' bytes.
       std::vector<std::int64_t> versions;
-      for (const auto& [name, b] : m.buffers) versions.push_back(b._version());
+      std::vector<at::Tensor> before;
+      for (const auto& [name, b] : m.buffers) {
+        versions.push_back(b._version());
+        if (!m.buffers_compared) before.push_back(b.detach().clone().contiguous());
+      }
       torch::NoGradGuard no_grad;  // nothing saved; backward recomputes the same ops
       // On a copy: a layer working in place would change the input the recompute starts from.
       out = m.run(past_leaf(x, m.spec.first), s.targets);
-      for (std::size_t i = 0; i < m.buffers.size(); ++i)
-        if (m.buffers[i].second._version() != versions[i])
+      for (std::size_t i = 0; i < m.buffers.size(); ++i) {
+        const at::Tensor& b = m.buffers[i].second;
+        bool changed = b._version() != versions[i];
+        if (!changed && !before.empty()) {
+          const at::Tensor now = b.detach().contiguous();
+          changed = now.sizes() != before[i].sizes() || now.scalar_type() != before[i].scalar_type() ||
+                    (now.nbytes() > 0 && std::memcmp(now.data_ptr(), before[i].data_ptr(), now.nbytes()) != 0);
+        }
+        if (changed)
           throw std::invalid_argument("buffer '" + m.buffers[i].first + "' changed in the forward, which "
-                                      "--activation-checkpointing runs again in backward (the update would count twice, "
-                                      "as a batch norm's would): train this model without it");
+                                      "--activation-checkpointing runs again in backward (the update would count "
+                                      "twice, as a batch norm's would): train this model without it");
+      }
+      m.buffers_compared = true;
     } else {
       out = m.run(past_leaf(x, m.spec.first), s.targets);
     }

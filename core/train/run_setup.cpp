@@ -307,9 +307,19 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   for (int k = 0; k < static_cast<int>(s.runners.size()); ++k) {
     if (!s.runners[k]) continue;
     // A module's own names (register_parameter / register_buffer) go into the files too.
-    for (const auto& [name, t] : saved_tensors(*s.runners[k]))
+    for (const auto& [name, t] : saved_tensors(*s.runners[k])) {
       if (const std::string why = unstorable_name_reason(name); !why.empty())
         throw std::invalid_argument("a tensor of " + where(k) + ": its name " + why);
+      // Checkpoints name a data-parallel replica's copies of its buffers "replica<N>/<name>":
+      // a tensor named so trained and saved, and its files then did not load ("1 missing").
+      const auto slash = name.find('/');
+      if (name.rfind("replica", 0) == 0 && slash != std::string::npos && slash > 7 &&
+          std::all_of(name.begin() + 7, name.begin() + static_cast<std::ptrdiff_t>(slash),
+                      [](char c) { return c >= '0' && c <= '9'; }))
+        throw std::invalid_argument("a tensor of " + where(k) + ": its name '" + name + "' begins as checkpoints name a "
+                                    "data-parallel replica's copies of its buffers ('replica<N>/'), so its files would "
+                                    "not load: give its layer another name or param_prefix");
+    }
     const int d = k / S, v = k % S;
     const auto copies = s.runners[k]->tied_copies();
     for (const auto& [name, t] : s.runners[k]->named_parameters()) {

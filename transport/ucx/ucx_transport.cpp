@@ -490,8 +490,12 @@ ucx_transport::ucx_transport(int self_process, int processes, frame_limits limit
 
 ucx_transport::~ucx_transport() {
   state_->stopping = true;
-  // Joins the progress thread and cancels what is posted; callbacks see `stopping` and touch
-  // nothing else. Buffers still held by UCX die with the worker, not before.
+  // The progress thread ends first, the pointer to the worker still set: reset() nulls it before
+  // the worker's destructor joins the thread, and a callback that had passed its `stopping`
+  // check (a peer lost as the job ends) then called through null (ThreadSanitizer).
+  state_->worker->stop();
+  // Cancels what is posted; callbacks see `stopping` and touch nothing else. Buffers still held
+  // by UCX die with the worker, not before.
   state_->worker.reset();
   // Tensors handed over may outlive us: their buffers are freed when they are released.
   state_->pool->close();

@@ -182,13 +182,17 @@ ucx_worker::ucx_worker(const std::vector<std::pair<std::string, std::string>>& s
   thread_ = std::thread([this] { progress_loop(); });
 }
 
-ucx_worker::~ucx_worker() {
+void ucx_worker::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   wake();
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable() && !on_progress_thread()) thread_.join();
+}
+
+ucx_worker::~ucx_worker() {
+  stop();
   // The thread has exited: this thread now owns the worker.
   ucp_worker_destroy(worker_);
   pending_.clear();  // abandoned operations: their requests were released before the worker went

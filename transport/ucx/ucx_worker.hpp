@@ -41,6 +41,10 @@ public:
   /// Throws std::runtime_error when UCX refuses (message carries ucs_status_string).
   explicit ucx_worker(const std::vector<std::pair<std::string, std::string>>& settings = {});
   ~ucx_worker();
+  /// Ends the progress thread and waits for it (the destructor does too): afterwards no callback
+  /// runs but from this object's destruction. For an owner whose callbacks use its pointer to
+  /// this worker: destroying it through that pointer (unique_ptr::reset) nulls it first.
+  void stop();
 
   ucx_worker(const ucx_worker&) = delete;
   ucx_worker& operator=(const ucx_worker&) = delete;

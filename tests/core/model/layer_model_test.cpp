@@ -279,6 +279,15 @@ CATCH_TEST_CASE("prepare_run cuts a registered model by --partition and finds th
   CATCH_CHECK_THROWS_WITH(prepare_run(o), "a tensor of virtual stage 0: its name 'h0.count\\x0aof' holds a control "
                                           "character, an invisible mark or bytes of no valid UTF-8 (shown as \\xNN), "
                                           "which a checkpoint's tensor names may not");
+  // A name as checkpoints give a data-parallel replica's buffer copies: saved, then not loaded.
+  register_model("test-mlp-replica-name", [](const train_options& t) {
+    model_definition m = mlp_model(t);
+    m.layers[1].name = "replica1/h0";
+    return m;
+  });
+  o.model_name = "test-mlp-replica-name";
+  CATCH_CHECK_THROWS_WITH(prepare_run(o), Catch::Contains("its name 'replica1/h0.fc.weight' begins as checkpoints name a "
+                                                          "data-parallel replica's copies of its buffers ('replica<N>/')"));
   register_model("test-mlp-one-module", [](const train_options& t) {
     model_definition m = mlp_model(t);
     auto one = std::make_shared<torch::nn::LinearImpl>(32, 32);  // built once, handed to every stage that asks
@@ -473,20 +482,24 @@ CATCH_TEST_CASE("evaluation runs the modules in eval mode, and gives them back i
 
 namespace {
 // A linear layer that counts its training forwards in a buffer of its own.
+// A linear layer that counts its training forwards in a buffer of its own: with add_ (which
+// bumps the tensor's version), or through .data() (PyTorch's `self.buf.data.add_`: no version).
 struct counting_linear : torch::nn::Module {
-  counting_linear() {
+  explicit counting_linear(bool through_data) : through_data(through_data) {
     fc = register_module("fc", torch::nn::Linear(32, 32));
     count = register_buffer("count", torch::zeros({}, torch::kLong));
   }
   at::Tensor forward(const at::Tensor& x) {
     if (is_training()) {
       torch::NoGradGuard no_grad;
-      count.add_(1);
+      if (through_data) count.data().add_(1);
+      else count.add_(1);
     }
     return torch::tanh(fc(x));
   }
   torch::nn::Linear fc{nullptr};
   at::Tensor count;
+  bool through_data;
 };
 }  // namespace
 
@@ -495,18 +508,35 @@ struct counting_linear : torch::nn::Module {
 // type, a module of one's own was not. Found at the first forward, by the buffers' versions.
 CATCH_TEST_CASE("activation checkpointing refuses a layer whose forward updates a buffer, at its first forward",
                 "[model][layer_model]") {
-  model_definition m = mlp_model(mlp_train_options());
-  m.layers[1].build = [] { return layer_module(std::make_shared<counting_linear>()); };
-  auto model = std::make_shared<const model_definition>(m);
-  const auto d = m.data(0, 0);
-  chunk_spec plain = slice(0, 0, 8, 8);
-  layer_chunk counted(model, plain);
-  CATCH_CHECK_NOTHROW(counted.forward(0, d.inputs, d.targets, 1.0));
+  for (const bool through_data : {false, true}) {
+    CATCH_INFO("through .data(): " << through_data);
+    model_definition m = mlp_model(mlp_train_options());
+    m.layers[1].build = [through_data] { return layer_module(std::make_shared<counting_linear>(through_data)); };
+    auto model = std::make_shared<const model_definition>(m);
+    const auto d = m.data(0, 0);
+    chunk_spec plain = slice(0, 0, 8, 8);
+    layer_chunk counted(model, plain);
+    CATCH_CHECK_NOTHROW(counted.forward(0, d.inputs, d.targets, 1.0));
+    chunk_spec recomputed = slice(0, 0, 8, 8);
+    recomputed.activation_checkpointing = true;
+    layer_chunk twice(model, recomputed);
+    CATCH_CHECK_THROWS_WITH(twice.forward(0, d.inputs, d.targets, 1.0),
+                            Catch::Contains("buffer 'h0.count' changed in the forward, which --activation-checkpointing "
+                                            "runs again in backward (the update would count twice, as a batch norm's "
+                                            "would): train this model without it"));
+  }
+  // A buffer the forward leaves alone passes.
+  model_definition reads = mlp_model(mlp_train_options());
+  reads.layers[1].build = [] {
+    auto lin = torch::nn::Linear(32, 32);
+    lin->register_buffer("scale", torch::ones({1}));
+    return layer_module(lin);
+  };
+  auto read_only = std::make_shared<const model_definition>(reads);
   chunk_spec recomputed = slice(0, 0, 8, 8);
   recomputed.activation_checkpointing = true;
-  layer_chunk twice(model, recomputed);
-  CATCH_CHECK_THROWS_WITH(twice.forward(0, d.inputs, d.targets, 1.0),
-                          Catch::Contains("buffer 'h0.count' changed in the forward, which --activation-checkpointing "
-                                          "runs again in backward (the update would count twice, as a batch norm's "
-                                          "would): train this model without it"));
+  layer_chunk once(read_only, recomputed);
+  const auto d = reads.data(0, 0);
+  CATCH_CHECK_NOTHROW(once.forward(0, d.inputs, d.targets, 1.0));
+  CATCH_CHECK_NOTHROW(once.forward(1, d.inputs, d.targets, 1.0));
 }
