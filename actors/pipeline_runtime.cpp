@@ -884,7 +884,10 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
     ctx->data.reset();
   }
   // A member's refusal is the job's (exit 2): launch restarted it, to wait out --join-timeout.
-  if (!error.empty() && error.find(refused_once_formed) != std::string::npos) throw std::invalid_argument(error);
+  // So is a model's failure that every run meets again (core/model/chunk_compute.hpp): launch
+  // --max-restarts ran it again each time.
+  for (const char* certain : {refused_once_formed, refused_recompute_words, refused_frame_words})
+    if (!error.empty() && error.find(certain) != std::string::npos) throw std::invalid_argument(error);
   // A failure while the job stopped on a signal (a process its launch killed as it stopped): the
   // stop asked for, not a failure to restart (the other node's launch restarted the job, to wait
   // out --join-timeout twice).

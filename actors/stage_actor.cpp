@@ -285,6 +285,8 @@ void run_context::send_tensor_to_process(int process_index, tensor_kind kind, in
   try {
     data->send(process_index, std::move(meta), std::move(t));
   } catch (const std::exception& e) {
+    // The transport refuses it before anything moves (std::invalid_argument): every run would.
+    const bool certain = dynamic_cast<const std::invalid_argument*>(&e) != nullptr;
     const std::string index = std::to_string(microbatch);
     std::string what;
     switch (kind) {
@@ -300,7 +302,9 @@ void run_context::send_tensor_to_process(int process_index, tensor_kind kind, in
     const std::string where = kind == tensor_kind::parameter ? " of " + describe_stage(v) + " to " + process
                                                              : " to " + describe_stage(v) + " (" + process + ")";
     caf::anon_send(supervisor, msg::failure{"rank " + std::to_string(from_rank) + ", " + step_name(step) + ": sending " +
-                                                what + where + " failed: " + e.what(),
+                                                what + where + " failed" +
+                                                (certain ? std::string(" (") + refused_frame_words + ")" : std::string()) +
+                                                ": " + e.what(),
                                             step});
   }
 }

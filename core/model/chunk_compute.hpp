@@ -14,6 +14,13 @@
 
 namespace actorpipe {
 
+// Failures of a model's action that every run meets again, in its first step: the run ends as
+// refused (exit 2: launch --max-restarts does not start it again), found by these words in
+// their messages. A layer whose forward updates a buffer under --activation-checkpointing; a
+// tensor at a cut that no transport frame holds (more than 8 dimensions).
+inline constexpr char refused_recompute_words[] = "which --activation-checkpointing runs again in backward";
+inline constexpr char refused_frame_words[] = "a tensor no transport frame holds";
+
 struct chunk_spec {
   int virtual_stage = 0;
   int layer_begin = 0;  // the model's layers [layer_begin, layer_end)

@@ -342,9 +342,10 @@ forward_result layer_chunk::forward(int microbatch, const tensor_box& input, con
                     (now.nbytes() > 0 && std::memcmp(now.data_ptr(), before[i].data_ptr(), now.nbytes()) != 0);
         }
         if (changed)
-          throw std::invalid_argument("buffer '" + m.buffers[i].first + "' changed in the forward, which "
-                                      "--activation-checkpointing runs again in backward (the update would count "
-                                      "twice, as a batch norm's would): train this model without it");
+          throw std::invalid_argument("buffer '" + m.buffers[i].first + "' changed in the forward, " +
+                                      refused_recompute_words +
+                                      " (the update would count twice, as a batch norm's would): train this model "
+                                      "without it");
       }
       m.buffers_compared = true;
     } else {

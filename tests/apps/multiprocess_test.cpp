@@ -232,15 +232,39 @@ CATCH_TEST_CASE("tensors of no elements or no dimensions cross processes and res
   CATCH_CHECK(zero_resumed == 0);
   CATCH_CHECK(read_bytes(two) == read_bytes(one));
   std::filesystem::remove_all(dir);
-  // 9 dimensions: no frame holds them.
-  const int nine = wait_process(
-      start_process(models, launched(2, train("nine-dims", 2)), {{"UCX_TLS", "tcp,self"}}, log2), 120);
+  // 9 dimensions: no frame holds them. Every run would fail so: refused (exit 2), and launch
+  // --max-restarts does not start it again.
+  std::vector<std::string> nine_args = launched(2, train("nine-dims", 2));
+  nine_args.insert(nine_args.begin() + 1, {"--max-restarts", "2"});
+  const int nine = wait_process(start_process(models, nine_args, {{"UCX_TLS", "tcp,self"}}, log2), 120);
   CATCH_INFO(process_log(log2));
-  CATCH_CHECK(nine == 1);
+  CATCH_CHECK(nine == 2);
   CATCH_CHECK_THAT(read_text(log2), Contains("rank 0, step 1: sending the activation of microbatch 0 to virtual stage 1 "
-                                             "(process 1) failed: ucx transport: cannot send this tensor to process 1: "
-                                             "frame: ndims=9 is above max_dims=8"));
+                                             "(process 1) failed (a tensor no transport frame holds): ucx transport: "
+                                             "cannot send this tensor to process 1: frame: ndims=9 is above max_dims=8"));
   CATCH_CHECK(read_text(log2).find("unhandled exception") == std::string::npos);
+  CATCH_CHECK(read_text(log2).find("restarting the job") == std::string::npos);
+}
+
+// A layer whose forward updates a buffer cannot train under --activation-checkpointing (the
+// recompute counts it again): every run fails so at its first forward. It failed with exit 1,
+// and launch --max-restarts started it again each time.
+CATCH_TEST_CASE("a model --activation-checkpointing cannot run is refused with exit 2, and launch does not restart it",
+                "[multiprocess]") {
+  const std::string models = TEST_MODELS_BIN;
+  const std::vector<std::string> train = {"train", "--model", "test-mlp-counting", "--stages", "2", "--steps", "2",
+                                          "--microbatches", "4", "--microbatch-size", "4", "--activation-checkpointing",
+                                          "--step-timeout", "60"};
+  const std::string log = temp_path(".counting.log");
+  CATCH_CHECK(wait_process(start_process(models, train, {}, log), 120) == 2);
+  CATCH_CHECK_THAT(read_text(log), Contains("buffer 'h0.count' changed in the forward, which --activation-checkpointing "
+                                            "runs again in backward"));
+  std::vector<std::string> args = launched(2, train);
+  args.insert(args.begin() + 1, {"--max-restarts", "2"});
+  const int code = wait_process(start_process(models, args, {{"UCX_TLS", "tcp,self"}}, log), 120);
+  CATCH_INFO(process_log(log));
+  CATCH_CHECK(code == 2);
+  CATCH_CHECK(read_text(log).find("restarting the job") == std::string::npos);
 }
 
 // Started through the dynamic loader (ld.so actorpipe launch ...), launch ran the loader as

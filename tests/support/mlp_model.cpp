@@ -19,6 +19,23 @@ struct heavy_linear : torch::nn::Module {
   int repeats;
 };
 
+// A linear layer that counts its training forwards in a buffer of its own.
+struct counting_linear : torch::nn::Module {
+  explicit counting_linear(int width) {
+    fc = register_module("fc", torch::nn::Linear(width, width));
+    count = register_buffer("count", torch::zeros({}, torch::kLong));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    if (is_training()) {
+      torch::NoGradGuard no_grad;
+      count.add_(1);
+    }
+    return torch::tanh(fc(x));
+  }
+  torch::nn::Linear fc{nullptr};
+  at::Tensor count;
+};
+
 // A width-wide bias with a parameter of no elements beside it (shape [0]).
 struct bias_with_empty : torch::nn::Module {
   explicit bias_with_empty(int width) {
@@ -152,6 +169,14 @@ void register_test_models() {
         return m;
       },
       "the tests' MLP whose h1 and h2 give their parameters the same names");
+  register_model(
+      "test-mlp-counting",
+      [](const train_options& o) {
+        model_definition m = mlp_model(o);
+        m.layers[1].build = [] { return layer_module(std::make_shared<counting_linear>(mlp_options().width)); };
+        return m;
+      },
+      "the tests' MLP whose h0 counts its training forwards in a buffer");
   for (const std::string cut : {"empty", "scalar", "nine-dims"})
     register_model(
         "test-cut-" + cut, [cut](const train_options& o) { return odd_cut_model(o, cut); },
