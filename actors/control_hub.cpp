@@ -108,6 +108,7 @@ class hub final : public control_role {
         if (!it->second.authenticated && (oldest == conns_.end() || it->second.arrival < oldest->second.arrival)) oldest = it;
       const std::string why = std::to_string(max_waiting()) + " connections wait to join already, the most process 0 "
                                                               "keeps (a flood of connections?)";
+      ++crowded_out_;
       if (oldest == conns_.end()) {  // all of them token holders that have not joined yet
         self_->close(m.handle);
         log_refusal(remote, why);
@@ -197,9 +198,13 @@ class hub final : public control_role {
     // Where this process turned one away, that is most likely why it is missing.
     fail_setup("only " + std::to_string(joined_.size() + 1) + " of " + std::to_string(o_.processes) +
                " processes joined within " + join_timeout_text() + " s (--join-timeout); missing: " + missing +
-               (last_refusal_.empty() ? ". Check that every process got the same MASTER_ADDR, MASTER_PORT, WORLD_SIZE and "
-                                        "ACTORPIPE_JOB_TOKEN"
-                                      : "; the last process refused: " + last_refusal_));
+               (!last_refusal_.empty() ? "; the last process refused: " + last_refusal_
+                : crowded_out_ > 0
+                    ? "; meanwhile " + std::to_string(crowded_out_) + " connections were closed for newer ones, past " +
+                          std::to_string(max_waiting()) + " waiting at once: a flood of connections may have kept the "
+                          "missing processes out"
+                    : std::string(". Check that every process got the same MASTER_ADDR, MASTER_PORT, WORLD_SIZE and "
+                                  "ACTORPIPE_JOB_TOKEN")));
   }
 
   // A local proxy's message for another process.
@@ -474,6 +479,7 @@ class hub final : public control_role {
   int refusal_lines_ = 0;
   std::set<std::string> refusals_said_;
   std::map<std::string, long long> quiet_refusals_;
+  long long crowded_out_ = 0;  // connections closed past max_waiting() (a flood), for the join timeout's message
   bool shutting_down_ = false;
   bool run_failed_ = false;  // the run it shuts down for ended with an error
   caf::actor shutdown_reply_to_;

@@ -116,6 +116,7 @@ int bench_main(int argc, char** argv) {
   }
   bench::bench_flags accepts;
   accepts.extra = ", --dir, --save-every";
+  accepts.extra_defaults = " --dir . --save-every 3";
   if (!bench::parse_gpt_bench_flags(static_cast<int>(rest.size()), rest.data(), o, "checkpoint_throughput", accepts))
     return 2;
   // A step after a save and one after none, each at least once past the first (warm-up) step.

@@ -53,6 +53,7 @@ struct bench_flags {
   bool steps = true;  // with batches: --steps too (false: a benchmark that replays one step)
   std::string extra = {};  // flags the benchmark reads itself, for the lists (", --dir, --save-every")
   bool layers = true;      // --layers (false: the bench times one block)
+  std::string extra_defaults = {};  // the defaults of `extra`'s flags, for --help (" --save-every 3")
 };
 
 // The flags a benchmark takes, for --help and the unknown-flag error.
@@ -111,7 +112,7 @@ inline std::string bench_flag_defaults(const train_options& o, const bench_flags
   if (accepts.repeat) d += " --repeat " + std::to_string(*accepts.repeat);
   if (accepts.schedule) d += " --schedule " + *accepts.schedule;
   if (accepts.chunks) d += " --chunks " + std::to_string(*accepts.chunks);
-  return d;
+  return d + accepts.extra_defaults;
 }
 
 // --help (or -h) anywhere: the flags it takes, each a flag and its value, their defaults, and

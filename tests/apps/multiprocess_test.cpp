@@ -937,6 +937,35 @@ CATCH_TEST_CASE("a member whose MASTER_PORT answers with silence says another pr
                                             "s (--join-timeout): is another program listening on MASTER_PORT?"));
 }
 
+// Process 0's join timeout under a flood said to check MASTER_ADDR, MASTER_PORT, WORLD_SIZE and
+// the token, where it had closed thousands of connections for newer ones meanwhile.
+CATCH_TEST_CASE("process 0's join timeout names a flood of connections it closed meanwhile", "[multiprocess][security]") {
+  const int port = free_port();
+  const std::string log = temp_path(".flood0.log");
+  auto args = job("1f1b", 1, 2, "");
+  args.insert(args.end(), {"--join-timeout", "3"});
+  const pid_t p0 = start_process(bin, args, worker_env(0, 2, port), log);
+  CATCH_REQUIRE(wait_for_text(log, "listening", 60));
+  std::vector<int> flood;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) flood.push_back(fd);
+    else close(fd);
+  }
+  const int code = wait_process(p0, 60);
+  for (const int fd : flood) close(fd);
+  CATCH_INFO(process_log(log));
+  CATCH_CHECK(code == 1);
+  CATCH_CHECK_THAT(read_text(log), Contains("only 1 of 2 processes joined within 3 s (--join-timeout); missing: 1; "
+                                            "meanwhile ") &&
+                                       Contains(" connections were closed for newer ones, past 68 waiting at once: a "
+                                                "flood of connections may have kept the missing processes out"));
+}
+
 namespace {
 // Between a member and process 0 on 127.0.0.1: its first `crowded` connections get process 0's
 // refusal under a flood ("closed for a newer connection: ...") and are closed; the next is
