@@ -388,8 +388,8 @@ void print_text(std::ostream& out, const simulate_options& opt, const cost_model
   std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * r.bubble_ratio);
   out << "bubble ratio  " << pct << "  (1 - total busy / (stages * makespan))\n\n";
   print_rank_table(out, s);
-  if (!opt.trace_path.empty()) out << "wrote Chrome trace " << opt.trace_path << " (open in ui.perfetto.dev)\n";
-  if (!opt.svg_path.empty()) out << "wrote SVG timeline " << opt.svg_path << '\n';
+  if (!opt.trace_path.empty()) out << "wrote Chrome trace " << shown_path(opt.trace_path) << " (open in ui.perfetto.dev)\n";
+  if (!opt.svg_path.empty()) out << "wrote SVG timeline " << shown_path(opt.svg_path) << '\n';
 }
 
 }  // namespace

@@ -38,6 +38,7 @@
 #include "actors/pipeline_runtime.hpp"
 #include "apps/file_roles.hpp"
 #include "apps/write_signals.hpp"
+#include "core/text_file.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/config.hpp"
@@ -512,7 +513,7 @@ void finish_from_checkpoint(std::ostream& out, const train_cli_options& o, const
     for (const auto& f : last.manifest.files) parts.push_back(checkpoint + "/" + f.name);
     const auto parameters = load_parameters(parts, [](const std::string&) { return true; });
     save_safetensors(o.save_final_path, parameters);
-    out << "wrote " << parameters.size() << " tensors to " << o.save_final_path << " (from " << checkpoint << ")\n";
+    out << "wrote " << parameters.size() << " tensors to " << shown_path(o.save_final_path) << " (from " << checkpoint << ")\n";
   }
   if (!o.trace_path.empty())
     log_warn("--trace " + o.trace_path + " is not written: the job stopped after its last step, and this restart runs none");
@@ -897,7 +898,7 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
     // other processes that gave their parameters one name).
     try {
       save_safetensors(o.save_final_path, r.parameters);
-      out << "wrote " << r.parameters.size() << " tensors to " << o.save_final_path << '\n';
+      out << "wrote " << r.parameters.size() << " tensors to " << shown_path(o.save_final_path) << '\n';
     } catch (const std::exception& e) {
       failed = "--save-final '" + o.save_final_path + "' was not written: " + e.what();
     }
@@ -926,17 +927,17 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
       failed += (failed.empty() ? "" : "; and ") + ("cannot write --trace file '" + o.trace_path + "'" + why);
     } else {
       out << "wrote the last step's measured timeline" << (all ? " on every rank of every replica" : "") << " to "
-          << o.trace_path << " (open in ui.perfetto.dev)\n";
+          << shown_path(o.trace_path) << " (open in ui.perfetto.dev)\n";
     }
   }
-  if (wrote_metrics) out << "wrote per-step metrics to " << o.metrics_path << '\n';
+  if (wrote_metrics) out << "wrote per-step metrics to " << shown_path(o.metrics_path) << '\n';
   if (!r.checkpoints.empty()) {
     double pause = 0, write = 0;
     for (const auto& c : r.checkpoints) pause += c.pause_seconds, write += c.write_seconds;
     const auto n = static_cast<double>(r.checkpoints.size());
     const auto& newest = r.checkpoints.back();
     out << "wrote " << r.checkpoints.size() << (r.checkpoints.size() == 1 ? " checkpoint" : " checkpoints")
-        << ", the newest " << newest.path << " (" << printf_text("%.1f", newest.bytes / 1048576.0) << " MiB); on average "
+        << ", the newest " << shown_path(newest.path) << " (" << printf_text("%.1f", newest.bytes / 1048576.0) << " MiB); on average "
         << printf_text("%.3f", write / n) << " s to write in the background, training held " << printf_text("%.3f", pause / n)
         << " s for the snapshot\n";
   }

@@ -115,6 +115,10 @@ inline std::string shown_text(const std::string& text, std::size_t limit) {
   return out;
 }
 
+// A file's path as a message shows it: shown_text's escapes (a newline in a name split the
+// line, and launch took its second half for a line of its own), at any length.
+inline std::string shown_path(const std::string& path) { return shown_text(path, path.size()); }
+
 // Why `name` cannot name a tensor in a checkpoint or a --save-final file, or "": a control
 // byte (a tab, a line break), a mark that shows nothing or reorders text, or bytes of no valid
 // UTF-8 (safetensors' header is JSON, which holds only UTF-8; actorpipe's loader refuses

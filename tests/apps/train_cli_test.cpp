@@ -1250,6 +1250,21 @@ CATCH_TEST_CASE("train runs on the best BLAS kernels for the CPU and names them,
                                   "here): it picked "));
 }
 
+// A newline in an output's name split the report's line (and under launch the second half was
+// a line of its own): names are shown escaped, the files written where asked.
+CATCH_TEST_CASE("train shows output paths with a newline escaped, and writes them where asked", "[apps][train]") {
+  const std::string dir = temp_path(".nl");
+  std::filesystem::create_directories(dir);
+  const std::string final_path = dir + "/sp ace\nnl.st", metrics = dir + "/m\n.jsonl";
+  auto r = cli(with({"train", "--steps", "1", "--save-final", final_path, "--metrics", metrics}, tiny));
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.out, Contains(" tensors to " + dir + "/sp ace\\x0anl.st\n"));
+  CATCH_CHECK_THAT(r.out, Contains("wrote per-step metrics to " + dir + "/m\\x0a.jsonl\n"));
+  CATCH_CHECK(std::filesystem::file_size(final_path) > 0);
+  CATCH_CHECK(std::filesystem::file_size(metrics) > 0);
+  std::filesystem::remove_all(dir);
+}
+
 CATCH_TEST_CASE("train takes the schedule's own chunk count when none is given", "[apps][train]") {
   auto r = cli(with({"train", "--schedule", "zbv", "--steps", "1"}, tiny));
   CATCH_REQUIRE(r.code == 0);
