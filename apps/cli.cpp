@@ -204,8 +204,9 @@ std::string train_footer() {
          "\nStopping: Ctrl-C, SIGTERM or SIGHUP stops the run after the step in flight, with a checkpoint of it when\n"
          "--save-dir is given (--resume goes on from there); exit code 128 + the signal. A second one stops at once.\n"
          "Exit status otherwise: 0 done, 1 failed while running, 2 refused before anything ran (bad flags, config,\n"
-         "input files or checkpoint, or a job that cannot form: the master port taken, a wrong job token or\n"
-         "world size; launch --max-restarts does not restart it).\n"
+         "input files or checkpoint, a job that cannot form: the master port taken, a wrong job token or\n"
+         "world size; or a model that fails its first step the same way in every run; launch --max-restarts does\n"
+         "not restart it).\n"
          "\nModels (--model):" + models + "\n" +
          "\nSchedules: " + plans + " (plans; see simulate --list).\nDynamic policies: " + policies +
          " (they pick each rank's next action as inputs arrive;\ngreedy: backward first, forwards of new microbatches "
@@ -390,7 +391,8 @@ void add_launch(CLI::App& app, launch_cli& c) {
       "LOCAL_RANK (0 .. nproc-per-node-1), LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and ACTORPIPE_JOB_TOKEN\n"
       "(from the environment, or a new one when there is a single node; it is never printed).\n"
       "The processes write to this terminal. launch exits 0 when all exit 0. When one fails, the others get\n"
-      "--grace seconds to exit (at most 2 s when it was refused, exit 2: the job cannot form), then SIGTERM, then\n"
+      "--grace seconds to exit (at most 2 s when it was refused, exit 2: a job that cannot form, a model that fails\n"
+      "the same way in every run), then SIGTERM, then\n"
       "SIGKILL 5 s later, and launch exits with the first failure's code (128 + N for a process killed by\n"
       "signal N). Ctrl-C (SIGINT), SIGTERM and SIGHUP are passed on to the processes (train stops after its step in\n"
       "flight, with a checkpoint when it has --save-dir), SIGKILL following --stop-timeout seconds later; a\n"

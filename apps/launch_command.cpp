@@ -436,7 +436,7 @@ double grace_after_failure(const watch_state& w) {
 void stop_when_due(watch_state& w, bool first_failure_now, steady::time_point now) {
   if (first_failure_now && w.signals_received == 0) {
     const double grace = grace_after_failure(w);
-    say(w.output, log_level::warn, std::string(w.result == exit_refused ? "the job cannot form: " : "") +
+    say(w.output, log_level::warn, std::string(w.result == exit_refused ? "a process was refused (exit 2): " : "") +
                                        "giving the other " + plural(w.alive, "running process", "running processes") +
                                        ' ' + number_text(grace) + " s to exit, then stopping them");
     w.term_at = now + seconds(grace);
@@ -556,9 +556,9 @@ void report_failure(process_output& output, const attempt_plan& p, const attempt
     say(output, log_level::error,
         "attempt " + std::to_string(n) + " failed (" + end.failure + "); not restarting: exit code " +
             std::to_string(exit_refused) +
-            " means the command was refused (its flags, config, input files or checkpoint, or a job that cannot "
-            "form: the master port taken, a wrong job token or world size), and a restart would be refused the same "
-            "way");
+            " means the command was refused (its flags, config, input files or checkpoint, a job that cannot form: "
+            "the master port taken, a wrong job token or world size; or a model that fails its first step the same "
+            "way in every run: its process's error says which), and a restart would be refused the same way");
   } else if (p.restart < p.opt.max_restarts) {
     // Without a --save-dir there is no checkpoint to resume: it starts again (train says so too).
     const bool saves = std::any_of(p.opt.command.begin(), p.opt.command.end(), [](const std::string& a) {

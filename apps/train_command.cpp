@@ -38,10 +38,10 @@
 #include "actors/pipeline_runtime.hpp"
 #include "apps/file_roles.hpp"
 #include "apps/write_signals.hpp"
-#include "core/text_file.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/config.hpp"
+#include "core/text_file.hpp"
 #include "core/folder_probe.hpp"
 #include "core/job_token.hpp"
 #include "core/launch_env.hpp"
@@ -513,7 +513,7 @@ void finish_from_checkpoint(std::ostream& out, const train_cli_options& o, const
     for (const auto& f : last.manifest.files) parts.push_back(checkpoint + "/" + f.name);
     const auto parameters = load_parameters(parts, [](const std::string&) { return true; });
     save_safetensors(o.save_final_path, parameters);
-    out << "wrote " << parameters.size() << " tensors to " << shown_path(o.save_final_path) << " (from " << checkpoint << ")\n";
+    out << "wrote " << parameters.size() << " tensors to " << shown_path(o.save_final_path) << " (from " << shown_path(checkpoint) << ")\n";
   }
   if (!o.trace_path.empty())
     log_warn("--trace " + o.trace_path + " is not written: the job stopped after its last step, and this restart runs none");
@@ -1353,7 +1353,7 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   print_setup(out, o, t, r);
   for (const auto& why : r.refused) out << "not resumed from a damaged checkpoint: " << why << '\n';
   if (!r.resumed_from.empty())
-    out << "resumed from " << r.resumed_from << " (steps " << r.steps.front().step + 1 << ".." << t.steps << " ran here)\n";
+    out << "resumed from " << shown_path(r.resumed_from) << " (steps " << r.steps.front().step + 1 << ".." << t.steps << " ran here)\n";
   if (!o.no_pipeline) {
     print_measured_vs_simulated(out, r);
     print_busy(out, r);

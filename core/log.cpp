@@ -269,14 +269,32 @@ std::string log_prefix_text() {
 
 bool log_enabled(log_level level) { return level != log_level::off && state().logger->should_log(to_spdlog(level)); }
 
+namespace {
+// A log line is one line: a line break in what it quotes (a file name given with a newline) is
+// written as \x0a (under launch the rest became a line of its own, with another prefix).
+std::string one_line(const std::string& text) {
+  if (text.find_first_of("\n\r") == std::string::npos) return text;
+  std::string out;
+  out.reserve(text.size() + 8);
+  for (const char c : text) {
+    if (c == '\n') out += "\\x0a";
+    else if (c == '\r') out += "\\x0d";
+    else out += c;
+  }
+  return out;
+}
+}  // namespace
+
 void log_message(log_level level, const std::string& text) {
   if (level == log_level::off) return;
-  state().logger->log(spdlog::source_loc{}, to_spdlog(level), spdlog::string_view_t(text));
+  const std::string line = one_line(text);
+  state().logger->log(spdlog::source_loc{}, to_spdlog(level), spdlog::string_view_t(line));
 }
 
 void log_to_file(log_level level, const std::string& text) {
   if (level == log_level::off) return;
-  state().file_logger->log(spdlog::source_loc{}, to_spdlog(level), spdlog::string_view_t(text));
+  const std::string line = one_line(text);
+  state().file_logger->log(spdlog::source_loc{}, to_spdlog(level), spdlog::string_view_t(line));
 }
 
 namespace {

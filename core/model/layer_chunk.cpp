@@ -62,8 +62,8 @@ struct layer_chunk::impl {
   std::map<int, layer_module> modules;  // by the index of the layer that built it
   std::vector<position> positions;
   std::vector<std::pair<std::string, at::Tensor>> params;
-  std::vector<std::pair<std::string, at::Tensor>> buffers;  // of the modules built here, less tied copies
-  bool buffers_compared = false;  // activation checkpointing compared their bytes around a forward'
+  std::vector<std::pair<std::string, at::Tensor>> buffers;  // of the modules built here, less tied copies'
+  bool buffers_compared = false;  // activation checkpointing compared their bytes around a forward
   std::vector<std::string> copies;
   std::map<std::string, std::vector<at::Tensor>> tied;  // key -> tied parameters held here
   // The parameters of tied copies that tied_parameters leaves out.
@@ -321,14 +321,19 @@ forward_result layer_chunk::forward(int microbatch, const tensor_box& input, con
     if (m.spec.activation_checkpointing) {
       // A forward that updates a buffer (a running average, a counter of your own) would update
       // it again in the recompute, as batch norm would count its batch twice: found by the
-      // buffers' versions, at the first forward, before anything is trained on it.
-      // An update through .data(), set_data or an accessor leaves the version alone: the first
-      // forward also compares the buffers' bytes.
+      // buffers' versions, at the forward that first does it, before its backward counts it
+      // twice. An update through .data(), set_data or an accessor leaves the version alone: the
+      // buffers' bytes are compared too, around every forward where a stage's buffers hold
+      // at most 4 MiB (running statistics, counters), around its first where they hold more.
+      constexpr std::size_t compared_always = std::size_t{4} << 20;
+      std::size_t buffer_bytes = 0;
+      for (const auto& [name, b] : m.buffers) buffer_bytes += b.nbytes();
+      const bool compare_bytes = !m.buffers_compared || buffer_bytes <= compared_always;
       std::vector<std::int64_t> versions;
       std::vector<at::Tensor> before;
       for (const auto& [name, b] : m.buffers) {
         versions.push_back(b._version());
-        if (!m.buffers_compared) before.push_back(b.detach().clone().contiguous());
+        if (compare_bytes) before.push_back(b.detach().clone().contiguous());
       }
       torch::NoGradGuard no_grad;  // nothing saved; backward recomputes the same ops
       // On a copy: a layer working in place would change the input the recompute starts from.

@@ -410,12 +410,14 @@ CATCH_TEST_CASE("launch does not restart a job whose process was refused (exit 2
   CATCH_CAPTURE(log.str());
   CATCH_CHECK_THAT(log.str(), Contains("attempt 1 failed (process 1 (local 1) exited with code 2); not restarting: exit "
                                        "code 2 means the command was refused (its flags, config, input files or "
-                                       "checkpoint, or a job that cannot form: the master port taken, a wrong job "
-                                       "token or world size), and a restart would be refused the same way"));
+                                       "checkpoint, a job that cannot form: the master port taken, a wrong job "
+                                       "token or world size; or a model that fails its first step the same way in "
+                                       "every run: its process's error says which), and a restart would be refused "
+                                       "the same way"));
   CATCH_CHECK(log.str().find("restart 1") == std::string::npos);
   // The other process (sleeping 30 s) gets the grace period, at most 2 s (this job's is 0.1 s;
   // the multi-process test of a taken master port pins the 2 s against --grace 60).
-  CATCH_CHECK_THAT(log.str(), Contains("the job cannot form: giving the other 1 running process 0.1 s to exit, then "
+  CATCH_CHECK_THAT(log.str(), Contains("a process was refused (exit 2): giving the other 1 running process 0.1 s to exit, then "
                                        "stopping them"));
   CATCH_CHECK_THAT(log.str(), Contains("still running after the 0.1 s grace period, sending SIGTERM to process 0 (local 0)"));
   CATCH_CHECK(attempts_seen(seen) == std::multiset<std::string>{"0 0", "0 1"});  // one attempt

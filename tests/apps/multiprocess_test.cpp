@@ -1841,7 +1841,7 @@ CATCH_TEST_CASE("a master port already taken refuses the job (exit 2): launch st
   CATCH_CHECK_THAT(text, Contains("Address already in use (another job, or another program, listens there: give this job "
                                   "its own port)"));
   CATCH_CHECK_THAT(text, Contains("process 0 (local 0) exited with code 2"));
-  CATCH_CHECK_THAT(text, Contains("the job cannot form: giving the other 1 running process 2 s to exit"));
+  CATCH_CHECK_THAT(text, Contains("a process was refused (exit 2): giving the other 1 running process 2 s to exit"));
   CATCH_CHECK_THAT(text, Contains("not restarting: exit code 2"));
   CATCH_CHECK(text.find("attempt 2") == std::string::npos);
 }

@@ -145,6 +145,16 @@ CATCH_TEST_CASE("lines below the level are dropped, stderr lines read 'actorpipe
   }
 }
 
+// A file name with a newline in a log line ("saved checkpoint a<newline>b/step-...") split it,
+// and under launch its second half was a line of its own with another prefix.
+CATCH_TEST_CASE("a log line stays one line: line breaks in it are written as \\x0a", "[log]") {
+  capture_stderr err;
+  log_info("saved checkpoint a\nb/step-00000004");
+  log_warn("--resume c\r\nd continues");
+  CATCH_CHECK(err.text() == "actorpipe: saved checkpoint a\\x0ab/step-00000004\n"
+                            "actorpipe: warning: --resume c\\x0d\\x0ad continues\n");
+}
+
 CATCH_TEST_CASE("every line of a process of a job carries its prefix", "[log]") {
   capture_stderr err;
   set_log_prefix(process_prefix(1));
