@@ -147,7 +147,7 @@ CATCH_TEST_CASE("lines below the level are dropped, stderr lines read 'actorpipe
 
 // A file name with a newline in a log line ("saved checkpoint a<newline>b/step-...") split it,
 // and under launch its second half was a line of its own with another prefix.
-CATCH_TEST_CASE("a log line stays one line: line breaks in it are written as \\x0a", "[log]") {
+CATCH_TEST_CASE("a log line stays one line: its line breaks are written escaped", "[log]") {
   capture_stderr err;
   log_info("saved checkpoint a\nb/step-00000004");
   log_warn("--resume c\r\nd continues");
