@@ -738,17 +738,8 @@ CATCH_TEST_CASE("a flood of connections that never say hello costs process 0 no 
   const int before = open_files(pids[0]);
   std::vector<int> flood;
   const auto knock = [&](int n) {
-    for (int i = 0; i < n; ++i) {
-      const int fd = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(static_cast<uint16_t>(port));
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0)
-        flood.push_back(fd);
-      else
-        close(fd);
-    }
+    for (int i = 0; i < n; ++i)
+      if (const int fd = connect_loopback(port); fd >= 0) flood.push_back(fd);
   };
   knock(300);  // held while the job forms and trains
   pids.push_back(start_process(bin, job("1f1b", 1, steps, ""), worker_env(1, 2, port), logs[1]));
@@ -947,15 +938,8 @@ CATCH_TEST_CASE("process 0's join timeout names a flood of connections it closed
   const pid_t p0 = start_process(bin, args, worker_env(0, 2, port), log);
   CATCH_REQUIRE(wait_for_text(log, "listening", 60));
   std::vector<int> flood;
-  for (int i = 0; i < 100; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) flood.push_back(fd);
-    else close(fd);
-  }
+  for (int i = 0; i < 100; ++i)
+    if (const int fd = connect_loopback(port); fd >= 0) flood.push_back(fd);
   const int code = wait_process(p0, 60);
   for (const int fd : flood) close(fd);
   CATCH_INFO(process_log(log));
@@ -973,24 +957,15 @@ namespace {
 class crowding_relay {
  public:
   crowding_relay(int target_port, int crowded) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t size = sizeof a;
-    CATCH_REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    CATCH_REQUIRE(listen(fd_, 4) == 0);
-    CATCH_REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &size) == 0);
-    port_ = ntohs(a.sin_port);
     server_ = std::thread([this, target_port, crowded] {
       const std::string why = std::string(actorpipe::control_wire::refusal_crowded) +
                               "68 connections wait to join already, the most process 0 keeps (a flood of connections?)";
       const std::vector<char> refusal =
           actorpipe::control_wire::make_frame(actorpipe::control_wire::refusal, std::vector<char>(why.begin(), why.end()));
       while (!done_.load()) {
-        pollfd p{fd_, POLLIN, 0};
+        pollfd p{listener_.fd(), POLLIN, 0};
         if (poll(&p, 1, 100) != 1) continue;
-        const int c = accept(fd_, nullptr, nullptr);
+        const int c = accept(listener_.fd(), nullptr, nullptr);
         if (c < 0) continue;
         if (accepted_.fetch_add(1) < crowded) {
           send(c, refusal.data(), refusal.size(), MSG_NOSIGNAL);
@@ -1005,21 +980,16 @@ class crowding_relay {
   ~crowding_relay() {
     done_.store(true);
     server_.join();
-    close(fd_);
   }
   crowding_relay(const crowding_relay&) = delete;
   crowding_relay& operator=(const crowding_relay&) = delete;
-  int port() const { return port_; }
+  int port() const { return listener_.port(); }
   int accepted() const { return accepted_.load(); }
 
  private:
   void relay(int c, int target_port) {
-    const int u = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<std::uint16_t>(target_port));
-    if (connect(u, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const int u = connect_loopback(target_port);
+    if (u >= 0) {
       char buf[65536];
       while (!done_.load()) {
         pollfd p[2] = {{c, POLLIN, 0}, {u, POLLIN, 0}};
@@ -1032,14 +1002,14 @@ class crowding_relay {
         }
         if (!open) break;
       }
+      close(u);
     }
-    close(u);
   }
 
-  int fd_ = -1, port_ = 0;
+  loopback_listener listener_{4};
   std::atomic<bool> done_{false};
   std::atomic<int> accepted_{0};
-  std::thread server_;
+  std::thread server_;  // last: it starts once the listener is there
 };
 }  // namespace
 

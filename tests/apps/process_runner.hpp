@@ -64,10 +64,24 @@ class loopback_listener {
   loopback_listener(const loopback_listener&) = delete;
   loopback_listener& operator=(const loopback_listener&) = delete;
   int port() const { return port_; }
+  int fd() const { return fd_; }
 
  private:
   int fd_ = -1, port_ = 0;
 };
+
+// A TCP connection to 127.0.0.1:port, or -1.
+inline int connect_loopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  close(fd);
+  return -1;
+}
 
 // Starts `program args...` with `env` added to (and overriding) this process's environment;
 // stdout and stderr go to `log`.
