@@ -102,6 +102,12 @@ void check_machine(report& r, simd_level cpu, const std::map<std::string, std::s
   else r.add(doctor_status::ok, "machine", "memory", mem);
 }
 
+// What doctor tells a program of the user's that runs generic kernels (it did not ask for the
+// best ones; actorpipe's binary does).
+constexpr char own_program_hint[] =
+    " (a program of your own picks the best ones by calling actorpipe::ensure_best_blas_kernels(argv) first in main, "
+    "as actorpipe's binary does)";
+
 void check_compute(report& r, simd_level cpu, const std::map<std::string, std::string>& cpuinfo) {
 #ifdef ACTORPIPE_WITH_TORCH
   {
@@ -120,9 +126,7 @@ void check_compute(report& r, simd_level cpu, const std::map<std::string, std::s
       text += ": kernels for " + simd_level_name(have) + " on a CPU with " + simd_level_name(cpu) +
               (asked && *asked ? std::string(" (unset ") + aten_capability_variable + " and LibTorch or actorpipe picks " +
                                      simd_level_name(best) + ")"
-                               : std::string(" (a program of your own picks the best ones by calling "
-                                             "actorpipe::ensure_best_blas_kernels(argv) first in main, as actorpipe's "
-                                             "binary does)"));
+                               : std::string(own_program_hint));
     }
     r.add(status, "compute", "LibTorch", text);
   }
@@ -147,9 +151,8 @@ void check_compute(report& r, simd_level cpu, const std::map<std::string, std::s
     blas_text += ": kernels for " + simd_level_name(openblas_core_level(blas.core)) + " on a CPU with " +
                  simd_level_name(cpu) +
                  (asked && *asked ? " (unset OPENBLAS_CORETYPE and actorpipe picks " + best_openblas_core(cpu) + ")"
-                                  : " (a program of your own picks the best ones by calling "
-                                    "actorpipe::ensure_best_blas_kernels(argv) first in main, as actorpipe's binary does)");
-  } else if (blas.openblas && blas.origin.find("does not have") != std::string::npos) {
+                                  : own_program_hint);
+  } else if (blas.openblas && blas.user_core_ignored) {
     blas_status = doctor_status::warn;  // a typo of the user's: OpenBLAS picked a core itself
   }
 #ifdef ACTORPIPE_WITH_TORCH

@@ -94,6 +94,7 @@ int bench_main(int argc, char** argv) {
   o.stages = 2;
   o.schedule = "1f1b";
   o.save_every = 3;
+  const int default_every = o.save_every;  // for --help, whatever the flags say
   std::string in = fs::current_path().string();
   // --dir and --save-every here; the model's flags through the shared parser.
   std::vector<char*> rest{argv[0]};
@@ -116,7 +117,7 @@ int bench_main(int argc, char** argv) {
   }
   bench::bench_flags accepts;
   accepts.extra = ", --dir, --save-every";
-  accepts.extra_defaults = " --dir . --save-every 3";
+  accepts.extra_defaults = " --dir . --save-every " + std::to_string(default_every);
   if (!bench::parse_gpt_bench_flags(static_cast<int>(rest.size()), rest.data(), o, "checkpoint_throughput", accepts))
     return 2;
   // A step after a save and one after none, each at least once past the first (warm-up) step.

@@ -153,7 +153,8 @@ blas_info current_blas() {
     info.origin = "OPENBLAS_CORETYPE=" + shown_text(coretype, 40) + " set by the user";
     // A core OpenBLAS does not have (a typo, or one this build has no kernels for) is ignored:
     // it picks one itself, maybe a generic one.
-    if (lower(coretype) != lower(info.core))
+    info.user_core_ignored = lower(coretype) != lower(info.core);
+    if (info.user_core_ignored)
       info.origin += ", a core this OpenBLAS does not have (or cannot run here): it picked " + info.core + " itself";
   } else {
     info.origin = "detected by OpenBLAS";
@@ -196,16 +197,26 @@ std::string describe_allocator() {
   return std::string("tcmalloc (") + (text != nullptr ? text : "gperftools") + ")";
 }
 
+namespace {
+// The only value actorpipe sets ATEN_CPU_CAPABILITY to.
+constexpr char aten_choice[] = "avx512";
+
+// Whether the marker says actorpipe chose ATEN_CPU_CAPABILITY's value (an inherited marker
+// beside a value of the user's does not), as chosen_by_actorpipe for OPENBLAS_CORETYPE.
+bool aten_chosen_by_actorpipe(const char* value, const char* marker) {
+  return set_and_nonempty(value) && set_and_nonempty(marker) && std::string(value) == aten_choice;
+}
+}  // namespace
+
 std::string choose_aten_capability(simd_level cpu, const char* user_value) {
   if (set_and_nonempty(user_value) || cpu < simd_level::avx512) return "";
-  return "avx512";
+  return aten_choice;
 }
 
 std::string aten_capability_origin(const std::string& capability) {
   const char* value = std::getenv(aten_capability_variable);
-  const char* marker = std::getenv(aten_marker_variable);
   std::string origin;
-  if (set_and_nonempty(value) && set_and_nonempty(marker) && std::string(value) == "avx512")  // as chosen
+  if (aten_chosen_by_actorpipe(value, std::getenv(aten_marker_variable)))
     origin = "chosen by actorpipe for this CPU's " + simd_level_name(cpu_simd_level());
   else if (set_and_nonempty(value))
     origin = std::string(aten_capability_variable) + "=" + value + " set by the user";
@@ -232,10 +243,8 @@ bool set_by_actorpipe(const char* variable) {
   const std::string name = variable;
   if (name == "OPENBLAS_CORETYPE")
     return chosen_by_actorpipe(std::getenv(name.c_str()), std::getenv(blas_marker_variable), cpu_simd_level());
-  if (name == aten_capability_variable) {
-    const char* value = std::getenv(name.c_str());
-    return set_and_nonempty(std::getenv(aten_marker_variable)) && value != nullptr && std::string(value) == "avx512";
-  }
+  if (name == aten_capability_variable)
+    return aten_chosen_by_actorpipe(std::getenv(name.c_str()), std::getenv(aten_marker_variable));
   return false;
 }
 

@@ -54,6 +54,9 @@ struct blas_info {
   std::string config;  // openblas_get_config(), e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64"
   std::string core;    // openblas_get_corename(), e.g. "Cooperlake"
   std::string origin;  // who picked the core, in words
+  // The user's OPENBLAS_CORETYPE names a core this OpenBLAS does not run (a typo): it picked one
+  // itself.
+  bool user_core_ignored = false;
   // The library LibTorch's matrix products (sgemm_, found as LibTorch finds it) come from,
   // where that is not the OpenBLAS above: OpenBLAS can be loaded while another libblas.so.3 (the
   // reference BLAS, ~20x slower here) comes first in the lookup order (LD_LIBRARY_PATH, say).

@@ -3,6 +3,7 @@
 // re-sets each sink's formatter, which locks too.
 #include "core/log.hpp"
 #include "core/std_streams.hpp"
+#include "core/text_file.hpp"
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/basic_file_sink.h>
@@ -277,8 +278,7 @@ std::string one_line(const std::string& text) {
   std::string out;
   out.reserve(text.size() + 8);
   for (const char c : text) {
-    if (c == '\n') out += "\\x0a";
-    else if (c == '\r') out += "\\x0d";
+    if (c == '\n' || c == '\r') append_hex_escape(out, static_cast<unsigned char>(c));
     else out += c;
   }
   return out;

@@ -27,6 +27,7 @@
 #include "core/sim/policy_simulator.hpp"
 #include "core/run_room.hpp"
 #include "core/time_limits.hpp"
+#include "core/train/run_state.hpp"
 
 namespace actorpipe {
 namespace {
@@ -312,10 +313,7 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
         throw std::invalid_argument("a tensor of " + where(k) + ": its name " + why);
       // Checkpoints name a data-parallel replica's copies of its buffers "replica<N>/<name>":
       // a tensor named so trained and saved, and its files then did not load ("1 missing").
-      const auto slash = name.find('/');
-      if (name.rfind("replica", 0) == 0 && slash != std::string::npos && slash > 7 &&
-          std::all_of(name.begin() + 7, name.begin() + static_cast<std::ptrdiff_t>(slash),
-                      [](char c) { return c >= '0' && c <= '9'; }))
+      if (without_replica(name) != name)
         throw std::invalid_argument("a tensor of " + where(k) + ": its name '" + name + "' begins as checkpoints name a "
                                     "data-parallel replica's copies of its buffers ('replica<N>/'), so its files would "
                                     "not load: give its layer another name or param_prefix");

@@ -125,7 +125,8 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
 
 std::string replica_prefix(int replica) { return "replica" + std::to_string(replica) + "/"; }
 
-// "replica3/bn.running_mean" -> "bn.running_mean"; other names as they are.
+}  // namespace
+
 std::string without_replica(const std::string& name) {
   if (name.rfind("replica", 0) != 0) return name;
   const auto slash = name.find('/');
@@ -134,8 +135,6 @@ std::string without_replica(const std::string& name) {
     return name;
   return name.substr(slash + 1);
 }
-
-}  // namespace
 
 std::function<bool(const std::string&)> wanted_by(const run_state_view& state) {
   auto names = std::make_shared<std::set<std::string>>();

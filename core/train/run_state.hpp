@@ -43,6 +43,9 @@ named_tensors parameter_tensors(const run_state_view& state);
 // replica keeps its own running statistics (it sees its own microbatches), and its share of
 // an evaluation reads them, so a checkpoint holds every replica's (--save-final replica 0's).
 named_tensors replica_buffer_tensors(const chunk_compute& runner, int replica);
+// "replica3/bn.running_mean" -> "bn.running_mean" (a replica's copy, as checkpoints name it);
+// other names as they are.
+std::string without_replica(const std::string& name);
 named_tensors optimizer_tensors(const run_state_view& state);
 
 // Loads parameters (every holder of a name, tied copies included, takes its value) and the

@@ -19,21 +19,23 @@ struct heavy_linear : torch::nn::Module {
   int repeats;
 };
 
-// A linear layer that counts its training forwards in a buffer of its own.
 struct counting_linear : torch::nn::Module {
-  explicit counting_linear(int width) {
+  counting_linear(int width, bool through_data, int from_call) : through_data(through_data), from_call(from_call) {
     fc = register_module("fc", torch::nn::Linear(width, width));
     count = register_buffer("count", torch::zeros({}, torch::kLong));
   }
   at::Tensor forward(const at::Tensor& x) {
-    if (is_training()) {
+    if (is_training() && ++calls >= from_call) {
       torch::NoGradGuard no_grad;
-      count.add_(1);
+      if (through_data) count.data().add_(1);
+      else count.add_(1);
     }
     return torch::tanh(fc(x));
   }
   torch::nn::Linear fc{nullptr};
   at::Tensor count;
+  bool through_data;
+  int from_call, calls = 0;
 };
 
 // A width-wide bias with a parameter of no elements beside it (shape [0]).
@@ -85,6 +87,10 @@ model_definition odd_cut_model(const train_options& options, const std::string& 
 }
 
 }  // namespace
+
+layer_module counting_linear_module(int width, bool through_data, int from_call) {
+  return layer_module(std::make_shared<counting_linear>(width, through_data, from_call));
+}
 
 model_definition mlp_model(const train_options& options, const mlp_options& m) {
   model_definition d;
@@ -173,7 +179,7 @@ void register_test_models() {
       "test-mlp-counting",
       [](const train_options& o) {
         model_definition m = mlp_model(o);
-        m.layers[1].build = [] { return layer_module(std::make_shared<counting_linear>(mlp_options().width)); };
+        m.layers[1].build = [] { return counting_linear_module(mlp_options().width); };
         return m;
       },
       "the tests' MLP whose h0 counts its training forwards in a buffer");

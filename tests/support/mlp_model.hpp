@@ -26,4 +26,9 @@ struct mlp_options {
 
 model_definition mlp_model(const train_options& options, const mlp_options& m = {});
 
+// A linear layer (width to width, then tanh) that counts its training forwards in a buffer
+// "count": with add_ (which bumps the tensor's version), or through .data() (PyTorch's
+// `self.buf.data.add_`, which does not), from its from_call-th training forward on.
+layer_module counting_linear_module(int width, bool through_data = false, int from_call = 1);
+
 }  // namespace actorpipe::testing

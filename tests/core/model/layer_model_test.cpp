@@ -25,6 +25,7 @@ namespace {
 using namespace actorpipe;
 using actorpipe::testing::mlp_model;
 using actorpipe::testing::mlp_options;
+using actorpipe::testing::counting_linear_module;
 
 train_options mlp_train_options() {
   train_options o;
@@ -480,34 +481,10 @@ CATCH_TEST_CASE("evaluation runs the modules in eval mode, and gives them back i
                           "without it");
 }
 
-namespace {
-// A linear layer that counts its training forwards in a buffer of its own.
-// A linear layer that counts its training forwards in a buffer of its own: with add_ (which
-// bumps the tensor's version), or through .data() (PyTorch's `self.buf.data.add_`: no version).
-struct counting_linear : torch::nn::Module {
-  // from_call: the first training forward that counts (1: every one).
-  counting_linear(bool through_data, int from_call) : through_data(through_data), from_call(from_call) {
-    fc = register_module("fc", torch::nn::Linear(32, 32));
-    count = register_buffer("count", torch::zeros({}, torch::kLong));
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    if (is_training() && ++calls >= from_call) {
-      torch::NoGradGuard no_grad;
-      if (through_data) count.data().add_(1);
-      else count.add_(1);
-    }
-    return torch::tanh(fc(x));
-  }
-  torch::nn::Linear fc{nullptr};
-  at::Tensor count;
-  bool through_data;
-  int from_call, calls = 0;
-};
-}  // namespace
-
 // A forward that updates a buffer of a user's own module counted each microbatch twice under
 // activation checkpointing (24 against 12), silently: batch norm and dropout were refused by
-// type, a module of one's own was not. Found at the first forward, by the buffers' versions.
+// type, a module of one's own was not. Found at the forward that first updates one, by the
+// buffers' versions and bytes.
 CATCH_TEST_CASE("activation checkpointing refuses a layer whose forward updates a buffer, at its first forward",
                 "[model][layer_model]") {
   // Through .data() from the third forward on (the first ones' bytes alone compared missed it).
@@ -515,7 +492,7 @@ CATCH_TEST_CASE("activation checkpointing refuses a layer whose forward updates 
     CATCH_INFO("through .data(): " << through_data << ", from forward " << from_call);
     model_definition m = mlp_model(mlp_train_options());
     m.layers[1].build = [through_data = through_data, from_call = from_call] {
-      return layer_module(std::make_shared<counting_linear>(through_data, from_call));
+      return counting_linear_module(32, through_data, from_call);
     };
     auto model = std::make_shared<const model_definition>(m);
     const auto d = m.data(0, 0);
