@@ -95,7 +95,7 @@ std::string check_frame_length(std::uint32_t length, std::uint32_t cap) {
 
 bool refusal_is_final(const std::string& why) {
   return why.rfind(refusal_wrong_token, 0) == 0 || why.rfind(refusal_bad_index, 0) == 0 ||
-         why.rfind(refusal_world_size, 0) == 0;
+         why.rfind(refusal_world_size, 0) == 0 || why.rfind(refusal_model, 0) == 0;
 }
 
 std::string frame_type_text(char type) {

@@ -69,12 +69,15 @@ std::string frame_type_text(char type);
 std::string peer_text(const std::string& text);
 
 // How the refusals a restart would meet again begin: the joiner's job token, its process
-// index against the world size, or its world size against process 0's. Other refusals (a
+// index against the world size, its world size against process 0's, or the job's model. Other refusals (a
 // process that has already joined, a job that has already formed) can pass while a job's
 // processes restart one node at a time.
 inline constexpr char refusal_wrong_token[] = "wrong job token";
 inline constexpr char refusal_bad_index[] = "process index ";
 inline constexpr char refusal_world_size[] = "another world size: ";
+// The whole job cannot run as its processes build it (two virtual stages on different
+// processes hold one tensor name): process 0 refuses every process once all joined.
+inline constexpr char refusal_model[] = "the job's model cannot be saved: ";
 // Process 0 closed a connection that had not proven the token yet, to take a newer one, as
 // it does under a flood of connections: not final, a member connects again.
 inline constexpr char refusal_crowded[] = "closed for a newer connection: ";

@@ -162,6 +162,7 @@ class hub final : public control_role {
     }
     if (!ready_) {
       joined_.erase(c.process);
+      held_.erase(c.process);
       left_.insert(c.process);
       log_warn("process " + std::to_string(c.process) + " left while the job was forming");
       return;
@@ -364,6 +365,8 @@ class hub final : public control_role {
       return;
     }
     addresses_[c.process] = j.address;
+    for (held_name& h : j.held) h.process = c.process;
+    held_[c.process] = std::move(j.held);
     by_process_[c.process] = hdl;
     joined_.insert(c.process);
     log_info(process_name(c.process) + " joined (" + std::to_string(joined_.size() + 1) + " of " +
@@ -372,6 +375,18 @@ class hub final : public control_role {
   }
 
   void all_joined() {
+    // Names two virtual stages on different processes hold (each process is clear of its own):
+    // every run of this job would train, then fail to save (exit 2: a restart meets it again).
+    std::vector<held_name> held = o_.held;
+    for (auto& [p, names] : held_) held.insert(held.end(), names.begin(), names.end());
+    if (const std::string clash = held_name_clash(held, o_.replicas, o_.processes); !clash.empty()) {
+      const std::string why = control_wire::refusal_model + clash;
+      for (const auto& [p, hdl] : std::map<int, connection_handle>(by_process_)) refuse(hdl, why, true);
+      by_process_.clear();
+      fail_setup(why, true);
+      return;
+    }
+    held_.clear();
     ready_ = true;
     if (o_.processes > 1) log_info("every process joined: the job has formed");
     const double clock = o_.clock ? o_.clock() : 0;
@@ -471,6 +486,7 @@ class hub final : public control_role {
 
   std::map<int, connection_handle> by_process_;  // admitted processes that joined
   std::set<int> joined_;
+  std::map<int, std::vector<held_name>> held_;  // each joined process's join::held
   std::set<int> left_;  // processes that joined and left while the job was forming
   std::uint64_t arrivals_ = 0;  // connections accepted so far
   std::string last_refusal_;  // why the last process was turned away, for the join timeout's message

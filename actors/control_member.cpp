@@ -256,7 +256,7 @@ class member final : public control_role {
     }
     write_frame(hdl, control_wire::hello, control_wire::encode_hello(h));
     write_envelope(hdl, static_cast<std::uint8_t>(target_kind::control), 0, 0,
-                   caf::make_message(msg::join{o_.fingerprint, addresses_[o_.process], host}));
+                   caf::make_message(msg::join{o_.fingerprint, addresses_[o_.process], host, o_.held}));
   }
 
   // An envelope from the hub: the welcome, the end of the run, or for one of our actors.

@@ -18,6 +18,7 @@
 
 #include "actors/control_codec.hpp"
 #include "actors/messages.hpp"
+#include "core/held_names.hpp"
 #include "core/job_place.hpp"
 #include "actors/remote_proxy.hpp"
 
@@ -37,6 +38,11 @@ struct cluster_options : job_place {
   // before this process ends its run (0: never). Process 0 says something every step, so the
   // runtime gives twice --step-timeout and a margin: a frozen process 0 held its members for ever.
   double member_silence_limit_s = 0;
+  // The names this process's virtual stages save their tensors under: process 0 gathers every
+  // process's as the job forms, and refuses the job where two stages hold one name (each
+  // process alone sees no clash; the saved files would, after the training).
+  std::vector<held_name> held;
+  int replicas = 1;
 };
 
 // What differs between two job fingerprints (`name=value` lines), each option named as it is
@@ -84,6 +90,7 @@ struct join {
   std::string fingerprint;
   std::vector<std::uint8_t> address;
   std::string host;
+  std::vector<held_name> held;  // cluster_options::held (each one's process is the joiner's)
 };
 // Process 0 -> every process once all joined.
 struct welcome {
@@ -94,9 +101,18 @@ struct welcome {
   std::string run_mark;
 };
 
+}  // namespace msg
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, held_name& x) {
+  return f(caf::meta::type_name("held_name"), x.name, x.replica, x.stage, x.buffer);
+}
+
+namespace msg {
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join& x) {
-  return f(caf::meta::type_name("join"), x.fingerprint, x.address, x.host);
+  return f(caf::meta::type_name("join"), x.fingerprint, x.address, x.host, x.held);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, welcome& x) {

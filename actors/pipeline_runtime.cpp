@@ -473,6 +473,8 @@ caf::actor form_job(caf::actor_system& sys, caf::scoped_actor& self, const std::
                                   ctx->resumed_manifest_digest,
                                   ctx->partition, ctx->process_of_rank);
   c.process_of_rank = ctx->process_of_rank;
+  c.held = held_names(ctx->runners, ctx->virtual_stages, place.process);
+  c.replicas = ctx->replicas;
   c.clock = [ctx] { return ctx->now(); };
   c.epoch_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ctx->epoch.time_since_epoch()).count();
   c.boot_id = host_boot_id();

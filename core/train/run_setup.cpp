@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/held_names.hpp"
 #include "core/log.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/model/layer_chunk.hpp"
@@ -295,11 +296,13 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
       s.dp_optimizers.back() = std::make_shared<data_parallel_optimizer>(
           params, make_flat_layout(sizes, s.grid.replicas, bucket_elements), d, o.zero_stage, adamw, runner->tied_copies());
     }
-  // A parameter name two virtual stages both hold (outside a tie) would train as two tensors
-  // and then fail when they are saved under one name; one tensor in two stages (a build
-  // function that hands out a module it built once) would be stepped by both: refused now,
-  // naming both (among the stages this process holds; a stage checks its own layers itself).
-  std::map<std::pair<int, std::string>, int> holder;              // (replica, name) -> virtual stage
+  // A name two virtual stages both hold (outside a tie) would train as two tensors and then
+  // fail when they are saved under one name; one tensor in two stages (a build function that
+  // hands out a module it built once) would be stepped by both: refused now, naming both (among
+  // the stages this process holds; a stage checks its own layers itself, and process 0 the
+  // names of the whole job as it forms).
+  if (const std::string clash = held_name_clash(held_names(s.runners, S, 0), s.grid.replicas, 1); !clash.empty())
+    throw std::invalid_argument(clash);
   std::map<const void*, std::pair<std::string, int>> storage;     // data -> (name, runner)
   const auto where = [&](int runner) {  // runners are replica-major
     return "virtual stage " + std::to_string(runner % S) +
@@ -318,27 +321,31 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
                                     "data-parallel replica's copies of its buffers ('replica<N>/'), so its files would "
                                     "not load: give its layer another name or param_prefix");
     }
-    const int d = k / S, v = k % S;
-    const auto copies = s.runners[k]->tied_copies();
     for (const auto& [name, t] : s.runners[k]->named_parameters()) {
       const at::Tensor& tensor = unbox(t);
-      if (tensor.numel() > 0) {
-        const auto [at, first] = storage.emplace(tensor.data_ptr(), std::make_pair(name, k));
-        if (!first && at->second.second != k)
-          throw std::invalid_argument("parameter '" + name + "' of " + where(k) + " is the tensor of '" + at->second.first +
-                                      "' on " + where(at->second.second) +
-                                      ": a layer's build function returns a module it built once (build a new one per "
-                                      "call; to share weights across layers, give them a tie_key)");
-      }
-      if (std::find(copies.begin(), copies.end(), name) != copies.end()) continue;
-      const auto [it, fresh] = holder.emplace(std::make_pair(d, name), v);
-      if (!fresh)
-        throw std::invalid_argument("parameter '" + name + "' is held by virtual stages " + std::to_string(it->second) +
-                                    " and " + std::to_string(v) +
-                                    ": two layers give their parameters the same names (give them distinct param prefixes)");
+      if (tensor.numel() == 0) continue;
+      const auto [at, first] = storage.emplace(tensor.data_ptr(), std::make_pair(name, k));
+      if (!first && at->second.second != k)
+        throw std::invalid_argument("parameter '" + name + "' of " + where(k) + " is the tensor of '" + at->second.first +
+                                    "' on " + where(at->second.second) +
+                                    ": a layer's build function returns a module it built once (build a new one per "
+                                    "call; to share weights across layers, give them a tie_key)");
     }
   }
   return s;
+}
+
+std::vector<held_name> held_names(const std::vector<std::shared_ptr<chunk_compute>>& runners, int stages, int process) {
+  std::vector<held_name> out;
+  for (int k = 0; k < static_cast<int>(runners.size()); ++k) {
+    if (!runners[k]) continue;
+    const auto copies = runners[k]->tied_copies();
+    for (const auto& [name, t] : runners[k]->named_parameters())
+      if (std::find(copies.begin(), copies.end(), name) == copies.end())
+        out.push_back({name, k / stages, k % stages, process, false});
+    for (const auto& [name, t] : runners[k]->named_buffers()) out.push_back({name, k / stages, k % stages, process, true});
+  }
+  return out;
 }
 
 std::vector<std::pair<std::string, tensor_box>> collect_parameters(const std::vector<std::shared_ptr<chunk_compute>>& runners) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/data/microbatch.hpp"
+#include "core/held_names.hpp"
 #include "core/model/chunk_compute.hpp"
 #include "core/optim/data_parallel_optimizer.hpp"
 #include "core/optim/optimizer.hpp"
@@ -63,6 +64,10 @@ void check_train_options(const train_options& options);
 
 run_setup prepare_run(const train_options& options, const chunk_factory& make_chunk = {},
                       const std::function<bool(int rank)>& build_rank = {});
+
+// The names the runners save their tensors under (tied copies left out), each with its
+// replica and virtual stage (runners are replica-major, `stages` per replica) and `process`.
+std::vector<held_name> held_names(const std::vector<std::shared_ptr<chunk_compute>>& runners, int stages, int process);
 
 // Every parameter once, by global name, in virtual stage order (tied copies left out).
 // Null runners (ranks in other processes) are skipped.
