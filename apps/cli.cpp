@@ -26,6 +26,7 @@
 #include "core/config.hpp"
 #include "core/job_place.hpp"
 #include "core/number_text.hpp"
+#include "core/text_file.hpp"
 #include "core/log.hpp"
 #include "core/proc_files.hpp"
 #include "core/model/model_names.hpp"
@@ -535,7 +536,7 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
       names += (names.empty() ? "" : ", ") + sub->get_name();
     }
     if (!known) {
-      err << "actorpipe: error: unknown command '" << argv[1] << "' (commands: " << names << "; see --help)\n";
+      err << "actorpipe: error: unknown command '" << shown_text(argv[1], 200) << "' (commands: " << names << "; see --help)\n";
       return exit_refused;
     }
   }
@@ -591,7 +592,8 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const
       else if (argc > 1 && std::string(argv[1]) == "launch")
         what += " (the command to run and its flags go after --)";
     }
-    err << "actorpipe" << (in_command ? std::string(" ") + argv[1] : std::string()) << ": error: " << what << '\n';
+    err << "actorpipe" << (in_command ? std::string(" ") + argv[1] : std::string()) << ": error: "
+        << shown_text(what, what.size()) << '\n';
     return exit_refused;
   }
   return std::nullopt;
@@ -743,6 +745,9 @@ int cli_main(int argc, const char* const* argv, std::ostream& out, std::ostream&
     std::string what = e.what();
 #endif
     std::replace(what.begin(), what.end(), '\n', ' ');  // one line, whatever the source
+    // Control bytes of a file's or a flag's text as \xNN: a NUL cut the line ("unknown schedule
+    // 'zbv" from a config's "zbv\u0000x"), an ESC reached the terminal.
+    what = shown_text(what, what.size());
     const char* command = simulate.command->parsed()  ? "simulate"
                           : launch.command->parsed()  ? "launch"
                           : doctor.command->parsed()  ? "doctor"

@@ -654,9 +654,17 @@ class metrics_file {
   static long long first_step_of(const std::string& line, bool evals) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (!j.is_object()) return -1;
-    if (j.contains("step") && j["step"].is_number_integer()) return j["step"].get<long long>();
-    if (evals && j.contains("eval_after_step") && j["eval_after_step"].is_number_integer())
-      return j["eval_after_step"].get<long long>() - 1;
+    // A step as the runs write it: a whole number from 0 (a line of another's, or edited, is
+    // none: -2^63 - 1 overflowed).
+    const auto step_at = [&j](const char* key) -> long long {
+      const auto it = j.find(key);
+      if (it == j.end() || !it->is_number_integer() || (!it->is_number_unsigned() && it->get<long long>() < 0) ||
+          it->get<std::uint64_t>() > (1ull << 62))
+        return -1;
+      return it->get<long long>();
+    };
+    if (const long long step = step_at("step"); step >= 0) return step;
+    if (const long long after = step_at("eval_after_step"); evals && after >= 0) return after - 1;
     return -1;
   }
   // Rewrites the file without the lines of steps `from` and after (and the evaluations after

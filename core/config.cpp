@@ -21,8 +21,10 @@
 #include <stdexcept>
 #include <variant>
 
+#include "core/json_shape.hpp"
 #include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
+#include "core/text_file.hpp"
 
 namespace actorpipe {
 namespace {
@@ -147,6 +149,8 @@ void set_from_json(double& out, const std::string& key, const nlohmann::json& v)
 void set_from_json(std::string& out, const std::string& key, const nlohmann::json& v) {
   if (!v.is_string()) wrong_type(key, "a string", v);
   if (v.get<std::string>().empty()) wrong_type(key, "a non-empty string (leave the key out for its default)", v);
+  // A NUL cut the error line that quoted it ("unknown schedule 'zbv"), an ESC reached the terminal.
+  if (has_control_bytes(v.get<std::string>())) wrong_type(key, "a string without control characters", v);
   out = v.get<std::string>();
 }
 
@@ -362,26 +366,19 @@ job_config load_config_file(const std::string& path, std::set<std::string>* keys
     std::string why = errno != 0 ? std::strerror(errno) : "cannot be read";
     fail("cannot open config file '" + path + "': " + why);
   }
-  // nlohmann::json keeps the last of a key given twice; a config that says pp twice is refused
-  // (which one was meant is a guess). Keys seen so far, one set per open object.
-  std::vector<std::set<std::string>> keys;
-  const nlohmann::json::parser_callback_t no_duplicates = [&](int, nlohmann::json::parse_event_t event,
-                                                              nlohmann::json& parsed) {
-    using ev = nlohmann::json::parse_event_t;
-    if (event == ev::object_start) keys.emplace_back();
-    if (event == ev::object_end && !keys.empty()) keys.pop_back();
-    if (event == ev::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
-      fail("config file '" + path + "': key '" + parsed.get<std::string>() +
-           "' is given twice (give each key once)");
-    return true;
-  };
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (text.empty() && std::filesystem::is_fifo(path, ec))
     fail("config file '" + path + "' is empty: a pipe gives its text to one reader (under actorpipe launch, every "
          "process reads the config: give a file)");
+  // nlohmann::json keeps the last of a key given twice; a config that says pp twice is refused
+  // (which one was meant is a guess). Nesting past a bound is refused before a value is made.
+  if (const json_shape shape = check_json_shape(text, /*comments=*/true); !shape.twice.empty())
+    fail("config file '" + path + "': key '" + shown_text(shape.twice, 200) + "' is given twice (give each key once)");
+  else if (!shape.problem.empty())
+    fail("config file '" + path + "' " + shape.problem);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text, no_duplicates, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const nlohmann::json::exception& e) {
     // A number past a double's range fails the parse too: named where it comes before a
     // syntax error (the first error in the text is the one said).

@@ -321,6 +321,11 @@ std::vector<layer_range> partition_layers(const std::string& method, const std::
   if (method.rfind("type:", 0) == 0) {
     const std::string pattern = method.substr(5);
     if (pattern.empty()) throw std::invalid_argument(bad + ": type: needs a regular expression, e.g. type:^blocks\\.");
+    // std::regex compiles (and matches) by recursion, a level per term and per group: 30,000
+    // nested groups overflowed the stack (SIGSEGV). A layer-name pattern is short.
+    if (pattern.size() > 1000)
+      throw std::invalid_argument("--partition type:REGEX: the expression has " + std::to_string(pattern.size()) +
+                                  " characters, more than the 1000 allowed");
     std::regex re;
     try {
       re = std::regex(pattern, std::regex::ECMAScript);

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <optional>
 #include <map>
@@ -24,7 +25,9 @@
 #include <thread>
 
 #include "core/folder_probe.hpp"
+#include "core/json_shape.hpp"
 #include "core/log.hpp"
+#include "core/text_file.hpp"
 
 namespace actorpipe {
 namespace {
@@ -284,17 +287,32 @@ checkpoint_manifest read_manifest(const std::string& path) {
   errno = 0;
   std::ifstream f(manifest_path);
   if (!f) open_failed(manifest_path, errno, "missing (an incomplete checkpoint)");
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // Nested past a bound, its meta's copy overflowed the stack (SIGSEGV).
+  if (const json_shape shape = check_json_shape(text); !shape.problem.empty()) fail(manifest_path + ": " + shape.problem);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(f);
+    j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     fail(manifest_path + ": not valid JSON: " + e.what());
   }
   checkpoint_manifest m;
   try {
-    m.format = j.at("format").get<int>();
-    m.step = j.at("step").get<long long>();
-    if (j.contains("meta")) m.meta = j.at("meta");
+    // Whole numbers: 1.9 read as format 1 and 2.7 as step 2; a negative step reached the
+    // learning rate's schedule (an actor's unhandled exception).
+    const auto whole = [&](const char* key) {
+      const nlohmann::json& v = j.at(key);
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > (1ull << 62)) ||
+          (!v.is_number_unsigned() && v.get<long long>() < 0))
+        fail(std::string(key) + " " + shown_text(v.dump(), 80) + " is not a whole number >= 0");
+      return v.get<long long>();
+    };
+    m.format = static_cast<int>(std::min(whole("format"), 1ll << 30));
+    m.step = whole("step");
+    if (j.contains("meta")) {
+      if (!j.at("meta").is_object()) fail("meta is not a JSON object");
+      m.meta = j.at("meta");
+    }
     for (auto& [name, e] : j.at("files").items())
       m.files.push_back({name, e.at("bytes").get<std::uint64_t>(), e.at("sha256").get<std::string>()});
   } catch (const std::exception& e) {

@@ -10,6 +10,7 @@
 
 #include "core/content_digest.hpp"
 #include "core/number_text.hpp"
+#include "core/text_file.hpp"
 
 namespace actorpipe {
 namespace {
@@ -36,9 +37,16 @@ std::string input_digest(const std::string& path) {
 }
 
 std::string shown(const nlohmann::json& v) {
-  if (v.is_string()) return "'" + v.get<std::string>() + "'";
+  if (v.is_string()) return "'" + shown_text(v.get<std::string>(), 200) + "'";
   if (v.is_number_float()) return number_text(v.get<double>());
-  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return shown_text(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 200);
+}
+
+// meta[key] where it is a string, else "" (a damaged or foreign manifest may hold anything:
+// json::value threw a raw type_error on another type).
+std::string text_at(const nlohmann::json& meta, const char* key) {
+  const auto it = meta.find(key);
+  return it != meta.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 }  // namespace
@@ -84,7 +92,7 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
     out.push_back(std::string(key) + " " + shown(*it) + " -> " + shown(now));
   };
   compare("data", o.data);
-  if (o.data == "file" && meta.value("data", std::string()) == "file") {
+  if (o.data == "file" && text_at(meta, "data") == "file") {
     // The same contents under another spelling of the path (../data.txt for data.txt, from
     // another folder) is no change; another file, or the same path with other contents, is.
     const std::string now = input_digest(o.data_file);
@@ -92,7 +100,7 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
     if (before == meta.end() || !before->is_string() || before->get<std::string>().empty() || *before != now)
       compare("data_file", o.data_file);
     compare("data_content", now);
-  } else if (o.data == "file" || meta.value("data", std::string()) == "file") {
+  } else if (o.data == "file" || text_at(meta, "data") == "file") {
     compare("data_file", o.data_file);
   }
   compare("vocab_file_content", input_digest(o.text.vocab_file));  // BERT: the embeddings' rows mean other words
@@ -103,11 +111,14 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   const auto mb = meta.find("microbatches"), size = meta.find("microbatch_size"), dp = meta.find("dp");
   if (mb != meta.end() && size != meta.end() && dp != meta.end() && mb->is_number_integer() &&
       size->is_number_integer() && dp->is_number_integer()) {
-    const std::int64_t before = mb->get<std::int64_t>() * size->get<std::int64_t>() * dp->get<std::int64_t>();
+    // A damaged manifest's numbers may not multiply within 64 bits (it overflowed).
+    std::int64_t before = 0;
+    const bool fits = !__builtin_mul_overflow(mb->get<std::int64_t>(), size->get<std::int64_t>(), &before) &&
+                      !__builtin_mul_overflow(before, dp->get<std::int64_t>(), &before);
     const std::int64_t now = static_cast<std::int64_t>(o.microbatches) * o.microbatch_size * o.dp;
-    if (before != now)
-      out.push_back("global batch " + std::to_string(before) + " -> " + std::to_string(now) +
-                    " sequences (microbatches x microbatch_size x dp)");
+    if (!fits || before != now)
+      out.push_back("global batch " + (fits ? std::to_string(before) : std::string("past 2^63")) + " -> " +
+                    std::to_string(now) + " sequences (microbatches x microbatch_size x dp)");
   }
   compare("lr", o.lr);
   compare("warmup_steps", o.warmup_steps);
@@ -126,9 +137,10 @@ std::string resume_model_mismatch(const nlohmann::json& meta, const train_option
   if (!meta.is_object()) return "";
   const auto saved_model = meta.find("model");
   if (saved_model != meta.end() && saved_model->is_string() && saved_model->get<std::string>() != o.model_name)
-    return "the checkpoint is of --model " + saved_model->get<std::string>() + ", this run trains --model " + o.model_name +
-           ": its tensors belong to another model (give --model " + saved_model->get<std::string>() + ")";
-  if (meta.value("model", std::string()) != o.model_name) return "";
+    return "the checkpoint is of --model " + shown_text(saved_model->get<std::string>(), 200) + ", this run trains --model " +
+           o.model_name + ": its tensors belong to another model (give --model " +
+           shown_text(saved_model->get<std::string>(), 200) + ")";
+  if (text_at(meta, "model") != o.model_name) return "";
   if (o.model_name != "gpt" && o.model_name != "bert") return "";
   const auto shape = meta.find("gpt");
   if (shape == meta.end() || !shape->is_object()) return "";
@@ -151,7 +163,7 @@ std::string resume_model_mismatch(const nlohmann::json& meta, const train_option
 }
 
 std::string resume_vocabulary_hint(const nlohmann::json& meta, const train_options& o) {
-  if (!meta.is_object() || o.model_name != "bert" || meta.value("model", std::string()) != "bert") return "";
+  if (!meta.is_object() || o.model_name != "bert" || text_at(meta, "model") != "bert") return "";
   const auto saved = meta.find("vocab_file_content");
   if (saved == meta.end() || !saved->is_string()) return "";
   const std::string now = input_digest(o.text.vocab_file);

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/folder_probe.hpp"
+#include "core/json_shape.hpp"
 #include "core/model/tensor_box_torch.hpp"
 #include "core/text_file.hpp"
 
@@ -257,28 +258,21 @@ std::vector<std::pair<std::string, tensor_box>> load_safetensors(const std::stri
   }
   std::string header_text(header_size, '\0');
   read_at(8, header_text.data(), header_size);
-  nlohmann::json header;
   // A name given twice: the parser keeps the last, and the error was the hole the first left
-  // ("starts at data byte 400128, expected 399872").
-  int depth = 0;
-  std::set<std::string> names;
-  std::string twice;
-  const nlohmann::json::parser_callback_t named_once = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using ev = nlohmann::json::parse_event_t;
-    if (event == ev::object_start) ++depth;
-    if (event == ev::object_end) --depth;
-    if (event == ev::key && depth == 1 && !names.insert(parsed.get<std::string>()).second && twice.empty())
-      twice = parsed.get<std::string>();
-    return true;
-  };
+  // ("starts at data byte 400128, expected 399872"). Nesting past a bound overflowed the stack
+  // where a bad entry was printed.
+  if (const json_shape shape = check_json_shape(header_text); shape.twice_depth == 1)
+    throw std::invalid_argument(in_file(path) + " is corrupt: its header names '" + shown_text(shape.twice, 200) + "' twice");
+  else if (!shape.problem.empty())
+    throw std::invalid_argument(in_file(path) + " is corrupt: its header " + shape.problem);
+  nlohmann::json header;
   try {
-    header = nlohmann::json::parse(header_text, named_once);
+    header = nlohmann::json::parse(header_text);
   } catch (const nlohmann::json::exception& e) {
     // Its bytes quoted as \xNN: a byte that is not UTF-8 went to the terminal raw.
     throw std::invalid_argument(in_file(path) + " is corrupt: header is not valid JSON (" + printable_text(e.what(), 400) +
                                 ")");
   }
-  if (!twice.empty()) throw std::invalid_argument(in_file(path) + " is corrupt: its header names '" + twice + "' twice");
   if (!header.is_object()) throw std::invalid_argument(in_file(path) + " is corrupt: header is not a JSON object");
 
   const std::uint64_t data_at = 8 + header_size;

@@ -6,10 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdint>
 
 #include <stdexcept>
 
+#include "core/json_shape.hpp"
 #include "core/schedule/plan.hpp"
+#include "core/text_file.hpp"
 
 namespace actorpipe {
 
@@ -90,6 +93,9 @@ std::string render_chrome_trace(const sim_result& r, const std::string& title,
 
 std::vector<timeline_event> read_chrome_trace(const std::string& json_text, const std::string& what) {
   using nlohmann::json;
+  // Nested past a bound, a value's copy or print overflowed the stack.
+  if (const json_shape shape = check_json_shape(json_text); !shape.problem.empty())
+    throw std::invalid_argument(what + " " + shape.problem);
   json doc;
   try {
     doc = json::parse(json_text);
@@ -100,12 +106,18 @@ std::vector<timeline_event> read_chrome_trace(const std::string& json_text, cons
     throw std::invalid_argument(what + " has no traceEvents array (a Chrome trace from actorpipe train or simulate --trace)");
   std::vector<timeline_event> out;
   for (const auto& e : doc["traceEvents"]) {
-    if (!e.is_object() || e.value("ph", "") != "X") continue;
-    const std::string name = e.value("name", std::string("?"));
+    // Fields of another type than a trace's are the file's fault, said as such (json::value
+    // threw its own type_error: exit 1, naming no file).
+    const auto text = [&e](const char* key) {
+      const auto it = e.find(key);
+      return it == e.end() ? std::string() : it->is_string() ? it->get<std::string>() : it->dump();
+    };
+    if (!e.is_object() || text("ph") != "X") continue;
+    const std::string name = e.contains("name") ? shown_text(text("name"), 200) : "?";
     const auto bad = [&](const std::string& why) {
       return std::invalid_argument(what + ": event '" + name + "' " + why);
     };
-    const std::string cat = e.value("cat", "");
+    const std::string cat = shown_text(text("cat"), 200);
     timeline_event t;
     if (cat == "forward") t.act.op = op_kind::forward;
     else if (cat == "backward") t.act.op = op_kind::backward;
@@ -116,15 +128,18 @@ std::vector<timeline_event> read_chrome_trace(const std::string& json_text, cons
       if (!e.contains(key) || !e[key].is_number()) throw bad(std::string("has no number ") + key);
     if (!e.contains("args") || !e["args"].is_object()) throw bad("has no args");
     const json& args = e["args"];
+    // Whole numbers >= 0, and within what a plan may hold (plan.hpp), so that nothing sized by
+    // them is absurd. Read as unsigned where they are (2^63 + 1 read as 1 through get<int>).
+    const auto negative = [](const json& v) { return !v.is_number_unsigned() && v.get<long long>() < 0; };
     for (const char* key : {"virtual_stage", "microbatch"})
-      if (!args.contains(key) || !args[key].is_number_integer() || args[key].get<int>() < 0)
+      if (!args.contains(key) || !args[key].is_number_integer() || negative(args[key]))
         throw bad(std::string("has no args.") + key + " >= 0");
-    // Within what a plan may hold (plan.hpp), so that nothing sized by them is absurd.
     for (const char* key : {"virtual_stage", "microbatch"})
-      if (args[key].get<long long>() >= max_plan_forwards)
+      if (args[key].get<std::uint64_t>() >= static_cast<std::uint64_t>(max_plan_forwards))
         throw bad(std::string("has args.") + key + " " + args[key].dump() + ", past any plan (< " +
                   std::to_string(max_plan_forwards) + ")");
-    if (!e["tid"].is_number_integer() || e["tid"].get<long long>() < 0 || e["tid"].get<long long>() >= max_plan_forwards)
+    if (!e["tid"].is_number_integer() || negative(e["tid"]) ||
+        e["tid"].get<std::uint64_t>() >= static_cast<std::uint64_t>(max_plan_forwards))
       throw bad("has tid " + e["tid"].dump() + ", not a rank");
     const double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
     if (!std::isfinite(ts) || std::abs(ts) > 1e100) throw bad("has ts " + e["ts"].dump() + ", not a time");

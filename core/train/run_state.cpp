@@ -33,7 +33,9 @@ bool starts_with_any(const std::string& name, const std::vector<std::string>& pr
 // Names as a message may show them: a file's are the file's own text (shown_text).
 std::string list(const std::vector<std::string>& names) {
   std::string s;
-  for (size_t i = 0; i < names.size() && i < 10; ++i) s += (i ? ", " : "") + shown_text(names[i], 200);
+  // Quoted where a name is empty (it read as nothing at all: "1 not in the model: ").
+  for (size_t i = 0; i < names.size() && i < 10; ++i)
+    s += (i ? ", " : "") + (names[i].empty() ? std::string("'' (an empty name)") : shown_text(names[i], 200));
   if (names.size() > 10) s += " and " + std::to_string(names.size() - 10) + " more";
   return s;
 }
@@ -46,12 +48,15 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
     if (at == std::string::npos || dot == std::string::npos)
       throw std::invalid_argument("optimizer tensor '" + key + "': expected <parameter>.<moment>@<offset>");
     const std::string parameter = key.substr(0, dot), what = key.substr(dot + 1, at - dot - 1);
-    long long offset = 0;
-    try {
-      offset = std::stoll(key.substr(at + 1));
-    } catch (const std::exception&) {
-      throw std::invalid_argument("optimizer tensor '" + key + "': bad offset");
-    }
+    // One spelling per offset, as written: "@00" read as "@0", and its run replaced the other
+    // without a word; at most 18 digits, so that offset + length stays within 64 bits (an
+    // offset of 2^63 - 1 overflowed past the range check).
+    const std::string digits = key.substr(at + 1);
+    if (digits.empty() || digits.size() > 18 || (digits.size() > 1 && digits[0] == '0') ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      throw std::invalid_argument("optimizer tensor '" + shown_text(key, 200) +
+                                  "': bad offset (a whole number as written: no sign, no leading zero, at most 18 digits)");
+    const long long offset = std::stoll(digits);
     auto& seg = by_run[{parameter, offset}];
     seg.parameter = parameter;
     seg.offset = offset;
@@ -106,8 +111,6 @@ std::vector<moment_segment> segments_of(const named_tensors& t) {
         throw std::invalid_argument("optimizer tensor '" + name + "' is not zero where its step count ('" + k.first +
                                     ".steps" + at + "') says no update was made");
     }
-    if (seg.offset < 0)
-      throw std::invalid_argument("optimizer tensors of '" + k.first + at + "': a run's offset is 0 or more");
     out.push_back(std::move(seg));
   }
   // Runs of one parameter side by side, never over each other: a later one overwrote an earlier

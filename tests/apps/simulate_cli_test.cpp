@@ -680,6 +680,16 @@ CATCH_TEST_CASE("simulate --config refuses a key given twice", "[apps][simulate]
   CATCH_CHECK(r.code == 2);
   CATCH_CHECK(r.out.empty());
   CATCH_CHECK(r.err == "actorpipe simulate: error: config file '" + path + "': key 'pp' is given twice (give each key once)\n");
+  // A config's text with control bytes: a NUL cut the error line (and the list of known
+  // schedules after it), an ESC reached the terminal. Refused as such, quoted as JSON.
+  std::ofstream(path) << "{\"schedule\": \"zbv\\u0000x\\u001b[2J\"}";
+  auto control = cli({"simulate", "--config", path});
+  CATCH_CHECK(control.code == 2);
+  CATCH_CHECK(control.err == "actorpipe simulate: error: config file '" + path +
+                                 "': config key 'schedule' must be a string without control characters, got "
+                                 "\"zbv\\u0000x\\u001b[2J\"\n");
+  CATCH_CHECK(control.err.find('\0') == std::string::npos);
+  CATCH_CHECK(control.err.find('\x1b') == std::string::npos);
   std::ofstream(path) << "{\"pp\": 2, \"num_microbatches\": 4}";
   auto ok = cli({"simulate", "--config", path});
   CATCH_REQUIRE(ok.code == 0);

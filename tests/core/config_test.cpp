@@ -274,6 +274,11 @@ CATCH_TEST_CASE("load_config_file refuses a key given twice, naming it", "[confi
                           "config file '" + twice + "': key 'pp' is given twice (give each key once)");
   write_file(twice, "{\n  \"num_microbatches\": 4,\n  // again\n  \"num_microbatches\": 4\n}\n");
   CATCH_CHECK_THROWS_WITH(load_config_file(twice), Catch::Contains("key 'num_microbatches' is given twice"));
+  // Nested past a bound: its value's print in a message overflowed the stack (80,000 levels).
+  write_file(twice, "{\"pp\": " + std::string(80000, '[') + std::string(80000, ']') + "}");
+  CATCH_CHECK_THROWS_WITH(load_config_file(twice), "config file '" + twice + "' nests deeper than 100 levels");
+  write_file(twice, "{\"pp\": " + std::string(99, '[') + std::string(99, ']') + "}");
+  CATCH_CHECK_THROWS_WITH(load_config_file(twice), Catch::Contains("pp"));  // 100 levels: read, and refused by its type
   // Keys differing only in case are different keys (and "PP" an unknown one).
   write_file(twice, "{\"pp\": 2, \"PP\": 3}");
   CATCH_CHECK_THROWS_WITH(load_config_file(twice), Catch::Contains("unknown config key 'PP'"));

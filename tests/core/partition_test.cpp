@@ -326,6 +326,12 @@ CATCH_TEST_CASE("partition_layers: type:REGEX spreads the matching layers, other
                           Catch::Contains("matches 1 layer, fewer than the stages*chunks=2"));
   CATCH_CHECK_THROWS_WITH(partition_layers("type:(", names, 2, 1), Catch::Contains("not a valid regular expression"));
   CATCH_CHECK_THROWS_WITH(partition_layers("type:", names, 2, 1), Catch::Contains("needs a regular expression"));
+  // std::regex compiles by recursion: 30,000 nested groups overflowed the stack (SIGSEGV).
+  const std::string deep = "type:" + std::string(30000, '(') + "b" + std::string(30000, ')');
+  CATCH_CHECK_THROWS_WITH(partition_layers(deep, names, 2, 1),
+                          "--partition type:REGEX: the expression has 60001 characters, more than the 1000 allowed");
+  CATCH_CHECK(partition_layers("type:" + std::string(300, '(') + "^blocks" + std::string(300, ')'), names, 2, 1) ==
+              std::vector<actorpipe::layer_range>{{0, 5}, {5, 11}});
 }
 
 CATCH_TEST_CASE("partition_layers: parameters and profile balance their per-layer numbers", "[partition]") {

@@ -128,6 +128,32 @@ CATCH_TEST_CASE("a damaged checkpoint is refused naming the file, and the resume
          j["step"] = 4;
          std::ofstream(p + "/manifest.json") << j.dump();
        }},
+      // A negative step reached the learning rate's schedule (an actor's unhandled exception); a
+      // fraction was read as its whole part; a meta nested past a bound overflowed the stack
+      // when copied; a meta of another type threw a raw type_error later.
+      {"a negative step", "manifest.json",
+       [](const std::string& p) {
+         nlohmann::json j = nlohmann::json::parse(std::ifstream(p + "/manifest.json"));
+         j["step"] = -3;
+         std::ofstream(p + "/manifest.json") << j.dump();
+       }},
+      {"a fractional format", "manifest.json",
+       [](const std::string& p) {
+         nlohmann::json j = nlohmann::json::parse(std::ifstream(p + "/manifest.json"));
+         j["format"] = 1.9;
+         std::ofstream(p + "/manifest.json") << j.dump();
+       }},
+      {"a meta nested past the bound", "manifest.json",
+       [](const std::string& p) {
+         std::ofstream(p + "/manifest.json") << R"({"format": 1, "step": 6, "files": {}, "meta": {"lr": )" +
+                                                    std::string(200000, '[') + std::string(200000, ']') + "}}";
+       }},
+      {"a meta that is no object", "manifest.json",
+       [](const std::string& p) {
+         nlohmann::json j = nlohmann::json::parse(std::ifstream(p + "/manifest.json"));
+         j["meta"] = "x";
+         std::ofstream(p + "/manifest.json") << j.dump();
+       }},
   };
   for (const auto& d : cases) {
     CATCH_INFO(d.what);
@@ -159,6 +185,24 @@ CATCH_TEST_CASE("a damaged checkpoint is refused naming the file, and the resume
                           "--resume '" + renamed + "': no valid checkpoint: " + renamed +
                               "/step-00000009/manifest.json: step 6, where its folder's name says step 9");
   fs::remove_all(renamed);
+  // What each of those says.
+  const std::string said = fresh_dir("said");
+  const std::string step = write_checkpoint(said, 6);
+  const auto rewrite = [&](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(step + "/manifest.json"));
+    change(j);
+    std::ofstream(step + "/manifest.json") << j.dump();
+  };
+  rewrite([](nlohmann::json& j) { j["step"] = -3; });
+  CATCH_CHECK_THROWS_WITH(verify_checkpoint(step), step + "/manifest.json: step -3 is not a whole number >= 0");
+  rewrite([](nlohmann::json& j) { j["step"] = 2.7; });
+  CATCH_CHECK_THROWS_WITH(verify_checkpoint(step), step + "/manifest.json: step 2.7 is not a whole number >= 0");
+  rewrite([](nlohmann::json& j) { j["step"] = 6, j["meta"] = 5; });
+  CATCH_CHECK_THROWS_WITH(verify_checkpoint(step), step + "/manifest.json: meta is not a JSON object");
+  std::ofstream(step + "/manifest.json") << "{\"format\": 1, \"step\": 6, \"files\": {}, \"meta\": {\"lr\": " +
+                                               std::string(101, '[') + std::string(101, ']') + "}}";
+  CATCH_CHECK_THROWS_WITH(verify_checkpoint(step), step + "/manifest.json: nests deeper than 100 levels");
+  fs::remove_all(said);
 }
 
 CATCH_TEST_CASE("pruning keeps the newest complete checkpoints and drops crashed partial ones", "[checkpoint]") {

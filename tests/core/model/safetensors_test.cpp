@@ -244,6 +244,22 @@ CATCH_TEST_CASE("safetensors load reports truncated and corrupt files by path", 
   // A name twice (the parser kept the last, and the first's bytes read as a hole).
   write_bytes(bad, file_with(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"t":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", four));
   CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::EndsWith("is corrupt: its header names 't' twice"));
+  // A key twice inside an entry, and nesting past a bound (the bad dtype's print in the message
+  // overflowed the stack at 200,000 levels).
+  write_bytes(bad, file_with(R"({"t":{"dtype":"F32","dtype":"F32","shape":[4],"data_offsets":[0,16]}})", four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::EndsWith("is corrupt: its header gives the key 'dtype' twice in one object"));
+  write_bytes(bad, file_with(R"({"t":{"dtype":)" + std::string(200000, '[') + std::string(200000, ']') +
+                                 R"(,"shape":[4],"data_offsets":[0,16]}})",
+                             four));
+  CATCH_CHECK_THROWS_WITH(load_safetensors(bad), Catch::EndsWith("is corrupt: its header nests deeper than 100 levels"));
+  // Many entries read in linear time (the duplicate check scanned each object's parent at its
+  // end: 400,000 names took minutes); here every name is read and the holes are found.
+  {
+    std::string many = R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]})";
+    for (int i = 0; i < 100000; ++i) many += ",\"z" + std::to_string(i) + R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})";
+    write_bytes(bad, file_with(many + "}", four));
+    CATCH_CHECK(load_safetensors(bad).size() == 100001);
+  }
 
   // Files from other writers may carry __metadata__; it is skipped.
   write_bytes(bad, file_with(R"({"__metadata__":{"format":"pt"},"t":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})", four));

@@ -175,12 +175,28 @@ CATCH_TEST_CASE("a Chrome trace reads back as the timeline it was written from",
   CATCH_CHECK_THROWS_WITH(
       read_chrome_trace(R"({"traceEvents": [{"ph": "X", "name": "F0.0", "cat": "forward", "tid": 0, "ts": 0}]})", "t.json"),
       Contains("t.json: event 'F0.0' has no number dur"));
+  // Fields of another type are the file's fault, named (a raw type_error from nlohmann, exit 1):
+  // a ph that is no "X" is no action; a cat or name of another type is quoted as written.
+  CATCH_CHECK_THROWS_WITH(read_chrome_trace(R"({"traceEvents": [{"ph": 5}, {"ph": null, "cat": 1}]})", "t.json"),
+                          Contains("t.json has no actions"));
+  CATCH_CHECK_THROWS_WITH(
+      read_chrome_trace(R"({"traceEvents": [{"ph": "X", "name": [1], "cat": 7, "tid": 0, "ts": 0, "dur": 1}]})", "t.json"),
+      "t.json: event '[1]' has cat '7', not forward, backward, input_grad or weight_grad");
+  // Nested past a bound: refused before a value is made (a copy overflowed the stack).
+  CATCH_CHECK_THROWS_WITH(read_chrome_trace(R"({"traceEvents": [], "x": )" + std::string(200, '[') + std::string(200, ']') + "}",
+                                            "t.json"),
+                          "t.json nests deeper than 100 levels");
   // Values nothing real writes: refused before anything is sized or summed by them.
   const std::vector<std::pair<std::string, std::string>> absurd = {
       {R"("tid": 0, "ts": 0, "dur": 1, "args": {"virtual_stage": 2000000000, "microbatch": 0})",
        "has args.virtual_stage 2000000000, past any plan (< 1048576)"},
       {R"("tid": 0, "ts": 0, "dur": 1, "args": {"virtual_stage": 0, "microbatch": 1048576})",
        "has args.microbatch 1048576, past any plan (< 1048576)"},
+      // 2^63 + 1 read as 1 through get<int> (the range check saw a negative number).
+      {R"("tid": 0, "ts": 0, "dur": 1, "args": {"virtual_stage": 9223372036854775809, "microbatch": 0})",
+       "has args.virtual_stage 9223372036854775809, past any plan (< 1048576)"},
+      {R"("tid": 18446744073709551615, "ts": 0, "dur": 1, "args": {"virtual_stage": 0, "microbatch": 0})",
+       "has tid 18446744073709551615, not a rank"},
       {R"("tid": 1.5, "ts": 0, "dur": 1, "args": {"virtual_stage": 0, "microbatch": 0})", "has tid 1.5, not a rank"},
       {R"("tid": 0, "ts": 0, "dur": -5, "args": {"virtual_stage": 0, "microbatch": 0})",
        "has dur -5, not a duration >= 0"},

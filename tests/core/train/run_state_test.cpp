@@ -201,7 +201,19 @@ CATCH_TEST_CASE("optimizer moments no AdamW run leaves are refused naming the te
     named_tensors tensors;
     std::string message;
   };
+  const auto spelled = [&](const std::string& offset) {  // a second run at offset 0, written as `offset`
+    return with([&](named_tensors& t) {
+      for (const std::string part : {".exp_avg@", ".exp_avg_sq@", ".steps@"})
+        t.emplace_back(param + part + offset, box(find(t, param + part + "0").clone() + (part == ".steps@" ? 0 : 1)));
+    });
+  };
+  const std::string bad_offset = "': bad offset (a whole number as written: no sign, no leading zero, at most 18 digits)";
   const std::vector<bad_case> cases = {
+      // "@00" read as "@0": its run replaced the other without a word (other moments, exit 0).
+      {spelled("00"), "optimizer tensor '" + param + ".exp_avg@00" + bad_offset},
+      {spelled("+0"), "optimizer tensor '" + param + ".exp_avg@+0" + bad_offset},
+      // 2^63 - 1: offset + length overflowed past the range check.
+      {spelled("9223372036854775807"), "optimizer tensor '" + param + ".exp_avg@9223372036854775807" + bad_offset},
       // A second run over the second half of the first.
       {with([&](named_tensors& t) {
          const long long half = length / 2;
