@@ -110,10 +110,11 @@ struct run_context {
   int took_slot(int id, bool back) const { return id * 2 + back; }
   void track_producers() {  // nothing started yet
     const int slots = stage_ids() * microbatches * 2;
-    started_step.reset(new std::atomic<int>[slots]);
+    const auto n = static_cast<std::size_t>(slots);
+    started_step.reset(new std::atomic<int>[n]);
     for (int i = 0; i < slots; ++i) started_step[i].store(-1);
-    started_at.reset(new std::atomic<double>[slots]());
-    last_took.reset(new std::atomic<double>[stage_ids() * 2]());
+    started_at.reset(new std::atomic<double>[n]());
+    last_took.reset(new std::atomic<double>[static_cast<std::size_t>(stage_ids()) * 2]());
   }
   std::vector<caf::actor> chunk_actors;  // per virtual stage id
   std::vector<caf::actor> stage;       // per rank
@@ -142,9 +143,11 @@ struct run_context {
   int stage_id(int replica, int v) const { return replica * virtual_stages + v; }
   int replica_of_stage(int id) const { return id / virtual_stages; }
   int pipeline_stage(int id) const { return id % virtual_stages; }  // v in 0..S-1
-  int rank_of_stage(int id) const { return grid.rank(replica_of_stage(id), place.rank_of[pipeline_stage(id)]); }
-  int process_of_stage(int id) const { return process_of_rank[rank_of_stage(id)]; }
-  bool is_local_rank(int r) const { return process_of_rank[r] == process; }
+  int rank_of_stage(int id) const {
+    return grid.rank(replica_of_stage(id), place.rank_of[static_cast<std::size_t>(pipeline_stage(id))]);
+  }
+  int process_of_stage(int id) const { return process_of_rank[static_cast<std::size_t>(rank_of_stage(id))]; }
+  bool is_local_rank(int r) const { return process_of_rank[static_cast<std::size_t>(r)] == process; }
   bool is_local_stage(int id) const { return process_of_stage(id) == process; }
   // "virtual stage 3", or "virtual stage 3 of replica 1" with data parallelism: for messages.
   std::string describe_stage(int id) const {
@@ -154,10 +157,10 @@ struct run_context {
   // This process's actors but the supervisor (the others' are proxies).
   std::vector<caf::actor> local_actors() const {
     std::vector<caf::actor> all;
-    for (int r = 0; r < world_ranks(); ++r)
-      if (is_local_rank(r)) all.insert(all.end(), {compute[r], stage[r]});
-    for (int id = 0; id < stage_ids(); ++id)
-      if (is_local_stage(id)) all.insert(all.end(), {chunk_actors[id], optimizer_shards[id]});
+    for (std::size_t r = 0; r < static_cast<std::size_t>(world_ranks()); ++r)
+      if (is_local_rank(static_cast<int>(r))) all.insert(all.end(), {compute[r], stage[r]});
+    for (std::size_t id = 0; id < static_cast<std::size_t>(stage_ids()); ++id)
+      if (is_local_stage(static_cast<int>(id))) all.insert(all.end(), {chunk_actors[id], optimizer_shards[id]});
     all.push_back(feeder);
     return all;
   }

@@ -48,8 +48,8 @@ inline void append_hex_escape(std::string& out, unsigned char ch) {
 
 // Whether `s` holds an ASCII control byte or DEL (a terminal's escape, a line break).
 inline bool has_control_bytes(const std::string& s) {
-  for (const unsigned char c : s)
-    if (c < 0x20 || c == 0x7f) return true;
+  for (const char ch : s)
+    if (const auto c = static_cast<unsigned char>(ch); c < 0x20 || c == 0x7f) return true;
   return false;
 }
 
@@ -57,7 +57,8 @@ inline bool has_control_bytes(const std::string& s) {
 // cut after `limit` characters.
 inline std::string printable_text(const std::string& s, std::size_t limit = 80) {
   std::string out;
-  for (unsigned char c : s) {
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
     if (out.size() >= limit) return out + "...";
     if (c >= 0x20 && c < 0x7f)
       out += static_cast<char>(c);

@@ -41,13 +41,13 @@ void register_dotted(torch::nn::Module& root, const std::string& name, const at:
   register_dotted(*child, name.substr(dot + 1), t);
 }
 
-void register_all(torch::nn::Module& m, const named_tensors& params, const std::string& strip) {
+void register_all(torch::nn::Module& m, const named_torch_tensors& params, const std::string& strip) {
   for (const auto& [name, t] : params) register_dotted(m, name.substr(strip.size()), t);
 }
 
 struct gpt_embedding_module : torch::nn::Module {
   explicit gpt_embedding_module(const gpt_config& c) : embedding(c) {
-    named_tensors p;
+    named_torch_tensors p;
     embedding.append_parameters(p);
     register_all(*this, p, "");
   }
@@ -57,7 +57,7 @@ struct gpt_embedding_module : torch::nn::Module {
 
 struct gpt_block_module : torch::nn::Module {
   gpt_block_module(const gpt_config& c, int index) : block(c, index) {
-    named_tensors p;
+    named_torch_tensors p;
     block.append_parameters(p);
     register_all(*this, p, "blocks." + std::to_string(index) + ".");
   }

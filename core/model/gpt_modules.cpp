@@ -247,7 +247,7 @@ at::Tensor gpt_embedding::forward(const at::Tensor& ids) const {
   return at::embedding(tok_, ids) + pos_.slice(0, 0, ids.size(1));
 }
 
-void gpt_embedding::append_parameters(named_tensors& out) const {
+void gpt_embedding::append_parameters(named_torch_tensors& out) const {
   out.emplace_back("tok_emb.weight", tok_);
   out.emplace_back("pos_emb.weight", pos_);
 }
@@ -267,7 +267,7 @@ at::Tensor gpt_block::forward(const at::Tensor& x) const {
   return h + mlp_proj_.forward(gelu_tanh(fc_.forward(ln2_.forward(h))));
 }
 
-void gpt_block::append_parameters(named_tensors& out) const {
+void gpt_block::append_parameters(named_torch_tensors& out) const {
   const std::string p = "blocks." + std::to_string(index_) + ".";
   out.emplace_back(p + "ln1.weight", ln1_.weight);
   out.emplace_back(p + "ln1.bias", ln1_.bias);
@@ -298,7 +298,7 @@ at::Tensor gpt_head::loss(const at::Tensor& h, const at::Tensor& targets) const 
   return torch::nn::functional::cross_entropy(l.reshape({-1, l.size(-1)}), targets.reshape({-1}));
 }
 
-void gpt_head::append_parameters(named_tensors& out) const {
+void gpt_head::append_parameters(named_torch_tensors& out) const {
   out.emplace_back("ln_f.weight", ln_f_.weight);
   out.emplace_back("ln_f.bias", ln_f_.bias);
 }

@@ -14,7 +14,8 @@
 
 namespace actorpipe {
 
-using named_tensors = std::vector<std::pair<std::string, at::Tensor>>;
+// Parameters by name, as the GPT's modules list them (run_state.hpp's named_tensors hold tensor_boxes).
+using named_torch_tensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 // Throws std::invalid_argument unless every size is positive, hidden % heads == 0 and
 // init_std >= 0.
@@ -61,7 +62,7 @@ class gpt_embedding {
   explicit gpt_embedding(const gpt_config& config);
   at::Tensor forward(const at::Tensor& ids) const;
   const at::Tensor& token_weight() const { return tok_; }
-  void append_parameters(named_tensors& out) const;  // tok_emb.weight, pos_emb.weight
+  void append_parameters(named_torch_tensors& out) const;  // tok_emb.weight, pos_emb.weight
 
  private:
   gpt_config config_;
@@ -75,7 +76,7 @@ class gpt_block {
   gpt_block(const gpt_config& config, int index);
   at::Tensor forward(const at::Tensor& x) const;
   int index() const { return index_; }
-  void append_parameters(named_tensors& out) const;  // blocks.{index}.*
+  void append_parameters(named_torch_tensors& out) const;  // blocks.{index}.*
 
  private:
   int index_;
@@ -96,7 +97,7 @@ class gpt_head {
   at::Tensor logits(const at::Tensor& h) const;                            // [B, S, vocab]
   at::Tensor loss(const at::Tensor& h, const at::Tensor& targets) const;   // mean token cross-entropy
   const at::Tensor& tied_weight() const { return tied_; }
-  void append_parameters(named_tensors& out) const;  // ln_f.weight, ln_f.bias (not the tied weight)
+  void append_parameters(named_torch_tensors& out) const;  // ln_f.weight, ln_f.bias (not the tied weight)
 
  private:
   layer_norm ln_f_;

@@ -112,7 +112,12 @@ void validate_model(const model_definition& m) {
 
 void register_model(const std::string& name, model_factory factory, std::string description) {
   if (name.empty() || name.find_first_of(" \t\n\r") != std::string::npos)
-    throw std::invalid_argument("register_model: a model name must be non-empty without whitespace, got '" + name + "'");
+    throw std::invalid_argument("register_model: a model name must be non-empty without whitespace, got '" +
+                                shown_text(name, 200) + "'");
+  // It is said in lists of the known models and written into checkpoints: printable UTF-8, as
+  // layer names are ("x\xff" printed as a replacement character).
+  if (const std::string why = unstorable_name_reason(name); !why.empty())
+    throw std::invalid_argument("register_model: the model name " + why);
   if (name == "gpt" || name == "bert")
     throw std::invalid_argument("register_model: '" + name + "' is a built-in model and cannot be replaced");
   if (!factory) throw std::invalid_argument("register_model: model '" + name + "' needs a factory");
@@ -163,7 +168,29 @@ void seed_layer_init(std::uint64_t seed, const std::string& name) {
   torch::manual_seed(parameter_seed(seed, name));  // the GPT's per-name seed, for whole layers
 }
 
+namespace {
+
+// `built` as build_all_layers gave it for `model` (one module per layer), or std::invalid_argument
+// naming `function` (an empty built_layers was read past its end: SIGSEGV).
+void check_built(const model_definition& model, const built_layers& built, const char* function) {
+  if (built.modules.size() != model.layers.size())
+    throw std::invalid_argument(std::string(function) + ": " + std::to_string(built.modules.size()) + " built modules for the " +
+                                std::to_string(model.layers.size()) + " layers of model '" + model.name +
+                                "' (give it build_all_layers(model))");
+  for (std::size_t i = 0; i < built.modules.size(); ++i)
+    if (built.modules[i].empty())
+      throw std::invalid_argument(std::string(function) + ": layer '" + model.layers[i].name + "' (layer " +
+                                  std::to_string(i) + ") has no built module (give it build_all_layers(model))");
+}
+
+}  // namespace
+
 void check_tie_shapes(const model_definition& model, int owner, const layer_module& owner_module, int follower) {
+  const int layers = static_cast<int>(model.layers.size());
+  if (owner < 0 || owner >= layers || follower < 0 || follower >= layers)
+    throw std::invalid_argument("check_tie_shapes: layers " + std::to_string(owner) + " and " + std::to_string(follower) +
+                                " of model '" + model.name + "', which has layers 0.." + std::to_string(layers - 1));
+  if (owner_module.empty()) throw std::invalid_argument("check_tie_shapes: the owner's module is empty");
   const layer_spec& o = model.layers[owner];
   const layer_spec& f = model.layers[follower];
   if (!f.build) return;
@@ -221,6 +248,7 @@ built_layers build_all_layers(const model_definition& model) {
 }
 
 std::vector<double> layer_parameter_counts(const model_definition& model, const built_layers& built) {
+  check_built(model, built, "layer_parameter_counts");
   std::vector<double> counts;
   std::set<std::string> keys_seen;
   std::map<std::string, std::vector<std::string>> tied_of;
@@ -261,6 +289,10 @@ at::Tensor checked_loss(const model_definition& model, const at::Tensor& output,
 
 std::vector<double> profile_layers(const model_definition& model, const built_layers& built, int repeats) {
   using clock = std::chrono::steady_clock;
+  check_built(model, built, "profile_layers");
+  // 0 or fewer passes gave every layer 0 s, a "median" of nothing.
+  if (repeats < 1 || repeats > 1000)
+    throw std::invalid_argument("profile_layers: repeats=" + std::to_string(repeats) + " must be in [1, 1000]");
   const std::size_t L = model.layers.size();
   const microbatch_tensors sample = model.data(0, 0);
   const at::Tensor& inputs = unbox(sample.inputs);

@@ -56,7 +56,10 @@ class layer_module {
   layer_module(const torch::nn::ModuleHolder<Impl>& holder) : layer_module(holder.ptr()) {}  // NOLINT
 
   bool empty() const { return !module_; }
-  at::Tensor forward(const at::Tensor& x) const { return forward_(x); }
+  at::Tensor forward(const at::Tensor& x) const {
+    if (!forward_) throw std::logic_error("layer_module::forward: this layer_module is empty (default-constructed): it holds no module");
+    return forward_(x);
+  }
   const std::shared_ptr<torch::nn::Module>& ptr() const { return module_; }
   // The module as its own type (std::bad_cast if it is not one).
   template <class Impl>

@@ -30,7 +30,7 @@ struct flat_layout {
   std::vector<bucket> buckets;
   long long elements = 0;  // real, every parameter
 
-  long long slice_length(int b) const { return buckets[b].padded / replicas; }
+  long long slice_length(int b) const { return buckets[static_cast<std::size_t>(b)].padded / replicas; }
   long long shard_length() const;                  // padding included
   long long shard_offset_of_bucket(int b) const;   // where bucket b's slice sits in a shard
   std::vector<segment> bucket_segments(int b) const;     // offset: in the bucket

@@ -44,8 +44,13 @@ void check_train_options(const train_options& o) {
   need(o.stages >= 1, "--stages must be >= 1: got " + std::to_string(o.stages));
   need(o.chunks >= 1, "--chunks must be >= 1: got " + std::to_string(o.chunks));
   need(o.microbatches >= 1, "--microbatches must be >= 1: got " + std::to_string(o.microbatches));
+  // The unpipelined run too (it ran 2^31 - 1 microbatches until --step-timeout, where a
+  // pipeline's plan refused them at once).
+  need(o.microbatches <= max_plan_forwards, "--microbatches must be at most " + std::to_string(max_plan_forwards) +
+                                                " (what a plan may hold): got " + std::to_string(o.microbatches));
   need(o.microbatch_size >= 1, "--microbatch-size must be >= 1: got " + std::to_string(o.microbatch_size));
   need(o.steps >= 1, "--steps must be >= 1: got " + std::to_string(o.steps));
+  need(o.keep_step_metrics >= 0, "keep_step_metrics must be >= 0 (0: every step): got " + std::to_string(o.keep_step_metrics));
   // Past 1024 (no rank computes on more) the thread probe below started tens of thousands of
   // threads before it refused.
   need(o.threads_per_stage >= 1 && o.threads_per_stage <= 1024,

@@ -215,7 +215,7 @@ int chunk_runner::pending_weight_grads() const { return static_cast<int>(impl_->
 
 std::vector<std::pair<std::string, tensor_box>> chunk_runner::named_parameters() const {
   const auto& m = *impl_;
-  named_tensors params;
+  named_torch_tensors params;
   if (m.embedding) m.embedding->append_parameters(params);
   for (const auto& block : m.blocks) block.append_parameters(params);
   if (m.head) {

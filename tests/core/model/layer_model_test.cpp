@@ -523,3 +523,37 @@ CATCH_TEST_CASE("activation checkpointing refuses a layer whose forward updates 
   CATCH_CHECK_NOTHROW(once.forward(0, d.inputs, d.targets, 1.0));
   CATCH_CHECK_NOTHROW(once.forward(1, d.inputs, d.targets, 1.0));
 }
+
+// The model API's functions on input they cannot use: one clear error each (an empty
+// built_layers was read past its end, SIGSEGV; repeats 0 profiled every layer at 0 s; a
+// default layer_module's forward threw a bare bad_function_call).
+CATCH_TEST_CASE("the model API's helpers refuse what they cannot use, naming it", "[model][layer_model]") {
+  const train_options o = mlp_train_options();
+  const model_definition model = mlp_model(o);
+  CATCH_CHECK_THROWS_WITH(layer_parameter_counts(model, built_layers{}),
+                          "layer_parameter_counts: 0 built modules for the 8 layers of model 'mlp' (give it "
+                          "build_all_layers(model))");
+  built_layers hollow;
+  hollow.modules.resize(8);
+  CATCH_CHECK_THROWS_WITH(profile_layers(model, hollow),
+                          "profile_layers: layer 'in' (layer 0) has no built module (give it build_all_layers(model))");
+  const built_layers built = build_all_layers(model);
+  for (int repeats : {0, -1, 1001})
+    CATCH_CHECK_THROWS_WITH(profile_layers(model, built, repeats),
+                            "profile_layers: repeats=" + std::to_string(repeats) + " must be in [1, 1000]");
+  CATCH_CHECK_THROWS_WITH(check_tie_shapes(model, 7, built.modules[2], -3),
+                          "check_tie_shapes: layers 7 and -3 of model 'mlp', which has layers 0..7");
+  CATCH_CHECK_THROWS_WITH(check_tie_shapes(model, 2, layer_module(), 6), "check_tie_shapes: the owner's module is empty");
+  CATCH_CHECK_THROWS_AS(layer_module().forward(torch::zeros({1})), std::logic_error);
+  CATCH_CHECK_THROWS_WITH(layer_module().forward(torch::zeros({1})), Catch::Contains("this layer_module is empty"));
+  CATCH_CHECK_THROWS_WITH(register_model(std::string("x\xff"), [](const train_options& t) { return mlp_model(t); }),
+                          Catch::StartsWith("register_model: the model name 'x\\xff' holds"));
+  // The library's own limits, as the command line's.
+  train_options bad = o;
+  bad.keep_step_metrics = -1;
+  CATCH_CHECK_THROWS_WITH(check_train_options(bad), "keep_step_metrics must be >= 0 (0: every step): got -1");
+  bad = o;
+  bad.microbatches = 2147483647;  // the unpipelined run ran them until --step-timeout
+  CATCH_CHECK_THROWS_WITH(check_train_options(bad),
+                          "--microbatches must be at most 1048576 (what a plan may hold): got 2147483647");
+}
