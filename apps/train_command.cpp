@@ -39,6 +39,7 @@
 #include "apps/file_roles.hpp"
 #include "apps/write_signals.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
+#include "core/checkpoint/run_meta.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/config.hpp"
 #include "core/text_file.hpp"
@@ -516,7 +517,7 @@ void finish_from_checkpoint(std::ostream& out, const train_cli_options& o, const
     out << "wrote " << parameters.size() << " tensors to " << shown_path(o.save_final_path) << " (from " << shown_path(checkpoint) << ")\n";
   }
   if (!o.trace_path.empty())
-    log_warn("--trace " + o.trace_path + " is not written: the job stopped after its last step, and this restart runs none");
+    log_warn("--trace " + o.trace_path + " is not written: the checkpoint holds the last step, and this run trains none");
   out << "the training was done: " << checkpoint << " holds its last step\n";
 }
 
@@ -909,6 +910,10 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
       out << "wrote " << r.parameters.size() << " tensors to " << shown_path(o.save_final_path) << '\n';
     } catch (const std::exception& e) {
       failed = "--save-final '" + o.save_final_path + "' was not written: " + e.what();
+      // Where the trained parameters still are, and how to have the file from them.
+      if (!r.checkpoints.empty() && !r.steps.empty() && r.checkpoints.back().step == r.steps.back().step + 1)
+        failed += " (the checkpoint " + r.checkpoints.back().path + " holds the last step: the same command with --resume " +
+                  r.checkpoints.back().path + " writes --save-final from it)";
     }
   }
   if (!o.trace_path.empty()) {
@@ -1259,6 +1264,26 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
       finish_from_checkpoint(out, o, *done);
     }
     return 0;
+  }
+  // --resume from a checkpoint of the last step with --save-final: the file from its parameters
+  // (a --save-final that failed after the training, a full disk, could not be written again:
+  // "leaves nothing to train"). A checkpoint of another model is refused as a resume would be.
+  if (restart == 0 && !t.resume.empty() && !o.save_final_path.empty()) {
+    std::optional<resume_choice> last;
+    try {
+      last = find_resume_checkpoint(t.resume);
+    } catch (const checkpoint_error&) {  // said as a resume says it, below
+    }
+    if (last && last->manifest.step == t.steps) {
+      if (const std::string why = resume_model_mismatch(last->manifest.meta, t); !why.empty())
+        throw std::invalid_argument("--resume " + last->path + ": " + why);
+      if (place.process == 0) {
+        for (const auto& why : last->refused) log_warn("not resuming from a damaged checkpoint: " + why);
+        check_output_file("--save-final", o.save_final_path, true);
+        finish_from_checkpoint(out, o, *last);
+      }
+      return 0;
+    }
   }
   std::ostream& progress = place.process == 0 ? progress_stream : quiet;
   held_output metrics_held;  // for the whole run

@@ -404,6 +404,24 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   CATCH_CHECK(layers.code == 2);
   CATCH_CHECK_THAT(layers.err, Contains("the checkpoint's gpt has --layers 4, this run --layers 2: its tensors belong to "
                                         "another model (give --layers 4)"));
+  // A checkpoint of the last step with --save-final writes the file from it (the same bits as
+  // the run's own): a --save-final that failed after the training (a full disk) could not be
+  // written again ("leaves nothing to train"). Without --save-final, nothing to do is refused.
+  const std::string again_final = temp_path(".again.safetensors");
+  auto rewrite = cli(with({"train", "--steps", "4", "--resume", dir, "--save-final", again_final}, tiny));
+  CATCH_CHECK(rewrite.code == 0);
+  CATCH_CHECK_THAT(rewrite.out, Contains("tensors to " + again_final + " (from " + dir + "/step-00000004)"));
+  CATCH_CHECK(read_bytes(again_final) == read_bytes(straight));
+  std::remove(again_final.c_str());
+  auto nothing_asked = cli(with({"train", "--steps", "4", "--resume", dir}, tiny));
+  CATCH_CHECK(nothing_asked.code == 2);
+  CATCH_CHECK_THAT(nothing_asked.err, Contains("holds step 4, and --steps=4 leaves nothing to train"));
+  auto other_model = cli({"train", "--steps", "4", "--resume", dir, "--save-final", again_final, "--layers", "2", "--hidden",
+                          "32", "--heads", "2", "--seq-len", "16", "--vocab", "64", "--microbatches", "4",
+                          "--microbatch-size", "2"});
+  CATCH_CHECK(other_model.code == 2);
+  CATCH_CHECK_THAT(other_model.err, Contains("the checkpoint's gpt has --layers 4, this run --layers 2"));
+  CATCH_CHECK(!std::filesystem::exists(again_final));
   const std::string empty = temp_path(".empty");
   std::filesystem::create_directory(empty);
   for (const std::string& nothing : {empty, std::string("/nonexistent/ckpt")}) {
