@@ -431,9 +431,12 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
     ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes, ctx_->ranks);
     if (ctx_->replicas > 1) ctx_->result->last_step_all_ranks = measured_timeline(*ctx_, st_.flushes, ctx_->world_ranks());
   }
-  if (!stopping_ && ctx_->replan_from >= 0 && k + 1 >= ctx_->replan_from && k + 1 <= ctx_->replan_until &&
-      !replan(k, m.bubble_ratio))
-    return;
+  if (!stopping_ && ctx_->replan_from >= 0 && k + 1 >= ctx_->replan_from && k + 1 <= ctx_->replan_until) {
+    if (!replan(k, m.bubble_ratio)) return;
+    // A stop asked for while the plan was rebuilt (tens of seconds on a large plan): this step
+    // is the last (the run waited for the rebuild, then trained one more).
+    stop_if_signalled(k + 1);
+  }
   after_step(k + 1);
 }
 
@@ -484,6 +487,13 @@ bool supervisor::replan(int measured, double measured_bubble) {
   const int from = ctx_->replan_from;  // 1-based: the first measured step
   const std::string steps =
       measured + 1 == from ? "step " + std::to_string(from) : "steps " + std::to_string(from) + "-" + std::to_string(measured + 1);
+  // A large plan takes seconds to rebuild (a minute at 64 virtual stages x 256 microbatches):
+  // said first, so that the pause is not taken for a hang.
+  const long long forwards = static_cast<long long>(ctx_->virtual_stages) * ctx_->microbatches;
+  if (forwards >= 4096 && running_plan_ && running_plan_->uses_split_backward())
+    log_info("plan: rebuilding " + ctx_->options.schedule + " on the costs measured in " + steps + " (" +
+             std::to_string(ctx_->virtual_stages) + " virtual stages x " + std::to_string(ctx_->microbatches) +
+             " microbatches: this may take a while; --unit-cost-plan skips it)");
   rebuilt_plan r;
   try {
     r = rebuild_plan(*ctx_, costs, running_plan_, steps, measured + 1, measured_bubble);
