@@ -1165,7 +1165,8 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
   // A run that fails once it has started exits 1, not 2: launch --max-restarts restarts that.
   const auto failed = cli(with({"train", "--steps", "2", "--step-timeout", "0.0001"}, tiny));
   CATCH_CHECK(failed.code == 1);
-  CATCH_CHECK_THAT(failed.err, Contains("step 1 of 2 did not finish within 0.0001 s (--step-timeout)"));
+  // (Step 1 or 2: the deadline is checked by a timer, and a fast step 1 can end before it looks.)
+  CATCH_CHECK_THAT(failed.err, Contains(" of 2 did not finish within 0.0001 s (--step-timeout)"));
   // --no-pipeline too (it waited for ever on a layer that never returns): the built binary
   // runs it, as its stuck thread is left to the process's exit.
   std::string tiny_flags;
