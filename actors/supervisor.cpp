@@ -426,16 +426,20 @@ void supervisor::on_optimizer_done(const msg::optimizer_done& d) {
   stop_if_signalled(k + 1);
   // The last step's timeline; and before an evaluation pass or a checkpoint, after which the
   // run may end (a stop asked for during the pass, a checkpoint that fails).
-  if (ctx_->result &&
-      (k + 1 == o.steps || stopping_ || periodic_save_due(k + 1) || (ctx_->eval_microbatches > 0 && eval_due(o, k + 1)))) {
+  const auto keep_timeline = [this] {
     ctx_->result->last_step = measured_timeline(*ctx_, st_.flushes, ctx_->ranks);
     if (ctx_->replicas > 1) ctx_->result->last_step_all_ranks = measured_timeline(*ctx_, st_.flushes, ctx_->world_ranks());
-  }
+  };
+  if (ctx_->result &&
+      (k + 1 == o.steps || stopping_ || periodic_save_due(k + 1) || (ctx_->eval_microbatches > 0 && eval_due(o, k + 1))))
+    keep_timeline();
   if (!stopping_ && ctx_->replan_from >= 0 && k + 1 >= ctx_->replan_from && k + 1 <= ctx_->replan_until) {
     if (!replan(k, m.bubble_ratio)) return;
     // A stop asked for while the plan was rebuilt (tens of seconds on a large plan): this step
-    // is the last (the run waited for the rebuild, then trained one more).
+    // is the last (the run waited for the rebuild, then trained one more), and its timeline
+    // the last step's.
     stop_if_signalled(k + 1);
+    if (stopping_ && ctx_->result) keep_timeline();
   }
   after_step(k + 1);
 }
