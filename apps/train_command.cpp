@@ -40,6 +40,7 @@
 #include "apps/write_signals.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/checkpoint/run_meta.hpp"
+#include "core/json_shape.hpp"
 #include "core/blas_kernels.hpp"
 #include "core/config.hpp"
 #include "core/text_file.hpp"
@@ -478,14 +479,11 @@ std::optional<resume_choice> resume_after_restart(train_options& t, int restart)
   }
   // The newest checkpoint holding the last step: the training was done (the search below
   // skips it, as it leaves no step to train, and took the one before: a save interval again).
-  try {
-    if (const resume_choice last = find_resume_checkpoint(t.save_dir); last.manifest.step >= t.steps) {
-      for (const auto& why : last.refused) log_warn("not resuming from a damaged checkpoint: " + why);
-      log_info(what + last.path + " holds the last step (--steps " + std::to_string(t.steps) +
-               "): the training was done before the job stopped, and runs no more");
-      return last;
-    }
-  } catch (const checkpoint_error&) {
+  if (std::optional<resume_choice> last = finished_checkpoint(t.save_dir, t.steps)) {
+    for (const auto& why : last->refused) log_warn("not resuming from a damaged checkpoint: " + why);
+    log_info(what + last->path + " holds the last step (--steps " + std::to_string(t.steps) +
+             "): the training was done before the job stopped, and runs no more");
+    return last;
   }
   try {
     const resume_choice c = find_resume_checkpoint(t.save_dir, t.steps);
@@ -659,10 +657,7 @@ class metrics_file {
     // none: -2^63 - 1 overflowed).
     const auto step_at = [&j](const char* key) -> long long {
       const auto it = j.find(key);
-      if (it == j.end() || !it->is_number_integer() || (!it->is_number_unsigned() && it->get<long long>() < 0) ||
-          it->get<std::uint64_t>() > (1ull << 62))
-        return -1;
-      return it->get<long long>();
+      return it == j.end() ? -1 : json_count(*it);
     };
     if (const long long step = step_at("step"); step >= 0) return step;
     if (const long long after = step_at("eval_after_step"); evals && after >= 0) return after - 1;
@@ -903,8 +898,8 @@ void write_outputs(std::ostream& out, const train_cli_options& o, const train_re
   // errors are reported together at the end).
   std::string failed;
   if (!o.save_final_path.empty()) {
-    // After training: a failure here is exit 1, naming the flag (a full disk; two layers of
-    // other processes that gave their parameters one name).
+    // After training: a failure here is exit 1, naming the flag (a full disk: two layers of
+    // different processes that give their tensors one name are refused as the job forms).
     try {
       save_safetensors(o.save_final_path, r.parameters);
       out << "wrote " << r.parameters.size() << " tensors to " << shown_path(o.save_final_path) << '\n';
@@ -1269,11 +1264,8 @@ int run_train(const train_cli_options& o, std::ostream& out_stream, std::ostream
   // (a --save-final that failed after the training, a full disk, could not be written again:
   // "leaves nothing to train"). A checkpoint of another model is refused as a resume would be.
   if (restart == 0 && !t.resume.empty() && !o.save_final_path.empty()) {
-    std::optional<resume_choice> last;
-    try {
-      last = find_resume_checkpoint(t.resume);
-    } catch (const checkpoint_error&) {  // said as a resume says it, below
-    }
+    // (Another search's failure is said as a resume says it, below.)
+    const std::optional<resume_choice> last = finished_checkpoint(t.resume, t.steps);
     if (last && last->manifest.step == t.steps) {
       if (const std::string why = resume_model_mismatch(last->manifest.meta, t); !why.empty())
         throw std::invalid_argument("--resume " + last->path + ": " + why);

@@ -15,11 +15,10 @@ std::string held_name_clash(const std::vector<held_name>& held, int replicas, in
     if (fresh) continue;
     const held_name& other = *at->second;
     if (other.stage == h.stage && other.process == h.process) continue;  // a stage checks its own layers itself
-    const char* kind = other.buffer && h.buffer ? "buffer" : !other.buffer && !h.buffer ? "parameter" : "tensor";
-    const std::string what = other.buffer && h.buffer ? "buffers" : !other.buffer && !h.buffer ? "parameters" : "tensors";
-    return std::string(kind) + " '" + h.name + "' is held by virtual stages " + stage(other) + " and " + stage(h) +
+    const std::string kind = other.buffer != h.buffer ? "tensor" : h.buffer ? "buffer" : "parameter";
+    return kind + " '" + h.name + "' is held by virtual stages " + stage(other) + " and " + stage(h) +
            (replicas > 1 ? " of replica " + std::to_string(h.replica) : std::string()) + ": two layers give their " +
-           what + " the same names (give them distinct param prefixes)";
+           kind + "s the same names (give them distinct param prefixes)";
   }
   return "";
 }

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <set>
 #include <vector>
 
@@ -58,6 +59,13 @@ json_shape check_json_shape(const std::string& text, bool comments, int max_dept
   r.max_depth = max_depth;
   nlohmann::json::sax_parse(text, &r, nlohmann::json::input_format_t::json, /*strict=*/true, comments);
   return r.found;
+}
+
+long long json_count(const nlohmann::json& v) {
+  constexpr std::uint64_t most = std::uint64_t{1} << 62;
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= most ? static_cast<long long>(v.get<std::uint64_t>()) : -1;
+  if (v.is_number_integer()) return v.get<long long>() >= 0 ? v.get<long long>() : -1;  // a negative one
+  return -1;
 }
 
 }  // namespace actorpipe

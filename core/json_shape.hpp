@@ -6,6 +6,8 @@
 // (each object's end scans its parent: 400,000 tensors took minutes).
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <string>
 
 namespace actorpipe {
@@ -21,5 +23,10 @@ struct json_shape {
 // Checks `text` (comments skipped where `comments`); stops at the first problem:
 // "nests deeper than 100 levels" or "gives the key 'x' twice in one object".
 json_shape check_json_shape(const std::string& text, bool comments = false, int max_depth = json_depth_limit);
+
+// `v` as a count a file holds (a step, a format number): a whole number in [0, 2^62], or -1
+// where it is none (another type, a fraction, a negative number, one past 2^62). Read as
+// unsigned where it is one: get<long long> took 2^63 + 1 as a negative number.
+long long json_count(const nlohmann::json& v);
 
 }  // namespace actorpipe

@@ -301,11 +301,9 @@ checkpoint_manifest read_manifest(const std::string& path) {
     // Whole numbers: 1.9 read as format 1 and 2.7 as step 2; a negative step reached the
     // learning rate's schedule (an actor's unhandled exception).
     const auto whole = [&](const char* key) {
-      const nlohmann::json& v = j.at(key);
-      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > (1ull << 62)) ||
-          (!v.is_number_unsigned() && v.get<long long>() < 0))
-        fail(std::string(key) + " " + shown_text(v.dump(), 80) + " is not a whole number >= 0");
-      return v.get<long long>();
+      const long long n = json_count(j.at(key));
+      if (n < 0) fail(std::string(key) + " " + shown_text(j.at(key).dump(), 80) + " is not a whole number >= 0");
+      return n;
     };
     m.format = static_cast<int>(std::min(whole("format"), 1ll << 30));
     m.step = whole("step");
@@ -402,6 +400,26 @@ resume_choice find_resume_checkpoint(const std::string& where, long long before_
   if (!later.empty()) later = " before step " + std::to_string(before_step) + " (" + later + " passed over: no step left after it)";
   fail("--resume '" + where + "': no valid checkpoint" + later +
        (why.empty() ? (later.empty() ? " (none written)" : "") : ":" + why));
+}
+
+std::optional<resume_choice> finished_checkpoint(const std::string& where, long long steps) {
+  std::error_code ec;
+  if (!fs::is_directory(where, ec)) return std::nullopt;
+  const std::string named = fs::path(where).has_filename() ? fs::path(where).filename().string()
+                                                            : fs::path(where).parent_path().filename().string();
+  long long newest = -1;  // the newest checkpoint's step, as named (verify_checkpoint holds the manifest to it)
+  try {
+    if (fs::exists(where + "/manifest.json", ec) || step_of(named) >= 0)
+      newest = step_of(named) >= 0 ? step_of(named) : read_manifest(where).step;
+    else if (const auto all = complete_checkpoints(where); !all.empty())
+      newest = all.front().first;
+    if (newest < steps) return std::nullopt;
+    resume_choice c = find_resume_checkpoint(where);
+    if (c.manifest.step < steps) return std::nullopt;  // the newest did not verify: an older one was taken
+    return c;
+  } catch (const checkpoint_error&) {  // said as a resume from it says it
+    return std::nullopt;
+  }
 }
 
 resume_choice read_resume_checkpoint(const std::string& where, const std::function<void(const resume_choice&)>& read,

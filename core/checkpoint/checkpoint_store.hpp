@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -124,6 +125,13 @@ struct resume_choice {
 // Throws checkpoint_error when none is valid. With before_step, checkpoints of that step or
 // later in a directory of them are passed over (neither chosen nor refused).
 resume_choice find_resume_checkpoint(const std::string& where, long long before_step = LLONG_MAX);
+
+// Where `where` (a checkpoint, or a folder of them) holds as its newest a checkpoint of step
+// `steps` or later: the training it was for is done. That checkpoint, as
+// find_resume_checkpoint(where) chooses and verifies it; nullopt where the newest is of an
+// earlier step (told by its folder's name or its manifest, no file hashed: a caller that goes on
+// to resume verifies it then) or nothing is found.
+std::optional<resume_choice> finished_checkpoint(const std::string& where, long long steps);
 
 // find_resume_checkpoint, then `read` on its choice (the caller's load of its files). Where
 // `where` is a folder of checkpoints and `read` throws while the chosen one was pruned under it

@@ -344,11 +344,10 @@ std::vector<held_name> held_names(const std::vector<std::shared_ptr<chunk_comput
   std::vector<held_name> out;
   for (int k = 0; k < static_cast<int>(runners.size()); ++k) {
     if (!runners[k]) continue;
-    const auto copies = runners[k]->tied_copies();
-    for (const auto& [name, t] : runners[k]->named_parameters())
-      if (std::find(copies.begin(), copies.end(), name) == copies.end())
-        out.push_back({name, k / stages, k % stages, process, false});
-    for (const auto& [name, t] : runners[k]->named_buffers()) out.push_back({name, k / stages, k % stages, process, true});
+    const auto saved = saved_tensors(*runners[k]);
+    const std::size_t parameters = saved.size() - runners[k]->named_buffers().size();  // the buffers come last
+    for (std::size_t i = 0; i < saved.size(); ++i)
+      out.push_back({saved[i].first, k / stages, k % stages, process, i >= parameters});
   }
   return out;
 }

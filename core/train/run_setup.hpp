@@ -65,7 +65,7 @@ void check_train_options(const train_options& options);
 run_setup prepare_run(const train_options& options, const chunk_factory& make_chunk = {},
                       const std::function<bool(int rank)>& build_rank = {});
 
-// The names the runners save their tensors under (tied copies left out), each with its
+// The names the runners save their tensors under (saved_tensors: tied copies left out), each with its
 // replica and virtual stage (runners are replica-major, `stages` per replica) and `process`.
 std::vector<held_name> held_names(const std::vector<std::shared_ptr<chunk_compute>>& runners, int stages, int process);
 

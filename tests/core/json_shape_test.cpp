@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 
 using namespace actorpipe;
@@ -27,4 +29,17 @@ CATCH_TEST_CASE("check_json_shape finds nesting past its bound and a key given t
   CATCH_CHECK(check_json_shape("{not json").problem.empty());
   CATCH_CHECK(check_json_shape("{\"a\": 1, // c\n \"a\": 2}", true).twice == "a");
   CATCH_CHECK(check_json_shape("{\"a\": 1, // c\n \"a\": 2}", false).problem.empty());
+}
+
+CATCH_TEST_CASE("json_count reads whole numbers from 0 to 2^62 and nothing else", "[config]") {
+  using nlohmann::json;
+  CATCH_CHECK(json_count(json(0)) == 0);
+  CATCH_CHECK(json_count(json::parse("4611686018427387904")) == 4611686018427387904LL);  // 2^62
+  CATCH_CHECK(json_count(json::parse("4611686018427387905")) == -1);
+  CATCH_CHECK(json_count(json::parse("9223372036854775809")) == -1);  // 2^63 + 1: no negative read
+  CATCH_CHECK(json_count(json::parse("-9223372036854775808")) == -1);
+  CATCH_CHECK(json_count(json(-3)) == -1);
+  CATCH_CHECK(json_count(json(2.0)) == -1);  // a fraction's type, whatever its value
+  CATCH_CHECK(json_count(json("7")) == -1);
+  CATCH_CHECK(json_count(json()) == -1);
 }
