@@ -38,7 +38,7 @@ std::string option_text(const std::string& key, const std::string& value) {
   if (key == "resumed_after_step")  // "STEP DIGEST": the step, and the manifest's digest
     return value == "0" ? "no --resume" : "--resume of a step-" + value.substr(0, value.find(' ')) + " checkpoint";
   if (key == "lower_case") return value == "false" ? "--no-lower-case" : "no --no-lower-case";
-  if (key == "min_lr_ratio" || key == "pause_w" || key == "init_std") return key + "=" + value;
+  if (key == "pause_w" || key == "init_std") return key + "=" + value;
   std::string flag = "--" + key;
   for (char& c : flag)
     if (c == '_') c = '-';

@@ -85,6 +85,9 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   add("min_lr_ratio", o.min_lr_ratio);
   add("grad_clip", o.grad_clip);
   add("weight_decay", o.weight_decay);
+  add("adam_beta1", o.adam_beta1);
+  add("adam_beta2", o.adam_beta2);
+  add("adam_eps", o.adam_eps);
   add("data", o.data);
   add("data_file", file(o.data_file));
   add("init_from", file(o.init_from));

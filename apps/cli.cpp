@@ -270,6 +270,12 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--lr", tr.lr, "Peak learning rate [default: 3e-3; 2e-4 with --model bert]");
   t->add_option("--grad-clip", tr.grad_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
   t->add_option("--weight-decay", tr.weight_decay, "AdamW weight decay on matrices (lr x weight decay below 1) [default: 0.1]");
+  t->add_option("--min-lr-ratio", tr.min_lr_ratio,
+                "Where the learning rate's linear decay ends at the last step, as a fraction of --lr (0 to 1) "
+                "[default: 0.1]");
+  t->add_option("--adam-beta1", tr.adam_beta1, "AdamW's decay of the gradient's running mean [default: 0.9]");
+  t->add_option("--adam-beta2", tr.adam_beta2, "AdamW's decay of the squared gradient's running mean [default: 0.95]");
+  t->add_option("--adam-eps", tr.adam_eps, "AdamW's epsilon, added to the root of that mean [default: 1e-8]");
 }
 
 // train's flags for how it runs: the data, the compute, the files it writes, multi-process

@@ -132,6 +132,15 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                   (std::string(flag) == "--lr" &&
                    (*value < std::numeric_limits<float>::min() || *value > std::numeric_limits<float>::max()))))
       throw std::invalid_argument(std::string(flag) + " must be " + rule + ": got " + number_text(*value));
+  if (o.min_lr_ratio && !(*o.min_lr_ratio >= 0 && *o.min_lr_ratio <= 1))
+    throw std::invalid_argument("--min-lr-ratio must be in [0, 1] (a fraction of --lr): got " + number_text(*o.min_lr_ratio));
+  for (const auto& [flag, value] : {std::pair<const char*, const std::optional<double>&>{"--adam-beta1", o.adam_beta1},
+                                    {"--adam-beta2", o.adam_beta2}})
+    if (value && !(*value >= 0 && *value < 1))
+      throw std::invalid_argument(std::string(flag) + " must be in [0, 1): got " + number_text(*value));
+  if (o.adam_eps && !(*o.adam_eps >= std::numeric_limits<float>::min() && *o.adam_eps <= std::numeric_limits<float>::max()))
+    throw std::invalid_argument("--adam-eps must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got " +
+                                number_text(*o.adam_eps));
   if (o.zero && *o.zero != 0 && *o.zero != 1)
     throw std::invalid_argument("--zero must be 0 or 1: got " + std::to_string(*o.zero) +
                                 " (ZeRO-2/3, which also shard gradients and parameters, are not implemented)");
@@ -147,7 +156,10 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
        {"--heads", "heads", o.heads.has_value()}, {"--seq-len", "seq_len", o.seq_len.has_value()},
        {"--vocab", "vocab", o.vocab.has_value()}, {"--warmup-steps", "warmup_steps", o.warmup_steps.has_value()},
        {"--seed", "seed", o.seed.has_value()}, {"--lr", "lr", o.lr.has_value()},
-       {"--grad-clip", "grad_clip", o.grad_clip.has_value()}, {"--weight-decay", "weight_decay", o.weight_decay.has_value()}});
+       {"--grad-clip", "grad_clip", o.grad_clip.has_value()}, {"--weight-decay", "weight_decay", o.weight_decay.has_value()},
+       {"--min-lr-ratio", "min_lr_ratio", o.min_lr_ratio.has_value()},
+       {"--adam-beta1", "adam_beta1", o.adam_beta1.has_value()}, {"--adam-beta2", "adam_beta2", o.adam_beta2.has_value()},
+       {"--adam-eps", "adam_eps", o.adam_eps.has_value()}});
   std::set<std::string> config_keys;  // what the config file sets (read once: it may be a pipe)
   job_config c = o.config_path.empty() ? default_job() : load_config_file(o.config_path, &config_keys);
   apply_overrides(c, o.overrides);
@@ -221,6 +233,11 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   if (c.model == "bert" && !o.lr && !set_by_user("lr") && !config_keys.count("lr")) c.lr = 2e-4;
   if (o.grad_clip) apply_override(c, "grad_clip", printf_text("%.17g", *o.grad_clip));
   if (o.weight_decay) apply_override(c, "weight_decay", printf_text("%.17g", *o.weight_decay));
+  for (const auto& [key, value] : {std::pair<const char*, const std::optional<double>&>{"min_lr_ratio", o.min_lr_ratio},
+                                   {"adam_beta1", o.adam_beta1},
+                                   {"adam_beta2", o.adam_beta2},
+                                   {"adam_eps", o.adam_eps}})
+    if (value) apply_override(c, key, printf_text("%.17g", *value));
   // Without a batch size, 8 microbatches of 4 sequences unless one of them was given. A batch
   // size alone is cut into 8 microbatches, or the largest of 4, 2, 1 that divides it: the same
   // for a pipeline and for its reference (--no-pipeline), which took it as one microbatch.
@@ -352,6 +369,10 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.warmup_steps = c.warmup_steps;
   t.grad_clip = c.grad_clip;
   t.weight_decay = c.weight_decay;
+  t.min_lr_ratio = c.min_lr_ratio;
+  t.adam_beta1 = c.adam_beta1;
+  t.adam_beta2 = c.adam_beta2;
+  t.adam_eps = c.adam_eps;
   t.greedy_budget = o.budget;
   t.threads_per_stage = o.threads_per_stage;
   t.activation_checkpointing = o.activation_checkpointing;

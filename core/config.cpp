@@ -4,6 +4,7 @@
 #include "core/number_text.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <type_traits>
 #include <cctype>
@@ -65,6 +66,10 @@ const std::vector<field>& fields() {
       {"warmup_steps", &job_config::warmup_steps},
       {"grad_clip", &job_config::grad_clip},
       {"weight_decay", &job_config::weight_decay},
+      {"min_lr_ratio", &job_config::min_lr_ratio},
+      {"adam_beta1", &job_config::adam_beta1},
+      {"adam_beta2", &job_config::adam_beta2},
+      {"adam_eps", &job_config::adam_eps},
   };
   return all;
 }
@@ -540,6 +545,13 @@ void resolve_rules(job_config& c, bool plan_from_file, bool batch_sizes_optional
     fail("grad_clip=" + shown(c.grad_clip) + " must be >= 0 (0 = no clipping)");
   if (!(c.weight_decay >= 0) || !std::isfinite(c.weight_decay))
     fail("weight_decay=" + shown(c.weight_decay) + " must be >= 0");
+  if (!(c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1))
+    fail("min_lr_ratio=" + shown(c.min_lr_ratio) + " must be in [0, 1] (a fraction of lr)");
+  for (const auto& [key, beta] : {std::pair<const char*, double>{"adam_beta1", c.adam_beta1}, {"adam_beta2", c.adam_beta2}})
+    if (!(beta >= 0 && beta < 1)) fail(std::string(key) + "=" + shown(beta) + " must be in [0, 1)");
+  // The update adds it in float: below a float's normal range it is nothing, past it inf.
+  if (!(c.adam_eps >= std::numeric_limits<float>::min() && c.adam_eps <= std::numeric_limits<float>::max()))
+    fail("adam_eps=" + shown(c.adam_eps) + " must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38");
   require_not_negative("warmup_steps", c.warmup_steps, "no warm-up");
   if (c.warmup_steps > c.steps) {
     std::string note = "warmup_steps=" + str(c.warmup_steps) + " exceeds steps=" + str(c.steps) +

@@ -52,6 +52,10 @@ struct job_config {
   int warmup_steps = 0;
   double grad_clip = 1.0;  // 0: no clipping
   double weight_decay = 0.1;
+  double min_lr_ratio = 0.1;  // the decay's floor, a fraction of lr
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.95;
+  double adam_eps = 1e-8;
 
   // Non-fatal notices from resolve_and_validate (e.g. a value it overrode). Not a JSON key.
   std::vector<std::string> notes;
@@ -116,8 +120,9 @@ int microbatches_of_batch(int batch_size);
 // - precision is fp32, bf16 or fp16; zero_stage is 0..3, and 0 or 1 when pp > 1.
 // - model: layers, hidden, heads, seq_len, vocab >= 1; hidden % heads == 0; heads % tp == 0;
 //   chunks >= 1; layers >= pp * chunks.
-// - training: steps >= 1, lr > 0, grad_clip >= 0, weight_decay >= 0, warmup_steps >= 0 (a
-//   note when warmup_steps > steps).
+// - training: steps >= 1, lr > 0, grad_clip >= 0, weight_decay >= 0, min_lr_ratio in [0, 1],
+//   adam_beta1 and adam_beta2 in [0, 1), adam_eps > 0 (a normal float), warmup_steps >= 0 (a note when
+//   warmup_steps > steps).
 // - batching (batch_size B, num_microbatches M, microbatch_size m, global_batch_size G; none
 //   may be negative; 0 = not given):
 //   1. B not given but G given: B = G / dp (G must be a multiple of dp).

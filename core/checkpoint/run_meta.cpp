@@ -70,6 +70,9 @@ nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pendi
           {"min_lr_ratio", o.min_lr_ratio},
           {"grad_clip", o.grad_clip},
           {"weight_decay", o.weight_decay},
+          {"adam_beta1", o.adam_beta1},
+          {"adam_beta2", o.adam_beta2},
+          {"adam_eps", o.adam_eps},
           {"data", o.data},
           {"data_file", o.data_file},
           {"data_content", o.data == "file" ? input_digest(o.data_file) : std::string()},
@@ -126,6 +129,15 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   compare("steps", o.steps);
   compare("grad_clip", o.grad_clip);
   compare("weight_decay", o.weight_decay);
+  // A checkpoint from before they could be set ran AdamW at these.
+  for (const auto& [key, before, now] : {std::tuple<const char*, double, double>{"adam_beta1", 0.9, o.adam_beta1},
+                                         {"adam_beta2", 0.95, o.adam_beta2},
+                                         {"adam_eps", 1e-8, o.adam_eps}}) {
+    if (meta.find(key) != meta.end())
+      compare(key, now);
+    else if (before != now)
+      out.push_back(std::string(key) + " " + number_text(before) + " (before it was saved) -> " + number_text(now));
+  }
   // LibTorch's products split their sums by thread: other rounding, other bits from here on.
   const std::size_t before_threads = out.size();
   compare("threads_per_stage", o.threads_per_stage);

@@ -73,7 +73,13 @@ void check_train_options(const train_options& o) {
            "the weights by 1 - lr x weight_decay = " + number_text(1 - o.lr * o.weight_decay) +
            ", which must be > 0 (weight decay is usually 0.01 to 0.1)");
   need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
-       "min_lr_ratio (train_options) must be in [0, 1]: got " + number_text(o.min_lr_ratio));
+       "--min-lr-ratio must be in [0, 1]: got " + number_text(o.min_lr_ratio));
+  need(o.adam_beta1 >= 0 && o.adam_beta1 < 1, "--adam-beta1 must be in [0, 1): got " + number_text(o.adam_beta1));
+  need(o.adam_beta2 >= 0 && o.adam_beta2 < 1, "--adam-beta2 must be in [0, 1): got " + number_text(o.adam_beta2));
+  // The update divides by sqrt(v) + eps in float: past a float's range it is inf or nothing.
+  need(o.adam_eps >= std::numeric_limits<float>::min() && o.adam_eps <= std::numeric_limits<float>::max(),
+       "--adam-eps must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got " +
+           number_text(o.adam_eps));
   need(o.step_timeout_s > 0 && o.step_timeout_s <= max_timeout_s,
        "--step-timeout must be > 0 and at most " + number_text(max_timeout_s) + " seconds: got " +
            number_text(o.step_timeout_s));
@@ -271,6 +277,9 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   s.tokens_per_sample = model->tokens_per_sample;
   s.greedy_budget = o.greedy_budget;
   adamw_options adamw;
+  adamw.beta1 = o.adam_beta1;
+  adamw.beta2 = o.adam_beta2;
+  adamw.eps = o.adam_eps;
   adamw.weight_decay = o.weight_decay;
   s.grid = make_rank_grid(P, o.dp);
   const long long bucket_elements = std::max(1LL, static_cast<long long>(o.bucket_mb * (1 << 20) / sizeof(float)));

@@ -50,9 +50,13 @@ struct train_options {
   int steps = 10;
   double lr = 3e-4;
   int warmup_steps = 0;
-  double min_lr_ratio = 0.1;
+  double min_lr_ratio = 0.1;  // the decay's floor, a fraction of lr (core/optim/optimizer.hpp: lr_at)
   double grad_clip = 1.0;
   double weight_decay = 0.1;
+  // AdamW's moment decays and the denominator's epsilon (core/optim/optimizer.hpp).
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.95;
+  double adam_eps = 1e-8;
   std::string data = "synthetic";  // "synthetic" or "file"
   std::string data_file;           // .bin: uint16 tokens; anything else: UTF-8 text as bytes
   // The model flags the command line was given aloud (--layers, --set hidden=..., ...): those

@@ -114,15 +114,15 @@ CATCH_TEST_CASE("a job difference names each option that differs, or shows both 
   CATCH_CHECK(describe_job_difference("steps=2\nlr=0.01\ndata_file=/a b/d.bin\n", ours) ==
               "--lr 0.01 against process 0's --lr 0.003; --data-file (/a b/d.bin) against process 0's --data-file (/a b/c.bin)");
   // Named as they are given: booleans and "none" as the flag or its absence, the world size as
-  // its variable, config-only keys as keys.
+  // its variable, keys no flag sets (pause_w) as keys.
   CATCH_CHECK(describe_job_difference("save_dir=none\nlate_input_grad=true\nworld_size=3\nlower_case=false\n"
-                                      "resumed_after_step=4 0123abcd\nmin_lr_ratio=0.5\nschedule_file=\n",
+                                      "resumed_after_step=4 0123abcd\nmin_lr_ratio=0.5\npause_w=true\nschedule_file=\n",
                                       "save_dir=given\nlate_input_grad=false\nworld_size=2\nlower_case=true\n"
-                                      "resumed_after_step=0\nmin_lr_ratio=0.1\nschedule_file=a plan of digest 12\n") ==
+                                      "resumed_after_step=0\nmin_lr_ratio=0.1\npause_w=false\nschedule_file=a plan of digest 12\n") ==
               "no --save-dir against process 0's --save-dir; --late-input-grad against process 0's no --late-input-grad; "
               "WORLD_SIZE=3 against process 0's WORLD_SIZE=2; --no-lower-case against process 0's no --no-lower-case; "
-              "--resume of a step-4 checkpoint against process 0's no --resume; min_lr_ratio=0.5 against process 0's "
-              "min_lr_ratio=0.1; no --schedule-file against process 0's --schedule-file (a plan of digest 12)");
+              "--resume of a step-4 checkpoint against process 0's no --resume; --min-lr-ratio 0.5 against process 0's "
+              "--min-lr-ratio 0.1; pause_w=true against process 0's pause_w=false; no --schedule-file against process 0's --schedule-file (a plan of digest 12)");
   // Two checkpoints of one step (copies of two runs' folders): by their manifests' digests.
   CATCH_CHECK(describe_job_difference("resumed_after_step=3 0123abcd\n", "resumed_after_step=3 4567ef01\n") ==
               "--resume of another step-3 checkpoint than process 0's (its manifest's digest 0123abcd, process 0's "

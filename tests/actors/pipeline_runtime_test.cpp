@@ -16,6 +16,8 @@
 #include "actors/pipeline_runtime.hpp"
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/model/tensor_box_torch.hpp"
+#include "core/number_text.hpp"
+#include "core/optim/optimizer.hpp"
 #include "core/schedule/plan_validator.hpp"
 #include "core/schedule/policy.hpp"
 #include "core/schedule/policy_registry.hpp"
@@ -118,6 +120,56 @@ CATCH_TEST_CASE("runs are bit-for-bit repeatable and schedules agree bit for bit
   CATCH_CHECK(bit_identical(g, o));
   CATCH_CHECK(bit_identical(o, i));
   for (size_t k = 0; k < g.steps.size(); ++k) CATCH_CHECK(g.steps[k].loss == i.steps[k].loss);
+}
+
+// AdamW's betas and eps and the learning rate's floor are the caller's: every optimizer of
+// the job runs on them (one replica, two, ZeRO-1 and the reference), the layouts still agree
+// bit for bit, and the run is not the one on the defaults.
+CATCH_TEST_CASE("AdamW's betas and eps and min_lr_ratio reach every optimizer", "[actors][runtime][optim]") {
+  auto with_settings = [](train_options o) {
+    o.adam_beta1 = 0.5;
+    o.adam_beta2 = 0.8;
+    o.adam_eps = 1e-3;  // as large as some gradients: visible in the very first update
+    o.min_lr_ratio = 0.5;
+    o.warmup_steps = 0;
+    return o;
+  };
+  const train_options base = with_settings(tiny("1f1b", 2, 1));
+  const train_result pipelined = run_pipeline(base);
+  const train_result reference = run_reference(base);
+  CATCH_CHECK(relative_difference(pipelined, reference) <= 1e-5);
+  CATCH_CHECK(bit_identical(pipelined, run_pipeline(with_settings(tiny("zbv", 2, 2)))));
+  // The learning rate falls to half of lr at the last step, not to a tenth.
+  CATCH_REQUIRE(pipelined.steps.size() == 5);
+  CATCH_CHECK(pipelined.steps.back().lr == lr_at(4, base.lr, 0, 5, 0.5));
+  CATCH_CHECK(pipelined.steps.back().lr == Approx(base.lr * 0.5));
+  // Each setting alone changes the run.
+  train_options defaults = base;
+  defaults.adam_beta1 = 0.9;
+  defaults.adam_beta2 = 0.95;
+  defaults.adam_eps = 1e-8;
+  defaults.min_lr_ratio = 0.1;
+  const train_result on_defaults = run_pipeline(defaults);
+  CATCH_CHECK(relative_difference(pipelined, on_defaults) > 1e-3);
+  for (const char* one : {"adam_beta1", "adam_beta2", "adam_eps", "min_lr_ratio"}) {
+    CATCH_CAPTURE(one);
+    train_options o = defaults;
+    const std::string key = one;
+    if (key == "adam_beta1") o.adam_beta1 = base.adam_beta1;
+    if (key == "adam_beta2") o.adam_beta2 = base.adam_beta2;
+    if (key == "adam_eps") o.adam_eps = base.adam_eps;
+    if (key == "min_lr_ratio") o.min_lr_ratio = base.min_lr_ratio;
+    CATCH_CHECK(relative_difference(run_pipeline(o), on_defaults) > 1e-4);
+  }
+  // Two replicas of half the batch each, whole or ZeRO-1 state: the same training.
+  for (const int zero : {0, 1}) {
+    CATCH_CAPTURE(zero);
+    train_options dp = base;
+    dp.dp = 2;
+    dp.zero_stage = zero;
+    dp.microbatches = base.microbatches / 2;
+    CATCH_CHECK(relative_difference(run_pipeline(dp), reference) <= 1e-5);
+  }
 }
 
 // Cuts into 2, 3, 4 and 7 virtual stages, even and uneven: the same parameters, losses and
@@ -666,7 +718,20 @@ CATCH_TEST_CASE("a library caller's bad options, place, callback or held --save-
   // Values a caller sets directly, checked before anything runs.
   train_options ratio = o;
   ratio.min_lr_ratio = 2;
-  CATCH_CHECK_THROWS_WITH(run_pipeline(ratio), "min_lr_ratio (train_options) must be in [0, 1]: got 2");
+  CATCH_CHECK_THROWS_WITH(run_pipeline(ratio), "--min-lr-ratio must be in [0, 1]: got 2");
+  for (const double beta : {1.0, -0.5, std::nan("")}) {
+    train_options b1 = o, b2 = o;
+    b1.adam_beta1 = beta;
+    b2.adam_beta2 = beta;
+    CATCH_CHECK_THROWS_WITH(run_pipeline(b1), "--adam-beta1 must be in [0, 1): got " + number_text(beta));
+    CATCH_CHECK_THROWS_WITH(check_train_options(b2), "--adam-beta2 must be in [0, 1): got " + number_text(beta));
+  }
+  for (const double eps : {0.0, -1e-8, 1e-39, HUGE_VAL}) {
+    train_options e = o;
+    e.adam_eps = eps;
+    CATCH_CHECK_THROWS_WITH(check_train_options(e), "--adam-eps must be a number > 0 within a float's normal range, "
+                                                    "1.18e-38 to 3.4e38: got " + number_text(eps));
+  }
   train_options endless = o;
   endless.lr = HUGE_VAL;
   CATCH_CHECK_THROWS_WITH(check_train_options(endless), "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got inf");

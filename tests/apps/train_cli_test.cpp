@@ -12,6 +12,7 @@
 #include <functional>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -191,6 +192,51 @@ CATCH_TEST_CASE("train --no-pipeline is the reference and matches the pipeline",
   for (size_t i = 0; i < pa.size(); ++i) CATCH_CHECK(pa[i].first == pb[i].first);
   std::remove(a.c_str());
   std::remove(b.c_str());
+}
+
+// --adam-beta1, --adam-beta2, --adam-eps and --min-lr-ratio (Megatron's --adam-beta1/2,
+// --adam-eps and --min-lr): from flags or a config's keys alike, in the metrics' learning rate,
+// in a checkpoint's record, and not the defaults' run.
+CATCH_TEST_CASE("train takes AdamW's betas and eps and the learning rate's floor from flags or a config",
+                "[apps][train]") {
+  const std::string by_flags = temp_path(".safetensors"), by_config = temp_path(".safetensors"),
+                    on_defaults = temp_path(".safetensors"), metrics = temp_path(".jsonl"), config = temp_path(".json"),
+                    dir = temp_path(".ckpt");
+  // --stages: a config's pp is 1 where train's own default is 2.
+  const std::vector<std::string> run = with({"--steps", "3", "--warmup-steps", "0", "--lr", "0.01", "--stages", "2"}, tiny);
+  auto flags = cli(with({"train", "--adam-beta1", "0.5", "--adam-beta2", "0.8", "--adam-eps", "0.001", "--min-lr-ratio",
+                         "0.5", "--save-final", by_flags, "--metrics", metrics, "--save-dir", dir, "--save-every", "3"},
+                        run));
+  CATCH_REQUIRE(flags.code == 0);
+  {
+    std::ifstream lines(metrics);
+    std::string line, last;
+    while (std::getline(lines, line)) last = line;
+    CATCH_CHECK(nlohmann::json::parse(last)["lr"].get<double>() == Approx(0.005));  // half of --lr at the last step
+  }
+  {
+    std::ifstream manifest(dir + "/step-00000003/manifest.json");
+    const auto meta = nlohmann::json::parse(manifest)["meta"];
+    CATCH_CHECK(meta["adam_beta1"] == 0.5);
+    CATCH_CHECK(meta["adam_beta2"] == 0.8);
+    CATCH_CHECK(meta["adam_eps"] == 0.001);
+    CATCH_CHECK(meta["min_lr_ratio"] == 0.5);
+  }
+  std::ofstream(config) << R"({"adam_beta1": 0.5, "adam_beta2": 0.8, "adam_eps": 1e-3, "min_lr_ratio": 0.5})";
+  CATCH_REQUIRE(cli(with({"train", "--config", config, "--save-final", by_config}, run)).code == 0);
+  CATCH_REQUIRE(cli(with({"train", "--save-final", on_defaults}, run)).code == 0);
+  // A file's tensors are written in name order: the same parameters are the same bytes.
+  const auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  CATCH_CHECK(load_safetensors(by_flags).size() == 2 + 4 * 12 + 2);
+  const std::string flags_file = bytes(by_flags), config_file = bytes(by_config), defaults_file = bytes(on_defaults);
+  CATCH_CHECK(flags_file.size() == defaults_file.size());
+  CATCH_CHECK((flags_file == config_file));  // (not shown: binary)
+  CATCH_CHECK((flags_file != defaults_file));
+  for (const auto& path : {by_flags, by_config, on_defaults, metrics, config}) std::remove(path.c_str());
+  std::filesystem::remove_all(dir);
 }
 
 CATCH_TEST_CASE("train notes intra-op threads past the CPUs, not one thread per rank", "[apps][train]") {
@@ -1059,6 +1105,16 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--grad-clip", "1e-400"}, tiny), "--grad-clip: 1e-400 is out of a double's range (it reads as 0)"},
       {with({"train", "--lr", "1e400"}, tiny), "--lr: 1e400 is out of a double's range (it reads as inf)"},
       {with({"train", "--weight-decay", "-0.5"}, tiny), "--weight-decay must be a finite number >= 0: got -0.5"},
+      {with({"train", "--adam-beta1", "1"}, tiny), "--adam-beta1 must be in [0, 1): got 1"},
+      {with({"train", "--adam-beta2", "-0.1"}, tiny), "--adam-beta2 must be in [0, 1): got -0.1"},
+      {with({"train", "--adam-eps", "0"}, tiny),
+       "--adam-eps must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got 0"},
+      {with({"train", "--set", "adam_eps=1e-45"}, tiny),
+       "adam_eps=1e-45 must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38"},
+      {with({"train", "--min-lr-ratio", "1.5"}, tiny), "--min-lr-ratio must be in [0, 1] (a fraction of --lr): got 1.5"},
+      {with({"train", "--set", "min_lr_ratio=-1"}, tiny), "min_lr_ratio=-1 must be in [0, 1] (a fraction of lr)"},
+      {with({"train", "--adam-beta2", "0.99", "--set", "adam_beta2=0.999"}, tiny),
+       "--adam-beta2 and --set adam_beta2 both give adam_beta2: give it once"},
       // Decay past 1 / lr flips the weights: the run diverged, blaming --lr or --grad-clip.
       {with({"train", "--weight-decay", "1e10", "--lr", "0.001"}, tiny),
        "--weight-decay 1e+10 with --lr 0.001: each step multiplies the weights by 1 - lr x weight_decay = "

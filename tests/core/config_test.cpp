@@ -1,7 +1,9 @@
 // Tests for core/config: JSON parsing and its errors, overrides, files, the round trip, and one
 // passing and one failing case for every resolve_and_validate rule.
 #include "core/config.hpp"
+#include "core/number_text.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +60,10 @@ CATCH_TEST_CASE("config_from_json starts from the defaults and sets given keys",
   CATCH_CHECK(c.lr == 3e-4);
   CATCH_CHECK(c.grad_clip == 1.0);
   CATCH_CHECK(c.weight_decay == 0.1);
+  CATCH_CHECK(c.min_lr_ratio == 0.1);
+  CATCH_CHECK(c.adam_beta1 == 0.9);
+  CATCH_CHECK(c.adam_beta2 == 0.95);
+  CATCH_CHECK(c.adam_eps == 1e-8);
 
   c = config_from_json(json{{"pp", 4}, {"lr", 1}, {"schedule", "gpipe"}, {"seed", 7}, {"grad_clip", 0.5}});
   CATCH_CHECK(c.pp == 4);
@@ -194,10 +200,15 @@ CATCH_TEST_CASE("config_to_json round-trips through config_from_json", "[config]
   c.warmup_steps = 100;
   c.grad_clip = 0;
   c.weight_decay = 0.01;
+  c.min_lr_ratio = 0;
+  c.adam_beta1 = 0.8;
+  c.adam_beta2 = 0.999;
+  c.adam_eps = 1e-6;
   c.notes = {"not serialized"};
 
   json j = config_to_json(c);
-  CATCH_CHECK(j.size() == 25);
+  CATCH_CHECK(j.size() == 29);
+  CATCH_CHECK(j["adam_beta2"] == 0.999);
   CATCH_CHECK(j.count("notes") == 0);
   CATCH_CHECK(j["pp"] == 2);
   CATCH_CHECK(j["precision"] == "bf16");
@@ -210,6 +221,8 @@ CATCH_TEST_CASE("config_to_json round-trips through config_from_json", "[config]
   CATCH_CHECK(back.schedule == "interleaved");
   CATCH_CHECK(back.notes.empty());
   CATCH_CHECK(back.partition == "uniform");
+  CATCH_CHECK(back.adam_eps == 1e-6);
+  CATCH_CHECK(back.min_lr_ratio == 0);
   // The default partition (no value) is left out, so the JSON reads back.
   CATCH_CHECK(config_to_json(job_config{}).count("partition") == 0);
   CATCH_CHECK(config_from_json(config_to_json(job_config{})).partition.empty());
@@ -616,6 +629,34 @@ CATCH_TEST_CASE("rule: training settings", "[config]") {
   job_config w = base();
   w.weight_decay = -0.1;
   CATCH_CHECK_THROWS_WITH(resolved(w), Catch::Contains("weight_decay=-0.1 must be >= 0"));
+  // AdamW's settings and the decay's floor, each at its edges.
+  job_config edges = base();
+  edges.min_lr_ratio = 1;
+  edges.adam_beta1 = 0;
+  edges.adam_beta2 = 0.999999;
+  edges.adam_eps = 1e-30;
+  CATCH_CHECK_NOTHROW(resolved(edges));
+  for (const double bad : {-0.01, 1.01, std::nan("")}) {
+    job_config m = base();
+    m.min_lr_ratio = bad;
+    CATCH_CHECK_THROWS_WITH(resolved(m), Catch::Contains("min_lr_ratio=" + number_text(bad) + " must be in [0, 1] (a fraction of lr)"));
+  }
+  for (const double bad : {-0.1, 1.0, HUGE_VAL}) {
+    job_config b1 = base(), b2 = base();
+    b1.adam_beta1 = bad;
+    b2.adam_beta2 = bad;
+    CATCH_CHECK_THROWS_WITH(resolved(b1), Catch::Contains("adam_beta1=" + number_text(bad) + " must be in [0, 1)"));
+    CATCH_CHECK_THROWS_WITH(resolved(b2), Catch::Contains("adam_beta2=" + number_text(bad) + " must be in [0, 1)"));
+  }
+  for (const double bad : {0.0, -1e-8, 1e-40, 1e39}) {
+    job_config e = base();
+    e.adam_eps = bad;
+    CATCH_CHECK_THROWS_WITH(resolved(e), Catch::Contains("adam_eps=" + number_text(bad) +
+                                                         " must be a number > 0 within a float's normal range"));
+  }
+  // Typed as a flag's name, a key is pointed to.
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"adam-beta1", 0.8}}),
+                          "unknown config key 'adam-beta1' (a flag's name: its key is 'adam_beta1')");
   job_config u = base();
   u.warmup_steps = -1;
   CATCH_CHECK_THROWS_WITH(resolved(u), Catch::Contains("warmup_steps=-1 must be >= 0"));

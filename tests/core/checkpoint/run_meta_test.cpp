@@ -53,6 +53,21 @@ CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps d
   CATCH_CHECK(resume_changes(meta, o) ==
               std::vector<std::string>{"data 'synthetic' -> 'file'", "data_file '' -> 'tokens.bin'", "warmup_steps 0 -> 3",
                                        "min_lr_ratio 0.1 -> 0.5", "grad_clip 1 -> 0"});
+  o = saved;
+  o.adam_beta1 = 0.8;
+  o.adam_beta2 = 0.999;
+  o.adam_eps = 1e-6;
+  CATCH_CHECK(resume_changes(meta, o) ==
+              std::vector<std::string>{"adam_beta1 0.9 -> 0.8", "adam_beta2 0.95 -> 0.999", "adam_eps 1e-08 -> 1e-06"});
+  // A checkpoint from before AdamW's settings were saved ran at 0.9, 0.95 and 1e-8.
+  nlohmann::json unsaved = meta;
+  unsaved.erase("adam_beta1");
+  unsaved.erase("adam_beta2");
+  unsaved.erase("adam_eps");
+  CATCH_CHECK(resume_changes(unsaved, saved).empty());
+  o = saved;
+  o.adam_beta2 = 0.999;
+  CATCH_CHECK(resume_changes(unsaved, o) == std::vector<std::string>{"adam_beta2 0.95 (before it was saved) -> 0.999"});
 
   // The same data path with other contents, or another vocab.txt (BERT): named (a resume took
   // them without a word, and the embeddings' rows then meant other words).

@@ -44,55 +44,78 @@ struct reference_adamw {
 }  // namespace
 
 CATCH_TEST_CASE("AdamW: two steps match the hand-computed update, 1-D params get no decay", "[optim]") {
-  adamw_options o;  // beta1 0.9, beta2 0.95, eps 1e-8
-  o.weight_decay = 0.1;
-  const std::vector<double> w0 = {0.5, -1.0, 2.0, 0.25}, b0 = {1.0, -2.0};
-  const std::vector<double> gw1 = {0.1, -0.2, 0.3, 0.0}, gw2 = {-0.05, 0.4, 0.3, 1.0};
-  const std::vector<double> gb1 = {0.5, 0.0}, gb2 = {0.25, -3.0};
-  const double lr1 = 0.01, lr2 = 0.005;
+  adamw_options defaults;  // beta1 0.9, beta2 0.95, eps 1e-8
+  defaults.weight_decay = 0.1;
+  // Other betas and an eps as large as a gradient (--adam-beta1, --adam-beta2, --adam-eps).
+  adamw_options other = defaults;
+  other.beta1 = 0.5;
+  other.beta2 = 0.999;
+  other.eps = 0.05;
+  for (const adamw_options& o : {defaults, other}) {
+    CATCH_INFO("beta1 " << o.beta1 << ", beta2 " << o.beta2 << ", eps " << o.eps);
+    const std::vector<double> w0 = {0.5, -1.0, 2.0, 0.25}, b0 = {1.0, -2.0};
+    const std::vector<double> gw1 = {0.1, -0.2, 0.3, 0.0}, gw2 = {-0.05, 0.4, 0.3, 1.0};
+    const std::vector<double> gb1 = {0.5, 0.0}, gb2 = {0.25, -3.0};
+    const double lr1 = 0.01, lr2 = 0.005;
 
-  for (auto dtype : {torch::kDouble, torch::kFloat}) {
-    CATCH_INFO("dtype " << c10::toString(dtype));
-    at::Tensor w = leaf(w0, {2, 2}, dtype), b = leaf(b0, {2}, dtype);
-    const void* storage = w.data_ptr();
-    shard_optimizer opt({{"w", box(w)}, {"b", box(b)}}, o);
-    CATCH_CHECK(opt.num_parameters() == 2);
-    CATCH_CHECK(opt.num_elements() == 6);
+    for (auto dtype : {torch::kDouble, torch::kFloat}) {
+      CATCH_INFO("dtype " << c10::toString(dtype));
+      at::Tensor w = leaf(w0, {2, 2}, dtype), b = leaf(b0, {2}, dtype);
+      const void* storage = w.data_ptr();
+      shard_optimizer opt({{"w", box(w)}, {"b", box(b)}}, o);
+      CATCH_CHECK(opt.num_parameters() == 2);
+      CATCH_CHECK(opt.num_elements() == 6);
 
-    set_grad(w, gw1);
-    set_grad(b, gb1);
-    opt.step(lr1);
-    if (dtype == torch::kDouble) {
-      // Step 1 by hand: mhat = g, vhat = g^2, so p -= lr*wd*p + lr * g / (|g| + eps).
-      CATCH_CHECK(values(w)[0] == Approx(0.5 - 0.01 * 0.1 * 0.5 - 0.01 * 0.1 / (0.1 + 1e-8)).epsilon(1e-14));
-      CATCH_CHECK(values(w)[0] == Approx(0.489500001).epsilon(1e-12));
-      CATCH_CHECK(values(w)[3] == Approx(0.25 * (1 - 0.001)).epsilon(1e-14));  // zero grad: decay only
-      CATCH_CHECK(values(b)[1] == -2.0);  // 1-D, zero grad: untouched
-    }
-    set_grad(w, gw2);
-    set_grad(b, gb2);
-    opt.step(lr2);
+      set_grad(w, gw1);
+      set_grad(b, gb1);
+      opt.step(lr1);
+      if (dtype == torch::kDouble && o.eps == defaults.eps) {
+        // Step 1 by hand: mhat = g, vhat = g^2, so p -= lr*wd*p + lr * g / (|g| + eps).
+        CATCH_CHECK(values(w)[0] == Approx(0.5 - 0.01 * 0.1 * 0.5 - 0.01 * 0.1 / (0.1 + 1e-8)).epsilon(1e-14));
+        CATCH_CHECK(values(w)[0] == Approx(0.489500001).epsilon(1e-12));
+        CATCH_CHECK(values(w)[3] == Approx(0.25 * (1 - 0.001)).epsilon(1e-14));  // zero grad: decay only
+        CATCH_CHECK(values(b)[1] == -2.0);  // 1-D, zero grad: untouched
+      }
+      set_grad(w, gw2);
+      set_grad(b, gb2);
+      opt.step(lr2);
 
-    const double tol = dtype == torch::kDouble ? 1e-13 : 1e-6;
-    const auto got_w = values(w), got_b = values(b);
-    for (int i = 0; i < 4; ++i) {
-      reference_adamw r{w0[i]};
-      r.step(gw1[i], lr1, o, true);
-      r.step(gw2[i], lr2, o, true);
-      CATCH_CHECK(got_w[i] == Approx(r.p).epsilon(tol));
+      const double tol = dtype == torch::kDouble ? 1e-13 : 1e-6;
+      const auto got_w = values(w), got_b = values(b);
+      for (int i = 0; i < 4; ++i) {
+        reference_adamw r{w0[i]};
+        r.step(gw1[i], lr1, o, true);
+        r.step(gw2[i], lr2, o, true);
+        CATCH_CHECK(got_w[i] == Approx(r.p).epsilon(tol));
+      }
+      for (int i = 0; i < 2; ++i) {
+        reference_adamw r{b0[i]}, decayed{b0[i]};
+        r.step(gb1[i], lr1, o, false);
+        r.step(gb2[i], lr2, o, false);
+        decayed.step(gb1[i], lr1, o, true);
+        decayed.step(gb2[i], lr2, o, true);
+        CATCH_CHECK(got_b[i] == Approx(r.p).epsilon(tol));
+        CATCH_CHECK(std::fabs(got_b[i] - decayed.p) > 1e-5);  // decay would have been visible
+      }
+      CATCH_CHECK(w.data_ptr() == storage);  // updated in place
+      CATCH_CHECK(w.is_leaf());
+      CATCH_CHECK(w.requires_grad());
     }
-    for (int i = 0; i < 2; ++i) {
-      reference_adamw r{b0[i]}, decayed{b0[i]};
-      r.step(gb1[i], lr1, o, false);
-      r.step(gb2[i], lr2, o, false);
-      decayed.step(gb1[i], lr1, o, true);
-      decayed.step(gb2[i], lr2, o, true);
-      CATCH_CHECK(got_b[i] == Approx(r.p).epsilon(tol));
-      CATCH_CHECK(std::fabs(got_b[i] - decayed.p) > 1e-5);  // decay would have been visible
+  }
+  // The other settings give other numbers: each reaches the update.
+  for (const auto& [what, changed] : {std::pair<const char*, adamw_options>{"beta1", [&] { auto x = defaults; x.beta1 = 0.5; return x; }()},
+                                      {"beta2", [&] { auto x = defaults; x.beta2 = 0.5; return x; }()},
+                                      {"eps", [&] { auto x = defaults; x.eps = 0.05; return x; }()}}) {
+    CATCH_INFO(what);
+    at::Tensor a = leaf({0.5, -1.0}, {2}), b = leaf({0.5, -1.0}, {2});
+    shard_optimizer on_defaults({{"a", box(a)}}, defaults), on_changed({{"b", box(b)}}, changed);
+    for (const auto& g : {std::vector<double>{0.1, -0.2}, std::vector<double>{-0.3, 0.05}}) {
+      set_grad(a, g);
+      set_grad(b, g);
+      on_defaults.step(0.01);
+      on_changed.step(0.01);
     }
-    CATCH_CHECK(w.data_ptr() == storage);  // updated in place
-    CATCH_CHECK(w.is_leaf());
-    CATCH_CHECK(w.requires_grad());
+    CATCH_CHECK(std::fabs(values(a)[0] - values(b)[0]) > 1e-5);
   }
 }
 
