@@ -491,8 +491,8 @@ bool supervisor::replan(int measured, double measured_bubble) {
   const int from = ctx_->replan_from;  // 1-based: the first measured step
   const std::string steps =
       measured + 1 == from ? "step " + std::to_string(from) : "steps " + std::to_string(from) + "-" + std::to_string(measured + 1);
-  // A large plan takes seconds to rebuild (a minute at 64 virtual stages x 256 microbatches):
-  // said first, so that the pause is not taken for a hang.
+  // A large plan takes seconds to rebuild (about 4 s at 64 virtual stages x 256 microbatches
+  // on two CPUs): said first, so that the pause is not taken for a hang.
   const long long forwards = static_cast<long long>(ctx_->virtual_stages) * ctx_->microbatches;
   if (forwards >= 4096 && running_plan_ && running_plan_->uses_split_backward())
     log_info("plan: rebuilding " + ctx_->options.schedule + " on the costs measured in " + steps + " (" +

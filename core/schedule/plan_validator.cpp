@@ -3,26 +3,44 @@
 #include "core/schedule/plan_validator.hpp"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
+#include <vector>
 
 namespace actorpipe {
 namespace {
 
 struct position {
-  int rank = -1;
+  int rank = -1;  // -1: not listed
   int index = -1;
+};
+
+// Where each (op, virtual stage, microbatch) is first listed: a flat table (a std::map here
+// was most of the time of a zero-bubble rebuild, which simulates hundreds of candidates).
+class positions {
+ public:
+  positions(int S, int M) : S_(S), M_(M), at_(4 * static_cast<std::size_t>(S) * static_cast<std::size_t>(M)) {}
+  position& operator()(op_kind op, int v, int m) { return at_[index(op, v, m)]; }
+  const position& operator()(op_kind op, int v, int m) const { return at_[index(op, v, m)]; }
+  bool has(op_kind op, int v, int m) const { return (*this)(op, v, m).rank >= 0; }
+
+ private:
+  std::size_t index(op_kind op, int v, int m) const {
+    const std::size_t kind = op == op_kind::forward ? 0 : op == op_kind::backward ? 1 : op == op_kind::input_grad ? 2 : 3;
+    return (kind * static_cast<std::size_t>(S_) + static_cast<std::size_t>(v)) * static_cast<std::size_t>(M_) +
+           static_cast<std::size_t>(m);
+  }
+  int S_, M_;
+  std::vector<position> at_;
 };
 
 std::string at(int rank, int index, const action& a) {
   return "rank " + std::to_string(rank) + ", position " + std::to_string(index) + " (" + to_string(a) + ")";
 }
 
-std::string dep_name(const dependency& d, const std::map<std::tuple<int, int, int>, position>& where) {
+std::string dep_name(const dependency& d, const positions& where) {
   if (d.what == dependency::kind::forward)
     return "F" + std::to_string(d.virtual_stage) + "." + std::to_string(d.microbatch);
   // An input-grad dependency is met by whichever of B or I the plan lists.
-  bool has_i = where.count({static_cast<int>(op_kind::input_grad), d.virtual_stage, d.microbatch}) > 0;
+  bool has_i = where.has(op_kind::input_grad, d.virtual_stage, d.microbatch);
   return std::string(has_i ? "I" : "B") + std::to_string(d.virtual_stage) + "." + std::to_string(d.microbatch);
 }
 
@@ -77,7 +95,13 @@ validation_report validate_plan(const plan& p) {
   }
 
   // Structure: ranges, ownership, duplicates.
-  std::map<std::tuple<int, int, int>, position> where;  // (op, v, m) -> first position
+  if (static_cast<long long>(S) * M > max_plan_forwards) {
+    err("plan has " + std::to_string(S) + " virtual stages x " + std::to_string(M) + " microbatches = " +
+        std::to_string(static_cast<long long>(S) * M) + " forward passes, more than a plan may hold (" +
+        std::to_string(max_plan_forwards) + ")");
+    return rep;
+  }
+  positions where(S, M);  // (op, v, m) -> first position
   for (int r = 0; r < P; ++r) {
     for (int i = 0; i < static_cast<int>(p.ranks[r].size()); ++i) {
       const action& a = p.ranks[r][i];
@@ -102,16 +126,17 @@ validation_report validate_plan(const plan& p) {
             std::to_string(p.place.rank_of[a.virtual_stage]));
         continue;
       }
-      auto key = std::make_tuple(static_cast<int>(a.op), a.virtual_stage, a.microbatch);
-      auto [it, fresh] = where.emplace(key, position{r, i});
-      if (!fresh)
-        err(at(r, i, a) + ": listed twice (first at position " + std::to_string(it->second.index) + ")");
+      position& first = where(a.op, a.virtual_stage, a.microbatch);
+      if (first.rank >= 0)
+        err(at(r, i, a) + ": listed twice (first at position " + std::to_string(first.index) + ")");
+      else
+        first = position{r, i};
     }
   }
   if (!rep.ok()) return rep;
 
   // Completeness: per (v, m) one F, and one B or one I plus one W.
-  auto has = [&](op_kind op, int v, int m) { return where.count({static_cast<int>(op), v, m}) > 0; };
+  auto has = [&](op_kind op, int v, int m) { return where.has(op, v, m); };
   for (int v = 0; v < S; ++v) {
     for (int m = 0; m < M; ++m) {
       const std::string vm = std::to_string(v) + "." + std::to_string(m);
@@ -131,11 +156,10 @@ validation_report validate_plan(const plan& p) {
   // Abstract run: a rank advances while its next action's dependencies are done.
   std::vector<size_t> next = walk_plan(p, [](int, const action&) {});
   auto producer = [&](const dependency& d) -> position {
-    if (d.what == dependency::kind::forward)
-      return where.at({static_cast<int>(op_kind::forward), d.virtual_stage, d.microbatch});
-    auto it = where.find({static_cast<int>(op_kind::input_grad), d.virtual_stage, d.microbatch});
-    if (it == where.end()) it = where.find({static_cast<int>(op_kind::backward), d.virtual_stage, d.microbatch});
-    return it->second;
+    if (d.what == dependency::kind::forward) return where(op_kind::forward, d.virtual_stage, d.microbatch);
+    if (where.has(op_kind::input_grad, d.virtual_stage, d.microbatch))
+      return where(op_kind::input_grad, d.virtual_stage, d.microbatch);
+    return where(op_kind::backward, d.virtual_stage, d.microbatch);
   };
   // Ranks run their lists in order, so an action is done iff its rank got past it.
   auto done = [&](const dependency& d) {

@@ -25,11 +25,20 @@
 // at its peak runs a W before another I, and no F), so rebuilding never costs memory.
 // Every plan it picks runs each virtual stage's I and W in microbatch order, so gradients
 // accumulate in the same order and the trained bits do not depend on which plan was picked.
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <system_error>
+#include <thread>
 #include <cmath>
 #include <limits>
-#include <set>
+#include <functional>
+#include <queue>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "core/schedule/builtin_schedules.hpp"
 #include "core/schedule/plan_validator.hpp"
@@ -67,16 +76,17 @@ class split_backward_scheduler {
     p.microbatches = M_;
     p.ranks.resize(place_.ranks);
     long remaining = 3L * S_ * M_;
-    std::set<double> times{0.0};  // when something finishes or arrives: the moments to decide
+    for (auto& list : p.ranks) list.reserve(3 * static_cast<size_t>(M_) * stages_of_[0].size());
+    times_.push(0.0);
     while (remaining > 0) {
       // Nothing will ever finish again, yet actions remain: a bug in the rules above.
-      if (times.empty()) throw std::logic_error("zero-bubble list scheduler stalled with actions left");
-      const double t = *times.begin();
-      times.erase(times.begin());
+      if (times_.empty()) throw std::logic_error("zero-bubble list scheduler stalled with actions left");
+      const double t = times_.top();
+      while (!times_.empty() && times_.top() == t) times_.pop();  // each moment once
       for (int r = 0; r < place_.ranks; ++r) {
         action chosen{};
         if (free_at_[r] > t || !choose(r, t, chosen)) continue;
-        record(r, t, chosen, times);
+        record(r, t, chosen);
         p.ranks[r].push_back(chosen);
         --remaining;
       }
@@ -143,7 +153,7 @@ class split_backward_scheduler {
   }
 
   // Rank r runs `a` from t: its end, and the arrival of its output, become decision times.
-  void record(int r, double t, const action& a, std::set<double>& times) {
+  void record(int r, double t, const action& a) {
     const int v = a.virtual_stage, m = a.microbatch;
     const double end = t + costs_.cost(a);
     if (a.op == op_kind::forward) {
@@ -151,16 +161,16 @@ class split_backward_scheduler {
       ++next_f_[v];
       ++live_[v];
       ++rank_live_[r];
-      if (v + 1 < S_) times.insert(arrival(end, v, v + 1));
+      if (v + 1 < S_) times_.push(arrival(end, v, v + 1));
     } else if (a.op == op_kind::input_grad) {
       i_done_[idx(v, m)] = end;
       ++next_i_[v];
       --live_[v];
       --rank_live_[r];
       pending_w_[r].push_back({op_kind::weight_grad, v, m});
-      if (v > 0) times.insert(arrival(end, v, v - 1));
+      if (v > 0) times_.push(arrival(end, v, v - 1));
     }
-    times.insert(end);
+    times_.push(end);
     free_at_[r] = end;
   }
 
@@ -176,12 +186,24 @@ class split_backward_scheduler {
   std::vector<size_t> w_head_;
   std::vector<std::vector<int>> stages_of_;
   std::vector<double> free_at_;
+  // When something finishes or arrives: the moments to decide, earliest first (a moment pushed
+  // twice is taken once).
+  std::priority_queue<double, std::vector<double>, std::greater<double>> times_;
 };
 
 plan list_schedule_split_backward(const placement& place, int microbatches, const std::vector<int>& cap,
                                   const std::vector<int>& w_limit, const cost_model& costs,
                                   const rank_limits& limits = {}) {
   return split_backward_scheduler(place, microbatches, cap, w_limit, costs, limits).run();
+}
+
+// The CPUs this process may run on (its affinity mask), at least 1.
+std::size_t usable_cpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0)
+    return static_cast<std::size_t>(CPU_COUNT(&allowed));
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 // Measured costs carry noise: a stage 0.4% slower than its twin would steer the list
@@ -221,27 +243,66 @@ plan build_split_backward(const placement& place, int microbatches, const std::v
   const cost_model unit_costs = cost_model::uniform(1, 2, 1, 1);
   plan best = list_schedule_split_backward(place, microbatches, cap, w_limit, unit_costs);
   if (!costs) return best;
-  double best_makespan = simulate(best, *costs).makespan;
   const validation_report peaks = validate_plan(best);
   const int most = *std::max_element(w_limit.begin(), w_limit.end());
-  auto try_candidate = [&](const cost_model& variant, const rank_limits& limits, int k) {
-    std::vector<int> lower(w_limit.size());
-    for (size_t r = 0; r < w_limit.size(); ++r) lower[r] = std::min(w_limit[r], k);
-    try {
-      plan candidate = list_schedule_split_backward(place, microbatches, cap, lower, variant, limits);
-      const double makespan = simulate(candidate, *costs).makespan;
-      if (makespan < best_makespan * (1 - 1e-9)) best = std::move(candidate), best_makespan = makespan;
-    } catch (const std::logic_error&) {
-      // stalled within the unit-cost plan's peaks: not a candidate
-    }
+  struct candidate {
+    const cost_model* variant;
+    rank_limits limits;
+    std::vector<int> w_limit;
   };
-  for (const cost_model& variant : cost_variants(*costs))
+  const std::vector<cost_model> variants = cost_variants(*costs);
+  std::vector<candidate> candidates;
+  for (const cost_model& variant : variants)
     for (bool slot_for_deepest : {false, true}) {
       if (slot_for_deepest && place.chunks() == 1) continue;  // one virtual stage per rank: the same rule
       const rank_limits limits{peaks.peak_activations, peaks.peak_pending_weight_grads, slot_for_deepest};
-      for (int k = most; k >= 1; --k) try_candidate(variant, limits, k);
+      for (int k = most; k >= 1; --k) {
+        std::vector<int> lower(w_limit.size());
+        for (size_t r = 0; r < w_limit.size(); ++r) lower[r] = std::min(w_limit[r], k);
+        candidates.push_back({&variant, limits, std::move(lower)});
+      }
     }
-  return best;
+  // Each candidate's makespan on the costs as given (infinite where it stalled within the
+  // unit-cost plan's peaks: not a candidate), on the CPUs this process may use: the pipeline
+  // waits for the rebuild, and a large plan has hundreds of candidates of seconds in all.
+  auto build = [&](const candidate& c) {
+    return list_schedule_split_backward(place, microbatches, cap, c.w_limit, *c.variant, c.limits);
+  };
+  std::vector<double> makespan(candidates.size(), std::numeric_limits<double>::infinity());
+  std::vector<std::exception_ptr> failed(candidates.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < candidates.size();) {
+      try {
+        makespan[i] = plan_makespan(build(candidates[i]), *costs);
+      } catch (const std::logic_error&) {
+        // stalled within the unit-cost plan's peaks
+      } catch (...) {
+        failed[i] = std::current_exception();
+      }
+    }
+  };
+  const std::size_t plan_actions = 3 * static_cast<std::size_t>(place.num_virtual_stages()) * microbatches;
+  std::size_t threads = plan_actions < 4096 ? 1 : std::min<std::size_t>(usable_cpus(), candidates.size());
+  std::vector<std::thread> helpers;
+  for (std::size_t t = 1; t < threads; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the others do the rest
+    }
+  }
+  work();
+  for (auto& h : helpers) h.join();
+  // The choice, in the candidates' order as one thread would make it: the first strictly
+  // shorter one replaces the best so far (the unit-cost plan first).
+  double best_makespan = plan_makespan(best, *costs);
+  std::size_t chosen = candidates.size();
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (failed[i]) std::rethrow_exception(failed[i]);
+    if (makespan[i] < best_makespan * (1 - 1e-9)) best_makespan = makespan[i], chosen = i;
+  }
+  return chosen < candidates.size() ? build(candidates[chosen]) : best;
 }
 
 }  // namespace

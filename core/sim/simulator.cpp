@@ -14,8 +14,11 @@
 
 namespace actorpipe {
 
-sim_result simulate(const plan& p, const cost_model& costs) {
-  auto rep = require_valid(p);
+namespace {
+
+// The cost tables fit the plan (one per virtual stage, or one for all) and hold finite
+// numbers >= 0, and so does the send latency.
+void check_costs(const plan& p, const cost_model& costs) {
   const std::pair<const char*, const std::vector<double>*> tables[] = {{"forward", &costs.forward},
                                                                         {"backward", &costs.backward},
                                                                         {"input_grad", &costs.input_grad},
@@ -35,20 +38,19 @@ sim_result simulate(const plan& p, const cost_model& costs) {
   if (!(costs.send_latency >= 0) || !std::isfinite(costs.send_latency))
     throw std::invalid_argument("cost model: send latency " + number_text(costs.send_latency) +
                                 " must be a finite number >= 0");
-  const int P = p.num_ranks(), S = p.num_virtual_stages(), M = p.microbatches;
-  sim_result res;
-  res.schedule = p.name;
-  res.stages = P;
-  res.chunks = p.chunks();
-  res.microbatches = M;
-  res.peak_activations = rep.peak_activations;
-  res.peak_pending_weight_grads = rep.peak_pending_weight_grads;
+}
 
-  // Finish times; walk_plan only visits an action once its dependencies have finished.
+// Runs the plan on the costs (ranks in their lists' order, each action once its rank is free
+// and its inputs have arrived) and hands `timed` each action with its rank, start, end and
+// output time. Returns how many actions it ran (fewer than listed: the plan deadlocks).
+template <class Timed>
+std::size_t timed_walk(const plan& p, const cost_model& costs, Timed&& timed) {
+  const int P = p.num_ranks(), S = p.num_virtual_stages(), M = p.microbatches;
   std::vector<double> fwd_end(static_cast<size_t>(S) * M, 0.0), grad_end(static_cast<size_t>(S) * M, 0.0);
   auto idx = [M](int v, int m) { return static_cast<size_t>(v) * M + m; };
   std::vector<double> free_at(P, 0.0);
-  std::vector<std::vector<timeline_event>> per_rank(P);
+  std::size_t ran = 0;
+  // walk_plan only visits an action once its dependencies have finished.
   walk_plan(p, [&](int r, const action& a) {
     dependency deps[2];
     int n = dependencies_of(a, S, deps);
@@ -62,12 +64,47 @@ sim_result simulate(const plan& p, const cost_model& costs) {
     const double end = end_time(r, a, start, costs.cost(a)), output = start + costs.output_after(a);
     if (a.op == op_kind::forward) fwd_end[idx(a.virtual_stage, a.microbatch)] = end;
     if (produces_input_grad(a.op)) grad_end[idx(a.virtual_stage, a.microbatch)] = output;
-    per_rank[r].push_back({r, a, p.place.chunk_of[a.virtual_stage], start, end, output < end ? output : -1});
     free_at[r] = end;
+    ++ran;
+    timed(r, a, start, end, output);
+  });
+  return ran;
+}
+
+}  // namespace
+
+sim_result simulate(const plan& p, const cost_model& costs) {
+  auto rep = require_valid(p);
+  check_costs(p, costs);
+  const int P = p.num_ranks();
+  sim_result res;
+  res.schedule = p.name;
+  res.stages = P;
+  res.chunks = p.chunks();
+  res.microbatches = p.microbatches;
+  res.peak_activations = rep.peak_activations;
+  res.peak_pending_weight_grads = rep.peak_pending_weight_grads;
+  std::vector<std::vector<timeline_event>> per_rank(P);
+  for (int r = 0; r < P; ++r) per_rank[r].reserve(p.ranks[r].size());
+  timed_walk(p, costs, [&](int r, const action& a, double start, double end, double output) {
+    per_rank[r].push_back({r, a, p.place.chunk_of[a.virtual_stage], start, end, output < end ? output : -1});
   });
   for (auto& evs : per_rank) res.events.insert(res.events.end(), evs.begin(), evs.end());
   summarize_timeline(res);
   return res;
+}
+
+double plan_makespan(const plan& p, const cost_model& costs) {
+  check_costs(p, costs);
+  double makespan = 0;
+  const std::size_t ran =
+      timed_walk(p, costs, [&](int, const action&, double, double end, double) { makespan = std::max(makespan, end); });
+  std::size_t listed = 0;
+  for (const auto& list : p.ranks) listed += list.size();
+  if (ran != listed)
+    throw std::logic_error("plan_makespan: plan '" + p.name + "' stops after " + std::to_string(ran) + " of its " +
+                           std::to_string(listed) + " actions (validate_plan names why)");
+  return makespan;
 }
 
 double end_time(int rank, const action& a, double start, double cost) {

@@ -49,6 +49,12 @@ struct sim_result {
 // is never returned.
 sim_result simulate(const plan& p, const cost_model& costs);
 
+// simulate(p, costs).makespan, the same number, without validating the plan or keeping its
+// timeline: for a search that times many plans a generator built (zb-h1's and zbv's list
+// scheduler), which validates the one it keeps. The costs are checked as simulate checks them;
+// a plan that cannot run to its end throws std::logic_error.
+double plan_makespan(const plan& p, const cost_model& costs);
+
 // start + cost, the end of action `a` on `rank`; the simulators' one way to add a cost to a
 // time. Throws std::invalid_argument as simulate does when the sum loses more than a thousandth
 // of the cost to rounding.

@@ -2,6 +2,8 @@
 // they must reproduce on unit costs (bubble ratios and peak activations).
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <random>
 
@@ -235,6 +237,41 @@ CATCH_TEST_CASE("zb-h1 and zbv built for real costs: valid, same memory limits, 
   }
   CATCH_CHECK(checked == 2 * 4 * 3 * 4 * 3 * 2);
   CATCH_CHECK(faster > checked / 4);  // real costs change the best order often
+}
+
+// A plan of 4096 actions or more times its candidate plans on every CPU the process may use
+// (a rebuild at 32 x 256 simulates hundreds); the plan chosen is the one a single CPU chooses.
+CATCH_TEST_CASE("zbv built for costs on several CPUs is the plan one CPU builds", "[schedule][generators][costs]") {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> spread(0.9, 1.1);
+  cost_model c;
+  c.forward.clear(), c.input_grad.clear(), c.weight_grad.clear(), c.backward.clear();
+  for (int v = 0; v < 16; ++v) {
+    c.forward.push_back(24 * spread(rng));
+    c.input_grad.push_back(26 * spread(rng));
+    c.weight_grad.push_back(17 * spread(rng));
+    c.backward.push_back(c.input_grad.back() + c.weight_grad.back());
+  }
+  const auto costs = std::make_shared<const cost_model>(c);
+  const schedule_request request{8, 96, 2, costs};  // 16 x 96 x 3 = 4608 actions
+  cpu_set_t allowed;
+  CATCH_REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  if (CPU_COUNT(&allowed) < 2) CATCH_WARN("one CPU to run on: both plans below are built on one");
+  const plan on_all = make_schedule("zbv", request);
+  int first = 0;
+  while (!CPU_ISSET(first, &allowed)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  CATCH_REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  const plan on_one = make_schedule("zbv", request);
+  CATCH_REQUIRE(sched_setaffinity(0, sizeof allowed, &allowed) == 0);
+  CATCH_CHECK(format_plan(on_all) == format_plan(on_one));
+  CATCH_CHECK(format_plan(on_all) == format_plan(make_schedule("zbv", request)));  // and again
+  // The costs chose another plan than the unit-cost one, and a shorter one on them.
+  const plan unit = make_schedule("zbv", {8, 96, 2});
+  CATCH_CHECK(format_plan(on_all) != format_plan(unit));
+  CATCH_CHECK(simulate(on_all, c).makespan < simulate(unit, c).makespan);
 }
 
 CATCH_TEST_CASE("zbv on measured costs with a slower last stage: never stuck with the unit-cost plan",

@@ -138,3 +138,15 @@ CATCH_TEST_CASE("a placement the runtime cannot index and an unknown op are reje
   p.ranks[0][1].op = static_cast<op_kind>(7);
   CATCH_CHECK_THAT(errors(p), Contains("rank 0, position 1: op code 7 is not F, B, I or W"));
 }
+
+// The validator indexes every (op, virtual stage, microbatch) in a table of that size: a plan
+// object whose microbatch count is past any plan (parse_plan and the generators refuse one) is
+// one error, not an allocation of gigabytes.
+CATCH_TEST_CASE("a plan of more forward passes than a plan may hold is refused by the validator", "[schedule][validator]") {
+  plan p = parse_plan("0: F0.0 B0.0\n1: F1.0 B1.0\n");
+  p.microbatches = 1 << 30;
+  const auto rep = validate_plan(p);
+  CATCH_REQUIRE(rep.errors.size() == 1);
+  CATCH_CHECK(rep.errors[0] == "plan has 2 virtual stages x 1073741824 microbatches = 2147483648 forward passes, more "
+                               "than a plan may hold (1048576)");
+}

@@ -165,6 +165,33 @@ CATCH_TEST_CASE("the simulator refuses an invalid plan", "[sim]") {
   CATCH_CHECK_THROWS_WITH(simulate(p, cost_model{}), Contains("invalid schedule 'backwards-first': dependency order"));
 }
 
+// plan_makespan is simulate's makespan, the same double, for a search that times many plans.
+CATCH_TEST_CASE("plan_makespan is simulate's makespan, without the timeline", "[sim]") {
+  cost_model per_stage;
+  per_stage.forward = {1.0, 1.3, 0.7, 1.1};
+  per_stage.input_grad = {1.2, 0.9, 1.4, 1.0};
+  per_stage.weight_grad = {0.5, 0.8, 0.3, 0.6};
+  per_stage.backward = {1.7, 1.7, 1.7, 1.6};
+  per_stage.send_latency = 0.05;
+  for (const char* name : {"gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev"}) {
+    CATCH_CAPTURE(name);
+    const int chunks = std::string(name) == "interleaved" || std::string(name) == "zbv" || std::string(name) == "dualpipev" ? 2 : 1;
+    const plan p = make_schedule(name, {4 / chunks, 8, chunks});
+    for (const cost_model& c : {cost_model::uniform(1, 2, 1, 1), cost_model::uniform(1, 2.5, 1.2, 1.3, 0.2), per_stage}) {
+      CATCH_CHECK(plan_makespan(p, c) == simulate(p, c).makespan);
+    }
+  }
+  // The costs are checked as simulate checks them; a plan that stops part-way is an error.
+  const plan two = parse_plan("0: F0.0 B0.0\n1: F1.0 B1.0\n");
+  cost_model nan_cost = cost_model::uniform(1, 2, 1, 1);
+  nan_cost.forward[0] = std::nan("");
+  CATCH_CHECK_THROWS_WITH(plan_makespan(two, nan_cost), "cost model: forward cost nan must be a finite number >= 0");
+  const plan stuck = parse_plan("0: B0.0 F0.0\n", "backwards-first");
+  CATCH_CHECK_THROWS_AS(plan_makespan(stuck, cost_model::uniform(1, 2, 1, 1)), std::logic_error);
+  CATCH_CHECK_THROWS_WITH(plan_makespan(stuck, cost_model::uniform(1, 2, 1, 1)),
+                          "plan_makespan: plan 'backwards-first' stops after 0 of its 2 actions (validate_plan names why)");
+}
+
 CATCH_TEST_CASE("the cost flag accepts F,B,I,W and its short forms", "[sim][cost]") {
   auto c = parse_cost_spec("1,2,0.5,1.5");
   CATCH_CHECK(c.forward[0] == 1);
