@@ -273,6 +273,9 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--min-lr-ratio", tr.min_lr_ratio,
                 "Where the learning rate's linear decay ends at the last step, as a fraction of --lr (0 to 1) "
                 "[default: 0.1]");
+  t->add_option("--lr-decay-style", tr.lr_decay_style,
+                "How the learning rate falls after the warm-up to --min-lr-ratio x --lr at the last step: linear, "
+                "cosine or constant [default: linear]");
   t->add_option("--adam-beta1", tr.adam_beta1, "AdamW's decay of the gradient's running mean [default: 0.9]");
   t->add_option("--adam-beta2", tr.adam_beta2, "AdamW's decay of the squared gradient's running mean [default: 0.95]");
   t->add_option("--adam-eps", tr.adam_eps, "AdamW's epsilon, added to the root of that mean [default: 1e-8]");

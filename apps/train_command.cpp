@@ -50,6 +50,7 @@
 #include "core/log.hpp"
 #include "core/median.hpp"
 #include "core/number_text.hpp"
+#include "core/optim/optimizer.hpp"
 #include "core/process_layout.hpp"
 #include "core/signal_name.hpp"
 #include "core/model/attention_kernel.hpp"
@@ -159,7 +160,8 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
        {"--grad-clip", "grad_clip", o.grad_clip.has_value()}, {"--weight-decay", "weight_decay", o.weight_decay.has_value()},
        {"--min-lr-ratio", "min_lr_ratio", o.min_lr_ratio.has_value()},
        {"--adam-beta1", "adam_beta1", o.adam_beta1.has_value()}, {"--adam-beta2", "adam_beta2", o.adam_beta2.has_value()},
-       {"--adam-eps", "adam_eps", o.adam_eps.has_value()}});
+       {"--adam-eps", "adam_eps", o.adam_eps.has_value()},
+       {"--lr-decay-style", "lr_decay_style", o.lr_decay_style.has_value()}});
   std::set<std::string> config_keys;  // what the config file sets (read once: it may be a pipe)
   job_config c = o.config_path.empty() ? default_job() : load_config_file(o.config_path, &config_keys);
   apply_overrides(c, o.overrides);
@@ -238,6 +240,7 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                                    {"adam_beta2", o.adam_beta2},
                                    {"adam_eps", o.adam_eps}})
     if (value) apply_override(c, key, printf_text("%.17g", *value));
+  if (o.lr_decay_style) c.lr_decay_style = lr_decay_name(parse_lr_decay(*o.lr_decay_style));
   // Without a batch size, 8 microbatches of 4 sequences unless one of them was given. A batch
   // size alone is cut into 8 microbatches, or the largest of 4, 2, 1 that divides it: the same
   // for a pipeline and for its reference (--no-pipeline), which took it as one microbatch.
@@ -290,6 +293,9 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                                                      (c.num_microbatches == 1 ? " microbatch does)" : " microbatches do)")
                                                : ""));
   }
+  if (c.lr_decay_style == "constant" && (o.min_lr_ratio || set_by_user("min_lr_ratio") || config_keys.count("min_lr_ratio")))
+    unused.push_back(std::string(o.min_lr_ratio ? "--min-lr-ratio" : "min_lr_ratio") +
+                     " is where a decay ends, and --lr-decay-style constant has none: it does not apply");
   if (o.no_pipeline) {
     // The reference runs the whole model on one thread: the pipeline's shape (stages, chunks,
     // schedule) does not apply, so its rules must not refuse, e.g., one microbatch.
@@ -370,6 +376,7 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.grad_clip = c.grad_clip;
   t.weight_decay = c.weight_decay;
   t.min_lr_ratio = c.min_lr_ratio;
+  t.lr_decay_style = c.lr_decay_style;
   t.adam_beta1 = c.adam_beta1;
   t.adam_beta2 = c.adam_beta2;
   t.adam_eps = c.adam_eps;

@@ -24,6 +24,7 @@ struct train_cli_options {
   std::optional<int> layers, hidden, heads, seq_len, vocab, warmup_steps;
   std::optional<std::uint64_t> seed;
   std::optional<double> lr, grad_clip, weight_decay, min_lr_ratio, adam_beta1, adam_beta2, adam_eps;
+  std::optional<std::string> lr_decay_style;
   std::string data = "synthetic";  // --data; a file comes through --data-file
   std::string data_file;
   // The built-in bert (GLUE TSV): eval file, vocabulary, columns, sizes; evaluation cadence.

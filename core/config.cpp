@@ -67,6 +67,7 @@ const std::vector<field>& fields() {
       {"grad_clip", &job_config::grad_clip},
       {"weight_decay", &job_config::weight_decay},
       {"min_lr_ratio", &job_config::min_lr_ratio},
+      {"lr_decay_style", &job_config::lr_decay_style},
       {"adam_beta1", &job_config::adam_beta1},
       {"adam_beta2", &job_config::adam_beta2},
       {"adam_eps", &job_config::adam_eps},
@@ -547,6 +548,8 @@ void resolve_rules(job_config& c, bool plan_from_file, bool batch_sizes_optional
     fail("weight_decay=" + shown(c.weight_decay) + " must be >= 0");
   if (!(c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1))
     fail("min_lr_ratio=" + shown(c.min_lr_ratio) + " must be in [0, 1] (a fraction of lr)");
+  if (c.lr_decay_style != "linear" && c.lr_decay_style != "cosine" && c.lr_decay_style != "constant")
+    fail("lr_decay_style=" + shown(nlohmann::json(c.lr_decay_style)) + " must be linear, cosine or constant");
   for (const auto& [key, beta] : {std::pair<const char*, double>{"adam_beta1", c.adam_beta1}, {"adam_beta2", c.adam_beta2}})
     if (!(beta >= 0 && beta < 1)) fail(std::string(key) + "=" + shown(beta) + " must be in [0, 1)");
   // The update adds it in float: below a float's normal range it is nothing, past it inf.

@@ -53,6 +53,7 @@ struct job_config {
   double grad_clip = 1.0;  // 0: no clipping
   double weight_decay = 0.1;
   double min_lr_ratio = 0.1;  // the decay's floor, a fraction of lr
+  std::string lr_decay_style = "linear";  // linear | cosine | constant
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.95;
   double adam_eps = 1e-8;
@@ -121,6 +122,7 @@ int microbatches_of_batch(int batch_size);
 // - model: layers, hidden, heads, seq_len, vocab >= 1; hidden % heads == 0; heads % tp == 0;
 //   chunks >= 1; layers >= pp * chunks.
 // - training: steps >= 1, lr > 0, grad_clip >= 0, weight_decay >= 0, min_lr_ratio in [0, 1],
+//   lr_decay_style linear, cosine or constant,
 //   adam_beta1 and adam_beta2 in [0, 1), adam_eps > 0 (a normal float), warmup_steps >= 0 (a note when
 //   warmup_steps > steps).
 // - batching (batch_size B, num_microbatches M, microbatch_size m, global_batch_size G; none

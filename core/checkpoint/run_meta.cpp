@@ -68,6 +68,7 @@ nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pendi
           {"lr", o.lr},
           {"warmup_steps", o.warmup_steps},
           {"min_lr_ratio", o.min_lr_ratio},
+          {"lr_decay_style", o.lr_decay_style},
           {"grad_clip", o.grad_clip},
           {"weight_decay", o.weight_decay},
           {"adam_beta1", o.adam_beta1},
@@ -126,6 +127,11 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   compare("lr", o.lr);
   compare("warmup_steps", o.warmup_steps);
   compare("min_lr_ratio", o.min_lr_ratio);
+  // A checkpoint from before the style could be chosen decayed linearly.
+  if (meta.find("lr_decay_style") != meta.end())
+    compare("lr_decay_style", o.lr_decay_style);
+  else if (o.lr_decay_style != "linear")
+    out.push_back("lr_decay_style 'linear' (before it was saved) -> '" + o.lr_decay_style + "'");
   compare("steps", o.steps);
   compare("grad_clip", o.grad_clip);
   compare("weight_decay", o.weight_decay);

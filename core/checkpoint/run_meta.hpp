@@ -20,9 +20,10 @@ nlohmann::json checkpoint_meta(const train_options& options, int step, bool eval
 // The settings of `options` that make a run resumed from a checkpoint with `meta` train other
 // steps than the uninterrupted run would have: the data (data, data_file, data_seed), the
 // global batch (microbatches x microbatch_size x dp), the learning rate's schedule (lr,
-// warmup_steps, min_lr_ratio, steps) and the update (grad_clip, weight_decay, adam_beta1,
+// warmup_steps, min_lr_ratio, lr_decay_style, steps) and the update (grad_clip, weight_decay, adam_beta1,
 // adam_beta2, adam_eps). One entry per change, "data_seed 1234 -> 5"; a key the checkpoint lacks
-// is skipped, but for AdamW's betas and eps, which were 0.9, 0.95 and 1e-8 before they were saved. The layout (schedule,
+// is skipped, but for AdamW's betas and eps, which were 0.9, 0.95 and 1e-8 before they were saved,
+// and the decay, which was linear. The layout (schedule,
 // stages, chunks, the split of the batch into microbatches) trains the same numbers and is
 // not listed; the model's shape is checked by the tensors themselves.
 std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_options& options);

@@ -8,18 +8,32 @@
 
 #include "core/optim/optimizer.hpp"
 #include "core/number_text.hpp"
+#include "core/text_file.hpp"
 
 namespace actorpipe {
 
-namespace {
-}  // namespace
+const char* lr_decay_name(lr_decay style) {
+  switch (style) {
+    case lr_decay::linear: return "linear";
+    case lr_decay::cosine: return "cosine";
+    case lr_decay::constant: return "constant";
+  }
+  return "?";
+}
+
+lr_decay parse_lr_decay(const std::string& text) {
+  for (lr_decay style : {lr_decay::linear, lr_decay::cosine, lr_decay::constant})
+    if (text == lr_decay_name(style)) return style;
+  throw std::invalid_argument("--lr-decay-style must be linear, cosine or constant: got '" + shown_text(text, 60) + "'");
+}
 
 // Warm-up: lr = base_lr * (step + 1) / warmup_steps for step < warmup_steps, so step 0 already
 // trains (at base_lr / warmup_steps) and step warmup_steps - 1 reaches base_lr.
-// Decay: from base_lr at step warmup_steps down to base_lr * min_ratio at step total_steps - 1.
-// When no decay step is left after the warm-up (total_steps == 1, or warmup_steps >=
-// total_steps - 1) the post-warm-up steps use base_lr.
-double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double min_ratio) {
+// Decay: from base_lr at step warmup_steps down to base_lr * min_ratio at step total_steps - 1,
+// linearly or along a half cosine (Megatron's and nanoGPT's: min + (1 - min) x (1 + cos(pi x
+// progress)) / 2); constant stays at base_lr. When no decay step is left after the warm-up
+// (total_steps == 1, or warmup_steps >= total_steps - 1) the post-warm-up steps use base_lr.
+double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double min_ratio, lr_decay style) {
   if (step < 0) throw std::invalid_argument("lr_at: step=" + std::to_string(step) + " must be >= 0");
   if (!(base_lr >= 0) || !std::isfinite(base_lr))
     throw std::invalid_argument("lr_at: base_lr=" + number_text(base_lr) + " must be a finite number >= 0");
@@ -33,10 +47,14 @@ double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double
     throw std::invalid_argument("lr_at: step=" + std::to_string(step) + " is past the schedule (total_steps=" +
                                 std::to_string(total_steps) + ": steps 0.." + std::to_string(total_steps - 1) + ")");
 
+  if (style != lr_decay::linear && style != lr_decay::cosine && style != lr_decay::constant)
+    throw std::invalid_argument("lr_at: style=" + std::to_string(static_cast<int>(style)) + " is no lr_decay");
+
   if (step < warmup_steps) return base_lr * (static_cast<double>(step) + 1) / warmup_steps;
   const int decay_steps = total_steps - 1 - warmup_steps;  // steps after the first full-lr step
-  if (decay_steps <= 0) return base_lr;
+  if (decay_steps <= 0 || style == lr_decay::constant) return base_lr;
   const double progress = static_cast<double>(step - warmup_steps) / decay_steps;  // 0 .. 1
+  if (style == lr_decay::cosine) return base_lr * (min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + std::cos(M_PI * progress)));
   return base_lr * (1.0 - (1.0 - min_ratio) * progress);
 }
 

@@ -56,9 +56,18 @@ class shard_optimizer {
   std::unique_ptr<impl> impl_;
 };
 
-// Linear warm-up from 0 to base_lr over warmup_steps, then linear decay to
+// How the learning rate falls after the warm-up (Megatron's --lr-decay-style): linearly or
+// along a half cosine to base_lr * min_ratio at the last step, or not at all.
+enum class lr_decay { linear, cosine, constant };
+// "linear", "cosine", "constant"; and back (std::invalid_argument naming the text otherwise:
+// "--lr-decay-style must be linear, cosine or constant: got 'cos'").
+const char* lr_decay_name(lr_decay style);
+lr_decay parse_lr_decay(const std::string& text);
+
+// Linear warm-up from 0 to base_lr over warmup_steps, then the decay `style` to
 // base_lr * min_ratio at total_steps. step counts from 0.
-double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double min_ratio = 0.1);
+double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double min_ratio = 0.1,
+             lr_decay style = lr_decay::linear);
 
 // Clip coefficient for a global gradient norm: min(1, max_norm / (norm + 1e-6)); 1 when
 // max_norm <= 0 (clipping off).

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/held_names.hpp"
+#include "core/optim/optimizer.hpp"
 #include "core/log.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/model/layer_chunk.hpp"
@@ -74,6 +75,7 @@ void check_train_options(const train_options& o) {
            ", which must be > 0 (weight decay is usually 0.01 to 0.1)");
   need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
        "--min-lr-ratio must be in [0, 1]: got " + number_text(o.min_lr_ratio));
+  parse_lr_decay(o.lr_decay_style);  // names the flag and the value
   need(o.adam_beta1 >= 0 && o.adam_beta1 < 1, "--adam-beta1 must be in [0, 1): got " + number_text(o.adam_beta1));
   need(o.adam_beta2 >= 0 && o.adam_beta2 < 1, "--adam-beta2 must be in [0, 1): got " + number_text(o.adam_beta2));
   // The update divides by sqrt(v) + eps in float: past a float's range it is inf or nothing.

@@ -51,6 +51,7 @@ struct train_options {
   double lr = 3e-4;
   int warmup_steps = 0;
   double min_lr_ratio = 0.1;  // the decay's floor, a fraction of lr (core/optim/optimizer.hpp: lr_at)
+  std::string lr_decay_style = "linear";  // after the warm-up: linear, cosine or constant
   double grad_clip = 1.0;
   double weight_decay = 0.1;
   // AdamW's moment decays and the denominator's epsilon (core/optim/optimizer.hpp).

@@ -30,6 +30,7 @@
 #include "core/schedule/schedule_registry.hpp"
 #include "core/model/attention_kernel.hpp"
 #include "core/model/safetensors.hpp"
+#include "core/optim/optimizer.hpp"
 #include "tests/apps/cli_runner.hpp"
 #include "tests/apps/process_runner.hpp"
 #include "core/model/safetensors.hpp"
@@ -237,6 +238,35 @@ CATCH_TEST_CASE("train takes AdamW's betas and eps and the learning rate's floor
   CATCH_CHECK((flags_file != defaults_file));
   for (const auto& path : {by_flags, by_config, on_defaults, metrics, config}) std::remove(path.c_str());
   std::filesystem::remove_all(dir);
+}
+
+// --lr-decay-style cosine and constant (Megatron's --lr-decay-style): the metrics' learning
+// rate at every step is lr_at's, and a floor the constant one never reaches is a note.
+CATCH_TEST_CASE("train decays the learning rate linearly, along a cosine or not at all", "[apps][train]") {
+  const std::string metrics = temp_path(".jsonl");
+  for (const lr_decay style : {lr_decay::linear, lr_decay::cosine, lr_decay::constant}) {
+    CATCH_CAPTURE(lr_decay_name(style));
+    auto run = cli(with({"train", "--steps", "6", "--warmup-steps", "2", "--lr", "0.004", "--min-lr-ratio", "0.25",
+                         "--lr-decay-style", lr_decay_name(style), "--metrics", metrics},
+                        tiny));
+    CATCH_REQUIRE(run.code == 0);
+    CATCH_CHECK((run.out.find("note: --min-lr-ratio is where a decay ends") != std::string::npos) ==
+                (style == lr_decay::constant));
+    std::ifstream lines(metrics);
+    std::string line;
+    int step = 0;
+    while (std::getline(lines, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (!j.contains("lr")) continue;
+      CATCH_CAPTURE(step);
+      CATCH_CHECK(j["lr"].get<double>() == Approx(lr_at(step, 0.004, 2, 6, 0.25, style)).epsilon(1e-12));
+      ++step;
+    }
+    CATCH_CHECK(step == 6);
+  }
+  // The styles differ where they should: cosine above linear early in the decay.
+  CATCH_CHECK(lr_at(3, 0.004, 2, 6, 0.25, lr_decay::cosine) > lr_at(3, 0.004, 2, 6, 0.25, lr_decay::linear));
+  std::remove(metrics.c_str());
 }
 
 CATCH_TEST_CASE("train notes intra-op threads past the CPUs, not one thread per rank", "[apps][train]") {
@@ -1106,6 +1136,9 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--lr", "1e400"}, tiny), "--lr: 1e400 is out of a double's range (it reads as inf)"},
       {with({"train", "--weight-decay", "-0.5"}, tiny), "--weight-decay must be a finite number >= 0: got -0.5"},
       {with({"train", "--adam-beta1", "1"}, tiny), "--adam-beta1 must be in [0, 1): got 1"},
+      {with({"train", "--lr-decay-style", "cos"}, tiny), "--lr-decay-style must be linear, cosine or constant: got 'cos'"},
+      {with({"train", "--set", "lr_decay_style=Linear"}, tiny),
+       "lr_decay_style=\"Linear\" must be linear, cosine or constant"},
       {with({"train", "--adam-beta2", "-0.1"}, tiny), "--adam-beta2 must be in [0, 1): got -0.1"},
       {with({"train", "--adam-eps", "0"}, tiny),
        "--adam-eps must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got 0"},

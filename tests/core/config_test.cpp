@@ -61,6 +61,7 @@ CATCH_TEST_CASE("config_from_json starts from the defaults and sets given keys",
   CATCH_CHECK(c.grad_clip == 1.0);
   CATCH_CHECK(c.weight_decay == 0.1);
   CATCH_CHECK(c.min_lr_ratio == 0.1);
+  CATCH_CHECK(c.lr_decay_style == "linear");
   CATCH_CHECK(c.adam_beta1 == 0.9);
   CATCH_CHECK(c.adam_beta2 == 0.95);
   CATCH_CHECK(c.adam_eps == 1e-8);
@@ -201,13 +202,15 @@ CATCH_TEST_CASE("config_to_json round-trips through config_from_json", "[config]
   c.grad_clip = 0;
   c.weight_decay = 0.01;
   c.min_lr_ratio = 0;
+  c.lr_decay_style = "cosine";
   c.adam_beta1 = 0.8;
   c.adam_beta2 = 0.999;
   c.adam_eps = 1e-6;
   c.notes = {"not serialized"};
 
   json j = config_to_json(c);
-  CATCH_CHECK(j.size() == 29);
+  CATCH_CHECK(j.size() == 30);
+  CATCH_CHECK(j["lr_decay_style"] == "cosine");
   CATCH_CHECK(j["adam_beta2"] == 0.999);
   CATCH_CHECK(j.count("notes") == 0);
   CATCH_CHECK(j["pp"] == 2);
@@ -654,6 +657,15 @@ CATCH_TEST_CASE("rule: training settings", "[config]") {
     CATCH_CHECK_THROWS_WITH(resolved(e), Catch::Contains("adam_eps=" + number_text(bad) +
                                                          " must be a number > 0 within a float's normal range"));
   }
+  for (const char* style : {"linear", "cosine", "constant"}) {
+    job_config d = base();
+    d.lr_decay_style = style;
+    CATCH_CHECK_NOTHROW(resolved(d));
+  }
+  job_config d = base();
+  d.lr_decay_style = "Cosine";
+  CATCH_CHECK_THROWS_WITH(resolved(d), Catch::Contains("lr_decay_style=\"Cosine\" must be linear, cosine or constant"));
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"lr_decay_style", 1}}), Catch::Contains("lr_decay_style"));
   // Typed as a flag's name, a key is pointed to.
   CATCH_CHECK_THROWS_WITH(config_from_json(json{{"adam-beta1", 0.8}}),
                           "unknown config key 'adam-beta1' (a flag's name: its key is 'adam_beta1')");

@@ -68,6 +68,13 @@ CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps d
   o = saved;
   o.adam_beta2 = 0.999;
   CATCH_CHECK(resume_changes(unsaved, o) == std::vector<std::string>{"adam_beta2 0.95 (before it was saved) -> 0.999"});
+  o = saved;
+  o.lr_decay_style = "cosine";
+  CATCH_CHECK(resume_changes(meta, o) == std::vector<std::string>{"lr_decay_style 'linear' -> 'cosine'"});
+  unsaved.erase("lr_decay_style");
+  CATCH_CHECK(resume_changes(unsaved, saved).empty());
+  CATCH_CHECK(resume_changes(unsaved, o) ==
+              std::vector<std::string>{"lr_decay_style 'linear' (before it was saved) -> 'cosine'"});
 
   // The same data path with other contents, or another vocab.txt (BERT): named (a resume took
   // them without a word, and the embeddings' rows then meant other words).

@@ -257,6 +257,36 @@ CATCH_TEST_CASE("lr_at: linear warm-up, then linear decay to min_ratio at the la
   CATCH_CHECK_THROWS_WITH(lr_at(0, 1.0, 0, 5, 1.5), Contains("min_ratio=1.5 must be in [0, 1]"));
 }
 
+// Megatron's and nanoGPT's cosine: min + (1 - min) x (1 + cos(pi x progress)) / 2 after the
+// same warm-up; constant stays at base_lr.
+CATCH_TEST_CASE("lr_at: cosine and constant decay after the same warm-up", "[optim]") {
+  const double pi = std::acos(-1.0);
+  for (lr_decay style : {lr_decay::linear, lr_decay::cosine, lr_decay::constant}) {
+    CATCH_CAPTURE(lr_decay_name(style));
+    CATCH_CHECK(parse_lr_decay(lr_decay_name(style)) == style);
+    CATCH_CHECK(lr_at(0, 1.0, 4, 14, 0.1, style) == Approx(0.25));
+    CATCH_CHECK(lr_at(3, 1.0, 4, 14, 0.1, style) == Approx(1.0));
+    CATCH_CHECK(lr_at(4, 1.0, 4, 14, 0.1, style) == Approx(1.0));
+    CATCH_CHECK(lr_at(4, 1.0, 4, 5, 0.1, style) == Approx(1.0));  // nothing left to decay
+  }
+  // warmup 4, total 14: the decay over steps 4..13, 9 intervals.
+  for (int k = 0; k <= 9; ++k) {
+    CATCH_CAPTURE(k);
+    CATCH_CHECK(lr_at(4 + k, 2.0, 4, 14, 0.1, lr_decay::cosine) ==
+                Approx(2.0 * (0.1 + 0.9 * 0.5 * (1 + std::cos(pi * k / 9.0)))).epsilon(1e-14));
+    CATCH_CHECK(lr_at(4 + k, 2.0, 4, 14, 0.1, lr_decay::constant) == 2.0);
+  }
+  CATCH_CHECK(lr_at(13, 2.0, 4, 14, 0.1, lr_decay::cosine) == Approx(0.2).epsilon(1e-15));
+  CATCH_CHECK(lr_at(13, 2.0, 4, 14, 0.0, lr_decay::cosine) == Approx(0.0).margin(1e-15));
+  // Halfway, cosine and linear meet; before it cosine is higher, after it lower.
+  CATCH_CHECK(lr_at(5, 1.0, 0, 11, 0.1, lr_decay::cosine) == Approx(lr_at(5, 1.0, 0, 11, 0.1)).epsilon(1e-14));
+  CATCH_CHECK(lr_at(2, 1.0, 0, 11, 0.1, lr_decay::cosine) > lr_at(2, 1.0, 0, 11, 0.1));
+  CATCH_CHECK(lr_at(8, 1.0, 0, 11, 0.1, lr_decay::cosine) < lr_at(8, 1.0, 0, 11, 0.1));
+  CATCH_CHECK_THROWS_WITH(parse_lr_decay("cos"), "--lr-decay-style must be linear, cosine or constant: got 'cos'");
+  CATCH_CHECK_THROWS_WITH(parse_lr_decay(""), "--lr-decay-style must be linear, cosine or constant: got ''");
+  CATCH_CHECK_THROWS_WITH(lr_at(0, 1.0, 0, 5, 0.1, static_cast<lr_decay>(7)), "lr_at: style=7 is no lr_decay");
+}
+
 CATCH_TEST_CASE("clip_coefficient", "[optim]") {
   CATCH_CHECK(clip_coefficient(10.0, 1.0) == Approx(1.0 / (10.0 + 1e-6)).epsilon(1e-15));
   CATCH_CHECK(clip_coefficient(4.0, 2.0) == Approx(0.5).epsilon(1e-6));
