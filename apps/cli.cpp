@@ -26,6 +26,7 @@
 #include "core/config.hpp"
 #include "core/job_place.hpp"
 #include "core/number_text.hpp"
+#include "core/version.hpp"
 #include "core/text_file.hpp"
 #include "core/log.hpp"
 #include "core/proc_files.hpp"
@@ -663,7 +664,7 @@ struct command_line {
 
   command_line() {
     app.name("actorpipe");
-    app.set_version_flag("--version", "actorpipe " ACTORPIPE_VERSION);
+    app.set_version_flag("--version", "actorpipe " ACTORPIPE_VERSION_STRING);
     app.require_subcommand(1);
     add_simulate(app, simulate);
 #ifdef ACTORPIPE_WITH_TORCH

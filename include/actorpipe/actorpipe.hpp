@@ -19,4 +19,5 @@
 #include "core/schedule/policy.hpp"
 #include "core/schedule/policy_registry.hpp"
 #include "core/schedule/schedule_registry.hpp"
+#include "core/version.hpp"
 #include "core/train/reference_trainer.hpp"

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/version.hpp"
+
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/chrome_trace.hpp"
 #include "core/sim/plan_choice.hpp"
@@ -480,6 +482,7 @@ CATCH_TEST_CASE("the actorpipe binary: help, success and failure exit codes", "[
   CATCH_CHECK_THAT(help.out, Contains("simulate"));
   auto version = binary("--version");  // it said "missing command"
   CATCH_CHECK(version.code == 0);
+  CATCH_CHECK(version.out == "actorpipe " ACTORPIPE_VERSION_STRING "\n");  // core/version.hpp's
   CATCH_CHECK_THAT(version.out, Catch::Matches("actorpipe [0-9]+\\.[0-9]+\\.[0-9]+\n"));
   auto sub_help = binary("simulate --help");
   CATCH_CHECK(sub_help.code == 0);

@@ -34,6 +34,16 @@ cat > "$work/consumer/sub/CMakeLists.txt" <<'EOF'
 find_package(actorpipe REQUIRED)
 add_executable(local_only main.cpp)
 target_link_libraries(local_only PRIVATE actorpipe::actorpipe_transport)
+add_executable(version_of version.cpp)
+target_link_libraries(version_of PRIVATE actorpipe::actorpipe_core)
+EOF
+cat > "$work/consumer/sub/version.cpp" <<'EOF'
+#include <core/version.hpp>
+#include <cstdio>
+#if ACTORPIPE_VERSION < 100
+#error "ACTORPIPE_VERSION is below 0.1.0"
+#endif
+int main() { std::printf("actorpipe %s\n", ACTORPIPE_VERSION_STRING); }
 EOF
 cat > "$work/consumer/sub/main.cpp" <<'EOF'
 #include <transport/local/local_transport.hpp>
@@ -43,6 +53,11 @@ cmake -S "$work/consumer" -B "$work/consumer/build" -G Ninja -DCMAKE_PREFIX_PATH
   > "$work/consumer.log" 2>&1 || { cat "$work/consumer.log"; exit 1; }
 cmake --build "$work/consumer/build" >> "$work/consumer.log" 2>&1 || { cat "$work/consumer.log"; exit 1; }
 "$work/consumer/build/sub/local_only" || { echo "the transport-only consumer failed"; exit 1; }
+# The installed header's version is the program's and the package's.
+[ "$("$work/consumer/build/sub/version_of")" = "$("$work/prefix/bin/actorpipe" --version)" ] ||
+  { echo "core/version.hpp says $("$work/consumer/build/sub/version_of"), actorpipe --version $("$work/prefix/bin/actorpipe" --version)"; exit 1; }
+grep -q "PACKAGE_VERSION \"$("$work/consumer/build/sub/version_of" | cut -d' ' -f2)\"" \
+  "$work/prefix/lib/cmake/actorpipe/actorpipeConfigVersion.cmake" || { echo "the package's version differs"; exit 1; }
 
 falls() {  # "final loss X (first step Y)": X < Y
   local line
