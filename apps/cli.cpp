@@ -334,7 +334,7 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
                 "Multi-process jobs: seconds another process may stay silent (stopped, frozen, cut off) before the job "
                 "stops; each says something every second (0 = never, e.g. while a debugger holds one; else at least 1)")
       ->default_val(60);
-  t->add_flag("--no-pipeline", tr.no_pipeline, "Train the same model unpartitioned in one thread: the reference");
+  t->add_flag("--no-pipeline", tr.no_pipeline, "Train the same model unpartitioned in one thread: the reference (no checkpoints; --stages 1 computes the same and takes them)");
   t->add_flag("--unit-cost-plan", tr.unit_cost_plan,
               "Keep the plan generated on unit costs (by default zb-h1/zbv are rebuilt on the median costs measured in step 1, then in steps 1-2)");
   t->add_flag("--late-input-grad", tr.late_input_grad,
@@ -522,6 +522,28 @@ std::string unknown_flag_text(CLI::App& app, int argc, const char* const* argv) 
         const std::size_t d = edit_distance(name, "--" + known);
         if (d < best) best = d, nearest = "--" + known;
       }
+    // Megatron-LM's names for train's flags (a user who comes from it types them).
+    static const std::pair<const char*, const char*> megatron[] = {
+        {"--train-iters", "--steps"},
+        {"--num-layers", "--layers"},
+        {"--hidden-size", "--hidden"},
+        {"--num-attention-heads", "--heads"},
+        {"--seq-length", "--seq-len"},
+        {"--pipeline-model-parallel-size", "--stages"},
+        {"--virtual-pipeline-model-parallel-size", "--chunks"},
+        {"--num-layers-per-virtual-pipeline-stage", "--chunks"},
+        {"--global-batch-size", "--batch-size (per replica), or --set global_batch_size=N"},
+        {"--lr-warmup-iters", "--warmup-steps"},
+        {"--clip-grad", "--grad-clip"},
+        {"--adam-epsilon", "--adam-eps"},
+        {"--lr-decay-iters", "--lr-decay-style (the decay ends at the last of --steps)"},
+        {"--min-lr", "--min-lr-ratio (a fraction of --lr: Megatron's --min-lr is --lr x --min-lr-ratio)"},
+        {"--save-interval", "--save-every"},
+        {"--load", "--resume"},
+        {"--save", "--save-dir"}};
+    if (sub->get_name() == "train")
+      for (const auto& [theirs, ours] : megatron)
+        if (name == theirs) nearest = ours;
     std::string text = "unknown flag '" + name + "'";
     if (!nearest.empty()) text += " (did you mean " + nearest + "?)";
     // A train flag given to launch: it belongs to the command launch runs.

@@ -49,6 +49,7 @@
 #include "core/launch_env.hpp"
 #include "core/log.hpp"
 #include "core/median.hpp"
+#include "core/exact_number.hpp"
 #include "core/number_text.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/process_layout.hpp"
@@ -132,16 +133,17 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
     if (value && (!std::isfinite(*value) || *value < 0 ||
                   (std::string(flag) == "--lr" &&
                    (*value < std::numeric_limits<float>::min() || *value > std::numeric_limits<float>::max()))))
-      throw std::invalid_argument(std::string(flag) + " must be " + rule + ": got " + number_text(*value));
+      throw std::invalid_argument(std::string(flag) + " must be " + rule + ": got " + exact_number_text(*value));
   if (o.min_lr_ratio && !(*o.min_lr_ratio >= 0 && *o.min_lr_ratio <= 1))
-    throw std::invalid_argument("--min-lr-ratio must be in [0, 1] (a fraction of --lr): got " + number_text(*o.min_lr_ratio));
+    throw std::invalid_argument("--min-lr-ratio must be in [0, 1] (a fraction of --lr): got " +
+                                exact_number_text(*o.min_lr_ratio));
   for (const auto& [flag, value] : {std::pair<const char*, const std::optional<double>&>{"--adam-beta1", o.adam_beta1},
                                     {"--adam-beta2", o.adam_beta2}})
     if (value && !(*value >= 0 && *value < 1))
-      throw std::invalid_argument(std::string(flag) + " must be in [0, 1): got " + number_text(*value));
+      throw std::invalid_argument(std::string(flag) + " must be in [0, 1): got " + exact_number_text(*value));
   if (o.adam_eps && !(*o.adam_eps >= std::numeric_limits<float>::min() && *o.adam_eps <= std::numeric_limits<float>::max()))
     throw std::invalid_argument("--adam-eps must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got " +
-                                number_text(*o.adam_eps));
+                                exact_number_text(*o.adam_eps));
   if (o.zero && *o.zero != 0 && *o.zero != 1)
     throw std::invalid_argument("--zero must be 0 or 1: got " + std::to_string(*o.zero) +
                                 " (ZeRO-2/3, which also shard gradients and parameters, are not implemented)");
@@ -294,8 +296,9 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                                                : ""));
   }
   if (c.lr_decay_style == "constant" && (o.min_lr_ratio || set_by_user("min_lr_ratio") || config_keys.count("min_lr_ratio")))
-    unused.push_back(std::string(o.min_lr_ratio ? "--min-lr-ratio" : "min_lr_ratio") +
-                     " is where a decay ends, and --lr-decay-style constant has none: it does not apply");
+    unused.push_back(std::string(o.min_lr_ratio ? "--min-lr-ratio" : "min_lr_ratio") + " is where a decay ends, and " +
+                     (o.lr_decay_style ? "--lr-decay-style constant" : "lr_decay_style=constant") +
+                     " has none: it does not apply");
   if (o.no_pipeline) {
     // The reference runs the whole model on one thread: the pipeline's shape (stages, chunks,
     // schedule) does not apply, so its rules must not refuse, e.g., one microbatch.
@@ -817,6 +820,26 @@ std::string own_loops_in_run(const train_options& t) {
   return "GELU and AdamW " + own_loops_isa() + ", attention " + a;
 }
 
+// AdamW's settings and the learning rate's schedule as this run trains with them (flags,
+// config and defaults resolved): "AdamW, betas 0.9 / 0.95, eps 1e-08, weight decay 0.1 (matrices
+// and embeddings); lr 0.003, warm-up 5 steps, linear decay to 0.1 x lr at step 60; gradient norm
+// clipped at 1".
+std::string describe_optimizer(const train_options& t) {
+  const lr_decay style = parse_lr_decay(t.lr_decay_style);
+  std::string s = "AdamW, betas " + number_text(t.adam_beta1) + " / " + number_text(t.adam_beta2) + ", eps " +
+                  number_text(t.adam_eps) + ", weight decay " + number_text(t.weight_decay) +
+                  (t.weight_decay > 0 ? " (matrices and embeddings)" : "") + "; lr " + number_text(t.lr);
+  if (t.warmup_steps > 0)
+    s += ", warm-up " + std::to_string(t.warmup_steps) + (t.warmup_steps == 1 ? " step" : " steps");
+  if (t.warmup_steps + 1 >= t.steps || style == lr_decay::constant)
+    s += t.warmup_steps >= t.steps ? "" : ", then constant";
+  else
+    s += std::string(", ") + lr_decay_name(style) + " decay to " + number_text(t.min_lr_ratio) + " x lr at step " +
+         std::to_string(t.steps);
+  s += t.grad_clip > 0 ? "; gradient norm clipped at " + number_text(t.grad_clip) : "; no gradient clipping";
+  return s;
+}
+
 // The summary's first lines: the model and its size, the data, the partition and the compute.
 void print_setup(std::ostream& out, const train_cli_options& o, const train_options& t, const train_result& r) {
   if (t.model_name == "gpt")
@@ -836,6 +859,7 @@ void print_setup(std::ostream& out, const train_cli_options& o, const train_opti
     for (long long b : r.optimizer_state_bytes) out << ' ' << si(static_cast<double>(b)) << 'B';
     out << '\n';
   }
+  out << "optimizer: " << describe_optimizer(t) << '\n';
   out << "compute: " << libtorch_version() << ", " << t.threads_per_stage
       << (t.threads_per_stage == 1 ? " thread" : " threads") << (o.no_pipeline ? "" : " per stage") << "; "
       << describe_blas(current_blas()) << "; allocator: " << describe_allocator()

@@ -1,6 +1,7 @@
 // Job configuration: JSON (de)serialization through one field table, overrides, and the
 // resolution / validation rules documented in config.hpp.
 #include "core/config.hpp"
+#include "core/exact_number.hpp"
 #include "core/number_text.hpp"
 
 #include <algorithm>
@@ -84,6 +85,13 @@ const std::vector<field>& fields() {
                                    {"microbatches", "num_microbatches"},
                                    {"zero", "zero_stage"}})
     if (as_key == flag) as_key = name;
+  // Megatron's names for what is set otherwise here.
+  if (as_key == "min_lr")
+    throw std::invalid_argument("unknown config key '" + key + "' (the floor is min_lr_ratio, a fraction of lr: " +
+                                "Megatron's min_lr is lr x min_lr_ratio)");
+  if (as_key == "lr_decay_iters" || as_key == "lr_decay_steps")
+    throw std::invalid_argument("unknown config key '" + key + "' (the decay ends at the last of steps; its shape is " +
+                                "lr_decay_style)");
   for (const field& f : fields())
     if (as_key == f.name)
       throw std::invalid_argument("unknown config key '" + key + "' (a flag's name: its key is '" + as_key + "')");
@@ -113,7 +121,7 @@ std::string shown(const nlohmann::json& v) {
   return s;
 }
 
-std::string shown(double v) { return number_text(v); }
+std::string shown(double v) { return exact_number_text(v); }  // a refused value as it reads back
 
 [[noreturn]] void wrong_type(const std::string& key, const char* what, const nlohmann::json& v) {
   throw std::invalid_argument("config key '" + key + "' must be " + what + ", got " + shown(v));

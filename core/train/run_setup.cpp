@@ -2,6 +2,7 @@
 #include "core/train/run_setup.hpp"
 
 #include <cmath>
+#include "core/exact_number.hpp"
 #include "core/number_text.hpp"
 
 #include <algorithm>
@@ -61,12 +62,12 @@ void check_train_options(const train_options& o) {
   // And from the smallest normal float: one below is nothing or a few bits to the update
   // (--lr 1e-310 trained at lr 0, without a word).
   need(o.lr >= std::numeric_limits<float>::min() && o.lr <= std::numeric_limits<float>::max(),
-       "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got " + number_text(o.lr));
+       "--lr must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got " + exact_number_text(o.lr));
   need(o.warmup_steps >= 0, "--warmup-steps must be >= 0: got " + std::to_string(o.warmup_steps));
   need(o.grad_clip >= 0 && std::isfinite(o.grad_clip),
-       "--grad-clip must be a finite number >= 0 (0 = off): got " + number_text(o.grad_clip));
+       "--grad-clip must be a finite number >= 0 (0 = off): got " + exact_number_text(o.grad_clip));
   need(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
-       "--weight-decay must be a finite number >= 0: got " + number_text(o.weight_decay));
+       "--weight-decay must be a finite number >= 0: got " + exact_number_text(o.weight_decay));
   // AdamW's decoupled decay multiplies the weights by 1 - lr x weight_decay each step: at 1 or
   // more it zeroes or flips them, and the run diverged blaming --lr or --grad-clip.
   need(o.lr * o.weight_decay < 1,
@@ -74,14 +75,14 @@ void check_train_options(const train_options& o) {
            "the weights by 1 - lr x weight_decay = " + number_text(1 - o.lr * o.weight_decay) +
            ", which must be > 0 (weight decay is usually 0.01 to 0.1)");
   need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
-       "--min-lr-ratio must be in [0, 1]: got " + number_text(o.min_lr_ratio));
+       "--min-lr-ratio must be in [0, 1]: got " + exact_number_text(o.min_lr_ratio));
   parse_lr_decay(o.lr_decay_style);  // names the flag and the value
-  need(o.adam_beta1 >= 0 && o.adam_beta1 < 1, "--adam-beta1 must be in [0, 1): got " + number_text(o.adam_beta1));
-  need(o.adam_beta2 >= 0 && o.adam_beta2 < 1, "--adam-beta2 must be in [0, 1): got " + number_text(o.adam_beta2));
+  need(o.adam_beta1 >= 0 && o.adam_beta1 < 1, "--adam-beta1 must be in [0, 1): got " + exact_number_text(o.adam_beta1));
+  need(o.adam_beta2 >= 0 && o.adam_beta2 < 1, "--adam-beta2 must be in [0, 1): got " + exact_number_text(o.adam_beta2));
   // The update divides by sqrt(v) + eps in float: past a float's range it is inf or nothing.
   need(o.adam_eps >= std::numeric_limits<float>::min() && o.adam_eps <= std::numeric_limits<float>::max(),
        "--adam-eps must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got " +
-           number_text(o.adam_eps));
+           exact_number_text(o.adam_eps));
   need(o.step_timeout_s > 0 && o.step_timeout_s <= max_timeout_s,
        "--step-timeout must be > 0 and at most " + number_text(max_timeout_s) + " seconds: got " +
            number_text(o.step_timeout_s));

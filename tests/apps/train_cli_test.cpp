@@ -209,6 +209,9 @@ CATCH_TEST_CASE("train takes AdamW's betas and eps and the learning rate's floor
                          "0.5", "--save-final", by_flags, "--metrics", metrics, "--save-dir", dir, "--save-every", "3"},
                         run));
   CATCH_REQUIRE(flags.code == 0);
+  CATCH_CHECK_THAT(flags.out, Contains("\noptimizer: AdamW, betas 0.5 / 0.8, eps 0.001, weight decay 0.1 (matrices and "
+                                       "embeddings); lr 0.01, linear decay to 0.5 x lr at step 3; gradient norm "
+                                       "clipped at 1\n"));
   {
     std::ifstream lines(metrics);
     std::string line, last;
@@ -250,8 +253,12 @@ CATCH_TEST_CASE("train decays the learning rate linearly, along a cosine or not 
                          "--lr-decay-style", lr_decay_name(style), "--metrics", metrics},
                         tiny));
     CATCH_REQUIRE(run.code == 0);
-    CATCH_CHECK((run.out.find("note: --min-lr-ratio is where a decay ends") != std::string::npos) ==
-                (style == lr_decay::constant));
+    CATCH_CHECK((run.out.find("note: --min-lr-ratio is where a decay ends, and --lr-decay-style constant has none: it "
+                              "does not apply\n") != std::string::npos) == (style == lr_decay::constant));
+    CATCH_CHECK_THAT(run.out, Contains(style == lr_decay::constant
+                                           ? std::string("; lr 0.004, warm-up 2 steps, then constant;")
+                                           : "; lr 0.004, warm-up 2 steps, " + std::string(lr_decay_name(style)) +
+                                                 " decay to 0.25 x lr at step 6;"));
     std::ifstream lines(metrics);
     std::string line;
     int step = 0;
@@ -264,6 +271,11 @@ CATCH_TEST_CASE("train decays the learning rate linearly, along a cosine or not 
     }
     CATCH_CHECK(step == 6);
   }
+  // Given as keys, named as keys.
+  auto keys = cli(with({"train", "--steps", "2", "--set", "lr_decay_style=constant", "--set", "min_lr_ratio=0.5"}, tiny));
+  CATCH_CHECK(keys.code == 0);
+  CATCH_CHECK_THAT(keys.out, Contains("note: min_lr_ratio is where a decay ends, and lr_decay_style=constant has none: "
+                                      "it does not apply\n"));
   // The styles differ where they should: cosine above linear early in the decay.
   CATCH_CHECK(lr_at(3, 0.004, 2, 6, 0.25, lr_decay::cosine) > lr_at(3, 0.004, 2, 6, 0.25, lr_decay::linear));
   std::remove(metrics.c_str());
@@ -1137,6 +1149,17 @@ CATCH_TEST_CASE("train: bad input is one clear error line and a non-zero exit", 
       {with({"train", "--weight-decay", "-0.5"}, tiny), "--weight-decay must be a finite number >= 0: got -0.5"},
       {with({"train", "--adam-beta1", "1"}, tiny), "--adam-beta1 must be in [0, 1): got 1"},
       {with({"train", "--lr-decay-style", "cos"}, tiny), "--lr-decay-style must be linear, cosine or constant: got 'cos'"},
+      // Megatron-LM's names, pointed to ours.
+      {with({"train", "--min-lr", "1e-5"}, tiny),
+       "unknown flag '--min-lr' (did you mean --min-lr-ratio (a fraction of --lr: Megatron's --min-lr is --lr x "
+       "--min-lr-ratio)?)"},
+      {with({"train", "--num-layers", "2"}, tiny), "unknown flag '--num-layers' (did you mean --layers?)"},
+      {with({"train", "--adam-epsilon", "1e-8"}, tiny), "unknown flag '--adam-epsilon' (did you mean --adam-eps?)"},
+      // Past the bound by less than six digits show: as it reads back (it said "got 1").
+      {with({"train", "--min-lr-ratio", "1.0000001"}, tiny),
+       "--min-lr-ratio must be in [0, 1] (a fraction of --lr): got 1.0000001"},
+      {with({"train", "--adam-beta1", "1.0000001"}, tiny), "--adam-beta1 must be in [0, 1): got 1.0000001"},
+      {with({"train", "--set", "adam_beta2=1.0000001"}, tiny), "adam_beta2=1.0000001 must be in [0, 1)"},
       {with({"train", "--set", "lr_decay_style=Linear"}, tiny),
        "lr_decay_style=\"Linear\" must be linear, cosine or constant"},
       {with({"train", "--adam-beta2", "-0.1"}, tiny), "--adam-beta2 must be in [0, 1): got -0.1"},

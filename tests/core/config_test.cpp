@@ -1,6 +1,7 @@
 // Tests for core/config: JSON parsing and its errors, overrides, files, the round trip, and one
 // passing and one failing case for every resolve_and_validate rule.
 #include "core/config.hpp"
+#include "core/exact_number.hpp"
 #include "core/number_text.hpp"
 
 #include <cmath>
@@ -666,6 +667,22 @@ CATCH_TEST_CASE("rule: training settings", "[config]") {
   d.lr_decay_style = "Cosine";
   CATCH_CHECK_THROWS_WITH(resolved(d), Catch::Contains("lr_decay_style=\"Cosine\" must be linear, cosine or constant"));
   CATCH_CHECK_THROWS_WITH(config_from_json(json{{"lr_decay_style", 1}}), Catch::Contains("lr_decay_style"));
+  // Megatron's names point to these.
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"min_lr", 1e-5}}),
+                          "unknown config key 'min_lr' (the floor is min_lr_ratio, a fraction of lr: Megatron's min_lr is "
+                          "lr x min_lr_ratio)");
+  CATCH_CHECK_THROWS_WITH(config_from_json(json{{"lr_decay_iters", 100}}),
+                          "unknown config key 'lr_decay_iters' (the decay ends at the last of steps; its shape is "
+                          "lr_decay_style)");
+  // A refused number as it reads back: six digits made 1.0000001 read "1", which the rule allows.
+  CATCH_CHECK(exact_number_text(1.0000001) == "1.0000001");
+  CATCH_CHECK(exact_number_text(0.1 + 0.2) == "0.30000000000000004");
+  CATCH_CHECK(exact_number_text(3e-4) == "0.0003");
+  CATCH_CHECK(exact_number_text(1e300) == "1e+300");
+  CATCH_CHECK(exact_number_text(-HUGE_VAL) == "-inf");
+  job_config near = base();
+  near.min_lr_ratio = 1.0000001;
+  CATCH_CHECK_THROWS_WITH(resolved(near), Catch::Contains("min_lr_ratio=1.0000001 must be in [0, 1]"));
   // Typed as a flag's name, a key is pointed to.
   CATCH_CHECK_THROWS_WITH(config_from_json(json{{"adam-beta1", 0.8}}),
                           "unknown config key 'adam-beta1' (a flag's name: its key is 'adam_beta1')");

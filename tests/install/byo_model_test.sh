@@ -53,7 +53,8 @@ cmake -S "$work/consumer" -B "$work/consumer/build" -G Ninja -DCMAKE_PREFIX_PATH
   > "$work/consumer.log" 2>&1 || { cat "$work/consumer.log"; exit 1; }
 cmake --build "$work/consumer/build" >> "$work/consumer.log" 2>&1 || { cat "$work/consumer.log"; exit 1; }
 "$work/consumer/build/sub/local_only" || { echo "the transport-only consumer failed"; exit 1; }
-# The installed header's version is the program's and the package's.
+# The installed header's version is the installed program's and the package's. (The program
+# runs as installed: one built on the pip LibTorch found the system's LibTorch or none.)
 [ "$("$work/consumer/build/sub/version_of")" = "$("$work/prefix/bin/actorpipe" --version)" ] ||
   { echo "core/version.hpp says $("$work/consumer/build/sub/version_of"), actorpipe --version $("$work/prefix/bin/actorpipe" --version)"; exit 1; }
 grep -q "PACKAGE_VERSION \"$("$work/consumer/build/sub/version_of" | cut -d' ' -f2)\"" \
