@@ -82,7 +82,8 @@ class split_backward_scheduler {
       // Nothing will ever finish again, yet actions remain: a bug in the rules above.
       if (times_.empty()) throw std::logic_error("zero-bubble list scheduler stalled with actions left");
       const double t = times_.top();
-      while (!times_.empty() && times_.top() == t) times_.pop();  // each moment once
+      do times_.pop();
+      while (!times_.empty() && times_.top() == t);  // each moment once
       for (int r = 0; r < place_.ranks; ++r) {
         action chosen{};
         if (free_at_[r] > t || !choose(r, t, chosen)) continue;
@@ -243,6 +244,8 @@ plan build_split_backward(const placement& place, int microbatches, const std::v
   const cost_model unit_costs = cost_model::uniform(1, 2, 1, 1);
   plan best = list_schedule_split_backward(place, microbatches, cap, w_limit, unit_costs);
   if (!costs) return best;
+  // The costs checked (finite, >= 0, one per virtual stage) before any candidate runs on them.
+  double best_makespan = plan_makespan(best, *costs);
   const validation_report peaks = validate_plan(best);
   const int most = *std::max_element(w_limit.begin(), w_limit.end());
   struct candidate {
@@ -296,7 +299,6 @@ plan build_split_backward(const placement& place, int microbatches, const std::v
   for (auto& h : helpers) h.join();
   // The choice, in the candidates' order as one thread would make it: the first strictly
   // shorter one replaces the best so far (the unit-cost plan first).
-  double best_makespan = plan_makespan(best, *costs);
   std::size_t chosen = candidates.size();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (failed[i]) std::rethrow_exception(failed[i]);

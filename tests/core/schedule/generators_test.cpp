@@ -5,8 +5,10 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
+#include "core/number_text.hpp"
 #include "core/schedule/plan_validator.hpp"
 #include "core/schedule/schedule_registry.hpp"
 #include "core/sim/simulator.hpp"
@@ -272,6 +274,20 @@ CATCH_TEST_CASE("zbv built for costs on several CPUs is the plan one CPU builds"
   const plan unit = make_schedule("zbv", {8, 96, 2});
   CATCH_CHECK(format_plan(on_all) != format_plan(unit));
   CATCH_CHECK(simulate(on_all, c).makespan < simulate(unit, c).makespan);
+}
+
+// Costs that are no times are refused before the list scheduler runs on them (a NaN time never
+// leaves its queue of moments).
+CATCH_TEST_CASE("zb-h1 and zbv refuse costs that are not finite numbers >= 0", "[schedule][generators][costs]") {
+  for (const double bad : {std::nan(""), HUGE_VAL, -1.0}) {
+    CATCH_CAPTURE(bad);
+    auto c = std::make_shared<cost_model>(cost_model::uniform(1, 2, 1, 1));
+    c->weight_grad[0] = bad;
+    CATCH_CHECK_THROWS_WITH(make_schedule("zbv", {2, 8, 2, c}),
+                            Catch::Contains("weight_grad cost " + number_text(bad) + " must be a finite number >= 0"));
+    CATCH_CHECK_THROWS_WITH(make_schedule("zb-h1", {4, 128, 1, c}),
+                            Catch::Contains("weight_grad cost " + number_text(bad) + " must be a finite number >= 0"));
+  }
 }
 
 CATCH_TEST_CASE("zbv on measured costs with a slower last stage: never stuck with the unit-cost plan",
