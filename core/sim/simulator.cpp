@@ -96,6 +96,20 @@ sim_result simulate(const plan& p, const cost_model& costs) {
 
 double plan_makespan(const plan& p, const cost_model& costs) {
   check_costs(p, costs);
+  // Not validated, but never read out of its tables: every action within the plan's shape.
+  const int P = p.num_ranks(), S = p.num_virtual_stages();
+  if (static_cast<int>(p.ranks.size()) != P || static_cast<int>(p.place.chunk_of.size()) != S ||
+      static_cast<long long>(S) * p.microbatches > max_plan_forwards)
+    throw std::invalid_argument("plan_makespan: plan '" + p.name +
+                                "' is not the shape its placement says (validate_plan names why)");
+  for (int r = 0; r < P; ++r)
+    for (const action& a : p.ranks[r])
+      if ((a.op != op_kind::forward && a.op != op_kind::backward && a.op != op_kind::input_grad &&
+           a.op != op_kind::weight_grad) ||
+          a.virtual_stage < 0 || a.virtual_stage >= S || a.microbatch < 0 || a.microbatch >= p.microbatches ||
+          p.place.rank_of[a.virtual_stage] != r)
+        throw std::invalid_argument("plan_makespan: plan '" + p.name + "' lists " + to_string(a) + " on rank " +
+                                    std::to_string(r) + ", outside its shape (validate_plan names why)");
   double makespan = 0;
   const std::size_t ran =
       timed_walk(p, costs, [&](int, const action&, double, double end, double) { makespan = std::max(makespan, end); });

@@ -186,6 +186,14 @@ CATCH_TEST_CASE("plan_makespan is simulate's makespan, without the timeline", "[
   cost_model nan_cost = cost_model::uniform(1, 2, 1, 1);
   nan_cost.forward[0] = std::nan("");
   CATCH_CHECK_THROWS_WITH(plan_makespan(two, nan_cost), "cost model: forward cost nan must be a finite number >= 0");
+  plan outside = two;
+  outside.ranks[1].push_back({op_kind::forward, 1, 5});  // microbatch 5 of 1
+  CATCH_CHECK_THROWS_WITH(plan_makespan(outside, cost_model::uniform(1, 2, 1, 1)),
+                          "plan_makespan: plan 'plan' lists F1.5 on rank 1, outside its shape (validate_plan names why)");
+  outside = two;
+  outside.ranks[0].push_back({op_kind::forward, 1, 0});  // virtual stage 1 lives on rank 1
+  CATCH_CHECK_THROWS_WITH(plan_makespan(outside, cost_model::uniform(1, 2, 1, 1)),
+                          Contains("lists F1.0 on rank 0, outside its shape"));
   const plan stuck = parse_plan("0: B0.0 F0.0\n", "backwards-first");
   CATCH_CHECK_THROWS_AS(plan_makespan(stuck, cost_model::uniform(1, 2, 1, 1)), std::logic_error);
   CATCH_CHECK_THROWS_WITH(plan_makespan(stuck, cost_model::uniform(1, 2, 1, 1)),
