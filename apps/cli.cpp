@@ -272,7 +272,7 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--grad-clip", tr.grad_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
   t->add_option("--weight-decay", tr.weight_decay, "AdamW weight decay on matrices (lr x weight decay below 1) [default: 0.1]");
   t->add_option("--min-lr-ratio", tr.min_lr_ratio,
-                "Where the learning rate's linear decay ends at the last step, as a fraction of --lr (0 to 1) "
+                "Where the learning rate's decay ends at the last step, as a fraction of --lr (0 to 1) "
                 "[default: 0.1]");
   t->add_option("--lr-decay-style", tr.lr_decay_style,
                 "How the learning rate falls after the warm-up to --min-lr-ratio x --lr at the last step: linear, "

@@ -821,14 +821,14 @@ std::string own_loops_in_run(const train_options& t) {
 }
 
 // AdamW's settings and the learning rate's schedule as this run trains with them (flags,
-// config and defaults resolved): "AdamW, betas 0.9 / 0.95, eps 1e-08, weight decay 0.1 (matrices
-// and embeddings); lr 0.003, warm-up 5 steps, linear decay to 0.1 x lr at step 60; gradient norm
+// config and defaults resolved): "AdamW, betas 0.9 / 0.95, eps 1e-08, weight decay 0.1 (tensors
+// of 2+ dimensions); lr 0.003, warm-up 5 steps, linear decay to 0.1 x lr at step 60; gradient norm
 // clipped at 1".
 std::string describe_optimizer(const train_options& t) {
   const lr_decay style = parse_lr_decay(t.lr_decay_style);
   std::string s = "AdamW, betas " + number_text(t.adam_beta1) + " / " + number_text(t.adam_beta2) + ", eps " +
                   number_text(t.adam_eps) + ", weight decay " + number_text(t.weight_decay) +
-                  (t.weight_decay > 0 ? " (matrices and embeddings)" : "") + "; lr " + number_text(t.lr);
+                  (t.weight_decay > 0 ? " (tensors of 2+ dimensions)" : "") + "; lr " + number_text(t.lr);
   if (t.warmup_steps > 0)
     s += ", warm-up " + std::to_string(t.warmup_steps) + (t.warmup_steps == 1 ? " step" : " steps");
   if (t.warmup_steps + 1 >= t.steps || style == lr_decay::constant)

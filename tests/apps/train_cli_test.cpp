@@ -209,8 +209,8 @@ CATCH_TEST_CASE("train takes AdamW's betas and eps and the learning rate's floor
                          "0.5", "--save-final", by_flags, "--metrics", metrics, "--save-dir", dir, "--save-every", "3"},
                         run));
   CATCH_REQUIRE(flags.code == 0);
-  CATCH_CHECK_THAT(flags.out, Contains("\noptimizer: AdamW, betas 0.5 / 0.8, eps 0.001, weight decay 0.1 (matrices and "
-                                       "embeddings); lr 0.01, linear decay to 0.5 x lr at step 3; gradient norm "
+  CATCH_CHECK_THAT(flags.out, Contains("\noptimizer: AdamW, betas 0.5 / 0.8, eps 0.001, weight decay 0.1 (tensors of 2+ "
+                                       "dimensions); lr 0.01, linear decay to 0.5 x lr at step 3; gradient norm "
                                        "clipped at 1\n"));
   {
     std::ifstream lines(metrics);
