@@ -29,7 +29,6 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
-#include <sched.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -53,6 +52,7 @@
 #include "core/number_text.hpp"
 #include "core/optim/optimizer.hpp"
 #include "core/process_layout.hpp"
+#include "core/run_room.hpp"
 #include "core/signal_name.hpp"
 #include "core/model/attention_kernel.hpp"
 #include "core/model/compute_threads.hpp"
@@ -134,16 +134,12 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                   (std::string(flag) == "--lr" &&
                    (*value < std::numeric_limits<float>::min() || *value > std::numeric_limits<float>::max()))))
       throw std::invalid_argument(std::string(flag) + " must be " + rule + ": got " + exact_number_text(*value));
-  if (o.min_lr_ratio && !(*o.min_lr_ratio >= 0 && *o.min_lr_ratio <= 1))
-    throw std::invalid_argument("--min-lr-ratio must be in [0, 1] (a fraction of --lr): got " +
-                                exact_number_text(*o.min_lr_ratio));
-  for (const auto& [flag, value] : {std::pair<const char*, const std::optional<double>&>{"--adam-beta1", o.adam_beta1},
-                                    {"--adam-beta2", o.adam_beta2}})
-    if (value && !(*value >= 0 && *value < 1))
-      throw std::invalid_argument(std::string(flag) + " must be in [0, 1): got " + exact_number_text(*value));
-  if (o.adam_eps && !(*o.adam_eps >= std::numeric_limits<float>::min() && *o.adam_eps <= std::numeric_limits<float>::max()))
-    throw std::invalid_argument("--adam-eps must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got " +
-                                exact_number_text(*o.adam_eps));
+  for (const auto& [flag, value] : {std::pair<const char*, const std::optional<double>&>{"--min-lr-ratio", o.min_lr_ratio},
+                                    {"--adam-beta1", o.adam_beta1},
+                                    {"--adam-beta2", o.adam_beta2},
+                                    {"--adam-eps", o.adam_eps}})
+    if (value)
+      if (const std::string why = optimizer_setting_error(flag, *value); !why.empty()) throw std::invalid_argument(why);
   if (o.zero && *o.zero != 0 && *o.zero != 1)
     throw std::invalid_argument("--zero must be 0 or 1: got " + std::to_string(*o.zero) +
                                 " (ZeRO-2/3, which also shard gradients and parameters, are not implemented)");
@@ -584,10 +580,7 @@ void print_job(std::ostream& out, const train_cli_options& o, const train_option
                                                      : static_cast<long long>(t.stages) * t.dp;
   // The CPUs this process may run on (taskset, a container's cpuset), as doctor counts them:
   // hardware_concurrency counts those online.
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  const long long cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed)
-                                                                             : std::thread::hardware_concurrency();
+  const long long cpus = static_cast<long long>(usable_cpus());
   if (t.threads_per_stage > 1 && cpus > 0 && ranks_here * t.threads_per_stage > cpus)
     out << "note: --threads-per-stage " << t.threads_per_stage << " x " << ranks_here
         << (ranks_here == 1 ? " rank" : " ranks") << " in this process = " << ranks_here * t.threads_per_stage

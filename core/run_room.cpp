@@ -1,6 +1,7 @@
 #include "core/run_room.hpp"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -10,6 +11,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
@@ -20,6 +22,13 @@
 #include "core/proc_files.hpp"
 
 namespace actorpipe {
+
+std::size_t usable_cpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) return static_cast<std::size_t>(CPU_COUNT(&allowed));
+  return std::thread::hardware_concurrency();
+}
 namespace {
 
 std::string mib_text(double bytes) { return std::to_string(static_cast<long long>(bytes / (1024 * 1024))) + " MiB"; }

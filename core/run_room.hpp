@@ -15,6 +15,10 @@
 
 namespace actorpipe {
 
+// The CPUs this process may run on (its affinity mask: taskset, a container's cpuset), or those
+// online (std::thread::hardware_concurrency, 0 where unknown) where the mask cannot be read.
+std::size_t usable_cpus();
+
 struct thread_room {
   bool reserved = false;  // the address space asked for beside the threads was there
   int started = 0;        // threads started (all at once, while it was held), up to the number asked for

@@ -2,11 +2,13 @@
 // coefficient: plain arithmetic, kept out of the torch library so core/ can use it.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include "core/optim/optimizer.hpp"
+#include "core/exact_number.hpp"
 #include "core/number_text.hpp"
 #include "core/text_file.hpp"
 
@@ -25,6 +27,19 @@ lr_decay parse_lr_decay(const std::string& text) {
   for (lr_decay style : {lr_decay::linear, lr_decay::cosine, lr_decay::constant})
     if (text == lr_decay_name(style)) return style;
   throw std::invalid_argument("--lr-decay-style must be linear, cosine or constant: got '" + shown_text(text, 60) + "'");
+}
+
+std::string optimizer_setting_error(const std::string& flag, double value) {
+  if (flag == "--min-lr-ratio")
+    return value >= 0 && value <= 1 ? "" : flag + " must be in [0, 1] (a fraction of --lr): got " + exact_number_text(value);
+  if (flag == "--adam-beta1" || flag == "--adam-beta2")
+    return value >= 0 && value < 1 ? "" : flag + " must be in [0, 1): got " + exact_number_text(value);
+  if (flag == "--adam-eps")  // the update adds it in float: past a float's range it is inf or nothing
+    return value >= std::numeric_limits<float>::min() && value <= std::numeric_limits<float>::max()
+               ? ""
+               : flag + " must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got " +
+                     exact_number_text(value);
+  throw std::invalid_argument("optimizer_setting_error: no rule for '" + flag + "'");
 }
 
 // Warm-up: lr = base_lr * (step + 1) / warmup_steps for step < warmup_steps, so step 0 already

@@ -64,6 +64,12 @@ enum class lr_decay { linear, cosine, constant };
 const char* lr_decay_name(lr_decay style);
 lr_decay parse_lr_decay(const std::string& text);
 
+// The rules of the decay's floor and AdamW's settings as their flags name them: "" when `value`
+// keeps the rule of `flag` (--min-lr-ratio in [0, 1], --adam-beta1 and --adam-beta2 in [0, 1),
+// --adam-eps within a float's normal range), else the line that refuses it ("--adam-beta1 must
+// be in [0, 1): got 1"). One rule for the command line's flags and for train_options.
+std::string optimizer_setting_error(const std::string& flag, double value);
+
 // Linear warm-up from 0 to base_lr over warmup_steps, then the decay `style` to
 // base_lr * min_ratio at total_steps. step counts from 0.
 double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double min_ratio = 0.1,

@@ -25,8 +25,6 @@
 // at its peak runs a W before another I, and no F), so rebuilding never costs memory.
 // Every plan it picks runs each virtual stage's I and W in microbatch order, so gradients
 // accumulate in the same order and the trained bits do not depend on which plan was picked.
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -40,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/run_room.hpp"
 #include "core/schedule/builtin_schedules.hpp"
 #include "core/schedule/plan_validator.hpp"
 #include "core/sim/simulator.hpp"
@@ -198,15 +197,6 @@ plan list_schedule_split_backward(const placement& place, int microbatches, cons
   return split_backward_scheduler(place, microbatches, cap, w_limit, costs, limits).run();
 }
 
-// The CPUs this process may run on (its affinity mask), at least 1.
-std::size_t usable_cpus() {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0)
-    return static_cast<std::size_t>(CPU_COUNT(&allowed));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 // Measured costs carry noise: a stage 0.4% slower than its twin would steer the list
 // scheduler's ties one way or the other. So the plans are built on the raw costs and on them
 // rounded to a twentieth and to an eighth of the mean forward; every candidate is timed on the
@@ -286,7 +276,7 @@ plan build_split_backward(const placement& place, int microbatches, const std::v
     }
   };
   const std::size_t plan_actions = 3 * static_cast<std::size_t>(place.num_virtual_stages()) * microbatches;
-  std::size_t threads = plan_actions < 4096 ? 1 : std::min<std::size_t>(usable_cpus(), candidates.size());
+  std::size_t threads = plan_actions < 4096 ? 1 : std::min<std::size_t>(std::max<std::size_t>(1, usable_cpus()), candidates.size());
   std::vector<std::thread> helpers;
   for (std::size_t t = 1; t < threads; ++t) {
     try {

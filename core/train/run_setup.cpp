@@ -74,15 +74,12 @@ void check_train_options(const train_options& o) {
        "--weight-decay " + number_text(o.weight_decay) + " with --lr " + number_text(o.lr) + ": each step multiplies " +
            "the weights by 1 - lr x weight_decay = " + number_text(1 - o.lr * o.weight_decay) +
            ", which must be > 0 (weight decay is usually 0.01 to 0.1)");
-  need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
-       "--min-lr-ratio must be in [0, 1]: got " + exact_number_text(o.min_lr_ratio));
+  for (const auto& [flag, value] : {std::pair<const char*, double>{"--min-lr-ratio", o.min_lr_ratio},
+                                    {"--adam-beta1", o.adam_beta1},
+                                    {"--adam-beta2", o.adam_beta2},
+                                    {"--adam-eps", o.adam_eps}})
+    if (const std::string why = optimizer_setting_error(flag, value); !why.empty()) need(false, why);
   parse_lr_decay(o.lr_decay_style);  // names the flag and the value
-  need(o.adam_beta1 >= 0 && o.adam_beta1 < 1, "--adam-beta1 must be in [0, 1): got " + exact_number_text(o.adam_beta1));
-  need(o.adam_beta2 >= 0 && o.adam_beta2 < 1, "--adam-beta2 must be in [0, 1): got " + exact_number_text(o.adam_beta2));
-  // The update divides by sqrt(v) + eps in float: past a float's range it is inf or nothing.
-  need(o.adam_eps >= std::numeric_limits<float>::min() && o.adam_eps <= std::numeric_limits<float>::max(),
-       "--adam-eps must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got " +
-           exact_number_text(o.adam_eps));
   need(o.step_timeout_s > 0 && o.step_timeout_s <= max_timeout_s,
        "--step-timeout must be > 0 and at most " + number_text(max_timeout_s) + " seconds: got " +
            number_text(o.step_timeout_s));

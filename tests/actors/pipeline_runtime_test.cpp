@@ -718,7 +718,7 @@ CATCH_TEST_CASE("a library caller's bad options, place, callback or held --save-
   // Values a caller sets directly, checked before anything runs.
   train_options ratio = o;
   ratio.min_lr_ratio = 2;
-  CATCH_CHECK_THROWS_WITH(run_pipeline(ratio), "--min-lr-ratio must be in [0, 1]: got 2");
+  CATCH_CHECK_THROWS_WITH(run_pipeline(ratio), "--min-lr-ratio must be in [0, 1] (a fraction of --lr): got 2");
   for (const double beta : {1.0, -0.5, std::nan("")}) {
     train_options b1 = o, b2 = o;
     b1.adam_beta1 = beta;

@@ -282,6 +282,16 @@ CATCH_TEST_CASE("lr_at: cosine and constant decay after the same warm-up", "[opt
   CATCH_CHECK(lr_at(5, 1.0, 0, 11, 0.1, lr_decay::cosine) == Approx(lr_at(5, 1.0, 0, 11, 0.1)).epsilon(1e-14));
   CATCH_CHECK(lr_at(2, 1.0, 0, 11, 0.1, lr_decay::cosine) > lr_at(2, 1.0, 0, 11, 0.1));
   CATCH_CHECK(lr_at(8, 1.0, 0, 11, 0.1, lr_decay::cosine) < lr_at(8, 1.0, 0, 11, 0.1));
+  // The settings' rules, one for flags and train_options.
+  CATCH_CHECK(optimizer_setting_error("--min-lr-ratio", 1).empty());
+  CATCH_CHECK(optimizer_setting_error("--min-lr-ratio", 1.0000001) ==
+              "--min-lr-ratio must be in [0, 1] (a fraction of --lr): got 1.0000001");
+  CATCH_CHECK(optimizer_setting_error("--adam-beta2", 0).empty());
+  CATCH_CHECK(optimizer_setting_error("--adam-beta2", 1) == "--adam-beta2 must be in [0, 1): got 1");
+  CATCH_CHECK(optimizer_setting_error("--adam-eps", 1e-30).empty());
+  CATCH_CHECK(optimizer_setting_error("--adam-eps", 1e-39) ==
+              "--adam-eps must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38: got 1e-39");
+  CATCH_CHECK_THROWS_WITH(optimizer_setting_error("--lr", 1), "optimizer_setting_error: no rule for '--lr'");
   CATCH_CHECK_THROWS_WITH(parse_lr_decay("cos"), "--lr-decay-style must be linear, cosine or constant: got 'cos'");
   CATCH_CHECK_THROWS_WITH(parse_lr_decay(""), "--lr-decay-style must be linear, cosine or constant: got ''");
   CATCH_CHECK_THROWS_WITH(lr_at(0, 1.0, 0, 5, 0.1, static_cast<lr_decay>(7)), "lr_at: style=7 is no lr_decay");
