@@ -95,6 +95,13 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
     if (it->is_number() && now.is_number() && it->get<double>() == now.get<double>()) return;
     out.push_back(std::string(key) + " " + shown(*it) + " -> " + shown(now));
   };
+  // A setting a checkpoint did not record yet, which its run had at `was`.
+  auto compare_or_was = [&](const char* key, const nlohmann::json& was, const nlohmann::json& now) {
+    if (meta.find(key) != meta.end())
+      compare(key, now);
+    else if (was != now)
+      out.push_back(std::string(key) + " " + shown(was) + " (before it was saved) -> " + shown(now));
+  };
   compare("data", o.data);
   if (o.data == "file" && text_at(meta, "data") == "file") {
     // The same contents under another spelling of the path (../data.txt for data.txt, from
@@ -128,22 +135,14 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   compare("warmup_steps", o.warmup_steps);
   compare("min_lr_ratio", o.min_lr_ratio);
   // A checkpoint from before the style could be chosen decayed linearly.
-  if (meta.find("lr_decay_style") != meta.end())
-    compare("lr_decay_style", o.lr_decay_style);
-  else if (o.lr_decay_style != "linear")
-    out.push_back("lr_decay_style 'linear' (before it was saved) -> '" + o.lr_decay_style + "'");
+  compare_or_was("lr_decay_style", "linear", o.lr_decay_style);
   compare("steps", o.steps);
   compare("grad_clip", o.grad_clip);
   compare("weight_decay", o.weight_decay);
   // A checkpoint from before they could be set ran AdamW at these.
-  for (const auto& [key, before, now] : {std::tuple<const char*, double, double>{"adam_beta1", 0.9, o.adam_beta1},
-                                         {"adam_beta2", 0.95, o.adam_beta2},
-                                         {"adam_eps", 1e-8, o.adam_eps}}) {
-    if (meta.find(key) != meta.end())
-      compare(key, now);
-    else if (before != now)
-      out.push_back(std::string(key) + " " + number_text(before) + " (before it was saved) -> " + number_text(now));
-  }
+  compare_or_was("adam_beta1", 0.9, o.adam_beta1);
+  compare_or_was("adam_beta2", 0.95, o.adam_beta2);
+  compare_or_was("adam_eps", 1e-8, o.adam_eps);
   // LibTorch's products split their sums by thread: other rounding, other bits from here on.
   const std::size_t before_threads = out.size();
   compare("threads_per_stage", o.threads_per_stage);
