@@ -378,7 +378,7 @@ struct action_job {
   void evaluate(msg::job_done& d) const {
     if (a.op != op_kind::forward) throw std::logic_error("an eval round runs forwards only");
     d.output = runner->evaluate(a.microbatch, input);
-    if (last) d.eval = std::make_shared<const eval_piece>(make_eval_piece(d.output, extra));
+    if (last) d.eval = std::make_shared<const eval_piece>(make_eval_piece(*ctx->model, d.output, extra));
   }
 
   void train(msg::job_done& d) const {

@@ -197,6 +197,7 @@ std::string train_footer() {
          "  actorpipe launch --nproc-per-node 2 -- train --stages 2   # the same job, one process per rank\n"
          "  actorpipe train --stages 2 --dp 2 --zero 1                 # 2 replicas of a 2-stage pipeline, ZeRO-1\n"
          "  actorpipe train --save-dir ckpt --save-every 10 ; actorpipe train --resume ckpt --save-dir ckpt --save-every 10 --steps 120   # checkpoints, resume (and go on saving)\n"
+         "  actorpipe train --data-file train.bin --eval-file val.bin --eval-every 100   # a GPT on nanoGPT's token files\n"
          "  actorpipe train --model bert --data-file train.tsv --eval-file dev.tsv --eval-every 50   # BERT on GLUE TSV\n"
          "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
          "config defaults: see README) apply, and flags and --set override them.\n"
@@ -291,9 +292,17 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
                                "Train on a file. gpt: .bin = flat uint16 tokens (nanoGPT/Megatron), else UTF-8 text as "
                                "bytes; bert: a GLUE-format TSV (e.g. SST-2's train.tsv)");
   t_syn->excludes(t_data);
-  t->add_option("--eval-file", tr.eval_file, "bert: the GLUE-format dev TSV to evaluate on (eval loss, accuracy; 2 labels: F1, Matthews correlation)");
+  t->add_option("--eval-file", tr.eval_file,
+                "Held-out data to evaluate on. gpt: a token file as --data-file, read in consecutive windows of --seq-len "
+                "(eval loss, perplexity); bert: the GLUE-format dev TSV (eval loss, accuracy; 2 labels: F1, Matthews "
+                "correlation)");
   t->add_option("--eval-every", tr.eval_every,
                 "With eval data: a forward-only evaluation pass every N steps, and after the last (0 = after the last only)")
+      ->default_val(0);
+  t->add_option("--eval-microbatches", tr.eval_microbatches,
+                "Microbatches of --microbatch-size an evaluation pass reads: the eval set's first N [default: all of "
+                "--eval-file; gpt on synthetic data, which holds out its own sequences: --microbatches, and given "
+                "alone it turns evaluation on]")
       ->default_val(0);
   t->add_option("--vocab-file", tr.vocab_file,
                 "bert: a WordPiece vocab.txt (e.g. bert-base-uncased's); default: a word vocabulary from the training file");

@@ -396,9 +396,12 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.keep_last = o.keep_last;
   t.resume = without_trailing_slashes(o.resume);
   t.init_from = without_trailing_slashes(o.init_from);
+  if (t.model_name != "bert" && t.model_name != "gpt" && !o.eval_file.empty())  // a model of yours has its own
+    throw std::invalid_argument("--eval-file is for --model gpt or bert, not --model " + t.model_name +
+                                " (a model of yours gives its own: model_definition::eval_data)");
   if (t.model_name != "bert") {  // the text flags are bert's: elsewhere they would do nothing
     const std::pair<const char*, bool> bert_only[] = {
-        {"--eval-file", !o.eval_file.empty()},   {"--vocab-file", !o.vocab_file.empty()},
+        {"--vocab-file", !o.vocab_file.empty()},
         {"--text-columns", !o.text_columns.empty()}, {"--no-lower-case", o.no_lower_case},
         {"--max-positions", o.max_positions != 0},  {"--intermediate", o.intermediate != 0}};
     for (const auto& [flag, given] : bert_only)
@@ -414,6 +417,7 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
     if (given || (set_by_override(o, key) && !(t.model_name == "bert" && std::string(key) == "vocab")))
       t.model_flags_given.push_back(flag);
   t.eval_every = o.eval_every;
+  t.eval_microbatches = o.eval_microbatches;
   t.text.eval_file = o.eval_file;
   t.text.vocab_file = o.vocab_file;
   t.text.lower_case = !o.no_lower_case;

@@ -30,7 +30,7 @@ struct train_cli_options {
   // The built-in bert (GLUE TSV): eval file, vocabulary, columns, sizes; evaluation cadence.
   std::string eval_file, vocab_file, text_columns;
   bool no_lower_case = false;
-  int max_positions = 0, intermediate = 0, eval_every = 0;
+  int max_positions = 0, intermediate = 0, eval_every = 0, eval_microbatches = 0;
   int threads_per_stage = 1;
   int budget = 0;
   bool activation_checkpointing = false;

@@ -24,4 +24,11 @@ using batch_function = std::function<microbatch_tensors(std::uint64_t step, int 
 microbatch_tensors make_microbatch(const token_source& src, std::uint64_t step, int microbatch, int microbatch_size,
                                    int seq_len, std::uint64_t sample_offset = 0);
 
+// Microbatch m of the source's held-out set (token_source::eval_sequence), of the first
+// `sequences` eval sequences: rows m * microbatch_size .. (m + 1) * microbatch_size - 1; a row
+// at or past `sequences` (the last microbatch filled up) has inputs 0 and targets -100, which
+// count in no loss.
+microbatch_tensors make_eval_microbatch(const token_source& src, int microbatch, int microbatch_size, int seq_len,
+                                        std::uint64_t sequences);
+
 }  // namespace actorpipe

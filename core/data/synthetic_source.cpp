@@ -36,6 +36,7 @@ class splitmix_stream {
 // Distinct salts keep the chain's construction stream and the sampling streams apart.
 constexpr std::uint64_t construction_salt = 0x6a09e667f3bcc908ULL;
 constexpr std::uint64_t sampling_salt = 0xbb67ae8584caa73bULL;
+constexpr std::uint64_t eval_salt = 0x3c6ef372fe94f82bULL;
 
 constexpr int max_successors = 6;
 
@@ -72,7 +73,32 @@ class synthetic_source final : public token_source {
     if (out == nullptr) throw std::invalid_argument("synthetic source: out must not be null");
     // The key depends on all of (seed, step, index) through chained mixes: a pure function,
     // safe to call from any thread, with no state shared between calls.
-    splitmix_stream rng(splitmix64(splitmix64(splitmix64(seed_ ^ sampling_salt) ^ step) ^ index));
+    draw(splitmix64(splitmix64(splitmix64(seed_ ^ sampling_salt) ^ step) ^ index), seq_len, out);
+  }
+
+  // The held-out set: keys under a salt of their own, one mix fewer (no step), so no
+  // evaluation sequence is drawn from a training sample's key unless splitmix64 collides.
+  void eval_sequence(std::uint64_t index, int seq_len, std::int32_t* out) const override {
+    if (seq_len < 1) throw std::invalid_argument("seq_len must be >= 1: got seq_len=" + std::to_string(seq_len));
+    if (out == nullptr) throw std::invalid_argument("synthetic source: out must not be null");
+    draw(splitmix64(splitmix64(seed_ ^ eval_salt) ^ index), seq_len, out);
+  }
+  std::uint64_t eval_sequences(int) const override { return UINT64_MAX; }
+
+  std::string describe() const override {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "synthetic Markov source (vocab %d, %d successors per token, floor %.2f nats/token)",
+                  vocab_, k_, floor_);
+    return buf;
+  }
+
+  double entropy_floor() const override { return floor_; }
+
+ private:
+  // seq_len + 1 tokens of the chain from the stream of `key`: the first from the stationary
+  // distribution, each next from its predecessor's successors.
+  void draw(std::uint64_t key, int seq_len, std::int32_t* out) const {
+    splitmix_stream rng(key);
     // Binary search: the stationary table has vocab entries, the successor tables only k.
     const double u0 = rng.uniform();
     int t = static_cast<int>(std::upper_bound(stationary_cdf_.begin(), stationary_cdf_.end(), u0) - stationary_cdf_.begin());
@@ -85,16 +111,6 @@ class synthetic_source final : public token_source {
     }
   }
 
-  std::string describe() const override {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "synthetic Markov source (vocab %d, %d successors per token, floor %.2f nats/token)",
-                  vocab_, k_, floor_);
-    return buf;
-  }
-
-  double entropy_floor() const override { return floor_; }
-
- private:
   void build_chain() {
     splitmix_stream rng(splitmix64(seed_ ^ construction_salt));
     const std::size_t n = static_cast<std::size_t>(vocab_) * k_;

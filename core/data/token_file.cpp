@@ -120,7 +120,31 @@ class file_source final : public token_source {
       fail(path_, "holds " + std::to_string(tokens_) + " tokens; seq_len " + std::to_string(seq_len) +
                       " needs at least " + std::to_string(static_cast<std::int64_t>(seq_len) + 1));
     const std::uint64_t span = static_cast<std::uint64_t>(tokens_ - seq_len);
-    const std::uint64_t offset = splitmix64(splitmix64(step) ^ index ^ seed_term_) % span;
+    read_window(splitmix64(splitmix64(step) ^ index ^ seed_term_) % span, seq_len, out);
+  }
+
+  void eval_sequence(std::uint64_t index, int seq_len, std::int32_t* out) const override {
+    if (seq_len < 1) throw std::invalid_argument("seq_len must be >= 1: got seq_len=" + std::to_string(seq_len));
+    if (out == nullptr) throw std::invalid_argument("data file '" + path_ + "': out must not be null");
+    const std::uint64_t n = eval_sequences(seq_len);
+    if (index >= n)
+      throw std::out_of_range("data file '" + path_ + "' has " + std::to_string(n) + " evaluation windows of " +
+                              std::to_string(seq_len) + " tokens: no window " + std::to_string(index));
+    read_window(index * static_cast<std::uint64_t>(seq_len), seq_len, out);
+  }
+  std::uint64_t eval_sequences(int seq_len) const override {
+    if (seq_len < 1 || tokens_ < 1) return 0;
+    return static_cast<std::uint64_t>(tokens_ - 1) / static_cast<std::uint64_t>(seq_len);
+  }
+
+  std::string describe() const override {
+    return std::string(token_bytes_ == 2 ? "uint16 token file" : "text file read as bytes") + " '" + path_ + "' (" +
+           std::to_string(tokens_) + " tokens, vocab " + std::to_string(vocab_) + ")";
+  }
+
+ private:
+  // The seq_len + 1 tokens from token `offset` on (offset + seq_len < tokens_).
+  void read_window(std::uint64_t offset, int seq_len, std::int32_t* out) const {
     std::vector<unsigned char> b(static_cast<std::size_t>(seq_len + 1) * static_cast<std::size_t>(token_bytes_));
     file_.read(static_cast<std::size_t>(offset) * static_cast<std::size_t>(token_bytes_), b.size(), b.data());
     if (token_bytes_ == 2) {
@@ -131,12 +155,6 @@ class file_source final : public token_source {
     }
   }
 
-  std::string describe() const override {
-    return std::string(token_bytes_ == 2 ? "uint16 token file" : "text file read as bytes") + " '" + path_ + "' (" +
-           std::to_string(tokens_) + " tokens, vocab " + std::to_string(vocab_) + ")";
-  }
-
- private:
   std::string path_;
   int vocab_;
   int token_bytes_;
@@ -151,6 +169,11 @@ void check_min_tokens(std::int64_t min_tokens) {
 }
 
 }  // namespace
+
+void token_source::eval_sequence(std::uint64_t, int, std::int32_t*) const {
+  throw std::logic_error("this token source has no held-out set for evaluation");
+}
+std::uint64_t token_source::eval_sequences(int) const { return 0; }
 
 std::unique_ptr<token_source> open_token_file(const std::string& path, int vocab, std::int64_t min_tokens,
                                               std::uint64_t seed) {

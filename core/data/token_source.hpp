@@ -16,6 +16,16 @@ class token_source {
   // Writes seq_len + 1 tokens (inputs and the targets shifted by one) for sample `index` of
   // optimizer step `step`; every token is in [0, vocab()).
   virtual void sequence(std::uint64_t step, std::uint64_t index, int seq_len, std::int32_t* out) const = 0;
+  // Sequence `index` of the held-out set an evaluation pass reads: seq_len + 1 tokens as
+  // sequence() writes them, the same in every pass. A file: its index-th consecutive window,
+  // tokens [index x seq_len, index x seq_len + seq_len], so a pass over all eval_sequences(seq_len)
+  // predicts every token after the first once. The synthetic source: a stream of the same chain
+  // drawn under its own key, apart from every training sample's. Throws std::out_of_range for
+  // an index at or past eval_sequences(seq_len), std::logic_error for a source without one.
+  virtual void eval_sequence(std::uint64_t index, int seq_len, std::int32_t* out) const;
+  // How many sequences of seq_len the held-out set has: a file's (tokens - 1) / seq_len; the
+  // synthetic source's have no end (UINT64_MAX). 0: none (the default).
+  virtual std::uint64_t eval_sequences(int seq_len) const;
   // One line for logs: "synthetic Markov source (vocab 256, floor 2.31 nats/token)".
   virtual std::string describe() const = 0;
   // Entropy rate in nats per token when known (the loss cannot go below it), else < 0.

@@ -3,8 +3,10 @@
 // bits stay what they were when the GPT had a runtime of its own.
 #include "core/model/gpt_model.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
-
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -75,27 +77,24 @@ struct layer_norm_module : torch::nn::Module {
   layer_norm ln;
 };
 
-}  // namespace
-
-std::shared_ptr<const token_source> open_source(const train_options& o) {
-  if (o.data == "synthetic") return make_synthetic_source(o.model.vocab, o.data_seed);
+// A token file named by `flag` (--data-file, --eval-file): .bin = uint16 tokens, else bytes.
+std::shared_ptr<const token_source> open_file_source(const train_options& o, const std::string& p, const std::string& flag) {
   const std::int64_t need_tokens = static_cast<std::int64_t>(o.model.seq_len) + 1;
-  const std::string& p = o.data_file;
   // What is wrong with the path first, before what its name implies (the vocabulary text needs).
   std::error_code ec;
   const auto status = std::filesystem::status(p, ec);
-  need(std::filesystem::exists(status), "--data-file '" + p + "' does not exist");
-  need(!std::filesystem::is_directory(status), "--data-file '" + p + "' is a directory: give the file");
-  need(std::filesystem::is_regular_file(status), "--data-file '" + p + "' is not a regular file");
+  need(std::filesystem::exists(status), flag + " '" + p + "' does not exist");
+  need(!std::filesystem::is_directory(status), flag + " '" + p + "' is a directory: give the file");
+  need(std::filesystem::is_regular_file(status), flag + " '" + p + "' is not a regular file");
   const bool uint16_tokens = p.size() >= 4 && p.compare(p.size() - 4, 4, ".bin") == 0;
   if (!uint16_tokens)
-    need(o.model.vocab >= 256, "--data-file '" + p + "' is read as UTF-8 bytes, which needs --vocab >= 256: got " +
+    need(o.model.vocab >= 256, flag + " '" + p + "' is read as UTF-8 bytes, which needs --vocab >= 256: got " +
                                    std::to_string(o.model.vocab));
   const std::uintmax_t bytes = std::filesystem::file_size(p, ec);
   if (!ec && (!uint16_tokens || bytes % 2 == 0)) {
     const std::uintmax_t tokens = uint16_tokens ? bytes / 2 : bytes;
     need(tokens >= static_cast<std::uintmax_t>(need_tokens),
-         "--data-file '" + p + "' holds " + std::to_string(tokens) + (uint16_tokens ? " uint16 tokens" : " bytes") +
+         flag + " '" + p + "' holds " + std::to_string(tokens) + (uint16_tokens ? " uint16 tokens" : " bytes") +
              ": one sample of --seq-len " + std::to_string(o.model.seq_len) + " needs " + std::to_string(need_tokens));
   }
   // The file's own errors name it ("data file 'x' ..."); the flags they concern are these.
@@ -103,11 +102,73 @@ std::shared_ptr<const token_source> open_source(const train_options& o) {
     return uint16_tokens ? open_token_file(p, o.model.vocab, need_tokens, o.data_seed)
                          : open_text_file(p, need_tokens, o.data_seed);
   } catch (const token_out_of_vocab& e) {
-    throw std::invalid_argument("--data-file: " + std::string(e.what()) + " (--vocab " + std::to_string(o.model.vocab) +
+    throw std::invalid_argument(flag + ": " + std::string(e.what()) + " (--vocab " + std::to_string(o.model.vocab) +
                                 "; a .bin file holds token ids below it)");
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument("--data-file: " + std::string(e.what()));
+    throw std::invalid_argument(flag + ": " + std::string(e.what()));
   }
+}
+
+}  // namespace
+
+std::shared_ptr<const token_source> open_source(const train_options& o) {
+  if (o.data == "synthetic") return make_synthetic_source(o.model.vocab, o.data_seed);
+  return open_file_source(o, o.data_file, "--data-file");
+}
+
+// The eval set (train_options::eval_microbatches has the rule): a held-out file's consecutive
+// windows, or the synthetic source's held-out stream; each target's loss is computed on the
+// last stage, so a pass sends batch x tokens numbers per microbatch, not the logits.
+void add_gpt_evaluation(model_definition& m, const train_options& o, const std::shared_ptr<const token_source>& train_source) {
+  const std::string& file = o.text.eval_file;
+  const long long B = o.microbatch_size;
+  const int seq_len = o.model.seq_len;
+  std::shared_ptr<const token_source> source;
+  std::uint64_t sequences = 0;
+  std::string described;
+  if (!file.empty()) {
+    source = open_file_source(o, file, "--eval-file");
+    const std::uint64_t windows = source->eval_sequences(seq_len);
+    need(B >= 1, "--microbatch-size must be >= 1: got " + std::to_string(B));
+    const std::uint64_t all = (windows + static_cast<std::uint64_t>(B) - 1) / static_cast<std::uint64_t>(B);
+    need(all <= static_cast<std::uint64_t>(std::numeric_limits<int>::max()),
+         "--eval-file '" + file + "' has " + std::to_string(windows) + " windows of --seq-len " + std::to_string(seq_len) +
+             ": more microbatches than one pass can count; give --eval-microbatches");
+    const std::uint64_t asked = o.eval_microbatches > 0 ? static_cast<std::uint64_t>(o.eval_microbatches) : all;
+    need(asked <= all, "--eval-microbatches=" + std::to_string(o.eval_microbatches) + " is more than --eval-file '" + file +
+                           "' holds: " + std::to_string(windows) + " windows of --seq-len " + std::to_string(seq_len) +
+                           " tokens make " + std::to_string(all) + " microbatches of " + std::to_string(B));
+    sequences = std::min(windows, asked * static_cast<std::uint64_t>(B));
+    m.eval_microbatches = static_cast<int>(asked);
+    described = "eval: " + source->describe() + ", " + std::to_string(sequences) + " consecutive windows of " +
+                std::to_string(seq_len) + " tokens" + (asked < all ? " (its first " + std::to_string(asked) + " microbatches)" : "");
+  } else if (o.eval_every > 0 || o.eval_microbatches > 0) {
+    if (o.data != "synthetic")
+      throw std::invalid_argument(std::string(o.eval_every > 0 ? "--eval-every" : "--eval-microbatches") +
+                                  " with --data-file needs --eval-file: a held-out token file (e.g. nanoGPT's val.bin)");
+    source = train_source;
+    m.eval_microbatches = o.eval_microbatches > 0 ? o.eval_microbatches : o.microbatches;
+    need(m.eval_microbatches >= 1, "--eval-microbatches must be >= 1: got " + std::to_string(m.eval_microbatches));
+    sequences = static_cast<std::uint64_t>(m.eval_microbatches) * static_cast<std::uint64_t>(B);
+    described = "eval: " + std::to_string(sequences) + " held-out sequences of the same source";
+  } else {
+    return;
+  }
+  m.data_description += "; " + described;
+  m.eval_data = [source, B, seq_len, sequences](std::uint64_t, int microbatch) {
+    return make_eval_microbatch(*source, microbatch, static_cast<int>(B), seq_len, sequences);
+  };
+  m.eval_target_losses = [](const at::Tensor& logits, const at::Tensor& targets) {
+    namespace F = torch::nn::functional;
+    const at::Tensor flat = F::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                                             F::CrossEntropyFuncOptions().reduction(torch::kNone).ignore_index(-100));
+    return flat.reshape(targets.sizes());
+  };
+  m.eval_metrics = [](const at::Tensor& losses, const at::Tensor& targets) {
+    const at::Tensor kept = targets != -100;
+    const double mean = losses.masked_select(kept).to(at::kDouble).mean().item<double>();
+    return std::vector<std::pair<std::string, double>>{{"perplexity", std::exp(mean)}};
+  };
 }
 
 model_definition gpt_model(const train_options& o) {
@@ -180,6 +241,7 @@ model_definition gpt_model(const train_options& o) {
   m.data = [source, microbatch_size, seq_len](std::uint64_t step, int microbatch) {
     return make_microbatch(*source, step, microbatch, microbatch_size, seq_len);
   };
+  add_gpt_evaluation(m, o, source);
   return m;
 }
 

@@ -104,8 +104,8 @@ void validate_model(const model_definition& m) {
     }
     const at::Tensor& t = unbox(first.targets);
     if (!t.defined() || t.scalar_type() != at::kLong)
-      throw std::invalid_argument(who + ": eval_data's targets must be int64 class indices (evaluation reports a "
-                                  "classifier's loss, accuracy and F1), got " +
+      throw std::invalid_argument(who + ": eval_data's targets must be int64 (class indices, token ids; -100 for "
+                                  "padding), got " +
                                   (t.defined() ? std::string(c10::toString(t.scalar_type())) : std::string("none")));
   }
 }

@@ -143,14 +143,22 @@ struct model_definition {
   // What one sample counts as in throughput ("tokens/s"): the GPT's seq_len, else 1.
   double tokens_per_sample = 1;
   std::uint64_t seed = 1234;  // layer init: torch generator seeded from (seed, layer name)
-  // Evaluation, optional: a forward-only pass over eval_data(0, m), m in [0, eval_microbatches)
-  // of a classifier: int64 class indices for targets (a target of -100 marks a padding row),
-  // floating-point outputs (summarised as float32; the targets checked before training), and the named numbers (accuracy, F1, ...) that
-  // eval_metrics makes of every output and target of the pass, concatenated in order.
+  // Evaluation, optional: a forward-only pass over eval_data(0, m), m in [0, eval_microbatches),
+  // with int64 targets (a classifier's class indices, a language model's next tokens; -100
+  // marks a padding target, which counts in no loss or metric; checked before training),
+  // floating-point outputs (summarised as float32), the pass's loss, and the named numbers
+  // (accuracy, F1, ...) that eval_metrics makes of every output and target of the pass,
+  // concatenated in order.
   batch_function eval_data;
   int eval_microbatches = 0;
   std::function<std::vector<std::pair<std::string, double>>(const at::Tensor& outputs, const at::Tensor& targets)>
       eval_metrics;
+  // Optional, for a model whose output is large (a language model's logits: batch x tokens x
+  // vocab): each target's loss, a tensor of the targets' shape, computed where the output is
+  // (the last stage). The pass keeps and sends these instead of the output; its loss is their
+  // mean over the targets that are not -100, and eval_metrics sees them as the outputs.
+  // Unset: the pass keeps the outputs and its loss is loss(outputs, targets).
+  std::function<at::Tensor(const at::Tensor& output, const at::Tensor& targets)> eval_target_losses;
   // --init-from a file made for another head, as Hugging Face's from_pretrained takes a
   // pretrained checkpoint: name prefixes the file may hold that this model has no use for (a
   // pretraining head: BERT's "cls."), skipped with a note; and those of parameters that start

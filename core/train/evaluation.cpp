@@ -29,6 +29,20 @@ eval_piece make_eval_piece(const tensor_box& output, const tensor_box& targets) 
   return p;
 }
 
+eval_piece make_eval_piece(const model_definition& model, const tensor_box& output, const tensor_box& targets) {
+  if (!model.eval_target_losses) return make_eval_piece(output, targets);
+  const at::Tensor& t = unbox(targets);
+  at::Tensor losses;
+  {
+    torch::NoGradGuard no_grad;
+    losses = model.eval_target_losses(unbox(output), t);
+  }
+  if (!losses.defined() || losses.sizes() != t.sizes())
+    throw std::invalid_argument("evaluation: the model's eval_target_losses must give a tensor of the targets' shape " +
+                                c10::str(t.sizes()) + ", got " + (losses.defined() ? c10::str(losses.sizes()) : "none"));
+  return make_eval_piece(box(losses), targets);
+}
+
 eval_record summarize_eval(const model_definition& model, int step, const std::vector<eval_piece>& pieces) {
   const std::size_t n = std::min(pieces.size(), static_cast<std::size_t>(model.eval_microbatches));
   if (n == 0) throw std::invalid_argument("evaluation: no outputs");
@@ -41,7 +55,21 @@ eval_record summarize_eval(const model_definition& model, int step, const std::v
   const at::Tensor all = torch::cat(outputs, 0), truth = torch::cat(targets, 0);
   eval_record r;
   r.step = step;
-  {
+  if (model.eval_target_losses) {
+    // The pieces are float32 losses of the targets' shape (make_eval_piece checked them; a
+    // piece from another process is checked again here).
+    if (all.numel() != truth.numel())
+      throw std::invalid_argument("evaluation: " + std::to_string(all.numel()) + " target losses for " +
+                                  std::to_string(truth.numel()) + " targets");
+    const float* loss = all.data_ptr<float>();
+    const std::int64_t* target = truth.data_ptr<std::int64_t>();
+    double sum = 0;
+    std::int64_t counted = 0;
+    for (std::int64_t i = 0; i < truth.numel(); ++i)
+      if (target[i] != -100) sum += loss[i], ++counted;
+    if (counted == 0) throw std::invalid_argument("evaluation: every target is padding (-100)");
+    r.loss = sum / static_cast<double>(counted);
+  } else {
     torch::NoGradGuard no_grad;
     r.loss = model.loss(all, truth).item<double>();
   }

@@ -180,7 +180,7 @@ train_result train_reference(const train_options& o, reference_progress& p) {
           const microbatch_tensors mt =
               once_begun("the data of evaluation microbatch " + std::to_string(m), [&] { return s.model->eval_data(0, m); });
           pieces.push_back(once_begun("evaluation microbatch " + std::to_string(m),
-                                      [&] { return make_eval_piece(runner.evaluate(m, mt.inputs), mt.targets); }));
+                                      [&] { return make_eval_piece(*s.model, runner.evaluate(m, mt.inputs), mt.targets); }));
         }
         e = once_begun("", [&] { return summarize_eval(*s.model, k + 1, pieces); });
       } catch (const std::exception& x) {

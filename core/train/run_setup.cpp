@@ -143,6 +143,11 @@ void check_flags_followed(const model_definition& model, const train_options& o)
 
 }  // namespace
 
+// Where evaluation data comes from, for the errors of a run that asks for a pass without it.
+const char* const eval_data_hint =
+    "(--eval-file: bert's GLUE dev TSV, the gpt's held-out token file; the gpt on synthetic data holds out its own; "
+    "a model of yours: model_definition::eval_data)";
+
 run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, const std::function<bool(int rank)>& build_rank) {
   check_train_options(o);
   run_setup s;
@@ -152,7 +157,21 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   for (int r = 0; r < P * (o.no_pipeline ? 1 : o.dp); ++r) ranks_here += !build_rank || build_rank(r);
   train_options here = o;
   here.ranks_in_process = ranks_here;
-  auto model = std::make_shared<const model_definition>(make_model(here));
+  if (o.eval_microbatches < 0)
+    throw std::invalid_argument("--eval-microbatches=" + std::to_string(o.eval_microbatches) + " must be >= 0");
+  model_definition made = make_model(here);
+  const std::string called = o.model_name.empty() ? made.name : o.model_name;  // as --model names it
+  if (o.eval_microbatches > 0) {  // the first N of the model's eval set
+    if (!made.eval_data || made.eval_microbatches == 0)
+      throw std::invalid_argument("--eval-microbatches=" + std::to_string(o.eval_microbatches) + " needs evaluation data " +
+                                  eval_data_hint + ", and model '" + called + "' has none");
+    if (o.eval_microbatches > made.eval_microbatches)
+      throw std::invalid_argument("--eval-microbatches=" + std::to_string(o.eval_microbatches) + " is more than the " +
+                                  std::to_string(made.eval_microbatches) + " microbatches of model '" + called +
+                                  "''s eval set");
+    made.eval_microbatches = o.eval_microbatches;
+  }
+  auto model = std::make_shared<const model_definition>(std::move(made));
   s.model = model;
   check_flags_followed(*model, o);
   const int L = static_cast<int>(model->layers.size());
@@ -268,8 +287,8 @@ run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, c
   s.eval_microbatches = model->eval_data ? model->eval_microbatches : 0;
   if (o.eval_every < 0) throw std::invalid_argument("--eval-every=" + std::to_string(o.eval_every) + " must be >= 0");
   if (o.eval_every > 0 && s.eval_microbatches == 0)
-    throw std::invalid_argument("--eval-every=" + std::to_string(o.eval_every) + " needs evaluation data (--model bert with " +
-                                "--eval-file dev.tsv), and model '" + model->name + "' has none" +
+    throw std::invalid_argument("--eval-every=" + std::to_string(o.eval_every) + " needs evaluation data " + eval_data_hint +
+                                ", and model '" + called + "' has none" +
                                 (model->eval_data ? " (its eval_data is set, but eval_microbatches=" +
                                                         std::to_string(model->eval_microbatches) + ")"
                                                   : std::string()));

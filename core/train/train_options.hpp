@@ -106,15 +106,19 @@ struct train_options {
   std::string resume;
   std::string init_from;  // start from these weights (safetensors, global names), fresh optimizer
   // Evaluation (models with eval data): a forward-only pass every eval_every steps (0: only
-  // after the last step).
+  // after the last step), over the eval set's first eval_microbatches microbatches (0: all of
+  // it). The built-in gpt's eval set: text.eval_file (a held-out token file, read in
+  // consecutive windows); with synthetic data and no file, a held-out stream of the same
+  // source, of eval_microbatches (0: microbatches) microbatches, when either number is set.
   int eval_every = 0;
+  int eval_microbatches = 0;
   // How many steps' metrics train_result::steps keeps: 0 every step (each holds per-rank
   // vectors, ~0.5 kB: 0.5 GB over a million steps); N the run's first and its last N (on_step
   // still sees every step). train keeps 1000.
   int keep_step_metrics = 0;
   // The built-in "bert" on GLUE-format TSV files: data_file is the training file.
   struct text_task {
-    std::string eval_file;
+    std::string eval_file;  // bert: the dev TSV; gpt: a held-out token file (as data_file)
     std::string vocab_file;  // a Hugging Face vocab.txt; empty: a word vocabulary from the training file
     bool lower_case = true;
     std::string columns;     // "A,LABEL" or "A,B,LABEL" (0-based); empty: chosen by the header

@@ -122,10 +122,14 @@ CATCH_TEST_CASE("train --model bert: a malformed TSV row or a missing file is on
   auto missing_eval = cli(with(small, {"--data-file", train, "--eval-file", train + ".none", "--steps", "1"}));
   CATCH_CHECK(missing_eval.code == 2);
   CATCH_CHECK_THAT(missing_eval.err, Contains("error: --eval-file: glue file '" + train + ".none' cannot be opened"));
-  auto gpt = cli({"train", "--eval-file", train, "--steps", "1"});
-  CATCH_CHECK_THAT(gpt.err, Contains("--eval-file is for --model bert, not --model gpt"));
   auto no_eval = cli(with(small, {"--data-file", train, "--eval-every", "2", "--steps", "1"}));
-  CATCH_CHECK_THAT(no_eval.err, Contains("--eval-every=2 needs evaluation data (--model bert with --eval-file dev.tsv)"));
+  CATCH_CHECK_THAT(no_eval.err, Contains("--eval-every=2 needs evaluation data (--eval-file: bert's GLUE dev TSV, the "
+                                         "gpt's held-out token file; "));
+  CATCH_CHECK_THAT(no_eval.err, Contains("and model 'bert' has none"));
+  // The first N microbatches of the dev set, and no more than it has (40 rows of 8: 5).
+  auto too_many = cli(with(small, {"--data-file", train, "--eval-file", train, "--eval-microbatches", "6", "--steps", "1"}));
+  CATCH_CHECK(too_many.code == 2);
+  CATCH_CHECK_THAT(too_many.err, Contains("--eval-microbatches=6 is more than the 5 microbatches of model 'bert''s eval set"));
   // A model past any machine's memory: refused before the examples are encoded or the model built.
   auto huge = cli({"train", "--model", "bert", "--data-file", train, "--layers", "1000000000", "--hidden", "32",
                    "--heads", "2", "--seq-len", "16", "--steps", "1"});

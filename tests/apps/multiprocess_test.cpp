@@ -570,6 +570,22 @@ CATCH_TEST_CASE("launch --max-restarts 2 with a process killed on every attempt 
   CATCH_CHECK(resumed_step(2) >= resumed_step(1));  // equal when attempt 1 was killed before it saved
 }
 
+namespace {
+
+// A --metrics file's lines with the timings left out: what two layouts of one job must share.
+std::vector<std::string> metrics_numbers(const std::string& path) {
+  std::vector<std::string> out;
+  std::istringstream in(read_text(path));
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    for (const char* k : {"seconds", "tokens_per_s", "bubble_ratio", "eval_seconds", "peak_activations", "busy_seconds"}) j.erase(k);
+    out.push_back(j.dump());
+  }
+  return out;
+}
+
+}  // namespace
+
 CATCH_TEST_CASE("bert with evaluation in 2 processes gives one process's losses and eval results bit for bit",
                 "[multiprocess][bert]") {
   const std::string train = temp_path(".train.tsv"), dev = temp_path(".dev.tsv");
@@ -588,19 +604,31 @@ CATCH_TEST_CASE("bert with evaluation in 2 processes gives one process's losses 
   CATCH_INFO(process_log(log));
   CATCH_REQUIRE(code == 0);
   // Every loss, gradient norm and eval result the same; timings aside.
-  auto numbers = [](const std::string& path) {
-    std::vector<std::string> out;
-    std::istringstream in(read_text(path));
-    for (std::string line; std::getline(in, line);) {
-      auto j = nlohmann::json::parse(line);
-      for (const char* k : {"seconds", "tokens_per_s", "bubble_ratio", "eval_seconds", "peak_activations", "busy_seconds"}) j.erase(k);
-      out.push_back(j.dump());
-    }
-    return out;
-  };
-  const auto a = numbers(one), b = numbers(two);
+  const auto a = metrics_numbers(one), b = metrics_numbers(two);
   CATCH_CHECK(a.size() == 8);  // 6 steps, 2 passes
   CATCH_CHECK(a == b);
+}
+
+CATCH_TEST_CASE("the gpt with evaluation in 2 processes gives one process's losses and eval results bit for bit",
+                "[multiprocess][eval]") {
+  const std::vector<std::string> job = {"train", "--stages", "2", "--schedule", "1f1b", "--layers", "2", "--hidden", "32",
+                                        "--heads", "2", "--seq-len", "16", "--vocab", "64", "--microbatches", "4",
+                                        "--microbatch-size", "2", "--steps", "4", "--eval-every", "2", "--metrics"};
+  auto args = [&](const std::string& metrics) {
+    std::vector<std::string> a = job;
+    a.push_back(metrics);
+    return a;
+  };
+  const std::string one = temp_path(".g1.jsonl"), two = temp_path(".g2.jsonl");
+  CATCH_REQUIRE(wait_process(start_process(bin, args(one), {}, temp_path(".g1.log")), 120) == 0);
+  const std::string log = temp_path(".g2.log");
+  const int code = wait_process(start_process(bin, launched(2, args(two)), {{"UCX_TLS", "tcp,self"}}, log), 120);
+  CATCH_INFO(process_log(log));
+  CATCH_REQUIRE(code == 0);
+  const auto a = metrics_numbers(one), b = metrics_numbers(two);
+  CATCH_CHECK(a.size() == 6);  // 4 steps, 2 passes
+  CATCH_CHECK(a == b);
+  CATCH_CHECK(read_text(one).find("\"perplexity\"") != std::string::npos);
 }
 
 CATCH_TEST_CASE("a process killed with SIGKILL mid-step stops the job within 10 s, naming the lost rank",

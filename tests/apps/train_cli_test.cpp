@@ -1656,6 +1656,13 @@ CATCH_TEST_CASE("a user's model refuses a --data-file it does not read and names
   CATCH_CHECK(wait_process(start_process(models, with({"--data-file", text}), {}, log), 120) == 2);
   CATCH_CHECK_THAT(read_text(log), Contains("--data-file " + text + ": model 'test-mlp-bn' does not read a data file "
                                             "(model_definition::flags_followed); its data: "));
+  // Nor evaluation data: the GPT's and bert's eval flags name what a model of one's own gives.
+  CATCH_CHECK(wait_process(start_process(models, with({"--eval-file", text}), {}, log), 120) == 2);
+  CATCH_CHECK_THAT(read_text(log), Contains("--eval-file is for --model gpt or bert, not --model test-mlp-bn (a model of "
+                                            "yours gives its own: model_definition::eval_data)"));
+  CATCH_CHECK(wait_process(start_process(models, with({"--eval-microbatches", "2"}), {}, log), 120) == 2);
+  CATCH_CHECK_THAT(read_text(log), Contains("--eval-microbatches=2 needs evaluation data (--eval-file: ") &&
+                                       Contains("and model 'test-mlp-bn' has none"));
   CATCH_CHECK(wait_process(start_process(models, with({"--hidden", "999", "--set", "seq_len=7"}), {}, log), 120) == 0);
   CATCH_CHECK_THAT(read_text(log), Contains("--hidden, --seq-len are given, and model 'test-mlp-bn' does not say it "
                                             "follows them (model_definition::flags_followed): they may do nothing"));
@@ -1669,6 +1676,42 @@ CATCH_TEST_CASE("a user's model refuses a --data-file it does not read and names
   CATCH_CHECK(gpt == 0);
   CATCH_CHECK(read_text(log).find("may do nothing") == std::string::npos);
   for (const auto& f : {log, text}) std::remove(f.c_str());
+}
+
+CATCH_TEST_CASE("train evaluates the gpt on a held-out file: progress lines, the summary, metrics", "[apps][train][eval]") {
+  const std::string train = temp_path(".gpt_train.txt"), val = temp_path(".gpt_val.txt"), metrics = temp_path(".eval.jsonl");
+  {
+    std::ofstream t(train), v(val);
+    for (int i = 0; i < 200; ++i) t << "the quick brown fox jumps over the lazy dog " << i % 7 << "\n";
+    v << std::string(4 * 16 + 1, 'a') << "bcd";  // 4 windows of 16 bytes (+3 that make no window)
+  }
+  auto r = cli({"train", "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--microbatches", "2",
+                "--microbatch-size", "3", "--steps", "2", "--data-file", train, "--eval-file", val, "--eval-every", "1",
+                "--metrics", metrics});
+  CATCH_INFO(r.err);
+  CATCH_REQUIRE(r.code == 0);
+  CATCH_CHECK_THAT(r.err, Contains("eval after step 1: loss "));
+  CATCH_CHECK_THAT(r.out, Contains("; eval: text file read as bytes '" + val + "' (68 tokens, vocab 256), 4 consecutive "
+                                   "windows of 16 tokens\n"));
+  CATCH_CHECK_THAT(r.out, Contains("final eval after step 2: loss ") && Contains("  perplexity "));
+  int passes = 0;
+  std::istringstream in(read_text(metrics));
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("eval_after_step")) continue;
+    ++passes;
+    CATCH_CHECK(std::abs(j["perplexity"].get<double>() - std::exp(j["eval_loss"].get<double>())) <=
+                1e-9 * j["perplexity"].get<double>());
+  }
+  CATCH_CHECK(passes == 2);
+  // Two microbatches of 3 hold the 4 windows; a third would be all padding.
+  auto over = cli({"train", "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--microbatches", "2",
+                   "--microbatch-size", "3", "--steps", "1", "--data-file", train, "--eval-file", val,
+                   "--eval-microbatches", "3"});
+  CATCH_CHECK(over.code == 2);
+  CATCH_CHECK_THAT(over.err, Contains("--eval-microbatches=3 is more than --eval-file '" + val + "' holds: 4 windows of "
+                                      "--seq-len 16 tokens make 2 microbatches of 3"));
+  for (const auto& f : {train, val, metrics}) std::remove(f.c_str());
 }
 
 CATCH_TEST_CASE("keep-last leaves a checkpoint that holds a folder not its own", "[apps][train][checkpoint]") {

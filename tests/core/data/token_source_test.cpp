@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -305,4 +306,75 @@ CATCH_TEST_CASE("microbatch: [B, S] int64 inputs, targets shifted by one, sample
   CATCH_CHECK_THROWS_WITH(make_microbatch(*src, 0, 0, 0, S), Contains("microbatch_size=0"));
   CATCH_CHECK_THROWS_WITH(make_microbatch(*src, 0, 0, B, 0), Contains("seq_len=0"));
   CATCH_CHECK_THROWS_WITH(make_microbatch(*src, 0, -1, B, S), Contains("microbatch=-1"));
+}
+
+CATCH_TEST_CASE("held-out sets: a file's consecutive windows, the synthetic source's own stream", "[data][eval]") {
+  temp_file f("eval.bin");
+  std::vector<std::uint16_t> tokens;
+  for (int i = 0; i < 3 * 8 + 1 + 5; ++i) tokens.push_back(static_cast<std::uint16_t>((i * 7) % 50));
+  f.write_tokens(tokens);
+  auto file = open_token_file(f.path, 50, 9);
+  CATCH_CHECK(file->eval_sequences(8) == 3);   // 30 tokens: (30 - 1) / 8 windows
+  CATCH_CHECK(file->eval_sequences(29) == 1);  // the whole file, every token after the first a target
+  CATCH_CHECK(file->eval_sequences(30) == 0);
+  for (std::uint64_t w = 0; w < 3; ++w) {
+    std::vector<std::int32_t> out(9, -1);
+    file->eval_sequence(w, 8, out.data());
+    CATCH_CHECK(out == std::vector<std::int32_t>(tokens.begin() + 8 * w, tokens.begin() + 8 * w + 9));
+  }
+  std::vector<std::int32_t> out(9);
+  CATCH_CHECK_THROWS_WITH(file->eval_sequence(3, 8, out.data()),
+                          "data file '" + f.path + "' has 3 evaluation windows of 8 tokens: no window 3");
+
+  auto synthetic = make_synthetic_source(64, 5);
+  CATCH_CHECK(synthetic->eval_sequences(16) == UINT64_MAX);
+  std::vector<std::int32_t> a(17), b(17), again(17);
+  synthetic->eval_sequence(4, 16, a.data());
+  synthetic->eval_sequence(4, 16, again.data());
+  synthetic->eval_sequence(5, 16, b.data());
+  CATCH_CHECK(a == again);
+  CATCH_CHECK(a != b);
+  for (std::int32_t t : a) CATCH_CHECK((t >= 0 && t < 64));
+  // Not a training sample's tokens (the same index, any of the first steps).
+  for (std::uint64_t step = 0; step < 50; ++step) CATCH_CHECK(seq(*synthetic, step, 4, 16) != a);
+
+  // A source of one's own has no held-out set unless it says so.
+  struct plain : token_source {
+    int vocab() const override { return 2; }
+    void sequence(std::uint64_t, std::uint64_t, int seq_len, std::int32_t* o) const override {
+      for (int i = 0; i <= seq_len; ++i) o[i] = 0;
+    }
+    std::string describe() const override { return "zeros"; }
+  } zeros;
+  CATCH_CHECK(zeros.eval_sequences(4) == 0);
+  CATCH_CHECK_THROWS_WITH(zeros.eval_sequence(0, 4, out.data()), "this token source has no held-out set for evaluation");
+}
+
+CATCH_TEST_CASE("eval microbatch: rows m*B.. of the held-out set, the last filled up with targets of -100", "[data][eval]") {
+  temp_file f("eval_mb.bin");
+  std::vector<std::uint16_t> tokens;
+  for (int i = 0; i < 5 * 4 + 1; ++i) tokens.push_back(static_cast<std::uint16_t>(i));
+  f.write_tokens(tokens);
+  auto src = open_token_file(f.path, 64, 5);
+  const int B = 2, S = 4;
+  const std::uint64_t windows = src->eval_sequences(S);
+  CATCH_REQUIRE(windows == 5);
+  for (int m = 0; m < 3; ++m) {
+    const microbatch_tensors mb = make_eval_microbatch(*src, m, B, S, windows);
+    const at::Tensor& in = unbox(mb.inputs);
+    const at::Tensor& tg = unbox(mb.targets);
+    CATCH_REQUIRE(in.sizes() == at::IntArrayRef({B, S}));
+    CATCH_REQUIRE(tg.sizes() == at::IntArrayRef({B, S}));
+    for (int b = 0; b < B; ++b) {
+      const int w = m * B + b;
+      for (int j = 0; j < S; ++j) {
+        CATCH_CHECK(in[b][j].item<std::int64_t>() == (w < 5 ? w * S + j : 0));
+        CATCH_CHECK(tg[b][j].item<std::int64_t>() == (w < 5 ? w * S + j + 1 : -100));
+      }
+    }
+  }
+  // Fewer sequences than the source has: the rest is padding too.
+  CATCH_CHECK(unbox(make_eval_microbatch(*src, 0, B, S, 1).targets)[1][0].item<std::int64_t>() == -100);
+  CATCH_CHECK_THROWS_WITH(make_eval_microbatch(*src, -1, B, S, windows), Contains("microbatch=-1"));
+  CATCH_CHECK_THROWS_WITH(make_eval_microbatch(*src, 0, 0, S, windows), Contains("microbatch_size=0"));
 }

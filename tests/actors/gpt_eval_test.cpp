@@ -1,0 +1,221 @@
+// The GPT's evaluation on held-out data: a token file's consecutive windows (the last
+// microbatch padded) or the synthetic source's held-out stream, each target's loss computed on
+// the last stage. The pass's loss is checked against the final parameters run by hand over the
+// file's windows, every schedule's against the others' (same bits) and the reference's.
+#include <torch/torch.h>
+
+#include "actors/pipeline_runtime.hpp"
+#include "core/model/layer_model.hpp"
+#include "core/model/tensor_box_torch.hpp"
+#include "core/train/reference_trainer.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+using namespace actorpipe;
+using Catch::Contains;
+
+namespace {
+
+// A uint16 token file under /tmp, removed when the test ends.
+struct token_file {
+  std::string path;
+  std::vector<std::int64_t> tokens;
+  token_file(const std::string& name, std::size_t n, int vocab, std::uint32_t seed)
+      : path("/tmp/actorpipe_gpt_eval_" + std::to_string(::getpid()) + "_" + name + ".bin") {
+    std::uint32_t x = seed;
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    for (std::size_t i = 0; i < n; ++i) {
+      x = x * 1664525u + 1013904223u;
+      // A learnable file: mostly the token after the last, sometimes a jump.
+      const std::int64_t t = i == 0 || (x >> 28) == 0 ? (x >> 8) % vocab : (tokens.back() + 1) % vocab;
+      tokens.push_back(t);
+      const unsigned char b[2] = {static_cast<unsigned char>(t & 0xff), static_cast<unsigned char>(t >> 8)};
+      f.write(reinterpret_cast<const char*>(b), 2);
+    }
+  }
+  ~token_file() { std::remove(path.c_str()); }
+};
+
+constexpr int vocab = 64, seq_len = 16;
+
+train_options eval_options(const std::string& train_path, const std::string& eval_path) {
+  train_options o;
+  o.model.layers = 4;
+  o.model.hidden = 32;
+  o.model.heads = 2;
+  o.model.seq_len = seq_len;
+  o.model.vocab = vocab;
+  o.microbatches = 4;
+  o.microbatch_size = 2;
+  o.steps = 3;
+  o.lr = 3e-3;
+  o.data = "file";
+  o.data_file = train_path;
+  o.text.eval_file = eval_path;
+  o.eval_every = 2;
+  return o;
+}
+
+// The mean loss of the model with `parameters` over every consecutive window of `tokens`,
+// computed here layer by layer on the whole model (no pipeline, no eval pieces).
+double loss_by_hand(const train_options& o, const std::vector<std::pair<std::string, tensor_box>>& parameters,
+                    const std::vector<std::int64_t>& tokens) {
+  const model_definition m = make_model(o);
+  built_layers built = build_all_layers(m);
+  std::map<std::string, at::Tensor> given;
+  for (const auto& [name, value] : parameters) given[name] = unbox(value);
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < m.layers.size(); ++i)
+    for (const auto& p : built.modules[i].ptr()->named_parameters()) {
+      const auto it = given.find(m.layers[i].prefix() + p.key());
+      if (it != given.end()) p.value().copy_(it->second);
+    }
+  const std::int64_t windows = (static_cast<std::int64_t>(tokens.size()) - 1) / seq_len;
+  const at::Tensor all = torch::tensor(tokens, at::kLong);
+  std::vector<at::Tensor> xs, ys;
+  for (std::int64_t w = 0; w < windows; ++w) {
+    xs.push_back(all.slice(0, w * seq_len, w * seq_len + seq_len));
+    ys.push_back(all.slice(0, w * seq_len + 1, w * seq_len + seq_len + 1));
+  }
+  at::Tensor h = torch::stack(xs);
+  for (std::size_t i = 0; i < m.layers.size(); ++i)
+    h = m.layers[i].forward ? m.layers[i].forward(built.modules[i], h) : built.modules[i].forward(h);
+  return torch::nn::functional::cross_entropy(h.reshape({-1, vocab}), torch::stack(ys).reshape({-1})).item<double>();
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("the GPT's evaluation on a held-out token file: every window once, the loss of the trained model",
+                "[actors][runtime][eval]") {
+  const token_file train("train", 4000, vocab, 7);
+  // 5 windows of 16 tokens (and 3 tokens past the last): microbatches of 2 rows, the third
+  // padded with a row of -100 targets.
+  const token_file val("val", 5 * seq_len + 1 + 3, vocab, 99);
+  train_options o = eval_options(train.path, val.path);
+
+  const train_result ran = run_pipeline(o);
+  CATCH_REQUIRE(ran.evals.size() == 2);  // after step 2, and after the last (3)
+  CATCH_CHECK(ran.evals[0].step == 2);
+  CATCH_CHECK(ran.evals[1].step == 3);
+  const eval_record& last = ran.evals.back();
+  // Kept: each target's loss, [rows, seq_len], and the targets in window order.
+  CATCH_REQUIRE(last.output_shape == std::vector<std::int64_t>{6, seq_len});
+  CATCH_REQUIRE(last.targets.size() == 6u * seq_len);
+  for (int w = 0; w < 5; ++w)
+    for (int t = 0; t < seq_len; ++t) CATCH_REQUIRE(last.targets[w * seq_len + t] == val.tokens[w * seq_len + t + 1]);
+  for (int t = 0; t < seq_len; ++t) CATCH_REQUIRE(last.targets[5 * seq_len + t] == -100);
+  // The loss: of the final parameters, over the 80 targets, as computed by hand.
+  const std::vector<std::int64_t> covered(val.tokens.begin(), val.tokens.begin() + 5 * seq_len + 1);
+  const double by_hand = loss_by_hand(o, ran.parameters, covered);
+  CATCH_CHECK(std::abs(last.loss - by_hand) <= 1e-5 * by_hand);
+  CATCH_REQUIRE(last.metrics.size() == 1);
+  CATCH_CHECK(last.metrics[0].first == "perplexity");
+  CATCH_CHECK(std::abs(last.metrics[0].second - std::exp(last.loss)) <= 1e-9 * std::exp(last.loss));
+  // Trained on a file of the same kind, the model does better on it after 3 steps than after 2.
+  CATCH_CHECK(last.loss < ran.evals[0].loss);
+
+  // The same bits on every schedule and partition; the reference within rounding.
+  for (const auto& [schedule, stages, chunks] : {std::tuple<const char*, int, int>{"zbv", 2, 2}, {"interleaved", 2, 2},
+                                                 {"gpipe", 4, 1}}) {
+    CATCH_INFO(schedule << ", " << stages << " stages x " << chunks);
+    train_options other = o;
+    other.schedule = schedule;
+    other.stages = stages;
+    other.chunks = chunks;
+    const train_result r = run_pipeline(other);
+    CATCH_REQUIRE(r.evals.size() == 2);
+    CATCH_CHECK(r.evals[0].loss == ran.evals[0].loss);
+    CATCH_CHECK(r.evals[1].loss == last.loss);
+    CATCH_CHECK(r.evals[1].outputs == last.outputs);
+  }
+  train_options alone = o;
+  alone.no_pipeline = true;
+  const train_result reference = run_reference(alone);
+  CATCH_REQUIRE(reference.evals.size() == 2);
+  CATCH_CHECK(std::abs(reference.evals[1].loss - last.loss) <= 1e-5 * last.loss);
+
+  // The first N microbatches only; no more than the file holds.
+  train_options first = o;
+  first.eval_microbatches = 2;
+  const train_result two = run_pipeline(first);
+  CATCH_REQUIRE(two.evals.back().output_shape == std::vector<std::int64_t>{4, seq_len});
+  const std::vector<std::int64_t> four(val.tokens.begin(), val.tokens.begin() + 4 * seq_len + 1);
+  CATCH_CHECK(std::abs(two.evals.back().loss - loss_by_hand(o, two.parameters, four)) <= 1e-5 * two.evals.back().loss);
+  first.eval_microbatches = 4;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(first),
+                          "--eval-microbatches=4 is more than --eval-file '" + val.path + "' holds: 5 windows of --seq-len 16 "
+                          "tokens make 3 microbatches of 2");
+}
+
+CATCH_TEST_CASE("the GPT on synthetic data evaluates on held-out sequences of its source", "[actors][runtime][eval]") {
+  train_options o;
+  o.model.layers = 2;
+  o.model.hidden = 32;
+  o.model.heads = 2;
+  o.model.seq_len = seq_len;
+  o.model.vocab = vocab;
+  o.microbatches = 4;
+  o.microbatch_size = 2;
+  o.steps = 4;
+  o.lr = 3e-3;
+  o.eval_every = 2;  // alone, it turns evaluation on: --microbatches (4) microbatches
+  const train_result r = run_pipeline(o);
+  CATCH_REQUIRE(r.evals.size() == 2);
+  CATCH_CHECK(r.evals[0].output_shape == std::vector<std::int64_t>{8, seq_len});
+  // Held out: none of its sequences is a training sample's (the first 4 steps' 32).
+  const model_definition m = make_model(o);
+  std::vector<at::Tensor> trained;
+  for (int step = 0; step < 4; ++step)
+    for (int mb = 0; mb < 4; ++mb) trained.push_back(unbox(m.data(step, mb).targets));
+  const at::Tensor held = unbox(m.eval_data(0, 0).targets);
+  int same = 0;
+  for (const at::Tensor& t : trained)
+    for (int row = 0; row < 2; ++row)
+      for (int other = 0; other < 2; ++other) same += torch::equal(held[row], t[other]);
+  CATCH_CHECK(same == 0);
+  // Each pass reads the same sequences.
+  CATCH_CHECK(torch::equal(unbox(m.eval_data(0, 1).inputs), unbox(make_model(o).eval_data(7, 1).inputs)));
+  CATCH_CHECK(r.evals[1].loss < r.evals[0].loss);
+  CATCH_CHECK(r.evals[1].loss < std::log(static_cast<double>(vocab)));
+
+  train_options sized = o;
+  sized.eval_every = 0;
+  sized.eval_microbatches = 3;  // alone too: after the last step
+  const train_result three = run_pipeline(sized);
+  CATCH_REQUIRE(three.evals.size() == 1);
+  CATCH_CHECK(three.evals[0].step == 4);
+  CATCH_CHECK(three.evals[0].output_shape == std::vector<std::int64_t>{6, seq_len});
+  // Neither number: no evaluation, as before.
+  sized.eval_microbatches = 0;
+  CATCH_CHECK(run_pipeline(sized).evals.empty());
+}
+
+CATCH_TEST_CASE("the GPT's evaluation refuses what it cannot read, naming the flag", "[actors][runtime][eval][errors]") {
+  const token_file train("train_errors", 2000, vocab, 3);
+  train_options o = eval_options(train.path, "/nonexistent/val.bin");
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--eval-file '/nonexistent/val.bin' does not exist");
+  const token_file short_file("short", seq_len, vocab, 4);  // one token short of a window
+  o.text.eval_file = short_file.path;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--eval-file '" + short_file.path + "' holds 16 uint16 tokens: one sample of "
+                                           "--seq-len 16 needs 17");
+  const token_file wide("wide", 100, 1000, 5);  // token ids past --vocab 64
+  o.text.eval_file = wide.path;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("--eval-file: data file '" + wide.path + "' token ") &&
+                                               Contains("(--vocab 64; a .bin file holds token ids below it)"));
+  o.text.eval_file.clear();
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--eval-every with --data-file needs --eval-file: a held-out token file (e.g. "
+                                           "nanoGPT's val.bin)");
+  o.eval_every = 0;
+  o.eval_microbatches = -1;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--eval-microbatches=-1 must be >= 0");
+}
