@@ -84,6 +84,7 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   add("warmup_steps", o.warmup_steps);
   add("min_lr_ratio", o.min_lr_ratio);
   add("lr_decay_style", o.lr_decay_style);
+  add("lr_decay_steps", o.lr_decay_steps);
   add("grad_clip", o.grad_clip);
   add("weight_decay", o.weight_decay);
   add("adam_beta1", o.adam_beta1);

@@ -353,7 +353,8 @@ void supervisor::maybe_step_optimizers() {
     return;
   }
   const auto& o = ctx_->options;
-  st_.lr = lr_at(st_.step, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio, parse_lr_decay(o.lr_decay_style));
+  st_.lr = lr_at(st_.step, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio, parse_lr_decay(o.lr_decay_style),
+                 o.lr_decay_steps);
   const double coef = clip_coefficient(st_.grad_norm, o.grad_clip);
   // Parameters that are kept after this step (its checkpoint, the run's end, a stop asked for)
   // are checked: an update can overflow where the loss and the norm were still finite.

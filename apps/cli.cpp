@@ -259,6 +259,10 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
       {"--seq-len", &train_cli_options::seq_len, "Sequence length in tokens [default: 64]"},
       {"--vocab", &train_cli_options::vocab, "Vocabulary size [default: 256]"},
       {"--warmup-steps", &train_cli_options::warmup_steps, "Linear learning-rate warm-up steps [default: 5]"},
+      {"--lr-decay-steps", &train_cli_options::lr_decay_steps,
+       "The step the learning rate's decay reaches --min-lr-ratio x --lr at, then stays there (Megatron's "
+       "--lr-decay-iters); past --steps the run ends mid-decay, and a --resume with more --steps goes on along it "
+       "[default: --steps]"},
   };
   for (const auto& f : int_flags) t->add_option(f.name, tr.*f.field, f.help);
   t->add_option("--bucket-mb", tr.bucket_mb, "With --dp: MiB of gradients per sync bucket [default: 4]");
@@ -273,10 +277,10 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
   t->add_option("--grad-clip", tr.grad_clip, "Clip the global gradient norm to this (0 = off) [default: 1]");
   t->add_option("--weight-decay", tr.weight_decay, "AdamW weight decay on matrices (lr x weight decay below 1) [default: 0.1]");
   t->add_option("--min-lr-ratio", tr.min_lr_ratio,
-                "Where the learning rate's decay ends at the last step, as a fraction of --lr (0 to 1) "
+                "Where the learning rate's decay ends (at --lr-decay-steps), as a fraction of --lr (0 to 1) "
                 "[default: 0.1]");
   t->add_option("--lr-decay-style", tr.lr_decay_style,
-                "How the learning rate falls after the warm-up to --min-lr-ratio x --lr at the last step: linear, "
+                "How the learning rate falls after the warm-up to --min-lr-ratio x --lr at --lr-decay-steps: linear, "
                 "cosine or constant [default: linear]");
   t->add_option("--adam-beta1", tr.adam_beta1, "AdamW's decay of the gradient's running mean [default: 0.9]");
   t->add_option("--adam-beta2", tr.adam_beta2, "AdamW's decay of the squared gradient's running mean [default: 0.95]");
@@ -545,7 +549,7 @@ std::string unknown_flag_text(CLI::App& app, int argc, const char* const* argv) 
         {"--lr-warmup-iters", "--warmup-steps"},
         {"--clip-grad", "--grad-clip"},
         {"--adam-epsilon", "--adam-eps"},
-        {"--lr-decay-iters", "--lr-decay-style (the decay ends at the last of --steps)"},
+        {"--lr-decay-iters", "--lr-decay-steps"},
         {"--min-lr", "--min-lr-ratio (a fraction of --lr: Megatron's --min-lr is --lr x --min-lr-ratio)"},
         {"--save-interval", "--save-every"},
         {"--load", "--resume"},

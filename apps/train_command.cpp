@@ -159,7 +159,8 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
        {"--min-lr-ratio", "min_lr_ratio", o.min_lr_ratio.has_value()},
        {"--adam-beta1", "adam_beta1", o.adam_beta1.has_value()}, {"--adam-beta2", "adam_beta2", o.adam_beta2.has_value()},
        {"--adam-eps", "adam_eps", o.adam_eps.has_value()},
-       {"--lr-decay-style", "lr_decay_style", o.lr_decay_style.has_value()}});
+       {"--lr-decay-style", "lr_decay_style", o.lr_decay_style.has_value()},
+       {"--lr-decay-steps", "lr_decay_steps", o.lr_decay_steps.has_value()}});
   std::set<std::string> config_keys;  // what the config file sets (read once: it may be a pipe)
   job_config c = o.config_path.empty() ? default_job() : load_config_file(o.config_path, &config_keys);
   apply_overrides(c, o.overrides);
@@ -226,6 +227,9 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   set("seq_len", o.seq_len);
   set("vocab", o.vocab);
   set("warmup_steps", o.warmup_steps);
+  if (o.lr_decay_steps && *o.lr_decay_steps < 0)  // by the flag's name (the rule below names its key)
+    throw std::invalid_argument(lr_decay_steps_error(*o.lr_decay_steps, 0));
+  set("lr_decay_steps", o.lr_decay_steps);
   set("seed", o.seed);
   if (o.lr) apply_override(c, "lr", printf_text("%.17g", *o.lr));
   // BERT does not learn at the GPT's 3e-3 (its loss stays at chance): its own default.
@@ -291,10 +295,19 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
                                                      (c.num_microbatches == 1 ? " microbatch does)" : " microbatches do)")
                                                : ""));
   }
-  if (c.lr_decay_style == "constant" && (o.min_lr_ratio || set_by_user("min_lr_ratio") || config_keys.count("min_lr_ratio")))
-    unused.push_back(std::string(o.min_lr_ratio ? "--min-lr-ratio" : "min_lr_ratio") + " is where a decay ends, and " +
-                     (o.lr_decay_style ? "--lr-decay-style constant" : "lr_decay_style=constant") +
-                     " has none: it does not apply");
+  for (const auto& [flag, key, given, what] :
+       {std::tuple<const char*, const char*, bool, const char*>{"--min-lr-ratio", "min_lr_ratio", o.min_lr_ratio.has_value(),
+                                                                "where a decay ends"},
+        {"--lr-decay-steps", "lr_decay_steps", o.lr_decay_steps.has_value(), "when a decay ends"}})
+    if (c.lr_decay_style == "constant" && (given || set_by_user(key) || config_keys.count(key)))
+      unused.push_back(std::string(given ? flag : key) + " is " + what + ", and " +
+                       (o.lr_decay_style ? "--lr-decay-style constant" : "lr_decay_style=constant") +
+                       " has none: it does not apply");
+  // Past the warm-up, by the flags' names where the decay's end is a flag (the config's rule
+  // names the keys).
+  if (o.lr_decay_steps)
+    if (const std::string why = lr_decay_steps_error(c.lr_decay_steps, c.warmup_steps); !why.empty())
+      throw std::invalid_argument(why);
   if (o.no_pipeline) {
     // The reference runs the whole model on one thread: the pipeline's shape (stages, chunks,
     // schedule) does not apply, so its rules must not refuse, e.g., one microbatch.
@@ -376,6 +389,7 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.weight_decay = c.weight_decay;
   t.min_lr_ratio = c.min_lr_ratio;
   t.lr_decay_style = c.lr_decay_style;
+  t.lr_decay_steps = c.lr_decay_steps;
   t.adam_beta1 = c.adam_beta1;
   t.adam_beta2 = c.adam_beta2;
   t.adam_eps = c.adam_eps;
@@ -820,7 +834,8 @@ std::string own_loops_in_run(const train_options& t) {
 // AdamW's settings and the learning rate's schedule as this run trains with them (flags,
 // config and defaults resolved): "AdamW, betas 0.9 / 0.95, eps 1e-08, weight decay 0.1 (tensors
 // of 2+ dimensions); lr 0.003, warm-up 5 steps, linear decay to 0.1 x lr at step 60; gradient norm
-// clipped at 1".
+// clipped at 1" (a decay that ends before the last step: "... at step 40 (held there to step
+// 60)"; after it: "... at step 100 (this run ends before it, at lr 0.00162)").
 std::string describe_optimizer(const train_options& t) {
   const lr_decay style = parse_lr_decay(t.lr_decay_style);
   std::string s = "AdamW, betas " + number_text(t.adam_beta1) + " / " + number_text(t.adam_beta2) + ", eps " +
@@ -828,11 +843,18 @@ std::string describe_optimizer(const train_options& t) {
                   (t.weight_decay > 0 ? " (tensors of 2+ dimensions)" : "") + "; lr " + number_text(t.lr);
   if (t.warmup_steps > 0)
     s += ", warm-up " + std::to_string(t.warmup_steps) + (t.warmup_steps == 1 ? " step" : " steps");
-  if (t.warmup_steps + 1 >= t.steps || style == lr_decay::constant)
+  const int end = t.lr_decay_steps > 0 ? t.lr_decay_steps : t.steps;  // the step the decay ends at
+  if (t.warmup_steps + 1 >= end || style == lr_decay::constant) {
     s += t.warmup_steps >= t.steps ? "" : ", then constant";
-  else
+  } else {
     s += std::string(", ") + lr_decay_name(style) + " decay to " + number_text(t.min_lr_ratio) + " x lr at step " +
-         std::to_string(t.steps);
+         std::to_string(end);
+    if (end < t.steps)
+      s += " (held there to step " + std::to_string(t.steps) + ")";
+    else if (end > t.steps)
+      s += " (this run ends before it, at lr " +
+           number_text(lr_at(t.steps - 1, t.lr, t.warmup_steps, t.steps, t.min_lr_ratio, style, t.lr_decay_steps)) + ")";
+  }
   s += t.grad_clip > 0 ? "; gradient norm clipped at " + number_text(t.grad_clip) : "; no gradient clipping";
   return s;
 }

@@ -21,7 +21,7 @@ struct train_cli_options {
   std::optional<int> stages, chunks, microbatches, microbatch_size, batch_size, steps;
   std::optional<int> dp, zero;    // data-parallel replicas, ZeRO stage
   std::optional<double> bucket_mb;  // gradient bucket size
-  std::optional<int> layers, hidden, heads, seq_len, vocab, warmup_steps;
+  std::optional<int> layers, hidden, heads, seq_len, vocab, warmup_steps, lr_decay_steps;
   std::optional<std::uint64_t> seed;
   std::optional<double> lr, grad_clip, weight_decay, min_lr_ratio, adam_beta1, adam_beta2, adam_eps;
   std::optional<std::string> lr_decay_style;

@@ -69,6 +69,7 @@ const std::vector<field>& fields() {
       {"weight_decay", &job_config::weight_decay},
       {"min_lr_ratio", &job_config::min_lr_ratio},
       {"lr_decay_style", &job_config::lr_decay_style},
+      {"lr_decay_steps", &job_config::lr_decay_steps},
       {"adam_beta1", &job_config::adam_beta1},
       {"adam_beta2", &job_config::adam_beta2},
       {"adam_eps", &job_config::adam_eps},
@@ -89,9 +90,8 @@ const std::vector<field>& fields() {
   if (as_key == "min_lr")
     throw std::invalid_argument("unknown config key '" + key + "' (the floor is min_lr_ratio, a fraction of lr: " +
                                 "Megatron's min_lr is lr x min_lr_ratio)");
-  if (as_key == "lr_decay_iters" || as_key == "lr_decay_steps")
-    throw std::invalid_argument("unknown config key '" + key + "' (the decay ends at the last of steps; its shape is " +
-                                "lr_decay_style)");
+  if (as_key == "lr_decay_iters")
+    throw std::invalid_argument("unknown config key '" + key + "' (Megatron's lr_decay_iters: the key is lr_decay_steps)");
   for (const field& f : fields())
     if (as_key == f.name)
       throw std::invalid_argument("unknown config key '" + key + "' (a flag's name: its key is '" + as_key + "')");
@@ -564,6 +564,10 @@ void resolve_rules(job_config& c, bool plan_from_file, bool batch_sizes_optional
   if (!(c.adam_eps >= std::numeric_limits<float>::min() && c.adam_eps <= std::numeric_limits<float>::max()))
     fail("adam_eps=" + shown(c.adam_eps) + " must be a number > 0 within a float's normal range, 1.18e-38 to 3.4e38");
   require_not_negative("warmup_steps", c.warmup_steps, "no warm-up");
+  require_not_negative("lr_decay_steps", c.lr_decay_steps, "the last of steps");
+  if (c.lr_decay_steps > 0 && static_cast<long long>(c.lr_decay_steps) <= static_cast<long long>(c.warmup_steps) + 1)
+    fail("lr_decay_steps=" + str(c.lr_decay_steps) + " leaves no step to decay over after warmup_steps=" +
+         str(c.warmup_steps) + ": at least " + str(static_cast<long long>(c.warmup_steps) + 2));
   if (c.warmup_steps > c.steps) {
     std::string note = "warmup_steps=" + str(c.warmup_steps) + " exceeds steps=" + str(c.steps) +
                        ": the learning rate never reaches lr";

@@ -54,6 +54,7 @@ struct job_config {
   double weight_decay = 0.1;
   double min_lr_ratio = 0.1;  // the decay's floor, a fraction of lr
   std::string lr_decay_style = "linear";  // linear | cosine | constant
+  int lr_decay_steps = 0;  // the step the decay reaches its floor at (0: steps)
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.95;
   double adam_eps = 1e-8;
@@ -124,7 +125,7 @@ int microbatches_of_batch(int batch_size);
 // - training: steps >= 1, lr > 0, grad_clip >= 0, weight_decay >= 0, min_lr_ratio in [0, 1],
 //   lr_decay_style linear, cosine or constant,
 //   adam_beta1 and adam_beta2 in [0, 1), adam_eps > 0 (a normal float), warmup_steps >= 0 (a note when
-//   warmup_steps > steps).
+//   warmup_steps > steps), lr_decay_steps 0 or past warmup_steps + 1.
 // - batching (batch_size B, num_microbatches M, microbatch_size m, global_batch_size G; none
 //   may be negative; 0 = not given):
 //   1. B not given but G given: B = G / dp (G must be a multiple of dp).

@@ -69,6 +69,8 @@ nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pendi
           {"warmup_steps", o.warmup_steps},
           {"min_lr_ratio", o.min_lr_ratio},
           {"lr_decay_style", o.lr_decay_style},
+          // The step the decay ends at, as the run trained (its --steps when not given).
+          {"lr_decay_steps", o.lr_decay_steps > 0 ? o.lr_decay_steps : o.steps},
           {"grad_clip", o.grad_clip},
           {"weight_decay", o.weight_decay},
           {"adam_beta1", o.adam_beta1},
@@ -136,7 +138,20 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   compare("min_lr_ratio", o.min_lr_ratio);
   // A checkpoint from before the style could be chosen decayed linearly.
   compare_or_was("lr_decay_style", "linear", o.lr_decay_style);
-  compare("steps", o.steps);
+  // Where the decay ends (a checkpoint from before it could be set: at its run's steps). A
+  // resume that gives the same end trains on the schedule the interrupted run was on, whatever
+  // --steps it is given: no change to name. Where both follow their --steps, the steps say it.
+  {
+    const auto saved_steps = meta.find("steps"), saved_end = meta.find("lr_decay_steps");
+    const nlohmann::json was = saved_end != meta.end() ? *saved_end : saved_steps != meta.end() ? *saved_steps : nlohmann::json();
+    const int now = o.lr_decay_steps > 0 ? o.lr_decay_steps : o.steps;
+    const bool number = was.is_number_integer();
+    const bool both_follow_steps = o.lr_decay_steps == 0 && saved_steps != meta.end() && was == *saved_steps;
+    if (number && was.get<long long>() != now && !both_follow_steps)
+      out.push_back("lr_decay_steps " + shown(was) + (saved_end == meta.end() ? " (before it was saved)" : "") + " -> " +
+                    std::to_string(now));
+    if (!(o.lr_decay_steps > 0 && number && was.get<long long>() == now)) compare("steps", o.steps);
+  }
   compare("grad_clip", o.grad_clip);
   compare("weight_decay", o.weight_decay);
   // A checkpoint from before they could be set ran AdamW at these.

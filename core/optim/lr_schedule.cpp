@@ -44,11 +44,24 @@ std::string optimizer_setting_error(const std::string& flag, double value) {
 
 // Warm-up: lr = base_lr * (step + 1) / warmup_steps for step < warmup_steps, so step 0 already
 // trains (at base_lr / warmup_steps) and step warmup_steps - 1 reaches base_lr.
-// Decay: from base_lr at step warmup_steps down to base_lr * min_ratio at step total_steps - 1,
-// linearly or along a half cosine (Megatron's and nanoGPT's: min + (1 - min) x (1 + cos(pi x
-// progress)) / 2); constant stays at base_lr. When no decay step is left after the warm-up
-// (total_steps == 1, or warmup_steps >= total_steps - 1) the post-warm-up steps use base_lr.
-double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double min_ratio, lr_decay style) {
+// Decay: from base_lr at step warmup_steps down to base_lr * min_ratio at step end - 1 (end:
+// decay_steps, else total_steps), then held there; linearly or along a half cosine (Megatron's
+// and nanoGPT's: min + (1 - min) x (1 + cos(pi x progress)) / 2); constant stays at base_lr.
+// When no decay step is left after the warm-up (total_steps == 1, or warmup_steps >=
+// total_steps - 1, without decay_steps) the post-warm-up steps use base_lr.
+std::string lr_decay_steps_error(int decay_steps, int warmup_steps) {
+  if (decay_steps < 0)
+    return "--lr-decay-steps must be >= 0 (0 = the decay ends at the last of --steps): got " + std::to_string(decay_steps);
+  if (decay_steps > 0 && static_cast<long long>(decay_steps) <= static_cast<long long>(warmup_steps) + 1)
+    return "--lr-decay-steps " + std::to_string(decay_steps) + " leaves no step to decay over after --warmup-steps " +
+           std::to_string(warmup_steps) + ": the decay runs from step " + std::to_string(warmup_steps + 1) +
+           " (the first at the full --lr) to the step it names, so at least " +
+           std::to_string(static_cast<long long>(warmup_steps) + 2);
+  return "";
+}
+
+double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double min_ratio, lr_decay style,
+             int decay_steps) {
   if (step < 0) throw std::invalid_argument("lr_at: step=" + std::to_string(step) + " must be >= 0");
   if (!(base_lr >= 0) || !std::isfinite(base_lr))
     throw std::invalid_argument("lr_at: base_lr=" + number_text(base_lr) + " must be a finite number >= 0");
@@ -65,10 +78,14 @@ double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double
   if (style != lr_decay::linear && style != lr_decay::cosine && style != lr_decay::constant)
     throw std::invalid_argument("lr_at: style=" + std::to_string(static_cast<int>(style)) + " is no lr_decay");
 
+  if (const std::string why = lr_decay_steps_error(decay_steps, warmup_steps); !why.empty())
+    throw std::invalid_argument("lr_at: " + why);
+
   if (step < warmup_steps) return base_lr * (static_cast<double>(step) + 1) / warmup_steps;
-  const int decay_steps = total_steps - 1 - warmup_steps;  // steps after the first full-lr step
-  if (decay_steps <= 0 || style == lr_decay::constant) return base_lr;
-  const double progress = static_cast<double>(step - warmup_steps) / decay_steps;  // 0 .. 1
+  const int end = decay_steps > 0 ? decay_steps : total_steps;
+  const int span = end - 1 - warmup_steps;  // steps after the first full-lr step, to the floor
+  if (span <= 0 || style == lr_decay::constant) return base_lr;
+  const double progress = std::min(1.0, static_cast<double>(step - warmup_steps) / span);  // 0 .. 1, then 1
   if (style == lr_decay::cosine) return base_lr * (min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + std::cos(M_PI * progress)));
   return base_lr * (1.0 - (1.0 - min_ratio) * progress);
 }

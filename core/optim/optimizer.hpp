@@ -71,9 +71,17 @@ lr_decay parse_lr_decay(const std::string& text);
 std::string optimizer_setting_error(const std::string& flag, double value);
 
 // Linear warm-up from 0 to base_lr over warmup_steps, then the decay `style` to
-// base_lr * min_ratio at total_steps. step counts from 0.
+// base_lr * min_ratio at step decay_steps (counted from 1, as --steps; 0: total_steps), and
+// there it stays to the end of the run (Megatron's --lr-decay-iters, nanoGPT's lr_decay_iters).
+// A decay_steps past total_steps ends the run mid-decay, as its first part of a longer schedule
+// (a run resumed with more --steps goes on along it). step counts from 0. std::invalid_argument
+// for a decay_steps below 0, or one that leaves no step to decay over (<= warmup_steps + 1);
+// lr_decay_steps_error says why in the flags' words.
 double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double min_ratio = 0.1,
-             lr_decay style = lr_decay::linear);
+             lr_decay style = lr_decay::linear, int decay_steps = 0);
+// "" when decay_steps suits warmup_steps (0, or past warmup_steps + 1), else the line that
+// refuses it, naming --lr-decay-steps and --warmup-steps.
+std::string lr_decay_steps_error(int decay_steps, int warmup_steps);
 
 // Clip coefficient for a global gradient norm: min(1, max_norm / (norm + 1e-6)); 1 when
 // max_norm <= 0 (clipping off).

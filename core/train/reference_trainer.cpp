@@ -134,7 +134,7 @@ train_result train_reference(const train_options& o, reference_progress& p) {
     sm.loss = loss / M;
     sm.grad_norm = std::sqrt(opt.grad_sq_sum());
     if (const std::string why = divergence_error(k, losses, sm.grad_norm); !why.empty()) throw std::runtime_error(why);
-    sm.lr = lr_at(k, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio, parse_lr_decay(o.lr_decay_style));
+    sm.lr = lr_at(k, o.lr, o.warmup_steps, o.steps, o.min_lr_ratio, parse_lr_decay(o.lr_decay_style), o.lr_decay_steps);
     const double coef = clip_coefficient(sm.grad_norm, o.grad_clip);
     opt.step(sm.lr, coef);  // <= 1: 1 reads the gradients as they are
     opt.zero_grad();

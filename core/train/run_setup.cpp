@@ -80,6 +80,7 @@ void check_train_options(const train_options& o) {
                                     {"--adam-eps", o.adam_eps}})
     if (const std::string why = optimizer_setting_error(flag, value); !why.empty()) need(false, why);
   parse_lr_decay(o.lr_decay_style);  // names the flag and the value
+  if (const std::string why = lr_decay_steps_error(o.lr_decay_steps, o.warmup_steps); !why.empty()) need(false, why);
   need(o.step_timeout_s > 0 && o.step_timeout_s <= max_timeout_s,
        "--step-timeout must be > 0 and at most " + number_text(max_timeout_s) + " seconds: got " +
            number_text(o.step_timeout_s));

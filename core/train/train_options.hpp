@@ -52,6 +52,9 @@ struct train_options {
   int warmup_steps = 0;
   double min_lr_ratio = 0.1;  // the decay's floor, a fraction of lr (core/optim/optimizer.hpp: lr_at)
   std::string lr_decay_style = "linear";  // after the warm-up: linear, cosine or constant
+  // The step the decay reaches lr x min_lr_ratio at, counted from 1 (0: steps); the lr stays
+  // there after it. Past steps, the run ends mid-decay (the first part of a longer schedule).
+  int lr_decay_steps = 0;
   double grad_clip = 1.0;
   double weight_decay = 0.1;
   // AdamW's moment decays and the denominator's epsilon (core/optim/optimizer.hpp).

@@ -281,6 +281,95 @@ CATCH_TEST_CASE("train decays the learning rate linearly, along a cosine or not 
   std::remove(metrics.c_str());
 }
 
+// --lr-decay-steps (Megatron's --lr-decay-iters): the decay ends there and the rate stays at
+// the floor; past --steps the run is the first part of a longer one, which a resume with the
+// same --lr-decay-steps and more --steps goes on as the straight run.
+CATCH_TEST_CASE("train ends the learning rate's decay at --lr-decay-steps, and a resume goes on along it",
+                "[apps][train][checkpoint]") {
+  const std::string metrics = temp_path(".jsonl"), dir = temp_path(".ckpt"), straight = temp_path(".safetensors"),
+                    resumed = temp_path(".safetensors"), config = temp_path(".json");
+  const auto lrs = [&] {
+    std::vector<double> out;
+    std::ifstream lines(metrics);
+    for (std::string line; std::getline(lines, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("lr")) out.push_back(j["lr"].get<double>());
+    }
+    return out;
+  };
+  const std::vector<std::string> run = with({"--warmup-steps", "1", "--lr", "0.004", "--min-lr-ratio", "0.25"}, tiny);
+  auto early = cli(with({"train", "--steps", "6", "--lr-decay-steps", "4", "--metrics", metrics}, run));
+  CATCH_REQUIRE(early.code == 0);
+  CATCH_CHECK_THAT(early.out, Contains("; lr 0.004, warm-up 1 step, linear decay to 0.25 x lr at step 4 (held there to "
+                                       "step 6);"));
+  const std::vector<double> by_flag = lrs();
+  CATCH_REQUIRE(by_flag.size() == 6);
+  for (int step = 0; step < 6; ++step) {
+    CATCH_CAPTURE(step);
+    CATCH_CHECK(by_flag[step] == Approx(lr_at(step, 0.004, 1, 6, 0.25, lr_decay::linear, 4)).epsilon(1e-12));
+  }
+  CATCH_CHECK(by_flag[3] == Approx(0.001));
+  CATCH_CHECK(by_flag[5] == Approx(0.001));
+  // The same from a config's key and from --set.
+  std::ofstream(config) << R"({"lr_decay_steps": 4, "pp": 2})";
+  CATCH_REQUIRE(cli(with({"train", "--config", config, "--steps", "6", "--metrics", metrics}, run)).code == 0);
+  CATCH_CHECK(lrs() == by_flag);
+  CATCH_REQUIRE(cli(with({"train", "--set", "lr_decay_steps=4", "--steps", "6", "--metrics", metrics}, run)).code == 0);
+  CATCH_CHECK(lrs() == by_flag);
+
+  // Past --steps: three steps of a six-step schedule, then the other three from its checkpoint.
+  auto whole = cli(with({"train", "--steps", "6", "--lr-decay-steps", "6", "--save-final", straight}, run));
+  CATCH_REQUIRE(whole.code == 0);
+  auto first = cli(with({"train", "--steps", "3", "--lr-decay-steps", "6", "--save-dir", dir}, run));
+  CATCH_REQUIRE(first.code == 0);
+  CATCH_CHECK_THAT(first.out, Contains("linear decay to 0.25 x lr at step 6 (this run ends before it, at lr 0.00325);"));
+  const std::string log = temp_path(".log");
+  auto rest = cli(with({"train", "--steps", "6", "--lr-decay-steps", "6", "--resume", dir, "--save-final", resumed,
+                        "--log-file", log},
+                       run));
+  CATCH_REQUIRE(rest.code == 0);
+  CATCH_CHECK(read_text(log).find("warning") == std::string::npos);  // the schedule it was on: no change to name
+  CATCH_CHECK(read_bytes(resumed) == read_bytes(straight));
+  {
+    std::ifstream manifest(dir + "/step-00000003/manifest.json");
+    CATCH_CHECK(nlohmann::json::parse(manifest)["meta"]["lr_decay_steps"] == 6);
+  }
+  // --steps alone stretches the decay: said.
+  std::remove(log.c_str());
+  auto stretched = cli(with({"train", "--steps", "8", "--lr-decay-steps", "8", "--resume", dir + "/step-00000003",
+                             "--log-file", log},
+                            run));
+  CATCH_REQUIRE(stretched.code == 0);
+  CATCH_CHECK_THAT(read_text(log), Contains("continues a run with other settings: lr_decay_steps 6 -> 8, steps 3 -> 8; "
+                                            "steps 4..8 train as this run's settings say"));
+  std::remove(log.c_str());
+  auto alone = cli(with({"train", "--steps", "8", "--resume", dir + "/step-00000003", "--log-file", log}, run));
+  CATCH_REQUIRE(alone.code == 0);
+  CATCH_CHECK_THAT(read_text(log), Contains("continues a run with other settings: lr_decay_steps 6 -> 8, steps 3 -> 8;"));
+
+  // What is refused, by the flag's name; constant has no decay to end.
+  auto negative = cli(with({"train", "--lr-decay-steps", "-1"}, run));
+  CATCH_CHECK(negative.code == 2);
+  CATCH_CHECK_THAT(negative.err, Contains("--lr-decay-steps must be >= 0 (0 = the decay ends at the last of --steps): "
+                                          "got -1"));
+  auto inside = cli(with({"train", "--lr-decay-steps", "3", "--warmup-steps", "2"}, tiny));
+  CATCH_CHECK(inside.code == 2);
+  CATCH_CHECK_THAT(inside.err, Contains("--lr-decay-steps 3 leaves no step to decay over after --warmup-steps 2: the "
+                                        "decay runs from step 3 (the first at the full --lr) to the step it names, so at "
+                                        "least 4"));
+  auto key = cli(with({"train", "--set", "lr_decay_steps=3", "--warmup-steps", "2"}, tiny));
+  CATCH_CHECK(key.code == 2);
+  CATCH_CHECK_THAT(key.err, Contains("lr_decay_steps=3 leaves no step to decay over after warmup_steps=2: at least 4"));
+  auto constant = cli(with({"train", "--steps", "2", "--lr-decay-steps", "5", "--lr-decay-style", "constant"}, run));
+  CATCH_CHECK(constant.code == 0);
+  CATCH_CHECK_THAT(constant.out, Contains("note: --lr-decay-steps is when a decay ends, and --lr-decay-style constant has "
+                                          "none: it does not apply\n"));
+  auto megatron = cli(with({"train", "--lr-decay-iters", "5"}, tiny));
+  CATCH_CHECK_THAT(megatron.err, Contains("unknown flag '--lr-decay-iters' (did you mean --lr-decay-steps?)"));
+  for (const auto& path : {metrics, straight, resumed, config, log}) std::remove(path.c_str());
+  std::filesystem::remove_all(dir);
+}
+
 CATCH_TEST_CASE("train notes intra-op threads past the CPUs, not one thread per rank", "[apps][train]") {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);

@@ -207,10 +207,12 @@ CATCH_TEST_CASE("config_to_json round-trips through config_from_json", "[config]
   c.adam_beta1 = 0.8;
   c.adam_beta2 = 0.999;
   c.adam_eps = 1e-6;
+  c.lr_decay_steps = 800;
   c.notes = {"not serialized"};
 
   json j = config_to_json(c);
-  CATCH_CHECK(j.size() == 30);
+  CATCH_CHECK(j.size() == 31);
+  CATCH_CHECK(j["lr_decay_steps"] == 800);
   CATCH_CHECK(j["lr_decay_style"] == "cosine");
   CATCH_CHECK(j["adam_beta2"] == 0.999);
   CATCH_CHECK(j.count("notes") == 0);
@@ -672,8 +674,21 @@ CATCH_TEST_CASE("rule: training settings", "[config]") {
                           "unknown config key 'min_lr' (the floor is min_lr_ratio, a fraction of lr: Megatron's min_lr is "
                           "lr x min_lr_ratio)");
   CATCH_CHECK_THROWS_WITH(config_from_json(json{{"lr_decay_iters", 100}}),
-                          "unknown config key 'lr_decay_iters' (the decay ends at the last of steps; its shape is "
-                          "lr_decay_style)");
+                          "unknown config key 'lr_decay_iters' (Megatron's lr_decay_iters: the key is lr_decay_steps)");
+  // Where the decay ends: a step past the warm-up's first full-lr step, or 0 for the last.
+  job_config decay = base();
+  decay.steps = 20;
+  decay.warmup_steps = 3;
+  decay.lr_decay_steps = 4;
+  CATCH_CHECK_THROWS_WITH(resolved(decay), Catch::Contains("lr_decay_steps=4 leaves no step to decay over after "
+                                                           "warmup_steps=3: at least 5"));
+  decay.lr_decay_steps = -1;
+  CATCH_CHECK_THROWS_WITH(resolved(decay), Catch::Contains("lr_decay_steps=-1 must be >= 0 (0 = the last of steps)"));
+  decay.lr_decay_steps = 5;
+  CATCH_CHECK(resolved(decay).lr_decay_steps == 5);
+  decay.lr_decay_steps = 500;  // past steps: a run that ends mid-decay
+  CATCH_CHECK(resolved(decay).lr_decay_steps == 500);
+  CATCH_CHECK(config_from_json(json{{"lr_decay_steps", 40}}).lr_decay_steps == 40);
   // A refused number as it reads back: six digits made 1.0000001 read "1", which the rule allows.
   CATCH_CHECK(exact_number_text(1.0000001) == "1.0000001");
   CATCH_CHECK(exact_number_text(0.1 + 0.2) == "0.30000000000000004");

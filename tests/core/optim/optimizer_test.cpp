@@ -257,6 +257,32 @@ CATCH_TEST_CASE("lr_at: linear warm-up, then linear decay to min_ratio at the la
   CATCH_CHECK_THROWS_WITH(lr_at(0, 1.0, 0, 5, 1.5), Contains("min_ratio=1.5 must be in [0, 1]"));
 }
 
+CATCH_TEST_CASE("lr_at: the decay ends at decay_steps, before the last step or after it", "[optim]") {
+  // warmup 2, decay to 0.1 at step 6 (index 5) of 10: steps 2..5 decay (3 intervals), 5..9 held.
+  for (const lr_decay style : {lr_decay::linear, lr_decay::cosine}) {
+    CATCH_CAPTURE(lr_decay_name(style));
+    CATCH_CHECK(lr_at(1, 1.0, 2, 10, 0.1, style, 6) == Approx(1.0));
+    CATCH_CHECK(lr_at(2, 1.0, 2, 10, 0.1, style, 6) == Approx(1.0));
+    CATCH_CHECK(lr_at(5, 1.0, 2, 10, 0.1, style, 6) == Approx(0.1));
+    for (int step = 6; step < 10; ++step) CATCH_CHECK(lr_at(step, 1.0, 2, 10, 0.1, style, 6) == Approx(0.1));
+    // A decay past the run: its steps are those of the longer run's, which goes on from there.
+    for (int step = 0; step < 10; ++step)
+      CATCH_CHECK(lr_at(step, 1.0, 2, 10, 0.1, style, 30) == lr_at(step, 1.0, 2, 30, 0.1, style));
+    // decay_steps equal to total_steps is the default.
+    for (int step = 0; step < 10; ++step)
+      CATCH_CHECK(lr_at(step, 1.0, 2, 10, 0.1, style, 10) == lr_at(step, 1.0, 2, 10, 0.1, style));
+  }
+  CATCH_CHECK(lr_at(3, 1.0, 2, 10, 0.1, lr_decay::linear, 6) == Approx(1.0 - 0.9 / 3));
+  CATCH_CHECK(lr_at(7, 1.0, 2, 10, 0.1, lr_decay::constant, 6) == Approx(1.0));
+  CATCH_CHECK_THROWS_WITH(lr_at(0, 1.0, 2, 10, 0.1, lr_decay::linear, -1),
+                          "lr_at: --lr-decay-steps must be >= 0 (0 = the decay ends at the last of --steps): got -1");
+  CATCH_CHECK_THROWS_WITH(lr_at(0, 1.0, 2, 10, 0.1, lr_decay::linear, 3),
+                          "lr_at: --lr-decay-steps 3 leaves no step to decay over after --warmup-steps 2: the decay runs "
+                          "from step 3 (the first at the full --lr) to the step it names, so at least 4");
+  CATCH_CHECK(lr_decay_steps_error(4, 2).empty());
+  CATCH_CHECK(lr_decay_steps_error(0, 100).empty());
+}
+
 // Megatron's and nanoGPT's cosine: min + (1 - min) x (1 + cos(pi x progress)) / 2 after the
 // same warm-up; constant stays at base_lr.
 CATCH_TEST_CASE("lr_at: cosine and constant decay after the same warm-up", "[optim]") {
