@@ -393,6 +393,7 @@ void resume_state(run_context& ctx, const run_setup& setup, train_result& result
   }
   const auto pending = c.manifest.meta.find("eval_pending");
   ctx.eval_pending = pending != c.manifest.meta.end() && pending->is_boolean() && pending->get<bool>();
+  if (ctx.eval_pending) ctx.eval_pending_change = pending_eval_change(c.manifest.meta, o);
   // A plan rebuilt on measured costs is measured on the first step this run takes.
   if (ctx.replan_from >= 0) ctx.replan_from = ctx.first_step + 1 < o.steps ? ctx.first_step + 1 : -1;
   ctx.replan_until = last_replan(ctx.replan_from, o.steps);

@@ -42,6 +42,7 @@ struct run_context {
   std::string resumed_manifest_digest;  // the checkpoint it resumes from, by what its manifest holds
   std::string process0_run_mark;        // a multi-process job's: process 0's job_place::run_mark
   bool eval_pending = false;  // its checkpoint's run stopped before the evaluation due there
+  std::string eval_pending_change;  // ... and this run's eval data differ (pending_eval_change)
   std::vector<std::shared_ptr<chunk_compute>> runners;       // per virtual stage id
   std::vector<std::shared_ptr<shard_optimizer>> optimizers;  // per virtual stage id (D = 1)
   std::vector<std::shared_ptr<data_parallel_optimizer>> dp_optimizers;  // per virtual stage id (D > 1)

@@ -190,13 +190,23 @@ void supervisor::on_start_run(const msg::start_run& s) {
   // wants one there; then the first step (not after_step: that step's checkpoint is the one
   // this run started from).
   const int first = ctx_->first_step;
+  const std::string skipped =
+      "the evaluation due after step " + std::to_string(first) + " did not run before the checkpoint's run stopped";
   if (ctx_->eval_pending && ctx_->eval_microbatches > 0 && eval_due(ctx_->options, first)) {
-    log_info("the evaluation due after step " + std::to_string(first) +
-             " did not run before the checkpoint's run stopped: it runs first");
+    if (ctx_->eval_pending_change.empty())
+      log_info(skipped + ": it runs first");
+    else
+      log_warn(skipped + ": it runs first, on " + ctx_->eval_pending_change);
     start_eval(first);
     eval_->made_up = true;
     return;
   }
+  if (ctx_->eval_pending)  // a pass the run asked for, which this one will not make
+    log_warn(skipped + ", and this run " +
+             (ctx_->eval_microbatches == 0 ? std::string("has no evaluation data (--eval-file)")
+                                           : "evaluates at other steps (--eval-every " +
+                                                 std::to_string(ctx_->options.eval_every) + ")") +
+             ": it does not run");
   begin_step(first);
 }
 

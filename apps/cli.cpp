@@ -260,8 +260,9 @@ void add_train_number_flags(CLI::App* t, train_cli_options& tr) {
       {"--vocab", &train_cli_options::vocab, "Vocabulary size [default: 256]"},
       {"--warmup-steps", &train_cli_options::warmup_steps, "Linear learning-rate warm-up steps [default: 5]"},
       {"--lr-decay-steps", &train_cli_options::lr_decay_steps,
-       "The step the learning rate's decay reaches --min-lr-ratio x --lr at, then stays there (Megatron's "
-       "--lr-decay-iters); past --steps the run ends mid-decay, and a --resume with more --steps goes on along it "
+       "The step the learning rate's decay reaches --min-lr-ratio x --lr at, then stays there (as Megatron's "
+       "--lr-decay-iters, which reaches it a step later); past --steps the run ends mid-decay, and a --resume given the same N and more --steps goes "
+       "on along it "
        "[default: --steps]"},
   };
   for (const auto& f : int_flags) t->add_option(f.name, tr.*f.field, f.help);

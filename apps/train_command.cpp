@@ -845,7 +845,7 @@ std::string describe_optimizer(const train_options& t) {
     s += ", warm-up " + std::to_string(t.warmup_steps) + (t.warmup_steps == 1 ? " step" : " steps");
   const int end = t.lr_decay_steps > 0 ? t.lr_decay_steps : t.steps;  // the step the decay ends at
   if (t.warmup_steps + 1 >= end || style == lr_decay::constant) {
-    s += t.warmup_steps >= t.steps ? "" : ", then constant";
+    s += t.warmup_steps >= t.steps ? "" : t.warmup_steps > 0 ? ", then constant" : ", constant";
   } else {
     s += std::string(", ") + lr_decay_name(style) + " decay to " + number_text(t.min_lr_ratio) + " x lr at step " +
          std::to_string(end);

@@ -567,7 +567,9 @@ void resolve_rules(job_config& c, bool plan_from_file, bool batch_sizes_optional
   require_not_negative("lr_decay_steps", c.lr_decay_steps, "the last of steps");
   if (c.lr_decay_steps > 0 && static_cast<long long>(c.lr_decay_steps) <= static_cast<long long>(c.warmup_steps) + 1)
     fail("lr_decay_steps=" + str(c.lr_decay_steps) + " leaves no step to decay over after warmup_steps=" +
-         str(c.warmup_steps) + ": at least " + str(static_cast<long long>(c.warmup_steps) + 2));
+         str(c.warmup_steps) + ": " +
+         (static_cast<long long>(c.warmup_steps) + 2 <= INT_MAX ? "at least " + str(static_cast<long long>(c.warmup_steps) + 2)
+                                                                : std::string("no step count can (lower warmup_steps)")));
   if (c.warmup_steps > c.steps) {
     std::string note = "warmup_steps=" + str(c.warmup_steps) + " exceeds steps=" + str(c.steps) +
                        ": the learning rate never reaches lr";

@@ -80,6 +80,8 @@ nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pendi
           {"data_file", o.data_file},
           {"data_content", o.data == "file" ? input_digest(o.data_file) : std::string()},
           {"vocab_file_content", input_digest(o.text.vocab_file)},
+          // What an evaluation pass reads (the pass a stopped run skipped runs first on resume).
+          {"eval_set", input_digest(o.text.eval_file) + "/" + std::to_string(o.eval_microbatches)},
           {"lower_case", o.text.lower_case},
           {"text_columns", o.text.columns},
           {"data_seed", o.data_seed},
@@ -139,18 +141,17 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   // A checkpoint from before the style could be chosen decayed linearly.
   compare_or_was("lr_decay_style", "linear", o.lr_decay_style);
   // Where the decay ends (a checkpoint from before it could be set: at its run's steps). A
-  // resume that gives the same end trains on the schedule the interrupted run was on, whatever
-  // --steps it is given: no change to name. Where both follow their --steps, the steps say it.
+  // resume that keeps it trains on the schedule the interrupted run was on, whatever --steps
+  // it is given: no change to name; one that moves it (--steps alone moves an end that follows
+  // them) names both.
   {
     const auto saved_steps = meta.find("steps"), saved_end = meta.find("lr_decay_steps");
     const nlohmann::json was = saved_end != meta.end() ? *saved_end : saved_steps != meta.end() ? *saved_steps : nlohmann::json();
     const int now = o.lr_decay_steps > 0 ? o.lr_decay_steps : o.steps;
-    const bool number = was.is_number_integer();
-    const bool both_follow_steps = o.lr_decay_steps == 0 && saved_steps != meta.end() && was == *saved_steps;
-    if (number && was.get<long long>() != now && !both_follow_steps)
-      out.push_back("lr_decay_steps " + shown(was) + (saved_end == meta.end() ? " (before it was saved)" : "") + " -> " +
-                    std::to_string(now));
-    if (!(o.lr_decay_steps > 0 && number && was.get<long long>() == now)) compare("steps", o.steps);
+    if (!was.is_number_integer() || was.get<long long>() != now) {
+      if (was.is_number_integer()) out.push_back("lr_decay_steps " + shown(was) + " -> " + std::to_string(now));
+      compare("steps", o.steps);
+    }
   }
   compare("grad_clip", o.grad_clip);
   compare("weight_decay", o.weight_decay);
@@ -163,6 +164,15 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   compare("threads_per_stage", o.threads_per_stage);
   if (out.size() > before_threads) out.back() += " (LibTorch splits its sums by thread: other rounding)";
   return out;
+}
+
+std::string pending_eval_change(const nlohmann::json& meta, const train_options& o) {
+  if (!meta.is_object()) return "";
+  const auto saved = meta.find("eval_set");
+  if (saved == meta.end() || !saved->is_string()) return "";  // not recorded: nothing to say
+  if (saved->get<std::string>() == input_digest(o.text.eval_file) + "/" + std::to_string(o.eval_microbatches)) return "";
+  return "other evaluation data than the interrupted run's (--eval-file, --eval-microbatches): its numbers are not "
+         "the ones that run would have had";
 }
 
 std::string resume_model_mismatch(const nlohmann::json& meta, const train_options& o) {

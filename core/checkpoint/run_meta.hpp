@@ -28,6 +28,12 @@ nlohmann::json checkpoint_meta(const train_options& options, int step, bool eval
 // not listed; the model's shape is checked by the tensors themselves.
 std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_options& options);
 
+// Where the checkpoint's run skipped an evaluation pass (it stopped there) and this run's
+// evaluation data (--eval-file's contents, --eval-microbatches) differ from that run's: why
+// the pass this run makes up for it has other numbers, for a warning; "" when the same or
+// not recorded.
+std::string pending_eval_change(const nlohmann::json& meta, const train_options& options);
+
 // The built-in models' shape against the checkpoint's: --layers, --hidden and --heads (and the
 // GPT's --vocab and --seq-len). The tensors cannot tell all of these: other heads split the
 // same tensors otherwise, and fewer layers would leave the checkpoint's last ones unread. ""

@@ -109,13 +109,6 @@ std::shared_ptr<const token_source> open_file_source(const train_options& o, con
   }
 }
 
-}  // namespace
-
-std::shared_ptr<const token_source> open_source(const train_options& o) {
-  if (o.data == "synthetic") return make_synthetic_source(o.model.vocab, o.data_seed);
-  return open_file_source(o, o.data_file, "--data-file");
-}
-
 // The eval set (train_options::eval_microbatches has the rule): a held-out file's consecutive
 // windows, or the synthetic source's held-out stream; each target's loss is computed on the
 // last stage, so a pass sends batch x tokens numbers per microbatch, not the logits.
@@ -127,6 +120,14 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
   std::uint64_t sequences = 0;
   std::string described;
   if (!file.empty()) {
+    // The two files read alike: token ids scored against bytes (or the reverse) is no loss at all.
+    const auto is_bin = [](const std::string& p) { return p.size() >= 4 && p.compare(p.size() - 4, 4, ".bin") == 0; };
+    if (o.data == "file" && is_bin(file) != is_bin(o.data_file))
+      throw std::invalid_argument("--eval-file '" + file + "' is read as " +
+                                  (is_bin(file) ? "uint16 tokens" : "UTF-8 bytes") + " and --data-file '" + o.data_file +
+                                  "' as " + (is_bin(o.data_file) ? "uint16 tokens" : "UTF-8 bytes") +
+                                  ": evaluate on a file of the training file's kind (.bin for tokens, any other name for "
+                                  "text)");
     source = open_file_source(o, file, "--eval-file");
     const std::uint64_t windows = source->eval_sequences(seq_len);
     need(B >= 1, "--microbatch-size must be >= 1: got " + std::to_string(B));
@@ -140,8 +141,16 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
                            " tokens make " + std::to_string(all) + " microbatches of " + std::to_string(B));
     sequences = std::min(windows, asked * static_cast<std::uint64_t>(B));
     m.eval_microbatches = static_cast<int>(asked);
-    described = "eval: " + source->describe() + ", " + std::to_string(sequences) + " consecutive windows of " +
-                std::to_string(seq_len) + " tokens" + (asked < all ? " (its first " + std::to_string(asked) + " microbatches)" : "");
+    // Its tokens past the last whole window are no target of any.
+    std::error_code ec;
+    const std::uintmax_t bytes = std::filesystem::file_size(file, ec);
+    const std::uintmax_t tokens = ec ? 0 : is_bin(file) ? bytes / 2 : bytes;
+    const std::uintmax_t left = tokens > windows * seq_len + 1 ? tokens - 1 - windows * seq_len : 0;
+    described = "eval: " + source->describe() + ", " + std::to_string(sequences) + " consecutive window" +
+                (sequences == 1 ? "" : "s") + " of " + std::to_string(seq_len) + " tokens" +
+                (asked < all ? " (its first " + std::to_string(asked) + (asked == 1 ? " microbatch)" : " microbatches)")
+                 : left > 0 ? " (its last " + std::to_string(left) + (left == 1 ? " token makes" : " tokens make") + " no window)"
+                            : "");
   } else if (o.eval_every > 0 || o.eval_microbatches > 0) {
     if (o.data != "synthetic")
       throw std::invalid_argument(std::string(o.eval_every > 0 ? "--eval-every" : "--eval-microbatches") +
@@ -169,6 +178,13 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
     const double mean = losses.masked_select(kept).to(at::kDouble).mean().item<double>();
     return std::vector<std::pair<std::string, double>>{{"perplexity", std::exp(mean)}};
   };
+}
+
+}  // namespace
+
+std::shared_ptr<const token_source> open_source(const train_options& o) {
+  if (o.data == "synthetic") return make_synthetic_source(o.model.vocab, o.data_seed);
+  return open_file_source(o, o.data_file, "--data-file");
 }
 
 model_definition gpt_model(const train_options& o) {

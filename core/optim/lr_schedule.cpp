@@ -52,11 +52,13 @@ std::string optimizer_setting_error(const std::string& flag, double value) {
 std::string lr_decay_steps_error(int decay_steps, int warmup_steps) {
   if (decay_steps < 0)
     return "--lr-decay-steps must be >= 0 (0 = the decay ends at the last of --steps): got " + std::to_string(decay_steps);
-  if (decay_steps > 0 && static_cast<long long>(decay_steps) <= static_cast<long long>(warmup_steps) + 1)
+  const long long first = static_cast<long long>(warmup_steps) + 1;  // the decay's first step, at the full lr
+  if (decay_steps > 0 && decay_steps <= first)
     return "--lr-decay-steps " + std::to_string(decay_steps) + " leaves no step to decay over after --warmup-steps " +
-           std::to_string(warmup_steps) + ": the decay runs from step " + std::to_string(warmup_steps + 1) +
-           " (the first at the full --lr) to the step it names, so at least " +
-           std::to_string(static_cast<long long>(warmup_steps) + 2);
+           std::to_string(warmup_steps) + ": the decay starts at the full --lr at step " + std::to_string(first) +
+           " and reaches the floor at the step it names, so " +
+           (first + 1 <= std::numeric_limits<int>::max() ? "at least " + std::to_string(first + 1)
+                                                          : std::string("no step count can (lower --warmup-steps)"));
   return "";
 }
 

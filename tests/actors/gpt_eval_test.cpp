@@ -8,9 +8,14 @@
 #include "core/model/layer_model.hpp"
 #include "core/model/tensor_box_torch.hpp"
 #include "core/train/reference_trainer.hpp"
+#include "tests/apps/cli_runner.hpp"
+#include "tests/apps/process_runner.hpp"
 
+#include <atomic>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -23,6 +28,8 @@
 
 using namespace actorpipe;
 using Catch::Contains;
+using actorpipe::testing::cli;
+using actorpipe::testing::read_text;
 
 namespace {
 
@@ -218,4 +225,58 @@ CATCH_TEST_CASE("the GPT's evaluation refuses what it cannot read, naming the fl
   o.eval_every = 0;
   o.eval_microbatches = -1;
   CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--eval-microbatches=-1 must be >= 0");
+}
+
+// A run stopped before the pass due after its step skips it (its checkpoint says so); a resume
+// makes it up first. Where the resumed run's evaluation data differ from the stopped run's, or
+// it has none, it says so instead of making it up on other data or dropping it unsaid.
+CATCH_TEST_CASE("a resumed gpt run says when the pass its checkpoint skipped runs on other data, or not at all",
+                "[actors][runtime][eval][checkpoint]") {
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/actorpipe-gpt-eval-pending-" +
+                          std::to_string(::getpid()),
+                    log = dir + ".log";
+  std::filesystem::remove_all(dir);
+  train_options o;
+  o.model.layers = 2;
+  o.model.hidden = 32;
+  o.model.heads = 2;
+  o.model.seq_len = seq_len;
+  o.model.vocab = vocab;
+  o.microbatches = 4;
+  o.microbatch_size = 2;
+  o.steps = 4;
+  o.eval_every = 2;
+  o.save_dir = dir;
+  std::atomic<int> stop{0};
+  o.stop_signal = &stop;
+  const train_result stopped = run_pipeline(o, [&stop](const step_metrics& m) {
+    if (m.step == 1) stop.store(SIGTERM);  // during step 2, before its pass
+  });
+  CATCH_REQUIRE(stopped.checkpoints.size() == 1);
+  CATCH_REQUIRE(stopped.evals.empty());
+
+  const std::vector<std::string> job = {"train", "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16",
+                                        "--vocab", "64", "--microbatches", "4", "--microbatch-size", "2", "--steps", "4",
+                                        "--lr", "3e-4", "--warmup-steps", "0", "--resume", dir, "--log-file", log};
+  auto resume = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = job;
+    args.insert(args.end(), more.begin(), more.end());
+    std::filesystem::remove(log);
+    const auto r = cli(args);
+    CATCH_INFO(r.err);
+    CATCH_REQUIRE(r.code == 0);
+    return read_text(log);
+  };
+  const std::string skipped = "the evaluation due after step 2 did not run before the checkpoint's run stopped";
+  const std::string same = resume({"--eval-every", "2"});
+  CATCH_CHECK_THAT(same, Contains(skipped + ": it runs first"));
+  CATCH_CHECK(same.find("warning") == std::string::npos);
+  CATCH_CHECK_THAT(resume({"--eval-every", "2", "--eval-microbatches", "3"}),
+                   Contains(skipped + ": it runs first, on other evaluation data than the interrupted run's (--eval-file, "
+                                      "--eval-microbatches): its numbers are not the ones that run would have had"));
+  CATCH_CHECK_THAT(resume({}), Contains(skipped + ", and this run has no evaluation data (--eval-file): it does not run"));
+  CATCH_CHECK_THAT(resume({"--eval-every", "3"}),
+                   Contains(skipped + ", and this run evaluates at other steps (--eval-every 3): it does not run"));
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(log);
 }

@@ -355,8 +355,8 @@ CATCH_TEST_CASE("train ends the learning rate's decay at --lr-decay-steps, and a
   auto inside = cli(with({"train", "--lr-decay-steps", "3", "--warmup-steps", "2"}, tiny));
   CATCH_CHECK(inside.code == 2);
   CATCH_CHECK_THAT(inside.err, Contains("--lr-decay-steps 3 leaves no step to decay over after --warmup-steps 2: the "
-                                        "decay runs from step 3 (the first at the full --lr) to the step it names, so at "
-                                        "least 4"));
+                                        "decay starts at the full --lr at step 3 and reaches the floor at the step it "
+                                        "names, so at least 4"));
   auto key = cli(with({"train", "--set", "lr_decay_steps=3", "--warmup-steps", "2"}, tiny));
   CATCH_CHECK(key.code == 2);
   CATCH_CHECK_THAT(key.err, Contains("lr_decay_steps=3 leaves no step to decay over after warmup_steps=2: at least 4"));
@@ -551,7 +551,8 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   CATCH_CHECK_THAT(again.out, Contains("busy per step, step 6 (median, range): "));
   // Going on past the saved run's last step changes its learning rate's schedule.
   CATCH_CHECK(warnings() == std::vector<std::string>{"--resume " + dir + "/step-00000004 continues a run with other "
-                                                     "settings: steps 4 -> 6; steps 5..6 train as this run's settings "
+                                                     "settings: lr_decay_steps 4 -> 6, steps 4 -> 6; steps 5..6 train as this "
+                                                     "run's settings "
                                                      "say, not as the interrupted run would have"});
   // Another seed (so other data) and a smaller batch are named; the same batch split otherwise
   // trains the same numbers and is not.
@@ -562,12 +563,13 @@ CATCH_TEST_CASE("train --save-dir writes checkpoints Python's safetensors reads,
   auto said = warnings();
   CATCH_REQUIRE(said.size() == 1);
   CATCH_CHECK_THAT(said[0], Contains("continues a run with other settings: data_seed 1234 -> 7, global batch 8 -> 6 "
-                                     "sequences (microbatches x microbatch_size x dp), steps 4 -> 5; steps 5..5"));
+                                     "sequences (microbatches x microbatch_size x dp), lr_decay_steps 4 -> 5, steps 4 -> 5; "
+                                     "steps 5..5"));
   auto split = cli(with({"train", "--steps", "5", "--resume", dir, "-M", "2", "-B", "4", "--log-file", log}, tiny_model));
   CATCH_REQUIRE(split.code == 0);
   said = warnings();
   CATCH_REQUIRE(said.size() == 1);
-  CATCH_CHECK_THAT(said[0], Contains("other settings: steps 4 -> 5;"));
+  CATCH_CHECK_THAT(said[0], Contains("other settings: lr_decay_steps 4 -> 5, steps 4 -> 5;"));
   // The heads split the same tensors otherwise: another model, refused (exit 2, so launch does
   // not restart it), as is a --resume with nothing to take.
   auto heads = cli({"train", "--steps", "6", "--resume", dir, "--layers", "4", "--hidden", "32", "--heads", "4",
@@ -1781,7 +1783,7 @@ CATCH_TEST_CASE("train evaluates the gpt on a held-out file: progress lines, the
   CATCH_REQUIRE(r.code == 0);
   CATCH_CHECK_THAT(r.err, Contains("eval after step 1: loss "));
   CATCH_CHECK_THAT(r.out, Contains("; eval: text file read as bytes '" + val + "' (68 tokens, vocab 256), 4 consecutive "
-                                   "windows of 16 tokens\n"));
+                                   "windows of 16 tokens (its last 3 tokens make no window)\n"));
   CATCH_CHECK_THAT(r.out, Contains("final eval after step 2: loss ") && Contains("  perplexity "));
   int passes = 0;
   std::istringstream in(read_text(metrics));
@@ -1800,7 +1802,15 @@ CATCH_TEST_CASE("train evaluates the gpt on a held-out file: progress lines, the
   CATCH_CHECK(over.code == 2);
   CATCH_CHECK_THAT(over.err, Contains("--eval-microbatches=3 is more than --eval-file '" + val + "' holds: 4 windows of "
                                       "--seq-len 16 tokens make 2 microbatches of 3"));
-  for (const auto& f : {train, val, metrics}) std::remove(f.c_str());
+  // Token ids scored against bytes: refused, whichever way round.
+  const std::string ids = temp_path(".ids.bin");
+  std::ofstream(ids) << std::string(200, 'x');
+  auto mixed = cli({"train", "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--steps", "1",
+                    "--data-file", train, "--eval-file", ids});
+  CATCH_CHECK(mixed.code == 2);
+  CATCH_CHECK_THAT(mixed.err, Contains("--eval-file '" + ids + "' is read as uint16 tokens and --data-file '" + train +
+                                       "' as UTF-8 bytes: evaluate on a file of the training file's kind"));
+  for (const auto& f : {train, val, metrics, ids}) std::remove(f.c_str());
 }
 
 CATCH_TEST_CASE("keep-last leaves a checkpoint that holds a folder not its own", "[apps][train][checkpoint]") {

@@ -43,7 +43,15 @@ CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps d
   CATCH_CHECK(resume_changes(meta, o) ==
               std::vector<std::string>{"data_seed 1234 -> 7",
                                        "global batch 8 -> 12 sequences (microbatches x microbatch_size x dp)",
-                                       "lr 0.0003 -> 0.01", "steps 10 -> 20", "weight_decay 0.1 -> 0"});
+                                       "lr 0.0003 -> 0.01", "lr_decay_steps 10 -> 20", "steps 10 -> 20",
+                                       "weight_decay 0.1 -> 0"});
+  // The same end of the decay given aloud: a longer run on the same schedule, no change.
+  o = saved;
+  o.steps = 20;
+  o.lr_decay_steps = 10;
+  CATCH_CHECK(resume_changes(meta, o).empty());
+  o.lr_decay_steps = 15;
+  CATCH_CHECK(resume_changes(meta, o) == std::vector<std::string>{"lr_decay_steps 10 -> 15", "steps 10 -> 20"});
   o = saved;
   o.data = "file";
   o.data_file = "tokens.bin";

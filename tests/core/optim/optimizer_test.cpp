@@ -277,8 +277,13 @@ CATCH_TEST_CASE("lr_at: the decay ends at decay_steps, before the last step or a
   CATCH_CHECK_THROWS_WITH(lr_at(0, 1.0, 2, 10, 0.1, lr_decay::linear, -1),
                           "lr_at: --lr-decay-steps must be >= 0 (0 = the decay ends at the last of --steps): got -1");
   CATCH_CHECK_THROWS_WITH(lr_at(0, 1.0, 2, 10, 0.1, lr_decay::linear, 3),
-                          "lr_at: --lr-decay-steps 3 leaves no step to decay over after --warmup-steps 2: the decay runs "
-                          "from step 3 (the first at the full --lr) to the step it names, so at least 4");
+                          "lr_at: --lr-decay-steps 3 leaves no step to decay over after --warmup-steps 2: the decay starts "
+                          "at the full --lr at step 3 and reaches the floor at the step it names, so at least 4");
+  // The largest warm-up: counted past int, and no decay end can follow it.
+  CATCH_CHECK(lr_decay_steps_error(5, 2147483647) ==
+              "--lr-decay-steps 5 leaves no step to decay over after --warmup-steps 2147483647: the decay starts at the "
+              "full --lr at step 2147483648 and reaches the floor at the step it names, so no step count can (lower "
+              "--warmup-steps)");
   CATCH_CHECK(lr_decay_steps_error(4, 2).empty());
   CATCH_CHECK(lr_decay_steps_error(0, 100).empty());
 }
