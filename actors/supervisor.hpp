@@ -93,6 +93,10 @@ class supervisor {
   // a second with the default 600 s, and process 0 grew for as long.)
   void arm_deadline();
   void maybe_eval_round_done();
+  // A stop asked for while a pass (after a step that is not the run's last) is between rounds:
+  // the pass is dropped there, as one skipped for a stop, and the run goes on to its end
+  // (that step's checkpoint records the pass as due). True when it did.
+  bool drop_eval_for_stop();
   void finish_eval();
   void eval_failed(const std::string& why);
   void maybe_step_optimizers();

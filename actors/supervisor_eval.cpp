@@ -7,6 +7,7 @@
 #include "actors/supervisor.hpp"
 #include "core/log.hpp"
 #include "core/model/error_text.hpp"
+#include "core/signal_name.hpp"
 
 namespace actorpipe::detail {
 
@@ -52,10 +53,30 @@ void supervisor::on_eval_output(msg::eval_output& o) {
 
 void supervisor::maybe_eval_round_done() {
   if (static_cast<int>(st_.flushes.size()) < P_ || eval_->outputs < M_) return;
-  if (++eval_->round < eval_->rounds)
-    begin_eval_round();
-  else
+  if (++eval_->round < eval_->rounds) {
+    if (!drop_eval_for_stop()) begin_eval_round();
+  } else {
     finish_eval();
+  }
+}
+
+bool supervisor::drop_eval_for_stop() {
+  const auto& o = ctx_->options;
+  const int own = o.stop_signal ? o.stop_signal->load() : 0;
+  const int signal = own != 0 ? own : requested_signal_;
+  // After the last step the pass is the run's final one: it runs to its end.
+  if (signal == 0 || eval_->done >= o.steps) return false;
+  const int done = eval_->done;
+  const bool made_up = eval_->made_up;
+  log_info(signal_name(signal) + ": the evaluation after step " + std::to_string(done) + " stops after round " +
+           std::to_string(eval_->round) + " of " + std::to_string(eval_->rounds));
+  eval_.reset();
+  stop_if_signalled(done);
+  if (made_up)
+    go_on(done);  // the checkpoint this run started from still records the pass as due
+  else
+    after_step(done);  // says the pass is skipped; the checkpoint of step `done` records it
+  return true;
 }
 
 void supervisor::finish_eval() {

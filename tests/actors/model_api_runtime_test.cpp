@@ -413,6 +413,78 @@ CATCH_TEST_CASE("evaluation asks eval_data only for its microbatches, whatever t
   }
 }
 
+// A stop asked for during a long evaluation pass waited for the whole pass (a nanoGPT-sized
+// val.bin: minutes) under "stopping after the step in flight". The pass stops between rounds
+// now, as one skipped for a stop: the step's checkpoint records it, and a resumed run makes it
+// up first with the straight run's numbers.
+CATCH_TEST_CASE("a stop during an evaluation pass ends it between rounds, and a resume makes it up",
+                "[actors][model][eval][checkpoint]") {
+  static std::atomic<std::atomic<int>*> stop_at_microbatch_9{nullptr};
+  register_mlp_variant("test-mlp-eval40", "a classifier with 40 evaluation microbatches", [](model_definition& m) {
+    const auto classes = [data = m.data](std::uint64_t step, int microbatch) {
+      microbatch_tensors t = data(step, microbatch);
+      t.targets = box(unbox(t.targets).argmax(1));
+      return t;
+    };
+    m.data = classes;
+    m.loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::nn::functional::cross_entropy(out, y); };
+    m.eval_microbatches = 40;
+    m.eval_data = [classes](std::uint64_t, int microbatch) {
+      if (microbatch == 9)
+        if (std::atomic<int>* stop = stop_at_microbatch_9.load()) stop->store(SIGINT);
+      return classes(1000 + microbatch / 8, microbatch % 8);
+    };
+  });
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-eval40";
+  o.steps = 4;
+  o.eval_every = 2;
+  const train_result straight = run_pipeline(o);
+  CATCH_REQUIRE(straight.evals.size() == 2);
+
+  const std::string dir =
+      std::filesystem::temp_directory_path().string() + "/actorpipe-eval-stop-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::atomic<int> stop{0};
+  train_options stopping = o;
+  stopping.save_dir = dir;
+  stopping.stop_signal = &stop;
+  stop_at_microbatch_9.store(&stop);
+  const train_result stopped = run_pipeline(stopping);
+  stop_at_microbatch_9.store(nullptr);
+  CATCH_CHECK(stopped.stopped_by_signal == SIGINT);
+  CATCH_CHECK(stopped.steps.size() == 2);
+  CATCH_CHECK(stopped.evals.empty());  // 3 of its 10 rounds ran, at most
+  CATCH_REQUIRE(stopped.checkpoints.size() == 1);
+  CATCH_CHECK(stopped.checkpoints[0].step == 2);
+
+  train_options rest = o;
+  rest.resume = dir;
+  const train_result resumed = run_pipeline(rest);
+  CATCH_CHECK(resumed.steps.size() == 2);
+  CATCH_REQUIRE(resumed.evals.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CATCH_INFO("pass " << i);
+    CATCH_CHECK(resumed.evals[i].step == straight.evals[i].step);
+    CATCH_CHECK(resumed.evals[i].outputs == straight.evals[i].outputs);
+  }
+  CATCH_CHECK(testing::bit_identical(resumed, straight));
+
+  // After the last step the pass is the run's final one: a stop then lets it finish.
+  stop.store(0);
+  train_options last = o;
+  last.steps = 2;
+  const train_result plain = run_pipeline(last);
+  CATCH_REQUIRE(plain.evals.size() == 1);
+  last.stop_signal = &stop;
+  stop_at_microbatch_9.store(&stop);
+  const train_result finished = run_pipeline(last);
+  stop_at_microbatch_9.store(nullptr);
+  CATCH_REQUIRE(finished.evals.size() == 1);
+  CATCH_CHECK(finished.evals[0].outputs == plain.evals[0].outputs);
+  std::filesystem::remove_all(dir);
+}
+
 // A double model's evaluation output failed after training ("must be float32"); any
 // floating-point output is summarised as float32 now, and an integer one named.
 CATCH_TEST_CASE("an evaluation output of any floating-point type is taken, an integer one named", "[model][eval]") {
