@@ -142,12 +142,12 @@ void check_flags_followed(const model_definition& model, const train_options& o)
              (count == 1 ? "it" : "them") + listed + ": " + (count == 1 ? "it" : "they") + " may do nothing");
 }
 
-}  // namespace
-
 // Where evaluation data comes from, for the errors of a run that asks for a pass without it.
 const char* const eval_data_hint =
     "(--eval-file: bert's GLUE dev TSV, the gpt's held-out token file; the gpt on synthetic data holds out its own; "
     "a model of yours: model_definition::eval_data)";
+
+}  // namespace
 
 run_setup prepare_run(const train_options& o, const chunk_factory& make_chunk, const std::function<bool(int rank)>& build_rank) {
   check_train_options(o);

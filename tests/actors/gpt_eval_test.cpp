@@ -277,6 +277,8 @@ CATCH_TEST_CASE("a resumed gpt run says when the pass its checkpoint skipped run
   CATCH_CHECK_THAT(resume({}), Contains(skipped + ", and this run has no evaluation data (--eval-file): it does not run"));
   CATCH_CHECK_THAT(resume({"--eval-every", "3"}),
                    Contains(skipped + ", and this run evaluates at other steps (--eval-every 3): it does not run"));
+  CATCH_CHECK_THAT(resume({"--eval-microbatches", "4"}),
+                   Contains(skipped + ", and this run evaluates after its last step only (--eval-every 0): it does not run"));
   std::filesystem::remove_all(dir);
   std::filesystem::remove(log);
 }
