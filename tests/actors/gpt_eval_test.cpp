@@ -55,17 +55,23 @@ struct token_file {
 
 constexpr int vocab = 64, seq_len = 16;
 
-train_options eval_options(const std::string& train_path, const std::string& eval_path) {
+// A small GPT of `layers` blocks on the synthetic corpus: 4 microbatches of 2 sequences.
+train_options tiny_gpt(int layers, int steps) {
   train_options o;
-  o.model.layers = 4;
+  o.model.layers = layers;
   o.model.hidden = 32;
   o.model.heads = 2;
   o.model.seq_len = seq_len;
   o.model.vocab = vocab;
   o.microbatches = 4;
   o.microbatch_size = 2;
-  o.steps = 3;
+  o.steps = steps;
   o.lr = 3e-3;
+  return o;
+}
+
+train_options eval_options(const std::string& train_path, const std::string& eval_path) {
+  train_options o = tiny_gpt(4, 3);
   o.data = "file";
   o.data_file = train_path;
   o.text.eval_file = eval_path;
@@ -165,16 +171,7 @@ CATCH_TEST_CASE("the GPT's evaluation on a held-out token file: every window onc
 }
 
 CATCH_TEST_CASE("the GPT on synthetic data evaluates on held-out sequences of its source", "[actors][runtime][eval]") {
-  train_options o;
-  o.model.layers = 2;
-  o.model.hidden = 32;
-  o.model.heads = 2;
-  o.model.seq_len = seq_len;
-  o.model.vocab = vocab;
-  o.microbatches = 4;
-  o.microbatch_size = 2;
-  o.steps = 4;
-  o.lr = 3e-3;
+  train_options o = tiny_gpt(2, 4);
   o.eval_every = 2;  // alone, it turns evaluation on: --microbatches (4) microbatches
   const train_result r = run_pipeline(o);
   CATCH_REQUIRE(r.evals.size() == 2);
@@ -236,15 +233,7 @@ CATCH_TEST_CASE("a resumed gpt run says when the pass its checkpoint skipped run
                           std::to_string(::getpid()),
                     log = dir + ".log";
   std::filesystem::remove_all(dir);
-  train_options o;
-  o.model.layers = 2;
-  o.model.hidden = 32;
-  o.model.heads = 2;
-  o.model.seq_len = seq_len;
-  o.model.vocab = vocab;
-  o.microbatches = 4;
-  o.microbatch_size = 2;
-  o.steps = 4;
+  train_options o = tiny_gpt(2, 4);
   o.eval_every = 2;
   o.save_dir = dir;
   std::atomic<int> stop{0};
@@ -257,7 +246,7 @@ CATCH_TEST_CASE("a resumed gpt run says when the pass its checkpoint skipped run
 
   const std::vector<std::string> job = {"train", "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16",
                                         "--vocab", "64", "--microbatches", "4", "--microbatch-size", "2", "--steps", "4",
-                                        "--lr", "3e-4", "--warmup-steps", "0", "--resume", dir, "--log-file", log};
+                                        "--lr", "0.003", "--warmup-steps", "0", "--resume", dir, "--log-file", log};
   auto resume = [&](std::vector<std::string> more) {
     std::vector<std::string> args = job;
     args.insert(args.end(), more.begin(), more.end());

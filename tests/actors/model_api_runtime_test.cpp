@@ -352,19 +352,33 @@ CATCH_TEST_CASE("buffers (batch norm's running statistics) are saved, resumed an
   }
 }
 
-// An evaluation set of 5 microbatches, run in rounds of M = 4 (and of M x D = 8): the last
-// round's slots past the set were fed by asking eval_data for microbatches 5..7, which a
-// user's eval_data need not have (it threw, after training, and --save-final was lost). They
-// are fed copies of the last one now, and left out of the result.
-CATCH_TEST_CASE("evaluation asks eval_data only for its microbatches, whatever the rounds' size", "[actors][model][eval]") {
-  register_mlp_variant("test-mlp-eval5", "a classifier with 5 evaluation microbatches", [](model_definition& m) {
-    const auto classes = [data = m.data](std::uint64_t step, int microbatch) {
+namespace {
+
+// The tests' MLP as a classifier (its targets' argmax as class indices, cross-entropy), with
+// `change` setting its evaluation from `classes`, the training data so made.
+void register_mlp_classifier(const std::string& name, const std::string& description,
+                             const std::function<void(model_definition&, const batch_function& classes)>& change) {
+  register_mlp_variant(name, description, [change](model_definition& m) {
+    const batch_function classes = [data = m.data](std::uint64_t step, int microbatch) {
       microbatch_tensors t = data(step, microbatch);
       t.targets = box(unbox(t.targets).argmax(1));
       return t;
     };
     m.data = classes;
     m.loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::nn::functional::cross_entropy(out, y); };
+    change(m, classes);
+  });
+}
+
+}  // namespace
+
+// An evaluation set of 5 microbatches, run in rounds of M = 4 (and of M x D = 8): the last
+// round's slots past the set were fed by asking eval_data for microbatches 5..7, which a
+// user's eval_data need not have (it threw, after training, and --save-final was lost). They
+// are fed copies of the last one now, and left out of the result.
+CATCH_TEST_CASE("evaluation asks eval_data only for its microbatches, whatever the rounds' size", "[actors][model][eval]") {
+  register_mlp_classifier("test-mlp-eval5", "a classifier with 5 evaluation microbatches", [](model_definition& m,
+                                                                                             const batch_function& classes) {
     m.eval_microbatches = 5;
     m.eval_data = [classes](std::uint64_t, int microbatch) {
       if (microbatch < 0 || microbatch >= 5)
@@ -420,14 +434,8 @@ CATCH_TEST_CASE("evaluation asks eval_data only for its microbatches, whatever t
 CATCH_TEST_CASE("a stop during an evaluation pass ends it between rounds, and a resume makes it up",
                 "[actors][model][eval][checkpoint]") {
   static std::atomic<std::atomic<int>*> stop_at_microbatch_9{nullptr};
-  register_mlp_variant("test-mlp-eval40", "a classifier with 40 evaluation microbatches", [](model_definition& m) {
-    const auto classes = [data = m.data](std::uint64_t step, int microbatch) {
-      microbatch_tensors t = data(step, microbatch);
-      t.targets = box(unbox(t.targets).argmax(1));
-      return t;
-    };
-    m.data = classes;
-    m.loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::nn::functional::cross_entropy(out, y); };
+  register_mlp_classifier("test-mlp-eval40", "a classifier with 40 evaluation microbatches", [](model_definition& m,
+                                                                                               const batch_function& classes) {
     m.eval_microbatches = 40;
     m.eval_data = [classes](std::uint64_t, int microbatch) {
       if (microbatch == 9)
