@@ -72,7 +72,8 @@ std::string optimizer_setting_error(const std::string& flag, double value);
 
 // Linear warm-up from 0 to base_lr over warmup_steps, then the decay `style` to
 // base_lr * min_ratio at step decay_steps (counted from 1, as --steps; 0: total_steps), and
-// there it stays to the end of the run (Megatron's --lr-decay-iters, nanoGPT's lr_decay_iters).
+// there it stays to the end of the run (Megatron's --lr-decay-iters and nanoGPT's lr_decay_iters,
+// which reach the floor a step later).
 // A decay_steps past total_steps ends the run mid-decay, as its first part of a longer schedule
 // (a run resumed with more --steps goes on along it). step counts from 0. std::invalid_argument
 // for a decay_steps below 0, or one that leaves no step to decay over (<= warmup_steps + 1);
