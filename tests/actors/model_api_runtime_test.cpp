@@ -396,6 +396,17 @@ CATCH_TEST_CASE("evaluation asks eval_data only for its microbatches, whatever t
   const train_result ref = run_reference(o);
   CATCH_REQUIRE(ref.evals.size() == 1);
   CATCH_CHECK(ref.evals[0].output_shape == std::vector<std::int64_t>{20, 16});
+  // --eval-microbatches N: the first N of them, on the pipeline and on the reference alike.
+  train_options first3 = o;
+  first3.eval_microbatches = 3;
+  const std::vector<float> first_rows(ref.evals[0].outputs.begin(), ref.evals[0].outputs.begin() + 12 * 16);
+  for (const bool pipelined : {true, false}) {
+    CATCH_INFO((pipelined ? "pipeline" : "reference"));
+    const train_result three = pipelined ? run_pipeline(first3) : run_reference(first3);
+    CATCH_REQUIRE(three.evals.size() == 1);
+    CATCH_CHECK(three.evals[0].output_shape == std::vector<std::int64_t>{12, 16});
+    CATCH_CHECK(three.evals[0].outputs == first_rows);
+  }
   for (const int dp : {1, 2}) {
     CATCH_INFO("dp " << dp);
     train_options p = o;
