@@ -233,8 +233,7 @@ void supervisor::stop(std::string error, bool diverged) {
   // a process lost as the job stops, say. Not a diverged step: that is the run's own failure,
   // whenever the signal came (a Ctrl-C during it made the exit 130 or 1 by a race).
   if (!error.empty() && ctx_->result && !diverged) {
-    const int own = ctx_->options.stop_signal ? ctx_->options.stop_signal->load() : 0;
-    if (const int asked = own != 0 ? own : requested_signal_; asked != 0) ctx_->result->stopped_by_signal = asked;
+    if (const int asked = asked_signal(); asked != 0) ctx_->result->stopped_by_signal = asked;
   }
   if (!st_.reply_to) {  // before start_run: nobody to tell yet
     if (st_.early_error.empty()) st_.early_error = error.empty() ? "the run stopped before it began" : std::move(error);
@@ -370,8 +369,8 @@ void supervisor::maybe_step_optimizers() {
   // Parameters that are kept after this step (its checkpoint, the run's end, a stop asked for)
   // are checked: an update can overflow where the loss and the norm were still finite.
   const int done = st_.step + 1;
-  const bool kept = done >= o.steps || periodic_save_due(done) || stopping_ || requested_signal_ != 0 ||
-                    (o.stop_signal && o.stop_signal->load() != 0) || (ctx_->eval_microbatches > 0 && eval_due(o, done));
+  const bool kept = done >= o.steps || periodic_save_due(done) || stopping_ || asked_signal() != 0 ||
+                    (ctx_->eval_microbatches > 0 && eval_due(o, done));
   for (auto& shard : ctx_->optimizer_shards) self_->send(shard, msg::optimizer_step{st_.step, coef, st_.lr, kept});
   st_.optimizers_asked = true;
 }
@@ -393,10 +392,14 @@ bool supervisor::periodic_save_due(int done) const {
 
 // A stop signal (this process's, or one a follower passed on) with steps left after `done`:
 // step `done` is the run's last (checkpointed where there is a --save-dir).
+int supervisor::asked_signal() const {
+  const int own = ctx_->options.stop_signal ? ctx_->options.stop_signal->load() : 0;
+  return own != 0 ? own : requested_signal_;
+}
+
 void supervisor::stop_if_signalled(int done) {
   const auto& o = ctx_->options;
-  const int own = o.stop_signal ? o.stop_signal->load() : 0;
-  const int signal = own != 0 ? own : requested_signal_;
+  const int signal = asked_signal();
   if (signal == 0 || done >= o.steps || stopping_) return;
   stopping_ = true;
   if (ctx_->result) ctx_->result->stopped_by_signal = signal;

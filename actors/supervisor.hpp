@@ -80,6 +80,9 @@ class supervisor {
   void go_on(int done);
   void start_save(int done, double due_at);
   void stop_if_signalled(int done);
+  // The stop signal asked for: this process's (options.stop_signal), else one a follower
+  // passed on (msg::stop_request); 0 for none.
+  int asked_signal() const;
   bool periodic_save_due(int done) const;
   void checkpoint_failed(const std::string& why);
   void save_ended();

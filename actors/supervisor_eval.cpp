@@ -61,11 +61,9 @@ void supervisor::maybe_eval_round_done() {
 }
 
 bool supervisor::drop_eval_for_stop() {
-  const auto& o = ctx_->options;
-  const int own = o.stop_signal ? o.stop_signal->load() : 0;
-  const int signal = own != 0 ? own : requested_signal_;
+  const int signal = asked_signal();
   // After the last step the pass is the run's final one: it runs to its end.
-  if (signal == 0 || eval_->done >= o.steps) return false;
+  if (signal == 0 || eval_->done >= ctx_->options.steps) return false;
   const int done = eval_->done;
   const bool made_up = eval_->made_up;
   log_info(signal_name(signal) + ": the evaluation after step " + std::to_string(done) + " stops after round " +

@@ -227,8 +227,6 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   set("seq_len", o.seq_len);
   set("vocab", o.vocab);
   set("warmup_steps", o.warmup_steps);
-  if (o.lr_decay_steps && *o.lr_decay_steps < 0)  // by the flag's name (the rule below names its key)
-    throw std::invalid_argument(lr_decay_steps_error(*o.lr_decay_steps, 0));
   set("lr_decay_steps", o.lr_decay_steps);
   set("seed", o.seed);
   if (o.lr) apply_override(c, "lr", printf_text("%.17g", *o.lr));
@@ -843,7 +841,7 @@ std::string describe_optimizer(const train_options& t) {
                   (t.weight_decay > 0 ? " (tensors of 2+ dimensions)" : "") + "; lr " + number_text(t.lr);
   if (t.warmup_steps > 0)
     s += ", warm-up " + std::to_string(t.warmup_steps) + (t.warmup_steps == 1 ? " step" : " steps");
-  const int end = t.lr_decay_steps > 0 ? t.lr_decay_steps : t.steps;  // the step the decay ends at
+  const int end = lr_decay_end(t.lr_decay_steps, t.steps);
   if (t.warmup_steps + 1 >= end || style == lr_decay::constant) {
     s += t.warmup_steps >= t.steps ? "" : t.warmup_steps > 0 ? ", then constant" : ", constant";
   } else {

@@ -10,6 +10,7 @@
 
 #include "core/content_digest.hpp"
 #include "core/number_text.hpp"
+#include "core/optim/optimizer.hpp"
 #include "core/text_file.hpp"
 
 namespace actorpipe {
@@ -49,6 +50,11 @@ std::string text_at(const nlohmann::json& meta, const char* key) {
   return it != meta.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// What an evaluation pass reads: --eval-file's contents and --eval-microbatches.
+std::string eval_set(const train_options& o) {
+  return input_digest(o.text.eval_file) + "/" + std::to_string(o.eval_microbatches);
+}
+
 }  // namespace
 
 nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pending) {
@@ -70,7 +76,7 @@ nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pendi
           {"min_lr_ratio", o.min_lr_ratio},
           {"lr_decay_style", o.lr_decay_style},
           // The step the decay ends at, as the run trained (its --steps when not given).
-          {"lr_decay_steps", o.lr_decay_steps > 0 ? o.lr_decay_steps : o.steps},
+          {"lr_decay_steps", lr_decay_end(o.lr_decay_steps, o.steps)},
           {"grad_clip", o.grad_clip},
           {"weight_decay", o.weight_decay},
           {"adam_beta1", o.adam_beta1},
@@ -81,7 +87,7 @@ nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pendi
           {"data_content", o.data == "file" ? input_digest(o.data_file) : std::string()},
           {"vocab_file_content", input_digest(o.text.vocab_file)},
           // What an evaluation pass reads (the pass a stopped run skipped runs first on resume).
-          {"eval_set", input_digest(o.text.eval_file) + "/" + std::to_string(o.eval_microbatches)},
+          {"eval_set", eval_set(o)},
           {"lower_case", o.text.lower_case},
           {"text_columns", o.text.columns},
           {"data_seed", o.data_seed},
@@ -147,7 +153,7 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   {
     const auto saved_steps = meta.find("steps"), saved_end = meta.find("lr_decay_steps");
     const nlohmann::json was = saved_end != meta.end() ? *saved_end : saved_steps != meta.end() ? *saved_steps : nlohmann::json();
-    const int now = o.lr_decay_steps > 0 ? o.lr_decay_steps : o.steps;
+    const int now = lr_decay_end(o.lr_decay_steps, o.steps);
     if (!was.is_number_integer() || was.get<long long>() != now) {
       if (was.is_number_integer()) out.push_back("lr_decay_steps " + shown(was) + " -> " + std::to_string(now));
       compare("steps", o.steps);
@@ -170,7 +176,7 @@ std::string pending_eval_change(const nlohmann::json& meta, const train_options&
   if (!meta.is_object()) return "";
   const auto saved = meta.find("eval_set");
   if (saved == meta.end() || !saved->is_string()) return "";  // not recorded: nothing to say
-  if (saved->get<std::string>() == input_digest(o.text.eval_file) + "/" + std::to_string(o.eval_microbatches)) return "";
+  if (saved->get<std::string>() == eval_set(o)) return "";
   return "other evaluation data than the interrupted run's (--eval-file, --eval-microbatches): its numbers are not "
          "the ones that run would have had";
 }

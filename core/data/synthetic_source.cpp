@@ -69,8 +69,6 @@ class synthetic_source final : public token_source {
   int vocab() const override { return vocab_; }
 
   void sequence(std::uint64_t step, std::uint64_t index, int seq_len, std::int32_t* out) const override {
-    if (seq_len < 1) throw std::invalid_argument("seq_len must be >= 1: got seq_len=" + std::to_string(seq_len));
-    if (out == nullptr) throw std::invalid_argument("synthetic source: out must not be null");
     // The key depends on all of (seed, step, index) through chained mixes: a pure function,
     // safe to call from any thread, with no state shared between calls.
     draw(splitmix64(splitmix64(splitmix64(seed_ ^ sampling_salt) ^ step) ^ index), seq_len, out);
@@ -79,8 +77,6 @@ class synthetic_source final : public token_source {
   // The held-out set: keys under a salt of their own, one mix fewer (no step), so no
   // evaluation sequence is drawn from a training sample's key unless splitmix64 collides.
   void eval_sequence(std::uint64_t index, int seq_len, std::int32_t* out) const override {
-    if (seq_len < 1) throw std::invalid_argument("seq_len must be >= 1: got seq_len=" + std::to_string(seq_len));
-    if (out == nullptr) throw std::invalid_argument("synthetic source: out must not be null");
     draw(splitmix64(splitmix64(seed_ ^ eval_salt) ^ index), seq_len, out);
   }
   std::uint64_t eval_sequences(int) const override { return UINT64_MAX; }
@@ -98,6 +94,8 @@ class synthetic_source final : public token_source {
   // seq_len + 1 tokens of the chain from the stream of `key`: the first from the stationary
   // distribution, each next from its predecessor's successors.
   void draw(std::uint64_t key, int seq_len, std::int32_t* out) const {
+    if (seq_len < 1) throw std::invalid_argument("seq_len must be >= 1: got seq_len=" + std::to_string(seq_len));
+    if (out == nullptr) throw std::invalid_argument("synthetic source: out must not be null");
     splitmix_stream rng(key);
     // Binary search: the stationary table has vocab entries, the successor tables only k.
     const double u0 = rng.uniform();

@@ -77,6 +77,9 @@ struct layer_norm_module : torch::nn::Module {
   layer_norm ln;
 };
 
+// Whether a file is read as uint16 tokens (.bin), else as UTF-8 bytes.
+bool is_token_file(const std::string& path) { return path.size() >= 4 && path.compare(path.size() - 4, 4, ".bin") == 0; }
+
 // A token file named by `flag` (--data-file, --eval-file): .bin = uint16 tokens, else bytes.
 std::shared_ptr<const token_source> open_file_source(const train_options& o, const std::string& p, const std::string& flag) {
   const std::int64_t need_tokens = static_cast<std::int64_t>(o.model.seq_len) + 1;
@@ -86,7 +89,7 @@ std::shared_ptr<const token_source> open_file_source(const train_options& o, con
   need(std::filesystem::exists(status), flag + " '" + p + "' does not exist");
   need(!std::filesystem::is_directory(status), flag + " '" + p + "' is a directory: give the file");
   need(std::filesystem::is_regular_file(status), flag + " '" + p + "' is not a regular file");
-  const bool uint16_tokens = p.size() >= 4 && p.compare(p.size() - 4, 4, ".bin") == 0;
+  const bool uint16_tokens = is_token_file(p);
   if (!uint16_tokens)
     need(o.model.vocab >= 256, flag + " '" + p + "' is read as UTF-8 bytes, which needs --vocab >= 256: got " +
                                    std::to_string(o.model.vocab));
@@ -121,11 +124,10 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
   std::string described;
   if (!file.empty()) {
     // The two files read alike: token ids scored against bytes (or the reverse) is no loss at all.
-    const auto is_bin = [](const std::string& p) { return p.size() >= 4 && p.compare(p.size() - 4, 4, ".bin") == 0; };
-    if (o.data == "file" && is_bin(file) != is_bin(o.data_file))
+    if (o.data == "file" && is_token_file(file) != is_token_file(o.data_file))
       throw std::invalid_argument("--eval-file '" + file + "' is read as " +
-                                  (is_bin(file) ? "uint16 tokens" : "UTF-8 bytes") + " and --data-file '" + o.data_file +
-                                  "' as " + (is_bin(o.data_file) ? "uint16 tokens" : "UTF-8 bytes") +
+                                  (is_token_file(file) ? "uint16 tokens" : "UTF-8 bytes") + " and --data-file '" + o.data_file +
+                                  "' as " + (is_token_file(o.data_file) ? "uint16 tokens" : "UTF-8 bytes") +
                                   ": evaluate on a file of the training file's kind (.bin for tokens, any other name for "
                                   "text)");
     source = open_file_source(o, file, "--eval-file");
@@ -144,7 +146,7 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
     // Its tokens past the last whole window are no target of any.
     std::error_code ec;
     const std::uintmax_t bytes = std::filesystem::file_size(file, ec);
-    const std::uintmax_t tokens = ec ? 0 : is_bin(file) ? bytes / 2 : bytes;
+    const std::uintmax_t tokens = ec ? 0 : is_token_file(file) ? bytes / 2 : bytes;
     const std::uintmax_t left = tokens > windows * seq_len + 1 ? tokens - 1 - windows * seq_len : 0;
     described = "eval: " + source->describe() + ", " + std::to_string(sequences) + " consecutive window" +
                 (sequences == 1 ? "" : "s") + " of " + std::to_string(seq_len) + " tokens" +

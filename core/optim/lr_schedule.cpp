@@ -84,7 +84,7 @@ double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double
     throw std::invalid_argument("lr_at: " + why);
 
   if (step < warmup_steps) return base_lr * (static_cast<double>(step) + 1) / warmup_steps;
-  const int end = decay_steps > 0 ? decay_steps : total_steps;
+  const int end = lr_decay_end(decay_steps, total_steps);
   const int span = end - 1 - warmup_steps;  // steps after the first full-lr step, to the floor
   if (span <= 0 || style == lr_decay::constant) return base_lr;
   const double progress = std::min(1.0, static_cast<double>(step - warmup_steps) / span);  // 0 .. 1, then 1

@@ -80,6 +80,8 @@ std::string optimizer_setting_error(const std::string& flag, double value);
 // lr_decay_steps_error says why in the flags' words.
 double lr_at(int step, double base_lr, int warmup_steps, int total_steps, double min_ratio = 0.1,
              lr_decay style = lr_decay::linear, int decay_steps = 0);
+// The step the decay ends at: decay_steps, or total_steps where it is 0.
+inline int lr_decay_end(int decay_steps, int total_steps) { return decay_steps > 0 ? decay_steps : total_steps; }
 // "" when decay_steps suits warmup_steps (0, or past warmup_steps + 1), else the line that
 // refuses it, naming --lr-decay-steps and --warmup-steps.
 std::string lr_decay_steps_error(int decay_steps, int warmup_steps);
