@@ -36,6 +36,59 @@ add_executable(local_only main.cpp)
 target_link_libraries(local_only PRIVATE actorpipe::actorpipe_transport)
 add_executable(version_of version.cpp)
 target_link_libraries(version_of PRIVATE actorpipe::actorpipe_core)
+# The static libraries inside a shared library of the user's (a plugin, a Python extension):
+# the linker refuses objects built without -fPIC there.
+add_library(trainer_plugin SHARED plugin.cpp)
+target_link_libraries(trainer_plugin PRIVATE actorpipe::actorpipe)
+add_executable(plugin_host host.cpp)
+target_link_libraries(plugin_host PRIVATE ${CMAKE_DL_LIBS})
+EOF
+cat > "$work/consumer/sub/plugin.cpp" <<'EOF'
+// A plugin: registers a model of its own when loaded and runs actorpipe's command line.
+#include <torch/torch.h>
+
+#include <actorpipe/actorpipe.hpp>
+
+#include <iostream>
+
+namespace {
+actorpipe::model_definition tanh_mlp(const actorpipe::train_options& o) {
+  actorpipe::model_definition m;
+  for (int i = 0; i < 4; ++i)
+    m.layers.push_back(actorpipe::make_layer("fc" + std::to_string(i), [i] {
+      return actorpipe::layer_module(torch::nn::Sequential(torch::nn::Linear(i == 0 ? 8 : 16, i == 3 ? 1 : 16),
+                                                           torch::nn::Tanh()));
+    }));
+  m.loss = [](const at::Tensor& out, const at::Tensor& y) { return torch::mse_loss(out, y); };
+  const std::uint64_t seed = o.data_seed;
+  const int batch = o.microbatch_size;
+  m.data = [seed, batch](std::uint64_t step, int microbatch) {
+    torch::NoGradGuard no_grad;
+    auto gen = at::detail::createCPUGenerator(seed * 7919ULL + step * 31ULL + static_cast<std::uint64_t>(microbatch));
+    at::Tensor x = at::normal(0.0, 1.0, {batch, 8}, gen, at::TensorOptions().dtype(at::kFloat));
+    at::Tensor y = 0.5 * torch::tanh(x.sum(1, true));
+    return actorpipe::microbatch_tensors{actorpipe::box(x), actorpipe::box(y)};
+  };
+  return m;
+}
+const bool registered = (actorpipe::register_model("plugin-mlp", tanh_mlp, "a plugin's model"), true);
+}  // namespace
+
+extern "C" int plugin_main(int argc, const char* const* argv) {
+  return registered ? actorpipe::cli_main(argc, argv, std::cout, std::cerr) : 1;
+}
+EOF
+cat > "$work/consumer/sub/host.cpp" <<'EOF'
+// Loads a plugin by its path (argv[1]) and hands it the rest of the command line.
+#include <dlfcn.h>
+#include <cstdio>
+int main(int argc, char** argv) {
+  void* plugin = argc > 1 ? dlopen(argv[1], RTLD_NOW | RTLD_LOCAL) : nullptr;
+  if (!plugin) { std::fprintf(stderr, "dlopen: %s\n", argc > 1 ? dlerror() : "no plugin given"); return 3; }
+  auto entry = reinterpret_cast<int (*)(int, const char* const*)>(dlsym(plugin, "plugin_main"));
+  if (!entry) { std::fprintf(stderr, "dlsym: %s\n", dlerror()); return 3; }
+  return entry(argc - 1, argv + 1);
+}
 EOF
 cat > "$work/consumer/sub/version.cpp" <<'EOF'
 #include <core/version.hpp>
@@ -66,6 +119,11 @@ falls() {  # "final loss X (first step Y)": X < Y
   echo "$line"
   awk '{ gsub(/\)/, "", $6); exit !($3 < $6) }' <<<"$line" || { echo "the loss did not fall:"; cat "$1"; return 1; }
 }
+# The plugin, loaded by a program that knows nothing of actorpipe, trains its own model.
+"$work/consumer/build/sub/plugin_host" "$work/consumer/build/sub/libtrainer_plugin.so" train --model plugin-mlp \
+  --stages 2 --microbatches 4 --microbatch-size 8 --steps 10 --lr 1e-2 > "$work/plugin.log" 2>&1 ||
+  { cat "$work/plugin.log"; exit 1; }
+falls "$work/plugin.log"
 common=(--model convnet --stages 2 --microbatches 4 --microbatch-size 8 --steps 12 --lr 1e-2)
 # One process, its layers cut by their measured cost.
 "$work/build/byo_model" train "${common[@]}" --schedule "${BYO_POLICY:-backward-first}" --partition profile > "$work/one.log" 2>&1 ||
@@ -77,4 +135,4 @@ falls "$work/one.log"
   train "${common[@]}" --schedule "${BYO_POLICY:-backward-first}" > "$work/two.log" 2>&1 || { cat "$work/two.log"; exit 1; }
 falls "$work/two.log"
 grep -q 'processes: 2' "$work/two.log" || { echo "not 2 processes:"; cat "$work/two.log"; exit 1; }
-echo "byo_model: built against the installed package, trained in 1 and 2 processes"
+echo "byo_model: built against the installed package, trained in 1 and 2 processes; a plugin of it trained too"
