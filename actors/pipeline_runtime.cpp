@@ -96,6 +96,7 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   add("eval_file", file(o.text.eval_file));
   add("eval_every", o.eval_every);
   add("eval_microbatches", o.eval_microbatches);
+  add("eval_split", o.eval_split);
   add("vocab_file", file(o.text.vocab_file));
   add("lower_case", o.text.lower_case);
   add("text_columns", o.text.columns);

@@ -301,12 +301,16 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
                 "Held-out data to evaluate on. gpt: a token file as --data-file, read in consecutive windows of --seq-len "
                 "(eval loss, perplexity); bert: the GLUE-format dev TSV (eval loss, accuracy; 2 labels: F1, Matthews "
                 "correlation)");
+  t->add_option("--eval-split", tr.eval_split,
+                "gpt: hold out the last F (0 < F < 1) of --data-file's tokens as the eval set (Megatron's --split): "
+                "training reads only the tokens before them, and evaluation their consecutive windows, as --eval-file's")
+      ->default_val(0);
   t->add_option("--eval-every", tr.eval_every,
                 "With eval data: a forward-only evaluation pass every N steps, and after the last (0 = after the last only)")
       ->default_val(0);
   t->add_option("--eval-microbatches", tr.eval_microbatches,
                 "Microbatches of --microbatch-size an evaluation pass reads: the eval set's first N [default: all of "
-                "--eval-file; gpt on synthetic data, which holds out its own sequences: --microbatches, and given "
+                "--eval-file or --eval-split; gpt on synthetic data, which holds out its own sequences: --microbatches, and given "
                 "alone it turns evaluation on]")
       ->default_val(0);
   t->add_option("--vocab-file", tr.vocab_file,

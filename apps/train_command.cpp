@@ -411,6 +411,10 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   if (t.model_name != "bert" && t.model_name != "gpt" && !o.eval_file.empty())  // a model of yours has its own
     throw std::invalid_argument("--eval-file is for --model gpt or bert, not --model " + t.model_name +
                                 " (a model of yours gives its own: model_definition::eval_data)");
+  if (t.model_name != "gpt" && o.eval_split != 0)  // bert's dev set is a file; a model of yours has its own
+    throw std::invalid_argument("--eval-split is for --model gpt, not --model " + t.model_name +
+                                (t.model_name == "bert" ? " (give bert its dev TSV: --eval-file)"
+                                                        : " (a model of yours gives its own: model_definition::eval_data)"));
   if (t.model_name != "bert") {  // the text flags are bert's: elsewhere they would do nothing
     const std::pair<const char*, bool> bert_only[] = {
         {"--vocab-file", !o.vocab_file.empty()},
@@ -430,6 +434,7 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
       t.model_flags_given.push_back(flag);
   t.eval_every = o.eval_every;
   t.eval_microbatches = o.eval_microbatches;
+  t.eval_split = o.eval_split;
   t.text.eval_file = o.eval_file;
   t.text.vocab_file = o.vocab_file;
   t.text.lower_case = !o.no_lower_case;

@@ -31,6 +31,7 @@ struct train_cli_options {
   std::string eval_file, vocab_file, text_columns;
   bool no_lower_case = false;
   int max_positions = 0, intermediate = 0, eval_every = 0, eval_microbatches = 0;
+  double eval_split = 0;  // gpt: the share of --data-file held out for evaluation
   int threads_per_stage = 1;
   int budget = 0;
   bool activation_checkpointing = false;

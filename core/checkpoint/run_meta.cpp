@@ -50,9 +50,11 @@ std::string text_at(const nlohmann::json& meta, const char* key) {
   return it != meta.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// What an evaluation pass reads: --eval-file's contents and --eval-microbatches.
+// What an evaluation pass reads: --eval-file's contents, --eval-microbatches and --eval-split
+// (the last written only where given: a checkpoint from before it had none).
 std::string eval_set(const train_options& o) {
-  return input_digest(o.text.eval_file) + "/" + std::to_string(o.eval_microbatches);
+  return input_digest(o.text.eval_file) + "/" + std::to_string(o.eval_microbatches) +
+         (o.eval_split > 0 ? "/split " + number_text(o.eval_split) : std::string());
 }
 
 }  // namespace
@@ -85,6 +87,7 @@ nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pendi
           {"data", o.data},
           {"data_file", o.data_file},
           {"data_content", o.data == "file" ? input_digest(o.data_file) : std::string()},
+          {"eval_split", o.eval_split},  // training reads the data file less this share
           {"vocab_file_content", input_digest(o.text.vocab_file)},
           // What an evaluation pass reads (the pass a stopped run skipped runs first on resume).
           {"eval_set", eval_set(o)},
@@ -124,6 +127,8 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   } else if (o.data == "file" || text_at(meta, "data") == "file") {
     compare("data_file", o.data_file);
   }
+  // Another share held out trains on other windows (a checkpoint from before it held none out).
+  compare_or_was("eval_split", 0.0, o.eval_split);
   compare("vocab_file_content", input_digest(o.text.vocab_file));  // BERT: the embeddings' rows mean other words
   compare("lower_case", o.text.lower_case);
   compare("text_columns", o.text.columns);
@@ -177,8 +182,8 @@ std::string pending_eval_change(const nlohmann::json& meta, const train_options&
   const auto saved = meta.find("eval_set");
   if (saved == meta.end() || !saved->is_string()) return "";  // not recorded: nothing to say
   if (saved->get<std::string>() == eval_set(o)) return "";
-  return "other evaluation data than the interrupted run's (--eval-file, --eval-microbatches): its numbers are not "
-         "the ones that run would have had";
+  return "other evaluation data than the interrupted run's (--eval-file, --eval-microbatches, --eval-split): its numbers "
+         "are not the ones that run would have had";
 }
 
 std::string resume_model_mismatch(const nlohmann::json& meta, const train_options& o) {

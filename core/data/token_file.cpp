@@ -79,14 +79,15 @@ class open_file {
 // Offset rule: sample `index` of step `step` is the seq_len + 1 tokens starting at
 //   offset = splitmix64(splitmix64(step) ^ index ^ seed_term) % (n - seq_len)
 //   seed_term = splitmix64(seed) ^ splitmix64(1234)
-// where n is the file's token count and splitmix64 is the standard finaliser (Steele et al.),
+// where n is the file's token count (less a held-out tail) and splitmix64 is the standard finaliser (Steele et al.),
 // so offset is in [0, n - seq_len - 1] and the last token read is at most n - 1. Samples overlap
 // and repeat at random, as in nanoGPT's get_batch, but as a pure function of (seed, step,
 // index). The default seed, 1234, has seed_term 0: the windows of releases before the seed
 // counted (a run they began resumes on the same data).
 class file_source final : public token_source {
  public:
-  file_source(const std::string& path, int vocab, std::int64_t min_tokens, int token_bytes, std::uint64_t seed)
+  file_source(const std::string& path, int vocab, std::int64_t min_tokens, int token_bytes, std::uint64_t seed,
+              std::int64_t held_out)
       : path_(path), vocab_(vocab), token_bytes_(token_bytes), seed_term_(splitmix64(seed) ^ splitmix64(1234)), file_(path) {
     if (file_.size() % token_bytes_ != 0)
       fail(path_, "has " + std::to_string(file_.size()) + " bytes: not a whole number of uint16 tokens");
@@ -94,6 +95,16 @@ class file_source final : public token_source {
     if (tokens_ < min_tokens)
       fail(path_, "holds " + std::to_string(tokens_) + " tokens; at least " + std::to_string(min_tokens) +
                       " are needed (one sample is seq_len + 1 tokens)");
+    train_tokens_ = tokens_;
+    if (held_out > 0) {
+      if (held_out > tokens_ - min_tokens || held_out < min_tokens)
+        fail(path_, "holds " + std::to_string(tokens_) + " tokens: holding out its last " + std::to_string(held_out) +
+                        " leaves " + std::to_string(std::max<std::int64_t>(tokens_ - held_out, 0)) +
+                        " to train on; each part needs at least " + std::to_string(min_tokens) +
+                        " (one sample is seq_len + 1 tokens)");
+      train_tokens_ = tokens_ - held_out;
+      eval_begin_ = train_tokens_;
+    }
     // Check every token once here, so sequence() never has to and a bad file fails at start-up
     // instead of mid-run.
     if (token_bytes_ == 2 && vocab_ < 65536) {
@@ -116,10 +127,11 @@ class file_source final : public token_source {
   void sequence(std::uint64_t step, std::uint64_t index, int seq_len, std::int32_t* out) const override {
     if (seq_len < 1) throw std::invalid_argument("seq_len must be >= 1: got seq_len=" + std::to_string(seq_len));
     if (out == nullptr) throw std::invalid_argument("data file '" + path_ + "': out must not be null");
-    if (static_cast<std::int64_t>(seq_len) + 1 > tokens_)
-      fail(path_, "holds " + std::to_string(tokens_) + " tokens; seq_len " + std::to_string(seq_len) +
+    if (static_cast<std::int64_t>(seq_len) + 1 > train_tokens_)
+      fail(path_, "holds " + std::to_string(train_tokens_) + (eval_begin_ > 0 ? " tokens before its held-out tail" : " tokens") +
+                      "; seq_len " + std::to_string(seq_len) +
                       " needs at least " + std::to_string(static_cast<std::int64_t>(seq_len) + 1));
-    const std::uint64_t span = static_cast<std::uint64_t>(tokens_ - seq_len);
+    const std::uint64_t span = static_cast<std::uint64_t>(train_tokens_ - seq_len);
     read_window(splitmix64(splitmix64(step) ^ index ^ seed_term_) % span, seq_len, out);
   }
 
@@ -130,16 +142,21 @@ class file_source final : public token_source {
     if (index >= n)
       throw std::out_of_range("data file '" + path_ + "' has " + std::to_string(n) + " evaluation windows of " +
                               std::to_string(seq_len) + " tokens: no window " + std::to_string(index));
-    read_window(index * static_cast<std::uint64_t>(seq_len), seq_len, out);
+    read_window(static_cast<std::uint64_t>(eval_begin_) + index * static_cast<std::uint64_t>(seq_len), seq_len, out);
   }
   std::uint64_t eval_sequences(int seq_len) const override {
-    if (seq_len < 1 || tokens_ < 1) return 0;
-    return static_cast<std::uint64_t>(tokens_ - 1) / static_cast<std::uint64_t>(seq_len);
+    const std::int64_t eval_tokens = tokens_ - eval_begin_;
+    if (seq_len < 1 || eval_tokens < 1) return 0;
+    return static_cast<std::uint64_t>(eval_tokens - 1) / static_cast<std::uint64_t>(seq_len);
   }
 
   std::string describe() const override {
     return std::string(token_bytes_ == 2 ? "uint16 token file" : "text file read as bytes") + " '" + path_ + "' (" +
-           std::to_string(tokens_) + " tokens, vocab " + std::to_string(vocab_) + ")";
+           std::to_string(tokens_) + " tokens, vocab " + std::to_string(vocab_) +
+           (eval_begin_ > 0 ? "; training reads its first " + std::to_string(train_tokens_) + ", its last " +
+                                  std::to_string(tokens_ - eval_begin_) + " are held out"
+                            : std::string()) +
+           ")";
   }
 
  private:
@@ -161,11 +178,15 @@ class file_source final : public token_source {
   std::uint64_t seed_term_;
   open_file file_;
   std::int64_t tokens_ = 0;
+  std::int64_t train_tokens_ = 0;  // sequence() reads tokens [0, train_tokens_)
+  std::int64_t eval_begin_ = 0;    // eval_sequence() reads tokens [eval_begin_, tokens_)
 };
 
-void check_min_tokens(std::int64_t min_tokens) {
+void check_min_tokens(std::int64_t min_tokens, std::int64_t held_out_tokens) {
   if (min_tokens < 0)
     throw std::invalid_argument("min_tokens must be >= 0: got min_tokens=" + std::to_string(min_tokens));
+  if (held_out_tokens < 0)
+    throw std::invalid_argument("held_out_tokens must be >= 0: got held_out_tokens=" + std::to_string(held_out_tokens));
 }
 
 }  // namespace
@@ -176,15 +197,16 @@ void token_source::eval_sequence(std::uint64_t, int, std::int32_t*) const {
 std::uint64_t token_source::eval_sequences(int) const { return 0; }
 
 std::unique_ptr<token_source> open_token_file(const std::string& path, int vocab, std::int64_t min_tokens,
-                                              std::uint64_t seed) {
+                                              std::uint64_t seed, std::int64_t held_out_tokens) {
   if (vocab < 1) throw std::invalid_argument("vocab must be >= 1: got vocab=" + std::to_string(vocab));
-  check_min_tokens(min_tokens);
-  return std::make_unique<file_source>(path, vocab, min_tokens, 2, seed);
+  check_min_tokens(min_tokens, held_out_tokens);
+  return std::make_unique<file_source>(path, vocab, min_tokens, 2, seed, held_out_tokens);
 }
 
-std::unique_ptr<token_source> open_text_file(const std::string& path, std::int64_t min_tokens, std::uint64_t seed) {
-  check_min_tokens(min_tokens);
-  return std::make_unique<file_source>(path, 256, min_tokens, 1, seed);
+std::unique_ptr<token_source> open_text_file(const std::string& path, std::int64_t min_tokens, std::uint64_t seed,
+                                             std::int64_t held_out_tokens) {
+  check_min_tokens(min_tokens, held_out_tokens);
+  return std::make_unique<file_source>(path, 256, min_tokens, 1, seed, held_out_tokens);
 }
 
 }  // namespace actorpipe

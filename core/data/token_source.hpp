@@ -47,10 +47,16 @@ struct token_out_of_vocab : std::invalid_argument {
 // reads other windows (core/data/token_file.cpp has the rule). Throws std::invalid_argument
 // naming the path when it is missing, unreadable, of odd size, shorter than min_tokens, or
 // holds a token >= vocab (token_out_of_vocab, naming the token and its position).
+// held_out_tokens > 0 keeps the file's last held_out_tokens tokens from training: sequence()
+// reads only the tokens before them (as it reads a file of just those), and eval_sequence()
+// reads the held-out tail's consecutive windows (as it reads a file of just the tail); each
+// part must hold min_tokens. 0: training reads the whole file, and so do the eval windows.
 std::unique_ptr<token_source> open_token_file(const std::string& path, int vocab, std::int64_t min_tokens,
-                                              std::uint64_t seed = 1234);
+                                              std::uint64_t seed = 1234, std::int64_t held_out_tokens = 0);
 
-// A UTF-8 (or any) text file read as bytes: vocab 256. Same errors as open_token_file.
-std::unique_ptr<token_source> open_text_file(const std::string& path, std::int64_t min_tokens, std::uint64_t seed = 1234);
+// A UTF-8 (or any) text file read as bytes: vocab 256. Same errors and held-out tail as
+// open_token_file.
+std::unique_ptr<token_source> open_text_file(const std::string& path, std::int64_t min_tokens, std::uint64_t seed = 1234,
+                                             std::int64_t held_out_tokens = 0);
 
 }  // namespace actorpipe

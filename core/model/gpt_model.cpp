@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/model/gpt_modules.hpp"
+#include "core/number_text.hpp"
 #include "core/run_room.hpp"
 #include "core/model/tensor_box_torch.hpp"
 
@@ -80,7 +81,35 @@ struct layer_norm_module : torch::nn::Module {
 // Whether a file is read as uint16 tokens (.bin), else as UTF-8 bytes.
 bool is_token_file(const std::string& path) { return path.size() >= 4 && path.compare(path.size() - 4, 4, ".bin") == 0; }
 
-// A token file named by `flag` (--data-file, --eval-file): .bin = uint16 tokens, else bytes.
+// The tokens a file holds as it is read (.bin: uint16 tokens, else bytes), or 0 where its size
+// cannot be read or is no whole number of tokens (its source's own error names that).
+std::uintmax_t file_tokens(const std::string& path) {
+  std::error_code ec;
+  const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (ec) return 0;
+  if (!is_token_file(path)) return bytes;
+  return bytes % 2 == 0 ? bytes / 2 : 0;
+}
+
+// How many of `tokens` --eval-split holds out: the share, rounded down to whole tokens.
+std::int64_t held_out_tokens(std::uintmax_t tokens, double split) {
+  return split > 0 ? static_cast<std::int64_t>(std::floor(static_cast<long double>(tokens) * split)) : 0;
+}
+
+// --eval-split's own rules: a share below 1 of --data-file, the one eval set given.
+void check_eval_split(const train_options& o) {
+  const double s = o.eval_split;
+  need(s >= 0 && s < 1, "--eval-split=" + number_text(s) + " must be >= 0 and below 1: the share of --data-file's "
+                        "tokens held out for evaluation (0: none)");
+  if (s == 0) return;
+  need(o.data == "file", "--eval-split holds out the end of --data-file, and this run trains on the synthetic corpus, "
+                         "which holds out sequences of its own: give --eval-every or --eval-microbatches alone");
+  need(o.text.eval_file.empty(), "--eval-split and --eval-file both give the eval set: give one (--eval-file '" +
+                                     o.text.eval_file + "', --eval-split " + number_text(s) + ")");
+}
+
+// A token file named by `flag` (--data-file, --eval-file): .bin = uint16 tokens, else bytes;
+// for --data-file, less the tail --eval-split holds out.
 std::shared_ptr<const token_source> open_file_source(const train_options& o, const std::string& p, const std::string& flag) {
   const std::int64_t need_tokens = static_cast<std::int64_t>(o.model.seq_len) + 1;
   // What is wrong with the path first, before what its name implies (the vocabulary text needs).
@@ -93,17 +122,27 @@ std::shared_ptr<const token_source> open_file_source(const train_options& o, con
   if (!uint16_tokens)
     need(o.model.vocab >= 256, flag + " '" + p + "' is read as UTF-8 bytes, which needs --vocab >= 256: got " +
                                    std::to_string(o.model.vocab));
-  const std::uintmax_t bytes = std::filesystem::file_size(p, ec);
-  if (!ec && (!uint16_tokens || bytes % 2 == 0)) {
-    const std::uintmax_t tokens = uint16_tokens ? bytes / 2 : bytes;
+  const std::uintmax_t tokens = file_tokens(p);
+  const std::string unit = uint16_tokens ? " uint16 tokens" : " bytes";
+  if (tokens > 0)
     need(tokens >= static_cast<std::uintmax_t>(need_tokens),
-         flag + " '" + p + "' holds " + std::to_string(tokens) + (uint16_tokens ? " uint16 tokens" : " bytes") +
-             ": one sample of --seq-len " + std::to_string(o.model.seq_len) + " needs " + std::to_string(need_tokens));
+         flag + " '" + p + "' holds " + std::to_string(tokens) + unit + ": one sample of --seq-len " +
+             std::to_string(o.model.seq_len) + " needs " + std::to_string(need_tokens));
+  const std::int64_t held = flag == "--data-file" ? held_out_tokens(tokens, o.eval_split) : 0;
+  if (o.eval_split > 0 && flag == "--data-file" && tokens > 0) {
+    const std::string split = "--eval-split " + number_text(o.eval_split);
+    need(held >= need_tokens, split + " holds out " + std::to_string(held) + " of the " + std::to_string(tokens) + unit +
+                                  " of --data-file '" + p + "': an evaluation window of --seq-len " +
+                                  std::to_string(o.model.seq_len) + " needs " + std::to_string(need_tokens));
+    need(static_cast<std::int64_t>(tokens) - held >= need_tokens,
+         split + " leaves " + std::to_string(static_cast<std::int64_t>(tokens) - held) + " of the " + std::to_string(tokens) +
+             unit + " of --data-file '" + p + "' to train on: one sample of --seq-len " + std::to_string(o.model.seq_len) +
+             " needs " + std::to_string(need_tokens));
   }
   // The file's own errors name it ("data file 'x' ..."); the flags they concern are these.
   try {
-    return uint16_tokens ? open_token_file(p, o.model.vocab, need_tokens, o.data_seed)
-                         : open_text_file(p, need_tokens, o.data_seed);
+    return uint16_tokens ? open_token_file(p, o.model.vocab, need_tokens, o.data_seed, held)
+                         : open_text_file(p, need_tokens, o.data_seed, held);
   } catch (const token_out_of_vocab& e) {
     throw std::invalid_argument(flag + ": " + std::string(e.what()) + " (--vocab " + std::to_string(o.model.vocab) +
                                 "; a .bin file holds token ids below it)");
@@ -122,33 +161,43 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
   std::shared_ptr<const token_source> source;
   std::uint64_t sequences = 0;
   std::string described;
-  if (!file.empty()) {
-    // The two files read alike: token ids scored against bytes (or the reverse) is no loss at all.
-    if (o.data == "file" && is_token_file(file) != is_token_file(o.data_file))
-      throw std::invalid_argument("--eval-file '" + file + "' is read as " +
-                                  (is_token_file(file) ? "uint16 tokens" : "UTF-8 bytes") + " and --data-file '" + o.data_file +
-                                  "' as " + (is_token_file(o.data_file) ? "uint16 tokens" : "UTF-8 bytes") +
-                                  ": evaluate on a file of the training file's kind (.bin for tokens, any other name for "
-                                  "text)");
-    source = open_file_source(o, file, "--eval-file");
+  if (!file.empty() || o.eval_split > 0) {
+    std::string what;         // the eval set, as its errors name it
+    std::uintmax_t tokens;    // the tokens it holds
+    if (!file.empty()) {
+      // The two files read alike: token ids scored against bytes (or the reverse) is no loss at all.
+      if (o.data == "file" && is_token_file(file) != is_token_file(o.data_file))
+        throw std::invalid_argument("--eval-file '" + file + "' is read as " +
+                                    (is_token_file(file) ? "uint16 tokens" : "UTF-8 bytes") + " and --data-file '" +
+                                    o.data_file + "' as " + (is_token_file(o.data_file) ? "uint16 tokens" : "UTF-8 bytes") +
+                                    ": evaluate on a file of the training file's kind (.bin for tokens, any other name "
+                                    "for text)");
+      source = open_file_source(o, file, "--eval-file");
+      what = "--eval-file '" + file + "'";
+      tokens = file_tokens(file);
+    } else {  // the training file's held-out tail, which its source reads as its eval windows
+      source = train_source;
+      tokens = static_cast<std::uintmax_t>(held_out_tokens(file_tokens(o.data_file), o.eval_split));
+      what = "--eval-split " + number_text(o.eval_split) + " of --data-file '" + o.data_file + "'";
+    }
     const std::uint64_t windows = source->eval_sequences(seq_len);
     need(B >= 1, "--microbatch-size must be >= 1: got " + std::to_string(B));
     const std::uint64_t all = (windows + static_cast<std::uint64_t>(B) - 1) / static_cast<std::uint64_t>(B);
     need(all <= static_cast<std::uint64_t>(std::numeric_limits<int>::max()),
-         "--eval-file '" + file + "' has " + std::to_string(windows) + " windows of --seq-len " + std::to_string(seq_len) +
+         what + " has " + std::to_string(windows) + " windows of --seq-len " + std::to_string(seq_len) +
              ": more microbatches than one pass can count; give --eval-microbatches");
     const std::uint64_t asked = o.eval_microbatches > 0 ? static_cast<std::uint64_t>(o.eval_microbatches) : all;
-    need(asked <= all, "--eval-microbatches=" + std::to_string(o.eval_microbatches) + " is more than --eval-file '" + file +
-                           "' holds: " + std::to_string(windows) + " windows of --seq-len " + std::to_string(seq_len) +
+    need(asked <= all, "--eval-microbatches=" + std::to_string(o.eval_microbatches) + " is more than " + what +
+                           " holds: " + std::to_string(windows) + " windows of --seq-len " + std::to_string(seq_len) +
                            " tokens make " + std::to_string(all) + " microbatches of " + std::to_string(B));
     sequences = std::min(windows, asked * static_cast<std::uint64_t>(B));
     m.eval_microbatches = static_cast<int>(asked);
     // Its tokens past the last whole window are no target of any.
-    std::error_code ec;
-    const std::uintmax_t bytes = std::filesystem::file_size(file, ec);
-    const std::uintmax_t tokens = ec ? 0 : is_token_file(file) ? bytes / 2 : bytes;
     const std::uintmax_t left = tokens > windows * seq_len + 1 ? tokens - 1 - windows * seq_len : 0;
-    described = "eval: " + source->describe() + ", " + std::to_string(sequences) + " consecutive window" +
+    const std::string set = !file.empty() ? source->describe()
+                                          : "the last " + std::to_string(tokens) + " tokens of --data-file (--eval-split " +
+                                                number_text(o.eval_split) + ")";
+    described = "eval: " + set + ", " + std::to_string(sequences) + " consecutive window" +
                 (sequences == 1 ? "" : "s") + " of " + std::to_string(seq_len) + " tokens" +
                 (asked < all ? " (its first " + std::to_string(asked) + (asked == 1 ? " microbatch)" : " microbatches)")
                  : left > 0 ? " (its last " + std::to_string(left) + (left == 1 ? " token makes" : " tokens make") + " no window)"
@@ -156,7 +205,8 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
   } else if (o.eval_every > 0 || o.eval_microbatches > 0) {
     if (o.data != "synthetic")
       throw std::invalid_argument(std::string(o.eval_every > 0 ? "--eval-every" : "--eval-microbatches") +
-                                  " with --data-file needs --eval-file: a held-out token file (e.g. nanoGPT's val.bin)");
+                                  " with --data-file needs --eval-file, a held-out token file (e.g. nanoGPT's val.bin), "
+                                  "or --eval-split F, the file's last F held out");
     source = train_source;
     m.eval_microbatches = o.eval_microbatches > 0 ? o.eval_microbatches : o.microbatches;
     need(m.eval_microbatches >= 1, "--eval-microbatches must be >= 1: got " + std::to_string(m.eval_microbatches));
@@ -185,6 +235,7 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
 }  // namespace
 
 std::shared_ptr<const token_source> open_source(const train_options& o) {
+  check_eval_split(o);
   if (o.data == "synthetic") return make_synthetic_source(o.model.vocab, o.data_seed);
   return open_file_source(o, o.data_file, "--data-file");
 }

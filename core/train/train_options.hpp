@@ -111,10 +111,16 @@ struct train_options {
   // Evaluation (models with eval data): a forward-only pass every eval_every steps (0: only
   // after the last step), over the eval set's first eval_microbatches microbatches (0: all of
   // it). The built-in gpt's eval set: text.eval_file (a held-out token file, read in
-  // consecutive windows); with synthetic data and no file, a held-out stream of the same
-  // source, of eval_microbatches (0: microbatches) microbatches, when either number is set.
+  // consecutive windows), or eval_split's tail of data_file; with synthetic data and no file,
+  // a held-out stream of the same source, of eval_microbatches (0: microbatches)
+  // microbatches, when either number is set.
   int eval_every = 0;
   int eval_microbatches = 0;
+  // The built-in gpt on a data_file: the file's last eval_split of tokens (0 < eval_split < 1,
+  // rounded down to whole tokens) are held out. Training reads only the tokens before them,
+  // as it reads a file of just those, and the eval set is the tail's consecutive windows, as
+  // text.eval_file's. 0: none.
+  double eval_split = 0;
   // How many steps' metrics train_result::steps keeps: 0 every step (each holds per-rank
   // vectors, ~0.5 kB: 0.5 GB over a million steps); N the run's first and its last N (on_step
   // still sees every step). train keeps 1000.

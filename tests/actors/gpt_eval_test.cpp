@@ -10,6 +10,7 @@
 #include "core/train/reference_trainer.hpp"
 #include "tests/apps/cli_runner.hpp"
 #include "tests/apps/process_runner.hpp"
+#include "tests/support/train_results.hpp"
 
 #include <atomic>
 #include <cmath>
@@ -46,6 +47,15 @@ struct token_file {
       // A learnable file: mostly the token after the last, sometimes a jump.
       const std::int64_t t = i == 0 || (x >> 28) == 0 ? (x >> 8) % vocab : (tokens.back() + 1) % vocab;
       tokens.push_back(t);
+      const unsigned char b[2] = {static_cast<unsigned char>(t & 0xff), static_cast<unsigned char>(t >> 8)};
+      f.write(reinterpret_cast<const char*>(b), 2);
+    }
+  }
+  // A file of these tokens.
+  token_file(const std::string& name, std::vector<std::int64_t> given)
+      : path("/tmp/actorpipe_gpt_eval_" + std::to_string(::getpid()) + "_" + name + ".bin"), tokens(std::move(given)) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    for (const std::int64_t t : tokens) {
       const unsigned char b[2] = {static_cast<unsigned char>(t & 0xff), static_cast<unsigned char>(t >> 8)};
       f.write(reinterpret_cast<const char*>(b), 2);
     }
@@ -170,6 +180,66 @@ CATCH_TEST_CASE("the GPT's evaluation on a held-out token file: every window onc
                           "tokens make 3 microbatches of 2");
 }
 
+CATCH_TEST_CASE("--eval-split: one file trains as a file of its head and evaluates as an --eval-file of its tail",
+                "[actors][runtime][eval]") {
+  const token_file all("split_all", 3000, vocab, 11);
+  // 5% of 3000: the last 150 tokens, 9 windows of 16 and 5 tokens past the last.
+  const token_file head("split_head", std::vector<std::int64_t>(all.tokens.begin(), all.tokens.end() - 150));
+  const token_file tail("split_tail", std::vector<std::int64_t>(all.tokens.end() - 150, all.tokens.end()));
+  train_options split = eval_options(all.path, "");
+  split.eval_split = 0.05;
+  const train_result a = run_pipeline(split), b = run_pipeline(eval_options(head.path, tail.path));
+  CATCH_REQUIRE(a.steps.size() == 3);
+  CATCH_REQUIRE(b.steps.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) CATCH_CHECK(a.steps[i].loss == b.steps[i].loss);
+  CATCH_CHECK(actorpipe::testing::bit_identical(a, b));
+  CATCH_REQUIRE(a.evals.size() == 2);
+  CATCH_REQUIRE(b.evals.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CATCH_CHECK(a.evals[i].loss == b.evals[i].loss);
+    CATCH_CHECK(a.evals[i].outputs == b.evals[i].outputs);
+    CATCH_CHECK(a.evals[i].targets == b.evals[i].targets);
+  }
+  CATCH_CHECK_THAT(a.data_description, Contains("3000 tokens, vocab 64; training reads its first 2850, its last 150 are held "
+                                                "out") &&
+                                           Contains("eval: the last 150 tokens of --data-file (--eval-split 0.05), 9 "
+                                                    "consecutive windows of 16 tokens (its last 5 tokens make no window)"));
+  // The reference the same way.
+  train_options alone = split;
+  alone.no_pipeline = true;
+  const train_result reference = run_reference(alone);
+  CATCH_REQUIRE(reference.evals.size() == 2);
+  CATCH_CHECK(std::abs(reference.evals[1].loss - a.evals[1].loss) <= 1e-5 * a.evals[1].loss);
+
+  // What it refuses, naming the flag: a share out of range, too little on either side, two
+  // eval sets, no file to split, more microbatches than the tail holds.
+  train_options bad = split;
+  bad.eval_split = 1;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(bad), "--eval-split=1 must be >= 0 and below 1: the share of --data-file's tokens "
+                                             "held out for evaluation (0: none)");
+  bad.eval_split = -0.1;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(bad), Contains("--eval-split=-0.1 must be >= 0 and below 1"));
+  bad.eval_split = 0.005;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(bad), "--eval-split 0.005 holds out 15 of the 3000 uint16 tokens of --data-file '" +
+                                                 all.path + "': an evaluation window of --seq-len 16 needs 17");
+  bad.eval_split = 0.995;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(bad), "--eval-split 0.995 leaves 15 of the 3000 uint16 tokens of --data-file '" +
+                                                 all.path + "' to train on: one sample of --seq-len 16 needs 17");
+  bad = eval_options(all.path, tail.path);
+  bad.eval_split = 0.05;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(bad), "--eval-split and --eval-file both give the eval set: give one (--eval-file '" +
+                                                 tail.path + "', --eval-split 0.05)");
+  bad = tiny_gpt(2, 2);
+  bad.eval_split = 0.05;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(bad), Contains("--eval-split holds out the end of --data-file, and this run trains "
+                                                      "on the synthetic corpus"));
+  bad = split;
+  bad.eval_microbatches = 6;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(bad), "--eval-microbatches=6 is more than --eval-split 0.05 of --data-file '" +
+                                                 all.path + "' holds: 9 windows of --seq-len 16 tokens make 5 microbatches "
+                                                 "of 2");
+}
+
 CATCH_TEST_CASE("the GPT on synthetic data evaluates on held-out sequences of its source", "[actors][runtime][eval]") {
   train_options o = tiny_gpt(2, 4);
   o.eval_every = 2;  // alone, it turns evaluation on: --microbatches (4) microbatches
@@ -217,8 +287,8 @@ CATCH_TEST_CASE("the GPT's evaluation refuses what it cannot read, naming the fl
   CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("--eval-file: data file '" + wide.path + "' token ") &&
                                                Contains("(--vocab 64; a .bin file holds token ids below it)"));
   o.text.eval_file.clear();
-  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--eval-every with --data-file needs --eval-file: a held-out token file (e.g. "
-                                           "nanoGPT's val.bin)");
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--eval-every with --data-file needs --eval-file, a held-out token file (e.g. "
+                                           "nanoGPT's val.bin), or --eval-split F, the file's last F held out");
   o.eval_every = 0;
   o.eval_microbatches = -1;
   CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--eval-microbatches=-1 must be >= 0");
@@ -262,7 +332,8 @@ CATCH_TEST_CASE("a resumed gpt run says when the pass its checkpoint skipped run
   CATCH_CHECK(same.find("warning") == std::string::npos);
   CATCH_CHECK_THAT(resume({"--eval-every", "2", "--eval-microbatches", "3"}),
                    Contains(skipped + ": it runs first, on other evaluation data than the interrupted run's (--eval-file, "
-                                      "--eval-microbatches): its numbers are not the ones that run would have had"));
+                                      "--eval-microbatches, --eval-split): its numbers are not the ones that run would have "
+                                      "had"));
   CATCH_CHECK_THAT(resume({}), Contains(skipped + ", and this run has no evaluation data (--eval-file): it does not run"));
   CATCH_CHECK_THAT(resume({"--eval-every", "3"}),
                    Contains(skipped + ", and this run evaluates at other steps (--eval-every 3): it does not run"));

@@ -1810,6 +1810,25 @@ CATCH_TEST_CASE("train evaluates the gpt on a held-out file: progress lines, the
   CATCH_CHECK(mixed.code == 2);
   CATCH_CHECK_THAT(mixed.err, Contains("--eval-file '" + ids + "' is read as uint16 tokens and --data-file '" + train +
                                        "' as UTF-8 bytes: evaluate on a file of the training file's kind"));
+  // One file, its tail held out (the training file's 9200 bytes: 460 held out, 28 windows).
+  auto split = cli({"train", "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--microbatches", "2",
+                    "--microbatch-size", "3", "--steps", "2", "--data-file", train, "--eval-split", "0.05"});
+  CATCH_INFO(split.err);
+  CATCH_REQUIRE(split.code == 0);
+  CATCH_CHECK_THAT(split.out, Contains("(9200 tokens, vocab 256; training reads its first 8740, its last 460 are held out); "
+                                       "eval: the last 460 tokens of --data-file (--eval-split 0.05), 28 consecutive "
+                                       "windows of 16 tokens (its last 11 tokens make no window)\n"));
+  CATCH_CHECK_THAT(split.out, Contains("final eval after step 2: loss "));
+  auto both = cli({"train", "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--steps", "1",
+                   "--data-file", train, "--eval-file", val, "--eval-split", "0.05"});
+  CATCH_CHECK(both.code == 2);
+  CATCH_CHECK_THAT(both.err, Contains("--eval-split and --eval-file both give the eval set: give one"));
+  auto whole = cli({"train", "--steps", "1", "--data-file", train, "--eval-split", "1"});
+  CATCH_CHECK(whole.code == 2);
+  CATCH_CHECK_THAT(whole.err, Contains("--eval-split=1 must be >= 0 and below 1"));
+  auto bert = cli({"train", "--model", "bert", "--steps", "1", "--data-file", train, "--eval-split", "0.1"});
+  CATCH_CHECK(bert.code == 2);
+  CATCH_CHECK_THAT(bert.err, Contains("--eval-split is for --model gpt, not --model bert (give bert its dev TSV: --eval-file)"));
   for (const auto& f : {train, val, metrics, ids}) std::remove(f.c_str());
 }
 

@@ -350,6 +350,53 @@ CATCH_TEST_CASE("held-out sets: a file's consecutive windows, the synthetic sour
   CATCH_CHECK_THROWS_WITH(zeros.eval_sequence(0, 4, out.data()), "this token source has no held-out set for evaluation");
 }
 
+CATCH_TEST_CASE("a held-out tail: training reads the file before it as a file of just those, evaluation the tail",
+                "[data][eval]") {
+  const int S = 16;
+  std::vector<std::uint16_t> tokens;
+  for (int i = 0; i < 1000; ++i) tokens.push_back(static_cast<std::uint16_t>((i * 37 + i / 7) % 500));
+  temp_file all("split_all.bin"), head("split_head.bin"), tail("split_tail.bin");
+  all.write_tokens(tokens);
+  const int held = 203;  // 12 windows of 16 and 10 tokens past the last
+  head.write_tokens(std::vector<std::uint16_t>(tokens.begin(), tokens.end() - held));
+  tail.write_tokens(std::vector<std::uint16_t>(tokens.end() - held, tokens.end()));
+  for (const std::uint64_t seed : {1234ULL, 7ULL}) {
+    auto split = open_token_file(all.path, 500, S + 1, seed, held);
+    auto train = open_token_file(head.path, 500, S + 1, seed), eval = open_token_file(tail.path, 500, S + 1);
+    for (std::uint64_t step = 0; step < 20; ++step)
+      for (std::uint64_t index = 0; index < 16; ++index) CATCH_REQUIRE(seq(*split, step, index, S) == seq(*train, step, index, S));
+    CATCH_REQUIRE(split->eval_sequences(S) == 12);
+    CATCH_REQUIRE(eval->eval_sequences(S) == 12);
+    for (std::uint64_t w = 0; w < 12; ++w) {
+      std::vector<std::int32_t> a(S + 1, -1), b(S + 1, -2);
+      split->eval_sequence(w, S, a.data());
+      eval->eval_sequence(w, S, b.data());
+      CATCH_REQUIRE(a == b);
+    }
+    std::vector<std::int32_t> out(S + 1);
+    CATCH_CHECK_THROWS_WITH(split->eval_sequence(12, S, out.data()), Contains("has 12 evaluation windows of 16 tokens"));
+    CATCH_CHECK_THAT(split->describe(), Contains("1000 tokens, vocab 500; training reads its first 797, its last 203 are "
+                                                 "held out"));
+  }
+  // A text file the same way.
+  temp_file text("split.txt");
+  text.write_bytes(std::vector<unsigned char>(tokens.begin(), tokens.end()));
+  auto bytes = open_text_file(text.path, S + 1, 1234, 100);
+  CATCH_CHECK(bytes->eval_sequences(S) == 6);  // (100 - 1) / 16
+  std::vector<std::int32_t> first(S + 1);
+  bytes->eval_sequence(0, S, first.data());
+  for (int i = 0; i <= S; ++i) CATCH_CHECK(first[i] == static_cast<unsigned char>(tokens[900 + i]));
+  // Each part holds a sample, or it is an error naming the counts; a negative count is refused.
+  CATCH_CHECK_THROWS_WITH(open_token_file(all.path, 500, S + 1, 1234, 16),
+                          "data file '" + all.path + "' holds 1000 tokens: holding out its last 16 leaves 984 to train on; "
+                          "each part needs at least 17 (one sample is seq_len + 1 tokens)");
+  CATCH_CHECK_THROWS_WITH(open_token_file(all.path, 500, S + 1, 1234, 990), Contains("holding out its last 990 leaves 10 to "
+                                                                                   "train on"));
+  CATCH_CHECK_THROWS_WITH(open_token_file(all.path, 500, S + 1, 1234, 2000), Contains("leaves 0 to train on"));
+  CATCH_CHECK_THROWS_WITH(open_text_file(text.path, 1, 1234, -1), "held_out_tokens must be >= 0: got held_out_tokens=-1");
+  CATCH_CHECK_NOTHROW(open_token_file(all.path, 500, S + 1, 1234, 983));  // 17 left to train on
+}
+
 CATCH_TEST_CASE("eval microbatch: rows m*B.. of the held-out set, the last filled up with targets of -100", "[data][eval]") {
   temp_file f("eval_mb.bin");
   std::vector<std::uint16_t> tokens;
