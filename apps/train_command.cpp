@@ -68,6 +68,9 @@
 #include "core/train/reference_trainer.hpp"
 #include "core/train/run_state.hpp"
 
+// Defined in apps/hangup_at_start.cpp, which only programs link (weak: absent in a shared library).
+extern "C" int actorpipe_hangup_at_start __attribute__((weak));
+
 namespace actorpipe {
 namespace {
 
@@ -1143,17 +1146,10 @@ std::atomic<int> stop_signal_received{0};
 // What the handler writes to stderr at once (write(2) is async-signal-safe), per signal.
 std::string stop_notice[3];
 
-// SIGHUP's disposition when the process began, recorded before any library's initialiser
-// runs (.preinit_array): UCX installs a handler of its own for SIGHUP when it loads (its
-// debug signal), over the SIG_IGN of nohup, so a run could not tell the two apart and a
-// hangup was swallowed. 1: ignored at start (nohup: stays so), 0: not (a hangup is a stop
-// request like SIGTERM), -1: not recorded (a program that links this otherwise).
-int hangup_at_start = -1;
-void record_hangup_at_start(int, char**, char**) {
-  struct sigaction now {};
-  if (sigaction(SIGHUP, nullptr, &now) == 0) hangup_at_start = now.sa_handler == SIG_IGN ? 1 : 0;
-}
-__attribute__((section(".preinit_array"), used)) void (*const record_hangup)(int, char**, char**) = record_hangup_at_start;
+// SIGHUP's disposition when the process began (apps/hangup_at_start.cpp, before any library's
+// initialiser): 1 ignored at start (nohup: stays so), 0 not (a hangup is a stop request like
+// SIGTERM), -1 not recorded (a shared library, a program linked without its object).
+int hangup_at_start() { return &actorpipe_hangup_at_start != nullptr ? actorpipe_hangup_at_start : -1; }
 // When the first signal came. One request often arrives more than once: a terminal's Ctrl-C
 // reaches every process of the group and launch passes it on again; GNU timeout signals its
 // child and then its whole group. The same signal within a second of the first is such a copy.
@@ -1202,7 +1198,7 @@ class stop_signal_scope {
                                        (several ? " (before the job has formed, at once)" : "") +
                                        "; again (a second or more later) to stop at once\n");
     for (int i = 0; i < 3; ++i) {
-      if (signals_[i] == SIGHUP && hangup_at_start != 0) continue;  // nohup'd, or not known
+      if (signals_[i] == SIGHUP && hangup_at_start() != 0) continue;  // nohup'd, or not known
       struct sigaction now {};
       sigaction(signals_[i], nullptr, &now);
       if (now.sa_handler == SIG_IGN) continue;
@@ -1501,7 +1497,7 @@ void watch_held_stop_signals() {
       sigemptyset(&pending);
       // A hangup under nohup is held too (ignored once let through): not a stop.
       const bool held = sigpending(&pending) == 0 && (sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM) ||
-                                                      (hangup_at_start == 0 && sigismember(&pending, SIGHUP)));
+                                                      (hangup_at_start() == 0 && sigismember(&pending, SIGHUP)));
       held_for = held ? held_for + 1 : 0;
       if (held_for < 10 || !setup_watched.load()) continue;
       const int sig = sigismember(&pending, SIGINT) ? SIGINT : sigismember(&pending, SIGTERM) ? SIGTERM : SIGHUP;
@@ -1524,6 +1520,6 @@ void release_stop_signals() {
   sigprocmask(SIG_UNBLOCK, &stops, nullptr);
 }
 
-bool hangup_is_a_stop() { return hangup_at_start == 0; }
+bool hangup_is_a_stop() { return hangup_at_start() == 0; }
 
 }  // namespace actorpipe

@@ -180,7 +180,7 @@ CATCH_TEST_CASE("the GPT's evaluation on a held-out token file: every window onc
                           "tokens make 3 microbatches of 2");
 }
 
-CATCH_TEST_CASE("--eval-split: one file trains as a file of its head and evaluates as an --eval-file of its tail",
+CATCH_TEST_CASE("the GPT's eval split: one file trains as a file of its head and evaluates as an eval file of its tail",
                 "[actors][runtime][eval]") {
   const token_file all("split_all", 3000, vocab, 11);
   // 5% of 3000: the last 150 tokens, 9 windows of 16 and 5 tokens past the last.

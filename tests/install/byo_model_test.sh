@@ -119,6 +119,15 @@ falls() {  # "final loss X (first step Y)": X < Y
   echo "$line"
   awk '{ gsub(/\)/, "", $6); exit !($3 < $6) }' <<<"$line" || { echo "the loss did not fall:"; cat "$1"; return 1; }
 }
+# SIGHUP's disposition at start (.preinit_array, apps/hangup_at_start.cpp) is recorded in the
+# programs the package links, and left out of the plugin, where the linker refuses it.
+nm "$work/build/byo_model" > "$work/byo.nm"
+nm "$work/consumer/build/sub/libtrainer_plugin.so" > "$work/plugin.nm"
+grep -q ' D actorpipe_hangup_at_start$' "$work/byo.nm" ||
+  { echo "byo_model does not record SIGHUP's disposition at start"; exit 1; }
+if grep -q ' D actorpipe_hangup_at_start$' "$work/plugin.nm"; then
+  echo "the plugin holds the .preinit_array recorder"; exit 1
+fi
 # The plugin, loaded by a program that knows nothing of actorpipe, trains its own model.
 "$work/consumer/build/sub/plugin_host" "$work/consumer/build/sub/libtrainer_plugin.so" train --model plugin-mlp \
   --stages 2 --microbatches 4 --microbatch-size 8 --steps 10 --lr 1e-2 > "$work/plugin.log" 2>&1 ||
