@@ -558,7 +558,8 @@ std::string unknown_flag_text(CLI::App& app, int argc, const char* const* argv) 
         {"--min-lr", "--min-lr-ratio (a fraction of --lr: Megatron's --min-lr is --lr x --min-lr-ratio)"},
         {"--save-interval", "--save-every"},
         {"--load", "--resume"},
-        {"--save", "--save-dir"}};
+        {"--save", "--save-dir"},
+        {"--split", "--eval-split F (the last F of --data-file held out; or --eval-file)"}};
     if (sub->get_name() == "train")
       for (const auto& [theirs, ours] : megatron)
         if (name == theirs) nearest = ours;

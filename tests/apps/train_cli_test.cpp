@@ -366,6 +366,10 @@ CATCH_TEST_CASE("train ends the learning rate's decay at --lr-decay-steps, and a
                                           "none: it does not apply\n"));
   auto megatron = cli(with({"train", "--lr-decay-iters", "5"}, tiny));
   CATCH_CHECK_THAT(megatron.err, Contains("unknown flag '--lr-decay-iters' (did you mean --lr-decay-steps?)"));
+  auto split = cli(with({"train", "--split", "969,30,1"}, tiny));
+  CATCH_CHECK(split.code == 2);
+  CATCH_CHECK_THAT(split.err, Contains("unknown flag '--split' (did you mean --eval-split F (the last F of --data-file held "
+                                       "out; or --eval-file)?)"));
   for (const auto& path : {metrics, straight, resumed, config, log}) std::remove(path.c_str());
   std::filesystem::remove_all(dir);
 }
