@@ -83,6 +83,14 @@ CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps d
   CATCH_CHECK(resume_changes(unsaved, saved).empty());
   CATCH_CHECK(resume_changes(unsaved, o) ==
               std::vector<std::string>{"lr_decay_style 'linear' (before it was saved) -> 'cosine'"});
+  // Another share of the data file held out for evaluation trains on other windows: named, as
+  // is a share where a checkpoint from before --eval-split held none out.
+  o = saved;
+  o.eval_split = 0.05;
+  CATCH_CHECK(resume_changes(meta, o) == std::vector<std::string>{"eval_split 0 -> 0.05"});
+  unsaved.erase("eval_split");
+  CATCH_CHECK(resume_changes(unsaved, saved).empty());
+  CATCH_CHECK(resume_changes(unsaved, o) == std::vector<std::string>{"eval_split 0 (before it was saved) -> 0.05"});
 
   // The same data path with other contents, or another vocab.txt (BERT): named (a resume took
   // them without a word, and the embeddings' rows then meant other words).
@@ -129,6 +137,26 @@ CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps d
   o.microbatch_size = 3;
   CATCH_CHECK(resume_changes(older, o).empty());
   CATCH_CHECK(resume_changes(nlohmann::json(), o).empty());
+}
+
+CATCH_TEST_CASE("pending_eval_change names other evaluation data: another count or share held out", "[checkpoint][resume]") {
+  train_options saved;  // (the share's own checks are the model's: here only what the checkpoint records)
+  saved.eval_split = 0.05;
+  const nlohmann::json meta = checkpoint_meta(saved, 4, true);
+  CATCH_CHECK(pending_eval_change(meta, saved).empty());
+  train_options o = saved;
+  o.eval_split = 0.1;
+  CATCH_CHECK_THAT(pending_eval_change(meta, o), Catch::StartsWith("other evaluation data than the interrupted run's"));
+  o = saved;
+  o.eval_microbatches = 3;
+  CATCH_CHECK_THAT(pending_eval_change(meta, o), Catch::StartsWith("other evaluation data than the interrupted run's"));
+  // Without a share the eval set reads as checkpoints wrote it before --eval-split: no change.
+  train_options plain;
+  const nlohmann::json before = checkpoint_meta(plain, 4, true);
+  CATCH_CHECK(before["eval_set"] == "/0");
+  CATCH_CHECK(pending_eval_change(before, plain).empty());
+  plain.eval_split = 0.05;
+  CATCH_CHECK_FALSE(pending_eval_change(before, plain).empty());
 }
 
 // A GPT checkpoint given to --model bert (or back) listed dozens of missing tensors.
