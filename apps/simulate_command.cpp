@@ -66,10 +66,11 @@ job_config resolve_config(const simulate_options& opt) {
   } else {  // --set alone: what the flags default to (it started from pp=1, chunks=1)
     c.pp = 4;
   }
-  refuse_flag_and_override(opt.overrides, {{"--schedule", "schedule", opt.schedule.has_value()},
-                                           {"--stages", "pp", opt.stages.has_value()},
-                                           {"--microbatches", "num_microbatches", opt.microbatches.has_value()},
-                                           {"--chunks", "chunks", opt.chunks.has_value()}});
+  const bool flags_over_config =
+      refuse_flag_and_override(opt.overrides, {{"--schedule", "schedule", opt.schedule.has_value()},
+                                               {"--stages", "pp", opt.stages.has_value()},
+                                               {"--microbatches", "num_microbatches", opt.microbatches.has_value()},
+                                               {"--chunks", "chunks", opt.chunks.has_value()}});
   apply_overrides(c, opt.overrides);
   if (opt.schedule) apply_override(c, "schedule", *opt.schedule);
   if (opt.stages) apply_override(c, "pp", std::to_string(*opt.stages));
@@ -101,7 +102,11 @@ job_config resolve_config(const simulate_options& opt) {
   require_typed_batch_keys_agree(c, opt.overrides,
                                  opt.microbatches ? std::map<std::string, std::string>{{"num_microbatches", "--microbatches"}}
                                                   : std::map<std::string, std::string>{});
-  resolve_for_plan(c);
+  try {
+    resolve_for_plan(c);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(with_config_file(e.what(), opt.config_path, flags_over_config));
+  }
   return c;
 }
 

@@ -146,7 +146,7 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   if (o.zero && *o.zero != 0 && *o.zero != 1)
     throw std::invalid_argument("--zero must be 0 or 1: got " + std::to_string(*o.zero) +
                                 " (ZeRO-2/3, which also shard gradients and parameters, are not implemented)");
-  refuse_flag_and_override(
+  const bool flags_over_config = refuse_flag_and_override(
       o.overrides,
       {{"--schedule", "schedule", o.schedule.has_value()}, {"--model", "model", o.model.has_value()},
        {"--partition", "partition", o.partition.has_value()}, {"--stages", "pp", o.stages.has_value()},
@@ -319,12 +319,13 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   try {
     resolve_and_validate(c, !o.schedule_file.empty() && !o.no_pipeline);
   } catch (const std::invalid_argument& e) {
+    std::string why = e.what();
     // The hint where the count it chose is what the rule refuses (not "steps=0", say).
-    if (!batch_cut || std::string(e.what()).find("microbatch") == std::string::npos) throw;
-    throw std::invalid_argument(std::string(e.what()) + " (" + cut_from + " alone is cut into " +
-                                std::to_string(c.num_microbatches) +
-                                (c.num_microbatches == 1 ? " microbatch" : " microbatches") +
-                                ", the largest of 8, 4, 2, 1 that divides it: give --microbatches)");
+    if (batch_cut && why.find("microbatch") != std::string::npos)
+      why += " (" + cut_from + " alone is cut into " + std::to_string(c.num_microbatches) +
+             (c.num_microbatches == 1 ? " microbatch" : " microbatches") +
+             ", the largest of 8, 4, 2, 1 that divides it: give --microbatches)";
+    throw std::invalid_argument(with_config_file(why, o.config_path, flags_over_config));
   }
   // The plan file's microbatches and its validity, before the run's header is printed (a
   // refused plan printed the header of a run that never began).
@@ -334,9 +335,11 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
     require_valid(*file_plan);
   }
   if (c.tp != 1)
-    throw std::invalid_argument("tp=" + std::to_string(c.tp) + ": this build has no tensor parallelism (tp = 1)");
+    throw std::invalid_argument(with_config_file(
+        "tp=" + std::to_string(c.tp) + ": this build has no tensor parallelism (tp = 1)", o.config_path, flags_over_config));
   if (c.precision != "fp32")
-    throw std::invalid_argument("precision=" + c.precision + " is not supported yet: use fp32");
+    throw std::invalid_argument(
+        with_config_file("precision=" + c.precision + " is not supported yet: use fp32", o.config_path, flags_over_config));
   if (o.no_pipeline && (o.zero || set_by_user("zero_stage") || o.bucket_mb)) {
     const bool zero = o.zero || set_by_user("zero_stage");
     unused.push_back(std::string(zero ? "--zero" : "") + (zero && o.bucket_mb ? ", " : "") +

@@ -253,9 +253,13 @@ void resolve_batching(job_config& c) {
     if (g % c.dp != 0) fail("global_batch_size=" + str(g) + " is not a multiple of dp=" + str(c.dp));
     b = g / c.dp;
   }
+  // The batch per replica as given: global_batch_size over dp where only that was given.
+  const std::string batch_text = c.batch_size == 0 && g > 0
+                                     ? (c.dp == 1 ? "global_batch_size=" + str(g)
+                                                  : "global_batch_size=" + str(g) + " / dp=" + str(c.dp) + " = " + str(b))
+                                     : "batch_size=" + str(b);
   auto require_multiple = [&](const char* name, int divisor) {
-    if (b % divisor != 0)
-      fail("batch_size=" + str(b) + " is not a multiple of " + name + "=" + str(divisor));
+    if (b % divisor != 0) fail(batch_text + " is not a multiple of " + name + "=" + str(divisor));
   };
 
   if (n > 0 && m > 0) {
@@ -473,10 +477,19 @@ void require_typed_batch_keys_agree(const job_config& c, const std::vector<std::
        named("microbatch_size", c.microbatch_size) + " = " + str(product) + ": give two of the three");
 }
 
-void refuse_flag_and_override(const std::vector<std::string>& assignments, std::initializer_list<flag_key> flags) {
-  for (const flag_key& f : flags)
+bool refuse_flag_and_override(const std::vector<std::string>& assignments, std::initializer_list<flag_key> flags) {
+  bool any = !assignments.empty();
+  for (const flag_key& f : flags) {
     if (f.given && overrides_give(assignments, f.key))
       fail(std::string(f.flag) + " and --set " + f.key + " both give " + f.key + ": give it once");
+    any = any || f.given;
+  }
+  return any;
+}
+
+std::string with_config_file(const std::string& error, const std::string& path, bool changed) {
+  if (path.empty()) return error;
+  return error + " (config file '" + path + "'" + (changed ? ", with the flags and --set given over it)" : ")");
 }
 
 int microbatches_of_batch(int batch_size) { return std::gcd(batch_size, 8); }

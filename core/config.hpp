@@ -101,12 +101,17 @@ void require_typed_batch_keys_agree(const job_config& c, const std::vector<std::
                                     const std::map<std::string, std::string>& flags);
 // A command line's flag and --set of the same key, both given, are refused (the flag won,
 // silently): `flags` holds (flag, key, given) triples. Throws std::invalid_argument naming both.
+// Returns whether any of them, or any --set, is given (a job a config file gives, changed).
 struct flag_key {
   const char* flag;
   const char* key;
   bool given;
 };
-void refuse_flag_and_override(const std::vector<std::string>& assignments, std::initializer_list<flag_key> flags);
+bool refuse_flag_and_override(const std::vector<std::string>& assignments, std::initializer_list<flag_key> flags);
+// A rule's error about a job a config file gave: the error, then where the job came from,
+// "(config file 'job.json')", or "(config file 'job.json', with the flags and --set given over
+// it)" where `changed`. The error as it is without a path.
+std::string with_config_file(const std::string& error, const std::string& path, bool changed);
 // The microbatches a batch given alone is cut into (per replica): 8, or the largest of 4, 2, 1
 // that divides it, as train and simulate cut it.
 int microbatches_of_batch(int batch_size);

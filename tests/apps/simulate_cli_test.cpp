@@ -318,7 +318,8 @@ CATCH_TEST_CASE("simulate and train take or refuse a config's batch keys alike",
   std::ofstream(size_only) << R"({"pp": 2, "microbatch_size": 2})";
   auto refused = cli({"simulate", "--config", batch_only});
   CATCH_CHECK(refused.code == 2);
-  CATCH_CHECK(refused.err == "actorpipe simulate: error: pp=2 needs num_microbatches or microbatch_size\n");
+  CATCH_CHECK(refused.err == "actorpipe simulate: error: pp=2 needs num_microbatches or microbatch_size (config file '" +
+                                 batch_only + "')\n");
   auto sized = cli({"simulate", "--config", size_only});
   CATCH_REQUIRE(sized.code == 0);
   CATCH_CHECK_THAT(sized.out, Contains("schedule 1f1b: stages=2, chunks=1, microbatches=8;"));
@@ -385,7 +386,8 @@ CATCH_TEST_CASE("simulate takes its schedule from a job config, with overrides",
 
   auto bad = cli({"simulate", "--config", job, "--set", "num_microbatches=12"});
   CATCH_CHECK(bad.code == 2);
-  CATCH_CHECK(bad.err == "actorpipe simulate: error: batch_size=32 is not a multiple of num_microbatches=12\n");
+  CATCH_CHECK(bad.err == "actorpipe simulate: error: batch_size=32 is not a multiple of num_microbatches=12 (config file '" +
+                             job + "', with the flags and --set given over it)\n");
   auto typo = cli({"simulate", "--set", "num_microbatch=4"});
   CATCH_CHECK(typo.code == 2);
   CATCH_CHECK_THAT(typo.err, Contains("unknown config key 'num_microbatch' (did you mean 'num_microbatches'?)"));

@@ -1853,6 +1853,28 @@ CATCH_TEST_CASE("keep-last leaves a checkpoint that holds a folder not its own",
   CATCH_CHECK(std::filesystem::exists(dir + "/step-00000003/manifest.json"));
 }
 
+CATCH_TEST_CASE("a config file's job that its rules refuse is named with the file, and flags over it are said",
+                "[apps][train][config]") {
+  const std::string job = temp_path(".rules.json");
+  std::ofstream(job) << R"({"pp": 2, "num_microbatches": 3, "microbatch_size": 4, "global_batch_size": 10, "tp": 1})";
+  auto alone = cli({"train", "--config", job});
+  CATCH_CHECK(alone.code == 2);
+  CATCH_CHECK(alone.err == "actorpipe train: error: global_batch_size=10 is not a multiple of num_microbatches=3 (config "
+                           "file '" + job + "')\n");
+  auto over = cli({"train", "--config", job, "--set", "global_batch_size=12", "--microbatches", "5"});
+  CATCH_CHECK(over.code == 2);
+  CATCH_CHECK_THAT(over.err, Contains("global_batch_size=12 is not a multiple of num_microbatches=5 (config file '" + job +
+                                      "', with the flags and --set given over it)"));
+  std::ofstream(job) << R"({"pp": 2, "num_microbatches": 4, "microbatch_size": 2, "tp": 2})";
+  auto tp = cli({"train", "--config", job});
+  CATCH_CHECK(tp.code == 2);
+  CATCH_CHECK_THAT(tp.err, Contains("tp=2: this build has no tensor parallelism (tp = 1) (config file '" + job + "')"));
+  // Without a config file, as before.
+  auto flags = cli({"train", "--set", "tp=2"});
+  CATCH_CHECK(flags.err == "actorpipe train: error: tp=2: this build has no tensor parallelism (tp = 1)\n");
+  std::remove(job.c_str());
+}
+
 CATCH_TEST_CASE("a global batch size alone is cut per replica, and data-parallel flags without replicas are noted",
                 "[apps][train][dp]") {
   const std::vector<std::string> model = {"--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16",

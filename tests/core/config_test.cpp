@@ -445,6 +445,13 @@ CATCH_TEST_CASE("rule: global_batch_size = microbatch_size * num_microbatches * 
   CATCH_CHECK(rg.microbatch_size == 4);
   g.global_batch_size = 30;
   CATCH_CHECK_THROWS_WITH(resolved(g), "global_batch_size=30 is not a multiple of dp=4");
+  // A global batch alone is named as given, not as the batch_size no one gave.
+  g.global_batch_size = 40;
+  g.num_microbatches = 3;
+  CATCH_CHECK_THROWS_WITH(resolved(g), "global_batch_size=40 / dp=4 = 10 is not a multiple of num_microbatches=3");
+  g.dp = 1;
+  g.global_batch_size = 10;
+  CATCH_CHECK_THROWS_WITH(resolved(g), "global_batch_size=10 is not a multiple of num_microbatches=3");
 }
 
 CATCH_TEST_CASE("rule: zero_stage in 0..3, and 0 or 1 with pipeline parallelism", "[config]") {
