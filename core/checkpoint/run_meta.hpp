@@ -29,7 +29,8 @@ nlohmann::json checkpoint_meta(const train_options& options, int step, bool eval
 std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_options& options);
 
 // Where the checkpoint's run skipped an evaluation pass (it stopped there) and this run's
-// evaluation data (--eval-file's contents, --eval-microbatches) differ from that run's: why
+// evaluation data (--eval-file's contents, --eval-microbatches, --eval-split) differ from that
+// run's: why
 // the pass this run makes up for it has other numbers, for a warning; "" when the same or
 // not recorded.
 std::string pending_eval_change(const nlohmann::json& meta, const train_options& options);

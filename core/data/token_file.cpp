@@ -79,11 +79,11 @@ class open_file {
 // Offset rule: sample `index` of step `step` is the seq_len + 1 tokens starting at
 //   offset = splitmix64(splitmix64(step) ^ index ^ seed_term) % (n - seq_len)
 //   seed_term = splitmix64(seed) ^ splitmix64(1234)
-// where n is the file's token count (less a held-out tail) and splitmix64 is the standard finaliser (Steele et al.),
-// so offset is in [0, n - seq_len - 1] and the last token read is at most n - 1. Samples overlap
-// and repeat at random, as in nanoGPT's get_batch, but as a pure function of (seed, step,
-// index). The default seed, 1234, has seed_term 0: the windows of releases before the seed
-// counted (a run they began resumes on the same data).
+// where n is the file's token count (less a held-out tail) and splitmix64 is the standard
+// finaliser (Steele et al.), so offset is in [0, n - seq_len - 1] and the last token read is at
+// most n - 1. Samples overlap and repeat at random, as in nanoGPT's get_batch, but as a pure
+// function of (seed, step, index). The default seed, 1234, has seed_term 0: the windows of
+// releases before the seed counted (a run they began resumes on the same data).
 class file_source final : public token_source {
  public:
   file_source(const std::string& path, int vocab, std::int64_t min_tokens, int token_bytes, std::uint64_t seed,
@@ -129,8 +129,8 @@ class file_source final : public token_source {
     if (out == nullptr) throw std::invalid_argument("data file '" + path_ + "': out must not be null");
     if (static_cast<std::int64_t>(seq_len) + 1 > train_tokens_)
       fail(path_, "holds " + std::to_string(train_tokens_) + (eval_begin_ > 0 ? " tokens before its held-out tail" : " tokens") +
-                      "; seq_len " + std::to_string(seq_len) +
-                      " needs at least " + std::to_string(static_cast<std::int64_t>(seq_len) + 1));
+                      "; seq_len " + std::to_string(seq_len) + " needs at least " +
+                      std::to_string(static_cast<std::int64_t>(seq_len) + 1));
     const std::uint64_t span = static_cast<std::uint64_t>(train_tokens_ - seq_len);
     read_window(splitmix64(splitmix64(step) ^ index ^ seed_term_) % span, seq_len, out);
   }
