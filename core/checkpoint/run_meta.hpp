@@ -30,9 +30,8 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
 
 // Where the checkpoint's run skipped an evaluation pass (it stopped there) and this run's
 // evaluation data (--eval-file's contents, --eval-microbatches, --eval-split) differ from that
-// run's: why
-// the pass this run makes up for it has other numbers, for a warning; "" when the same or
-// not recorded.
+// run's: why the pass this run makes up for it has other numbers, for a warning; "" when the
+// same or not recorded.
 std::string pending_eval_change(const nlohmann::json& meta, const train_options& options);
 
 // The built-in models' shape against the checkpoint's: --layers, --hidden and --heads (and the
