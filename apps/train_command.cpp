@@ -146,7 +146,9 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
   if (o.zero && *o.zero != 0 && *o.zero != 1)
     throw std::invalid_argument("--zero must be 0 or 1: got " + std::to_string(*o.zero) +
                                 " (ZeRO-2/3, which also shard gradients and parameters, are not implemented)");
-  const bool flags_over_config = refuse_flag_and_override(
+  // Whether flags changed the job a config file gives (for its rules' errors): a job key's flag
+  // or --set, or --no-pipeline or --schedule-file, which set the stages, chunks and microbatches.
+  const bool job_flags_given = refuse_flag_and_override(
       o.overrides,
       {{"--schedule", "schedule", o.schedule.has_value()}, {"--model", "model", o.model.has_value()},
        {"--partition", "partition", o.partition.has_value()}, {"--stages", "pp", o.stages.has_value()},
@@ -164,6 +166,7 @@ job_config resolve_job(const train_cli_options& o, const std::optional<std::stri
        {"--adam-eps", "adam_eps", o.adam_eps.has_value()},
        {"--lr-decay-style", "lr_decay_style", o.lr_decay_style.has_value()},
        {"--lr-decay-steps", "lr_decay_steps", o.lr_decay_steps.has_value()}});
+  const bool flags_over_config = job_flags_given || o.no_pipeline || !o.schedule_file.empty();
   std::set<std::string> config_keys;  // what the config file sets (read once: it may be a pipe)
   job_config c = o.config_path.empty() ? default_job() : load_config_file(o.config_path, &config_keys);
   apply_overrides(c, o.overrides);

@@ -1861,6 +1861,9 @@ CATCH_TEST_CASE("a config file's job that its rules refuse is named with the fil
   CATCH_CHECK(alone.code == 2);
   CATCH_CHECK(alone.err == "actorpipe train: error: global_batch_size=10 is not a multiple of num_microbatches=3 (config "
                            "file '" + job + "')\n");
+  auto reference = cli({"train", "--config", job, "--no-pipeline"});  // it sets the stages
+  CATCH_CHECK(reference.code == 2);
+  CATCH_CHECK_THAT(reference.err, Contains("(config file '" + job + "', with the flags and --set given over it)"));
   auto over = cli({"train", "--config", job, "--set", "global_batch_size=12", "--microbatches", "5"});
   CATCH_CHECK(over.code == 2);
   CATCH_CHECK_THAT(over.err, Contains("global_batch_size=12 is not a multiple of num_microbatches=5 (config file '" + job +
