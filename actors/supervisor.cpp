@@ -203,7 +203,9 @@ void supervisor::on_start_run(const msg::start_run& s) {
   }
   if (ctx_->eval_pending)  // a pass the run asked for, which this one will not make
     log_warn(skipped + ", and this run " +
-             (ctx_->eval_microbatches == 0    ? std::string("has no evaluation data (--eval-file)")
+             (ctx_->eval_microbatches == 0
+                  ? std::string("has no evaluation data (--eval-file") +
+                        (ctx_->options.model_name == "gpt" ? " or --eval-split)" : ")")
               : ctx_->options.eval_every == 0 ? std::string("evaluates after its last step only (--eval-every 0)")
                                               : "evaluates at other steps (--eval-every " +
                                                     std::to_string(ctx_->options.eval_every) + ")") +

@@ -334,7 +334,8 @@ CATCH_TEST_CASE("a resumed gpt run says when the pass its checkpoint skipped run
                    Contains(skipped + ": it runs first, on other evaluation data than the interrupted run's (--eval-file, "
                                       "--eval-microbatches, --eval-split): its numbers are not the ones that run would have "
                                       "had"));
-  CATCH_CHECK_THAT(resume({}), Contains(skipped + ", and this run has no evaluation data (--eval-file): it does not run"));
+  CATCH_CHECK_THAT(resume({}), Contains(skipped + ", and this run has no evaluation data (--eval-file or --eval-split): it "
+                                                  "does not run"));
   CATCH_CHECK_THAT(resume({"--eval-every", "3"}),
                    Contains(skipped + ", and this run evaluates at other steps (--eval-every 3): it does not run"));
   CATCH_CHECK_THAT(resume({"--eval-microbatches", "4"}),
