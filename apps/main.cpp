@@ -11,9 +11,13 @@
 #include "core/blas_kernels.hpp"
 #include "core/log.hpp"
 
+// SIGHUP's disposition when the process began (apps/hangup_at_start.cpp, also before any
+// library's initialiser; actorpipe_cli's target links it into this program).
+extern "C" int actorpipe_hangup_at_start;
+
 namespace {
 
-// SIGHUP from the very start until main: held (blocked), its disposition then recorded. While
+// SIGHUP from the very start until main: held (blocked), its disposition recorded. While
 // the libraries load, UCX puts a handler of its own on it (its debug signal) that took a
 // hangup and lost it: the run went on to its end, exit 0. main puts the disposition back and
 // lets a held hangup through. (Runs before any library's initialiser: .preinit_array.)
@@ -22,10 +26,7 @@ namespace {
 // the process outright (no message, "killed by signal" where 130 was promised). train lets
 // them through once its handlers are in place (it ends at once, nothing trained), SIGHUP with
 // them; every other command at the start of main, to their default actions.
-bool hangup_ignored_at_start = false;
 void hold_hangup(int, char**, char**) {
-  struct sigaction now {};
-  if (sigaction(SIGHUP, nullptr, &now) == 0) hangup_ignored_at_start = now.sa_handler == SIG_IGN;
   sigset_t held;
   sigemptyset(&held);
   sigaddset(&held, SIGHUP);
@@ -39,7 +40,7 @@ __attribute__((section(".preinit_array"), used)) void (*const hold)(int, char**,
 // place (a hangup while it set up killed it by the default action, without a word).
 void release_hangup(bool keep_held) {
   struct sigaction back {};
-  back.sa_handler = hangup_ignored_at_start ? SIG_IGN : SIG_DFL;  // nohup's SIG_IGN stays
+  back.sa_handler = actorpipe_hangup_at_start == 1 ? SIG_IGN : SIG_DFL;  // nohup's SIG_IGN stays
   sigemptyset(&back.sa_mask);
   sigaction(SIGHUP, &back, nullptr);
   if (keep_held) return;
