@@ -198,6 +198,7 @@ std::string train_footer() {
          "  actorpipe train --stages 2 --dp 2 --zero 1                 # 2 replicas of a 2-stage pipeline, ZeRO-1\n"
          "  actorpipe train --save-dir ckpt --save-every 10 ; actorpipe train --resume ckpt --save-dir ckpt --save-every 10 --steps 120   # checkpoints, resume (and go on saving)\n"
          "  actorpipe train --data-file train.bin --eval-file val.bin --eval-every 100   # a GPT on nanoGPT's token files\n"
+         "  actorpipe train --data-file corpus_text_document.bin --vocab 50304 --eval-split 0.01   # a Megatron dataset (its .idx beside it)\n"
          "  actorpipe train --model bert --data-file train.tsv --eval-file dev.tsv --eval-every 50   # BERT on GLUE TSV\n"
          "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
          "config defaults: see README) apply, and flags and --set override them.\n"
@@ -294,8 +295,9 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   auto* t_syn = t->add_option("--data", tr.data, "synthetic: the embedded Markov corpus (the default)")
                     ->check(CLI::IsMember({"synthetic"}));
   auto* t_data = t->add_option("--data-file", tr.data_file,
-                               "Train on a file. gpt: .bin = flat uint16 tokens (nanoGPT/Megatron), else UTF-8 text as "
-                               "bytes; bert: a GLUE-format TSV (e.g. SST-2's train.tsv)");
+                               "Train on a file. gpt: .bin = tokens: flat uint16 (nanoGPT), or a Megatron dataset "
+                               "in its index's type (the .idx beside it); else UTF-8 text as bytes; bert: a "
+                               "GLUE-format TSV (e.g. SST-2's train.tsv)");
   t_syn->excludes(t_data);
   t->add_option("--eval-file", tr.eval_file,
                 "Held-out data to evaluate on. gpt: a token file as --data-file, read in consecutive windows of --seq-len "
@@ -559,7 +561,8 @@ std::string unknown_flag_text(CLI::App& app, int argc, const char* const* argv) 
         {"--save-interval", "--save-every"},
         {"--load", "--resume"},
         {"--save", "--save-dir"},
-        {"--split", "--eval-split F (the last F of --data-file held out; or --eval-file)"}};
+        {"--split", "--eval-split F (the last F of --data-file held out; or --eval-file)"},
+        {"--data-path", "--data-file PREFIX.bin (a Megatron dataset: the PREFIX.idx beside it is read)"}};
     if (sub->get_name() == "train")
       for (const auto& [theirs, ours] : megatron)
         if (name == theirs) nearest = ours;

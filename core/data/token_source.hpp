@@ -42,11 +42,39 @@ struct token_out_of_vocab : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// A flat file of little-endian uint16 tokens (the nanoGPT / Megatron .bin convention).
+// How a token file's bytes are read. A .bin with `<stem>.idx` beside it is a Megatron-LM
+// indexed dataset (preprocess_data.py's output, MMIDIDX version 1): the index gives the token
+// type (uint16 below a vocabulary of 65500, else int32; any integer type is read), and its
+// sequences must tile the .bin, which is read as the one stream of tokens they make, documents
+// end to end. Any other file is flat little-endian uint16 (nanoGPT's .bin).
+struct token_file_format {
+  std::string index_path;   // the Megatron index read, else ""
+  std::string type = "uint16";  // uint8, int8, int16, uint16, int32 or int64
+  int token_bytes = 2;
+  bool is_signed = false;
+  std::uint64_t tokens = 0;     // the data file's bytes / token_bytes
+  std::uint64_t sequences = 0;  // a Megatron index's sequences and documents
+  std::uint64_t documents = 0;
+};
+
+// The index a Megatron dataset's .bin has beside it (`x.bin` -> `x.idx` when that exists), else "".
+std::string megatron_index_of(const std::string& path);
+
+// How `path` is read (see token_file_format). `whole_index` false reads the index's header only
+// (the token type); true also checks that its sequences tile the .bin. Throws
+// std::invalid_argument naming the file: a data file missing or unreadable, or of a size that
+// is no whole number of its tokens; an index beside it that is not Megatron's, of another
+// version, of a type that holds no token ids (float32, float64), damaged, or whose sequences
+// do not tile the .bin.
+token_file_format read_token_file_format(const std::string& path, bool whole_index = true);
+
+// A token file as read_token_file_format reads it: flat little-endian uint16 tokens, or a
+// Megatron dataset's .bin in its index's type.
 // Sample i of step s starts at an offset that is a pure function of (seed, s, i): another seed
 // reads other windows (core/data/token_file.cpp has the rule). Throws std::invalid_argument
 // naming the path when it is missing, unreadable, of odd size, shorter than min_tokens, or
-// holds a token >= vocab (token_out_of_vocab, naming the token and its position).
+// holds a token >= vocab or below 0 (token_out_of_vocab, naming the token and its position),
+// and for the index's errors above.
 // held_out_tokens > 0 keeps the file's last held_out_tokens tokens from training: sequence()
 // reads only the tokens before them (as it reads a file of just those), and eval_sequence()
 // reads the held-out tail's consecutive windows (as it reads a file of just the tail); each

@@ -78,17 +78,36 @@ struct layer_norm_module : torch::nn::Module {
   layer_norm ln;
 };
 
-// Whether a file is read as uint16 tokens (.bin), else as UTF-8 bytes.
+// Whether a file is read as tokens (.bin: uint16, or a Megatron dataset's type), else as UTF-8 bytes.
 bool is_token_file(const std::string& path) { return path.size() >= 4 && path.compare(path.size() - 4, 4, ".bin") == 0; }
 
-// The tokens a file holds as it is read (.bin: uint16 tokens, else bytes), or 0 where its size
-// cannot be read or is no whole number of tokens (its source's own error names that).
+// How a .bin file's tokens read (its Megatron index's header, where it has one); a text file's
+// are bytes. Errors name the flag.
+token_file_format token_format(const std::string& path, const std::string& flag) {
+  if (!is_token_file(path)) {
+    token_file_format bytes;
+    bytes.type = "byte", bytes.token_bytes = 1;
+    return bytes;
+  }
+  try {
+    return read_token_file_format(path, false);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(flag + ": " + std::string(e.what()));
+  }
+}
+
+// The tokens a file holds as it is read, or 0 where its size cannot be read or is no whole
+// number of tokens (its source's own error names that).
 std::uintmax_t file_tokens(const std::string& path) {
   std::error_code ec;
   const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
   if (ec) return 0;
   if (!is_token_file(path)) return bytes;
-  return bytes % 2 == 0 ? bytes / 2 : 0;
+  try {
+    return read_token_file_format(path, false).tokens;
+  } catch (const std::invalid_argument&) {
+    return 0;
+  }
 }
 
 // How many of `tokens` --eval-split holds out: the share, rounded down to whole tokens. A share
@@ -113,22 +132,28 @@ void check_eval_split(const train_options& o) {
                                      o.text.eval_file + "', --eval-split " + number_text(s) + ")");
 }
 
-// A token file named by `flag` (--data-file, --eval-file): .bin = uint16 tokens, else bytes;
-// for --data-file, less the tail --eval-split holds out.
+// A token file named by `flag` (--data-file, --eval-file): .bin = tokens (uint16, or a Megatron
+// dataset's type), else bytes; for --data-file, less the tail --eval-split holds out.
 std::shared_ptr<const token_source> open_file_source(const train_options& o, const std::string& p, const std::string& flag) {
   const std::int64_t need_tokens = static_cast<std::int64_t>(o.model.seq_len) + 1;
   // What is wrong with the path first, before what its name implies (the vocabulary text needs).
   std::error_code ec;
   const auto status = std::filesystem::status(p, ec);
+  // Megatron's --data-path names a dataset by the prefix of its .bin and .idx.
+  if (!std::filesystem::exists(status) && std::filesystem::exists(p + ".bin", ec) && std::filesystem::exists(p + ".idx", ec))
+    throw std::invalid_argument(flag + " '" + p + "' does not exist; '" + p + ".bin' and '" + p +
+                                ".idx' do (a Megatron dataset, named by its prefix as --data-path names it): give " +
+                                flag + " '" + p + ".bin' (its index beside it is read)");
   need(std::filesystem::exists(status), flag + " '" + p + "' does not exist");
   need(!std::filesystem::is_directory(status), flag + " '" + p + "' is a directory: give the file");
   need(std::filesystem::is_regular_file(status), flag + " '" + p + "' is not a regular file");
-  const bool uint16_tokens = is_token_file(p);
-  if (!uint16_tokens)
+  const bool tokens_file = is_token_file(p);
+  if (!tokens_file)
     need(o.model.vocab >= 256, flag + " '" + p + "' is read as UTF-8 bytes, which needs --vocab >= 256: got " +
                                    std::to_string(o.model.vocab));
-  const std::uintmax_t tokens = file_tokens(p);
-  const std::string unit = uint16_tokens ? " uint16 tokens" : " bytes";
+  const token_file_format format = token_format(p, flag);
+  const std::uintmax_t tokens = tokens_file ? format.tokens : file_tokens(p);
+  const std::string unit = tokens_file ? " " + format.type + " tokens" : " bytes";
   if (tokens > 0)
     need(tokens >= static_cast<std::uintmax_t>(need_tokens),
          flag + " '" + p + "' holds " + std::to_string(tokens) + unit + ": one sample of --seq-len " +
@@ -146,7 +171,7 @@ std::shared_ptr<const token_source> open_file_source(const train_options& o, con
   }
   // The file's own errors name it ("data file 'x' ..."); the flags they concern are these.
   try {
-    return uint16_tokens ? open_token_file(p, o.model.vocab, need_tokens, o.data_seed, held)
+    return tokens_file ? open_token_file(p, o.model.vocab, need_tokens, o.data_seed, held)
                          : open_text_file(p, need_tokens, o.data_seed, held);
   } catch (const token_out_of_vocab& e) {
     throw std::invalid_argument(flag + ": " + std::string(e.what()) + " (--vocab " + std::to_string(o.model.vocab) +
@@ -173,8 +198,8 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
       // The two files read alike: token ids scored against bytes (or the reverse) is no loss at all.
       if (o.data == "file" && is_token_file(file) != is_token_file(o.data_file))
         throw std::invalid_argument("--eval-file '" + file + "' is read as " +
-                                    (is_token_file(file) ? "uint16 tokens" : "UTF-8 bytes") + " and --data-file '" +
-                                    o.data_file + "' as " + (is_token_file(o.data_file) ? "uint16 tokens" : "UTF-8 bytes") +
+                                    (is_token_file(file) ? "token ids" : "UTF-8 bytes") + " and --data-file '" +
+                                    o.data_file + "' as " + (is_token_file(o.data_file) ? "token ids" : "UTF-8 bytes") +
                                     ": evaluate on a file of the training file's kind (.bin for tokens, any other name "
                                     "for text)");
       source = open_file_source(o, file, "--eval-file");

@@ -12,6 +12,7 @@
 #include "tests/apps/process_runner.hpp"
 #include "tests/support/train_results.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -238,6 +239,86 @@ CATCH_TEST_CASE("the GPT's eval split: one file trains as a file of its head and
   CATCH_CHECK_THROWS_WITH(run_pipeline(bad), "--eval-microbatches=6 is more than --eval-split 0.05 of --data-file '" +
                                                  all.path + "' holds: 9 windows of --seq-len 16 tokens make 5 microbatches "
                                                  "of 2");
+}
+
+namespace {
+
+// A Megatron-LM dataset of `tokens` (`prefix`.bin and .idx, int32 tokens, one document a
+// sequence of `doc` tokens, the last shorter), removed when the test ends.
+struct megatron_files {
+  std::string bin, idx;
+  megatron_files(const std::string& prefix, const std::vector<std::int64_t>& tokens, std::size_t doc)
+      : bin(prefix + ".bin"), idx(prefix + ".idx") {
+    const auto put = [](std::ofstream& f, std::uint64_t v, int bytes) {
+      for (int k = 0; k < bytes; ++k) f.put(static_cast<char>((v >> (8 * k)) & 0xff));
+    };
+    std::ofstream b(bin, std::ios::binary | std::ios::trunc);
+    for (const std::int64_t t : tokens) put(b, static_cast<std::uint64_t>(t), 4);
+    std::vector<std::uint64_t> lengths;
+    for (std::size_t at = 0; at < tokens.size(); at += doc) lengths.push_back(std::min(doc, tokens.size() - at));
+    std::ofstream x(idx, std::ios::binary | std::ios::trunc);
+    x.write("MMIDIDX\0\0", 9);
+    put(x, 1, 8);
+    put(x, 4, 1);  // int32
+    put(x, lengths.size(), 8);
+    put(x, lengths.size() + 1, 8);
+    for (const std::uint64_t n : lengths) put(x, n, 4);
+    std::uint64_t offset = 0;
+    for (const std::uint64_t n : lengths) put(x, offset, 8), offset += 4 * n;
+    for (std::size_t d = 0; d <= lengths.size(); ++d) put(x, d, 8);
+  }
+  ~megatron_files() {
+    std::remove(bin.c_str());
+    std::remove(idx.c_str());
+  }
+};
+
+}  // namespace
+
+CATCH_TEST_CASE("the GPT trains and evaluates on a Megatron dataset as on a flat file of its tokens",
+                "[actors][runtime][eval]") {
+  const token_file flat("megatron_flat", 3000, vocab, 23);
+  const std::string prefix = "/tmp/actorpipe_gpt_eval_" + std::to_string(::getpid()) + "_megatron";
+  const megatron_files dataset(prefix, flat.tokens, 400);
+  train_options o = eval_options(flat.path, "");
+  o.eval_split = 0.05;
+  const train_result a = run_pipeline(o);
+  o.data_file = dataset.bin;
+  const train_result b = run_pipeline(o);
+  CATCH_REQUIRE(a.steps.size() == 3);
+  CATCH_REQUIRE(b.steps.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) CATCH_CHECK(a.steps[i].loss == b.steps[i].loss);
+  CATCH_CHECK(actorpipe::testing::bit_identical(a, b));
+  CATCH_REQUIRE(b.evals.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) CATCH_CHECK(a.evals[i].loss == b.evals[i].loss);
+  CATCH_CHECK_THAT(b.data_description, Contains("Megatron dataset '" + dataset.bin + "' (int32 tokens, 8 sequences in 8 "
+                                                "documents by its index '" + dataset.idx + "'; 3000 tokens, vocab 64; "
+                                                "training reads its first 2850, its last 150 are held out)"));
+  // The flags' own words name the tokens' type; Megatron's prefix is pointed to its .bin.
+  o.eval_split = 0.005;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--eval-split 0.005 holds out 15 of the 3000 int32 tokens of --data-file '" +
+                                               dataset.bin + "': an evaluation window of --seq-len 16 needs 17");
+  o.eval_split = 0;
+  o.data_file = prefix;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--data-file '" + prefix + "' does not exist; '" + prefix + ".bin' and '" +
+                                               prefix + ".idx' do (a Megatron dataset, named by its prefix as --data-path "
+                                               "names it): give --data-file '" + prefix + ".bin' (its index beside it is "
+                                               "read)");
+  o.data_file = dataset.bin;
+  o.model.vocab = 32;  // the file's ids reach 63
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("--data-file: data file '" + dataset.bin + "' token ") &&
+                                               Contains(" is >= vocab 32 (--vocab 32; a .bin file holds token ids below "
+                                                        "it)"));
+  o.model.vocab = vocab;
+  o.text.eval_file = dataset.bin;  // an eval file may be a dataset too
+  o.data_file = flat.path;
+  const train_result c = run_pipeline(o);
+  CATCH_REQUIRE(c.evals.size() == 2);
+  { std::ofstream broken(dataset.idx, std::ios::binary | std::ios::trunc); broken << "not an index"; }
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--eval-file: '" + dataset.idx + "' is beside data file '" + dataset.bin +
+                                               "' and is not a Megatron index (it does not begin with MMIDIDX), so the "
+                                               ".bin's token type is not known: move it away to read the .bin as flat "
+                                               "uint16 tokens");
 }
 
 CATCH_TEST_CASE("the GPT on synthetic data evaluates on held-out sequences of its source", "[actors][runtime][eval]") {

@@ -370,6 +370,10 @@ CATCH_TEST_CASE("train ends the learning rate's decay at --lr-decay-steps, and a
   CATCH_CHECK(split.code == 2);
   CATCH_CHECK_THAT(split.err, Contains("unknown flag '--split' (did you mean --eval-split F (the last F of --data-file held "
                                        "out; or --eval-file)?)"));
+  auto data_path = cli(with({"train", "--data-path", "corpus_text_document"}, tiny));
+  CATCH_CHECK(data_path.code == 2);
+  CATCH_CHECK_THAT(data_path.err, Contains("unknown flag '--data-path' (did you mean --data-file PREFIX.bin (a Megatron "
+                                           "dataset: the PREFIX.idx beside it is read)?)"));
   for (const auto& path : {metrics, straight, resumed, config, log}) std::remove(path.c_str());
   std::filesystem::remove_all(dir);
 }
@@ -1812,7 +1816,7 @@ CATCH_TEST_CASE("train evaluates the gpt on a held-out file: progress lines, the
   auto mixed = cli({"train", "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--steps", "1",
                     "--data-file", train, "--eval-file", ids});
   CATCH_CHECK(mixed.code == 2);
-  CATCH_CHECK_THAT(mixed.err, Contains("--eval-file '" + ids + "' is read as uint16 tokens and --data-file '" + train +
+  CATCH_CHECK_THAT(mixed.err, Contains("--eval-file '" + ids + "' is read as token ids and --data-file '" + train +
                                        "' as UTF-8 bytes: evaluate on a file of the training file's kind"));
   // One file, its tail held out (the training file's 9200 bytes: 460 held out, 28 windows).
   auto split = cli({"train", "--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "16", "--microbatches", "2",

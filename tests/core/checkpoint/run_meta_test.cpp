@@ -120,6 +120,27 @@ CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps d
     std::remove(data.c_str());
     std::remove(vocab.c_str());
   }
+  // A token file's Megatron index gives its tokens' type: a resume without it reads other tokens.
+  {
+    const std::string bin = "/tmp/actorpipe_run_meta_" + std::to_string(::getpid()) + ".bin";
+    const std::string idx = bin.substr(0, bin.size() - 4) + ".idx";
+    std::ofstream(bin) << "0123456789";
+    std::ofstream(idx) << "an index";
+    train_options files = saved;
+    files.data = "file";
+    files.data_file = bin;
+    const nlohmann::json with_index = checkpoint_meta(files, 6);
+    CATCH_CHECK_THAT(with_index["data_content"].get<std::string>(), Catch::Contains("; its index 8 bytes, digest "));
+    CATCH_CHECK(resume_changes(with_index, files).empty());
+    std::remove(idx.c_str());
+    const auto changes = resume_changes(with_index, files);
+    CATCH_REQUIRE(changes.size() == 1);
+    CATCH_CHECK_THAT(changes[0], Catch::StartsWith("data_content '10 bytes, digest ") &&
+                                     Catch::Contains("; its index 8 bytes, digest "));
+    const std::string now = changes[0].substr(changes[0].find(" -> "));
+    CATCH_CHECK_THAT(now, Catch::StartsWith(" -> '10 bytes, digest ") && !Catch::Contains("index"));
+    std::remove(bin.c_str());
+  }
 
   // Other threads per stage: other rounding in LibTorch's sums, so other bits from here on
   // (a resume took it without a word).
