@@ -46,7 +46,8 @@ void on_compute_thread(caf::event_based_actor* self, const run_context& ctx, int
                try {
                  job();
                } catch (const std::exception& e) {
-                 caf::anon_send(sup, msg::failure{where + ": " + what + " failed: " + error_text(e)});
+                 const bool certain = dynamic_cast<const certain_failure*>(&e) != nullptr;
+                 caf::anon_send(sup, msg::failure{where + ": " + what + " failed: " + error_text(e), -1, false, certain});
                } catch (...) {
                  caf::anon_send(sup, msg::failure{where + ": " + what + " failed: an exception that is not a std::exception"});
                }
@@ -337,6 +338,7 @@ struct action_job {
       }
     } catch (const std::exception& e) {
       d.error = error_text(e);
+      d.certain = dynamic_cast<const certain_failure*>(&e) != nullptr;
     } catch (...) {  // a user's layer may throw anything
       d.error = "an exception that is not a std::exception";
     }
@@ -459,7 +461,7 @@ void chunk::on_job_done(msg::job_done& d) {
   if (!d.error.empty()) {
     self_->send(ctx_->supervisor, msg::failure{"rank " + std::to_string(rank_) + ", " + run_context::step_name(d.step) +
                                                    ": " + to_string(a) + " failed: " + d.error,
-                                               d.step});
+                                               d.step, false, d.certain});
     return;
   }
   const bool sent = d.output_at >= 0;  // an early B sent its gradient itself

@@ -222,7 +222,7 @@ class hub final : public control_role {
     shutdown_reply_to_ = caf::actor_cast<caf::actor>(self_->current_sender());
     for (auto& [p, hdl] : by_process_)
       write_envelope(hdl, static_cast<std::uint8_t>(target_kind::runtime), p, 0,
-                     caf::make_message(msg::run_finished{s.error, s.stopped_by_signal}));
+                     caf::make_message(msg::run_finished{s.error, s.stopped_by_signal, s.certain}));
     if (by_process_.empty()) {
       reply_closed();
       return;

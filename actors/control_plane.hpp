@@ -82,6 +82,7 @@ struct forward {
 struct shutdown_cluster {
   std::string error;
   int stopped_by_signal = 0;  // run_finished's
+  bool certain = false;       // run_finished's
 };
 struct cluster_closed {};
 

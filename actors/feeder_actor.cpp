@@ -10,6 +10,7 @@
 #include "actors/messages.hpp"
 #include "actors/run_context.hpp"
 #include "core/data/microbatch.hpp"
+#include "core/model/chunk_compute.hpp"
 #include "core/model/error_text.hpp"
 
 namespace actorpipe {
@@ -29,10 +30,12 @@ void feed(caf::event_based_actor* self, const run_context& ctx, int step,
     for (int m = 0; m < M && (feeds_first || feeds_last); ++m) {
       microbatch_tensors mt;
       std::string why;
+      bool certain = false;  // a certain_failure: every run would fail so
       try {
         mt = data(d * M + m);
       } catch (const std::exception& e) {
         why = error_text(e);
+        certain = dynamic_cast<const certain_failure*>(&e) != nullptr;
       } catch (...) {
         why = "an exception that is not a std::exception";
       }
@@ -40,7 +43,7 @@ void feed(caf::event_based_actor* self, const run_context& ctx, int step,
         const std::string which = run_context::is_eval_step(step)
                                       ? "evaluation microbatch " + std::to_string(first + d * M + m)
                                       : "step " + std::to_string(step + 1) + ", microbatch " + std::to_string(d * M + m);
-        self->send(ctx.supervisor, msg::failure{"feeder: " + why + " (the data of " + which + ")"});
+        self->send(ctx.supervisor, msg::failure{"feeder: " + why + " (the data of " + which + ")", -1, false, certain});
         return;
       }
       if (feeds_last) self->send(ctx.chunk_actors[last_id], msg::targets{step, m, std::move(mt.targets)});

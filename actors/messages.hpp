@@ -130,6 +130,7 @@ struct job_done {
   // A W that paused: (start, end) of each part before the last, in order; start/end above are
   // the last part's.
   std::vector<double> earlier_parts;
+  bool certain = false;  // what the action threw was a certain_failure
 };
 
 // Chunk -> stage: an action finished (error empty) or failed.
@@ -183,6 +184,9 @@ struct failure {
   // The training itself failed (an update left parameters not finite): not an echo of a stop
   // asked for, which a failure after one otherwise is (supervisor::stop).
   bool diverged = false;
+  // Every run of the job would fail so (a certain_failure, a member's refusal once the job
+  // formed, a tensor no frame holds): the run ends as refused (exit 2, not restarted).
+  bool certain = false;
 };
 
 // A process other than the first -> supervisor: it got a stop signal (SIGINT, SIGTERM) that
@@ -311,6 +315,7 @@ struct run_finished {
   // The signal the job stopped early for (0: it ran every step, or failed): every process
   // exits 128 + it, whichever got the signal.
   int stopped_by_signal = 0;
+  bool certain = false;  // the error is a failure every run would meet (msg::failure::certain)
 };
 
 // Serialization of the messages that cross processes (CAF 0.17 inspectors).
@@ -333,7 +338,7 @@ typename Inspector::result_type inspect(Inspector& f, waiting& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, failure& x) {
-  return f(caf::meta::type_name("failure"), x.what, x.step, x.diverged);
+  return f(caf::meta::type_name("failure"), x.what, x.step, x.diverged, x.certain);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stop_request& x) {
@@ -383,7 +388,7 @@ typename Inspector::result_type inspect(Inspector& f, eval_output& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_finished& x) {
-  return f(caf::meta::type_name("run_finished"), x.error, x.stopped_by_signal);
+  return f(caf::meta::type_name("run_finished"), x.error, x.stopped_by_signal, x.certain);
 }
 }  // namespace actorpipe::msg
 

@@ -607,9 +607,10 @@ void stop_all(const std::vector<caf::actor>& actors) {
 }
 
 // Process 0: start the run and wait until the supervisor says it is over (or dies); in a
-// multi-process job, then tell the others and wait until they hung up. Returns the run's error.
+// multi-process job, then tell the others and wait until they hung up. Returns the run's error
+// (`certain`: one every run would meet, run_finished::certain).
 std::string run_as_process_0(caf::actor_system& sys, caf::scoped_actor& self, const caf::actor& control,
-                             const run_context& ctx, const std::vector<caf::actor>& local) {
+                             const run_context& ctx, const std::vector<caf::actor>& local, bool& certain) {
   std::string error;
   const caf::actor_addr control_addr = control ? control.address() : caf::actor_addr{};
   self->monitor(ctx.supervisor);  // should it ever die without answering, we still return
@@ -628,7 +629,7 @@ std::string run_as_process_0(caf::actor_system& sys, caf::scoped_actor& self, co
     return "";
   };
   while (!done)
-    self->receive([&](msg::run_finished& f) { error = std::move(f.error), done = true; },
+    self->receive([&](msg::run_finished& f) { error = std::move(f.error), certain = f.certain, done = true; },
                   [&](const caf::down_msg& d) {
                     if (d.source == control_addr) {  // the supervisor still stops the job
                       caf::anon_send(ctx.supervisor, msg::failure{"the control plane stopped: " + sys.render(d.reason)});
@@ -652,16 +653,17 @@ std::string run_as_process_0(caf::actor_system& sys, caf::scoped_actor& self, co
     if (told.empty() && ctx.result)
       for (const std::string* e : {&ctx.result->checkpoint_error, &ctx.result->eval_error})
         if (told.empty() && !e->empty()) told = "process 0 stopped the run: " + *e;
-    self->send(control, msg::shutdown_cluster{told, ctx.result ? ctx.result->stopped_by_signal : 0});
+    self->send(control, msg::shutdown_cluster{told, ctx.result ? ctx.result->stopped_by_signal : 0, certain && told == error});
     self->receive([](msg::cluster_closed&) {}, caf::after(std::chrono::seconds(10)) >> [] {});
   }
   return error;
 }
 
 // A worker process: run until process 0 says the run is over (or is lost). A local actor that
-// dies is reported to the supervisor, which stops the job. Returns the run's error.
+// dies is reported to the supervisor, which stops the job. Returns the run's error (`certain`
+// as process 0 said it).
 std::string run_as_worker(caf::actor_system& sys, caf::scoped_actor& self, const caf::actor& control,
-                          const run_context& ctx, const std::vector<caf::actor>& local, int& stopped_by) {
+                          const run_context& ctx, const std::vector<caf::actor>& local, int& stopped_by, bool& certain) {
   std::string error;
   const caf::actor_addr control_addr = control ? control.address() : caf::actor_addr{};
   for (auto& a : local) self->monitor(a);
@@ -671,6 +673,7 @@ std::string run_as_worker(caf::actor_system& sys, caf::scoped_actor& self, const
     self->receive([&](msg::run_finished& f) {
                     error = std::move(f.error), done = true;
                     stopped_by = f.stopped_by_signal;
+                    certain = f.certain;
                   },
                   [&](const caf::down_msg& d) {
                     if (d.source == control_addr) {
@@ -742,8 +745,9 @@ void tear_down(caf::scoped_actor& self, const caf::actor& control, run_context& 
   ctx.supervisor = caf::actor{};
 }
 
-// How a member's refusal reads ("process 1 (rank 1) refused the job once it formed: ..."):
-// process 0 ends the run as refused (exit 2: a restart would meet the same folder).
+// How a member's refusal reads ("process 1 (rank 1) refused the job once it formed: ..."). It
+// is a certain failure: process 0 ends the run as refused (exit 2: a restart would meet the
+// same folder).
 constexpr char refused_once_formed[] = ") refused the job once it formed: ";
 
 // A process other than 0 that cannot take part in the job that has just formed (its check of
@@ -761,8 +765,9 @@ void refuse_to_process_0(caf::scoped_actor& self, const caf::actor& control, con
   self->send(control, std::move(t));
   self->send(control, msg::forward{0, static_cast<std::uint8_t>(target_kind::supervisor), 0,
                                    caf::make_message(msg::failure{"process " + std::to_string(ctx.process) + " (" +
-                                                                  ranks_label(ctx.process_of_rank, ctx.process) +
-                                                                  refused_once_formed + why})});
+                                                                      ranks_label(ctx.process_of_rank, ctx.process) +
+                                                                      refused_once_formed + why,
+                                                                  -1, false, true})});
   self->monitor(control);
   bool done = false;
   while (!done)
@@ -774,7 +779,7 @@ void refuse_to_process_0(caf::scoped_actor& self, const caf::actor& control, con
 // Forms the job (several processes), spawns, wires, runs and tears down in `sys`. Returns the
 // run's error ("" when it finished).
 std::string run_in(caf::actor_system& sys, const std::shared_ptr<run_context>& ctx, const job_place& place,
-                   const std::shared_ptr<transport_gate>& gate, int& stopped_by) {
+                   const std::shared_ptr<transport_gate>& gate, int& stopped_by, bool& certain) {
   const bool multi = place.processes > 1;
   caf::scoped_actor self{sys};
   const caf::actor control = multi ? form_job(sys, self, ctx, place) : caf::actor{};
@@ -807,8 +812,8 @@ std::string run_in(caf::actor_system& sys, const std::shared_ptr<run_context>& c
     gate->close();
     throw;
   }
-  const std::string error = ctx->process == 0 ? run_as_process_0(sys, self, control, *ctx, local)
-                                              : run_as_worker(sys, self, control, *ctx, local, stopped_by);
+  const std::string error = ctx->process == 0 ? run_as_process_0(sys, self, control, *ctx, local, certain)
+                                              : run_as_worker(sys, self, control, *ctx, local, stopped_by, certain);
   tear_down(self, control, *ctx, local, *gate, !error.empty());
   return error;
 }
@@ -844,13 +849,13 @@ void shut_down(std::unique_ptr<caf::actor_system> sys, std::unique_ptr<caf::acto
 }
 
 // One actor system for this process: form the job (several processes), spawn, wire, run and
-// tear down. Returns the run's error ("" when it finished).
+// tear down. Returns the run's error ("" when it finished; `certain`: one every run would meet).
 std::string run_actors(const std::shared_ptr<run_context>& ctx, const job_place& place,
-                       const std::shared_ptr<transport_gate>& gate, int& stopped_by) {
+                       const std::shared_ptr<transport_gate>& gate, int& stopped_by, bool& certain) {
   auto cfg = std::make_unique<caf::actor_system_config>();
   configure_actor_system(*cfg, place.processes > 1);
   auto sys = std::make_unique<caf::actor_system>(*cfg);
-  const std::string error = run_in(*sys, ctx, place, gate, stopped_by);
+  const std::string error = run_in(*sys, ctx, place, gate, stopped_by, certain);
   // Checkpoint parts still being written belong to a checkpoint that will not complete: they
   // stop at their next piece, and their directory goes. Their threads hold actor handles, so
   // they end before the actor system does.
@@ -888,7 +893,8 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
   auto gate = std::make_shared<transport_gate>();
   ctx->data = make_transport(*ctx, place, gate);
   int stopped_by = 0;  // another process's word on how the job ended (process 0's)
-  const std::string error = run_actors(ctx, place, gate, stopped_by);
+  bool certain = false;  // every run would fail so
+  const std::string error = run_actors(ctx, place, gate, stopped_by, certain);
   if (place.process != 0) result.stopped_by_signal = stopped_by;
   if (ctx->abandoned) {  // an actor may still return into the run: it must find it, not the caller's frame
     static std::mutex kept_mutex;
@@ -902,10 +908,9 @@ train_result run_pipeline(const train_options& o, const std::function<void(const
     ctx->data.reset();
   }
   // A member's refusal is the job's (exit 2): launch restarted it, to wait out --join-timeout.
-  // So is a model's failure that every run meets again (core/model/chunk_compute.hpp): launch
-  // --max-restarts ran it again each time.
-  for (const char* certain : {refused_once_formed, refused_recompute_words, refused_frame_words})
-    if (!error.empty() && error.find(certain) != std::string::npos) throw std::invalid_argument(error);
+  // So is a model's failure that every run meets again (certain_failure, a tensor no frame
+  // holds): launch --max-restarts ran it again each time. Said by msg::failure::certain.
+  if (!error.empty() && certain) throw std::invalid_argument(error);
   // A failure while the job stopped on a signal (a process its launch killed as it stopped): the
   // stop asked for, not a failure to restart (the other node's launch restarted the job, to wait
   // out --join-timeout twice).

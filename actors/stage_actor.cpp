@@ -305,7 +305,7 @@ void run_context::send_tensor_to_process(int process_index, tensor_kind kind, in
                                                 what + where + " failed" +
                                                 (certain ? std::string(" (") + refused_frame_words + ")" : std::string()) +
                                                 ": " + e.what(),
-                                            step});
+                                            step, false, certain});
   }
 }
 

@@ -172,7 +172,7 @@ rebuilt_plan rebuild_plan(const run_context& ctx, const std::shared_ptr<const co
 void supervisor::on_start_run(const msg::start_run& s) {
   st_.reply_to = s.reply_to;
   if (!st_.early_error.empty()) {
-    stop(st_.early_error);
+    stop(st_.early_error, false, st_.early_certain);
     return;
   }
   for (int r = 0; r < P_; ++r) {
@@ -227,7 +227,7 @@ void supervisor::on_down(const caf::down_msg& dm) {
 
 // Ends the job: the actors of this process stop (the other processes stop on their own when
 // the runtime tells them the run is over), and the runtime hears why ("" for success).
-void supervisor::stop(std::string error, bool diverged) {
+void supervisor::stop(std::string error, bool diverged, bool certain) {
   // While the checkpoint of a failed run completes, what else fails (its actors stopping) is
   // that failure's echo: the run ends with the first once the checkpoint is done.
   if (st_.stopped || failed_run_) return;
@@ -238,9 +238,13 @@ void supervisor::stop(std::string error, bool diverged) {
     if (const int asked = asked_signal(); asked != 0) ctx_->result->stopped_by_signal = asked;
   }
   if (!st_.reply_to) {  // before start_run: nobody to tell yet
-    if (st_.early_error.empty()) st_.early_error = error.empty() ? "the run stopped before it began" : std::move(error);
+    if (st_.early_error.empty()) {
+      st_.early_certain = !error.empty() && certain;
+      st_.early_error = error.empty() ? "the run stopped before it began" : std::move(error);
+    }
     return;
   }
+  certain_ = !error.empty() && certain;
   if (!error.empty() && complete_checkpoint_first(error)) return;
   end_run(std::move(error));
 }
@@ -283,7 +287,8 @@ void supervisor::end_run(std::string error) {
                "; it is removed");
   }
   for (auto& a : ctx_->local_actors()) self_->send_exit(a, caf::exit_reason::user_shutdown);
-  self_->send(st_.reply_to, msg::run_finished{std::move(error)});
+  const bool certain = !error.empty() && certain_;
+  self_->send(st_.reply_to, msg::run_finished{std::move(error), 0, certain});
   self_->quit();
 }
 

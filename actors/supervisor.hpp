@@ -25,6 +25,7 @@ struct supervisor_state {
   // A failure that arrived before start_run (a process that refused the job as it formed, or
   // was lost then): the run stops with it as it starts.
   std::string early_error;
+  bool early_certain = false;  // its msg::failure::certain
   double started = 0;
   std::vector<double> losses;
   int losses_got = 0;
@@ -71,7 +72,8 @@ class supervisor {
   void on_state_written(const msg::state_written& w);
   void on_eval_output(msg::eval_output& o);
   void on_failure(const msg::failure& f);
-  void stop(std::string error, bool diverged = false);
+  // `certain`: every run would fail so (msg::failure::certain).
+  void stop(std::string error, bool diverged = false, bool certain = false);
 
  private:
   void watch(const caf::actor& a, std::string name);
@@ -143,6 +145,7 @@ class supervisor {
   // The run failed while a checkpoint whose state was all taken before was being written, by
   // this process alone: the run's error, given once that checkpoint is committed or given up.
   std::optional<std::string> failed_run_;
+  bool certain_ = false;  // the run's error is a failure every run would meet (run_finished::certain)
   static constexpr int checkpoint_patience_s = 60;  // how long it waits for that checkpoint
   bool stopping_ = false;  // a stop signal came: this step is the last (checkpointed with save_dir)
   std::string callback_error_;  // on_step threw: the run fails with this after its step's checkpoint

@@ -133,7 +133,7 @@ void supervisor::on_failure(const msg::failure& f) {
     eval_failed("the evaluation after step " + std::to_string(eval_->done) + ": " + f.what);
     return;
   }
-  stop(f.what, f.diverged);
+  stop(f.what, f.diverged, f.certain);
 }
 
 }  // namespace actorpipe::detail

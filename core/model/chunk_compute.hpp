@@ -14,10 +14,25 @@
 
 namespace actorpipe {
 
-// Failures of a model's action that every run meets again, in its first step: the run ends as
-// refused (exit 2: launch --max-restarts does not start it again), found by these words in
-// their messages. A layer whose forward updates a buffer under --activation-checkpointing; a
-// tensor at a cut that no transport frame holds (more than 8 dimensions).
+// A failure of a model's action that every run of the job meets again, in its first step: the
+// run ends as refused (exit 2, std::invalid_argument from run_pipeline), so launch
+// --max-restarts does not start it again. The runtime throws it for a layer whose forward
+// updates a buffer under --activation-checkpointing; a layer of one's own may throw it for a
+// failure of its own that no restart can mend. Any other exception fails the run (exit 1).
+struct certain_failure : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// Throws `text` (what `e` says, with where) as the same kind of failure: a certain_failure
+// stays one; anything else is a std::runtime_error (the run had begun).
+[[noreturn]] inline void throw_as(const std::exception& e, const std::string& text) {
+  if (dynamic_cast<const certain_failure*>(&e) != nullptr) throw certain_failure(text);
+  throw std::runtime_error(text);
+}
+
+// How such failures read: a layer whose forward updates a buffer under
+// --activation-checkpointing; a tensor at a cut that no transport frame holds (more than 8
+// dimensions).
 inline constexpr char refused_recompute_words[] = "which --activation-checkpointing runs again in backward";
 inline constexpr char refused_frame_words[] = "a tensor no transport frame holds";
 

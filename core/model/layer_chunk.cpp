@@ -93,7 +93,7 @@ struct layer_chunk::impl {
       try {
         h = p.spec->forward ? p.spec->forward(*p.module, h) : p.module->forward(h);
       } catch (const std::exception& e) {
-        throw std::runtime_error("layer '" + p.spec->name + "' (layer " + std::to_string(p.index) + "): " + error_text(e));
+        throw_as(e, "layer '" + p.spec->name + "' (layer " + std::to_string(p.index) + "): " + error_text(e));
       }
       if (!h.defined())
         throw std::runtime_error("layer '" + p.spec->name + "' (layer " + std::to_string(p.index) +
@@ -281,7 +281,7 @@ tensor_box layer_chunk::evaluate(int microbatch, const tensor_box& input) {
   try {
     return box(m.run_layers(in));
   } catch (const std::exception& e) {
-    throw std::runtime_error(m.where("evaluate", microbatch) + ": " + e.what());
+    throw_as(e, m.where("evaluate", microbatch) + ": " + e.what());
   }
 }
 
@@ -347,7 +347,7 @@ forward_result layer_chunk::forward(int microbatch, const tensor_box& input, con
                     (now.nbytes() > 0 && std::memcmp(now.data_ptr(), before[i].data_ptr(), now.nbytes()) != 0);
         }
         if (changed)
-          throw std::invalid_argument("buffer '" + m.buffers[i].first + "' changed in the forward, " +
+          throw certain_failure("buffer '" + m.buffers[i].first + "' changed in the forward, " +
                                       refused_recompute_words +
                                       " (the update would count twice, as a batch norm's would): train this model "
                                       "without it");
@@ -357,7 +357,7 @@ forward_result layer_chunk::forward(int microbatch, const tensor_box& input, con
       out = m.run(past_leaf(x, m.spec.first), s.targets);
     }
   } catch (const std::exception& e) {
-    throw std::runtime_error(m.where("forward", microbatch) + ": " + e.what());
+    throw_as(e, m.where("forward", microbatch) + ": " + e.what());
   }
   s.output_shape = out.sizes().vec();
   if (m.spec.last && !m.spec.activation_checkpointing && !out.requires_grad())

@@ -11,6 +11,7 @@
 
 #include "core/median.hpp"
 #include "core/model/bert_task.hpp"
+#include "core/model/chunk_compute.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/model/error_text.hpp"
 #include "core/model/gpt_model.hpp"
@@ -280,7 +281,7 @@ at::Tensor checked_loss(const model_definition& model, const at::Tensor& output,
   try {
     loss = model.loss(output, targets);
   } catch (const std::exception& e) {
-    throw std::runtime_error("loss: " + error_text(e));
+    throw_as(e, "loss: " + error_text(e));
   }
   if (!loss.defined() || loss.numel() != 1 || !loss.is_floating_point())
     throw std::runtime_error("loss: must return a floating-point scalar, got " + describe_tensor(loss));

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/data/microbatch.hpp"
+#include "core/model/chunk_compute.hpp"
 #include "core/model/compute_threads.hpp"
 #include "core/log.hpp"
 #include "core/model/error_text.hpp"
@@ -32,14 +33,14 @@ namespace actorpipe {
 namespace {
 
 // What a user's data, layers or loss throw once training has begun: one std::runtime_error
-// (exit 1, as in the pipeline: the run had started), saying where (`what`: "the data of step 2,
+// (exit 1, as in the pipeline: the run had started; a certain_failure stays one, exit 2), saying where (`what`: "the data of step 2,
 // microbatch 3"; empty where the message names it already), whatever was thrown.
 template <typename F>
 auto once_begun(const std::string& what, F&& run) -> decltype(run()) {
   try {
     return run();
   } catch (const std::exception& e) {
-    throw std::runtime_error(what.empty() ? error_text(e) : error_text(e) + " (" + what + ")");
+    throw_as(e, what.empty() ? error_text(e) : error_text(e) + " (" + what + ")");
   } catch (...) {
     throw std::runtime_error("an exception that is not a std::exception" + (what.empty() ? std::string() : " (" + what + ")"));
   }

@@ -13,6 +13,7 @@
 #include "apps/cli.hpp"
 #include "apps/crash_report.hpp"
 #include "core/blas_kernels.hpp"
+#include "core/model/chunk_compute.hpp"  // certain_failure
 #include "core/model/layer_model.hpp"
 #include "core/model/tensor_box_torch.hpp"
 #include "core/partition.hpp"

@@ -229,6 +229,50 @@ CATCH_TEST_CASE("a LibTorch error from the user's code stops the job with its me
   }
 }
 
+// A failure that no restart can mend says so by its type (certain_failure: exit 2, launch does
+// not restart it), not by words in its message: an error that happens to quote them is a
+// failed run (exit 1).
+CATCH_TEST_CASE("a certain_failure from the user's code ends the run as refused, and words in a message do not",
+                "[actors][runtime][model_api][errors]") {
+  register_mlp_variant("test-mlp-certain", "its last layer throwing a certain_failure", [](model_definition& m) {
+    m.layers.back().forward = [](layer_module&, const at::Tensor&) -> at::Tensor {
+      throw certain_failure("this layer needs a GPU");
+    };
+  });
+  train_options o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-certain";
+  CATCH_CHECK_THROWS_AS(run_pipeline(o), std::invalid_argument);
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "rank 1, step 1: F1.0 failed: forward of microbatch 0 on virtual stage 1: "
+                                           "layer 'out' (layer 7): this layer needs a GPU");
+  CATCH_CHECK_THROWS_AS(run_reference(o), std::invalid_argument);
+  CATCH_CHECK_THROWS_WITH(run_reference(o), Contains("this layer needs a GPU"));
+  o.schedule = "zbv";  // on a chunk of its own, with I and W apart
+  o.chunks = 2;
+  CATCH_CHECK_THROWS_AS(run_pipeline(o), std::invalid_argument);
+
+  register_mlp_variant("test-mlp-certain-data", "its data throwing a certain_failure", [](model_definition& m) {
+    m.data = [](std::uint64_t, int) -> microbatch_tensors { throw certain_failure("no tokenizer for this data"); };
+  });
+  o = mlp_options("1f1b", 1);
+  o.model_name = "test-mlp-certain-data";
+  CATCH_CHECK_THROWS_AS(run_pipeline(o), std::invalid_argument);
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("feeder: no tokenizer for this data (the data of step 1, microbatch 0)"));
+  CATCH_CHECK_THROWS_AS(run_reference(o), std::invalid_argument);
+
+  // The words of the runtime's own certain failures, in a plain error: a failed run.
+  register_mlp_variant("test-mlp-quotes-words", "its last layer quoting the words of certain failures",
+                       [](model_definition& m) {
+                         m.layers.back().forward = [](layer_module&, const at::Tensor&) -> at::Tensor {
+                           throw std::runtime_error(std::string("a remote call ") + refused_recompute_words + " (" +
+                                                    refused_frame_words + ") refused the job once it formed: no");
+                         };
+                       });
+  o.model_name = "test-mlp-quotes-words";
+  CATCH_CHECK_THROWS_AS(run_pipeline(o), std::runtime_error);
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("a remote call which --activation-checkpointing runs again"));
+  CATCH_CHECK_THROWS_AS(run_reference(o), std::runtime_error);
+}
+
 // A batch norm's running statistics are the model's too: a checkpoint carried only the
 // parameters, so a resumed run evaluated with other statistics, and --save-final lacked them.
 // A microbatch whose loss is not a number (an empty one) stops the run, naming it.

@@ -507,6 +507,8 @@ CATCH_TEST_CASE("activation checkpointing refuses a layer whose forward updates 
                             Catch::Contains("buffer 'h0.count' changed in the forward, which --activation-checkpointing "
                                             "runs again in backward (the update would count twice, as a batch norm's "
                                             "would): train this model without it"));
+    // Every run would fail so: a certain_failure (the run ends as refused, exit 2).
+    CATCH_CHECK_THROWS_AS(twice.forward(0, d.inputs, d.targets, 1.0), certain_failure);
   }
   // A buffer the forward leaves alone passes.
   model_definition reads = mlp_model(mlp_train_options());
