@@ -341,6 +341,15 @@ std::string megatron_index_of(const std::string& path) {
   return ::stat(idx.c_str(), &st) == 0 ? idx : std::string();
 }
 
+bool is_megatron_index(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char head[9] = {};
+  const ssize_t got = ::pread(fd, head, sizeof head, 0);
+  ::close(fd);
+  return got == static_cast<ssize_t>(sizeof head) && std::memcmp(head, "MMIDIDX\0\0", sizeof head) == 0;
+}
+
 token_file_format read_token_file_format(const std::string& path, bool whole_index) {
   token_file_format f;
   const std::uint64_t bytes = open_file(path).size();

@@ -59,6 +59,8 @@ struct token_file_format {
 
 // The index a Megatron dataset's .bin has beside it (`x.bin` -> `x.idx` when that exists), else "".
 std::string megatron_index_of(const std::string& path);
+// Whether `path` begins as a Megatron index does (MMIDIDX): a file given where its .bin belongs.
+bool is_megatron_index(const std::string& path);
 
 // How `path` is read (see token_file_format). `whole_index` false reads the index's header only
 // (the token type); true also checks that its sequences tile the .bin. Throws

@@ -147,6 +147,12 @@ std::shared_ptr<const token_source> open_file_source(const train_options& o, con
   need(std::filesystem::exists(status), flag + " '" + p + "' does not exist");
   need(!std::filesystem::is_directory(status), flag + " '" + p + "' is a directory: give the file");
   need(std::filesystem::is_regular_file(status), flag + " '" + p + "' is not a regular file");
+  // Not read as text: the index says how to read its .bin.
+  if (is_megatron_index(p)) {
+    const std::string bin = p.size() > 4 && p.compare(p.size() - 4, 4, ".idx") == 0 ? p.substr(0, p.size() - 4) + ".bin" : "";
+    throw std::invalid_argument(flag + " '" + p + "' is a Megatron dataset's index: give " +
+                                (bin.empty() ? std::string("the .bin it indexes") : "its .bin, " + flag + " '" + bin + "'"));
+  }
   const bool tokens_file = is_token_file(p);
   if (!tokens_file)
     need(o.model.vocab >= 256, flag + " '" + p + "' is read as UTF-8 bytes, which needs --vocab >= 256: got " +

@@ -304,6 +304,9 @@ CATCH_TEST_CASE("the GPT trains and evaluates on a Megatron dataset as on a flat
                                                prefix + ".idx' do (a Megatron dataset, named by its prefix as --data-path "
                                                "names it): give --data-file '" + prefix + ".bin' (its index beside it is "
                                                "read)");
+  o.data_file = dataset.idx;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--data-file '" + dataset.idx + "' is a Megatron dataset's index: give its .bin, "
+                                           "--data-file '" + dataset.bin + "'");
   o.data_file = dataset.bin;
   o.model.vocab = 32;  // the file's ids reach 63
   CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("--data-file: data file '" + dataset.bin + "' token ") &&
