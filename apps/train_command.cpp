@@ -417,13 +417,9 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.keep_last = o.keep_last;
   t.resume = without_trailing_slashes(o.resume);
   t.init_from = without_trailing_slashes(o.init_from);
-  if (t.model_name != "bert" && t.model_name != "gpt" && !o.eval_file.empty())  // a model of yours has its own
-    throw std::invalid_argument("--eval-file is for --model gpt or bert, not --model " + t.model_name +
-                                " (a model of yours gives its own: model_definition::eval_data)");
-  if (t.model_name != "gpt" && o.eval_split != 0)  // bert's dev set is a file; a model of yours has its own
-    throw std::invalid_argument("--eval-split is for --model gpt, not --model " + t.model_name +
-                                (t.model_name == "bert" ? " (give bert its dev TSV: --eval-file)"
-                                                        : " (a model of yours gives its own: model_definition::eval_data)"));
+  // A model of yours that reads --eval-file or --eval-split says so (model_definition::flags_followed).
+  if (t.model_name == "bert" && o.eval_split != 0)  // bert's dev set is a file
+    throw std::invalid_argument("--eval-split is for --model gpt, not --model bert (give bert its dev TSV: --eval-file)");
   if (t.model_name != "bert") {  // the text flags are bert's: elsewhere they would do nothing
     const std::pair<const char*, bool> bert_only[] = {
         {"--vocab-file", !o.vocab_file.empty()},

@@ -248,7 +248,7 @@ model_definition bert_model(const bert_config& c, const bert_data& data) {
   m.default_partition = "type:^encoder\\.";
   m.tokens_per_sample = data.train->seq_len;
   m.data_description = data.description;
-  m.flags_followed = {"--layers", "--hidden", "--heads", "--seq-len", "--data-file"};  // --vocab: --vocab-file's
+  m.flags_followed = {"--layers", "--hidden", "--heads", "--seq-len", "--data-file", "--eval-file"};  // --vocab: --vocab-file's
 
   layer_spec embed = make_layer("embeddings", [c] { return layer_module(std::make_shared<embeddings_module>(c)); });
   embed.has_param_prefix = true;

@@ -51,7 +51,8 @@ layer_spec make_layer(std::string name, module_factory build) {
 }
 
 const std::vector<std::string>& model_flags() {
-  static const std::vector<std::string> flags = {"--layers", "--hidden", "--heads", "--seq-len", "--vocab", "--data-file"};
+  static const std::vector<std::string> flags = {"--layers", "--hidden",    "--heads",     "--seq-len",
+                                                 "--vocab",  "--data-file", "--eval-file", "--eval-split"};
   return flags;
 }
 

@@ -171,9 +171,10 @@ struct model_definition {
   // loads it into a model with a head. "" for none.
   std::string init_base_prefix;
   // The command line's model flags this definition follows, of --layers, --hidden, --heads,
-  // --seq-len, --vocab and --data-file (train_options.model and data_file). A run given one it
-  // does not list is told the flag may do nothing; --data-file is refused (the run would
-  // train on other data than the file it names).
+  // --seq-len, --vocab, --data-file, --eval-file and --eval-split (train_options.model,
+  // data_file, text.eval_file, eval_split). A run given one it does not list is told the flag
+  // may do nothing; the data flags are refused (the run would train or evaluate on other data
+  // than they name).
   std::vector<std::string> flags_followed;
 };
 

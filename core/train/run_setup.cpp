@@ -133,10 +133,19 @@ void check_flags_followed(const model_definition& model, const train_options& o)
     throw std::invalid_argument("--data-file " + o.data_file + ": model '" + name + "' does not read a data file" +
                                 listed + "; its data: " +
                                 (model.data_description.empty() ? std::string("its own") : model.data_description));
+  // Nor evaluation data (a library caller's train_options reach here without the command line's checks).
+  const std::pair<std::string, std::string> eval_flags[] = {
+      {"--eval-file", o.text.eval_file.empty() ? std::string() : "--eval-file " + o.text.eval_file},
+      {"--eval-split", o.eval_split == 0 ? std::string() : "--eval-split " + number_text(o.eval_split)}};
+  for (const auto& [flag, given] : eval_flags)
+    if (!given.empty() && !follows(flag))
+      throw std::invalid_argument(given + ": model '" + name + "' does not read it" + listed +
+                                  "; a model of yours gives its eval set as model_definition::eval_data");
   std::string ignored;
   int count = 0;
   for (const auto& flag : o.model_flags_given)
-    if (flag != "--data-file" && !follows(flag)) ignored += (count++ ? ", " : "") + flag;
+    if (flag != "--data-file" && flag != "--eval-file" && flag != "--eval-split" && !follows(flag))
+      ignored += (count++ ? ", " : "") + flag;
   if (count)
     log_warn(ignored + (count == 1 ? " is" : " are") + " given, and model '" + name + "' does not say it follows " +
              (count == 1 ? "it" : "them") + listed + ": " + (count == 1 ? "it" : "they") + " may do nothing");

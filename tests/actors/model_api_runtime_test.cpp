@@ -740,7 +740,24 @@ CATCH_TEST_CASE("a model's flags_followed names flags as they are spelt", "[acto
   train_options o = mlp_options("1f1b", 1);
   o.model_name = "test-mlp-flag-names";
   CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("flags_followed holds 'hidden', not one of --layers, --hidden, --heads, "
-                                                    "--seq-len, --vocab, --data-file"));
+                                                    "--seq-len, --vocab, --data-file, --eval-file, --eval-split"));
+  // Evaluation data a model does not read is refused through the library too (it was taken
+  // without a word), and taken where the model lists its flag.
+  o = mlp_options("1f1b", 1);
+  o.steps = 1;
+  o.eval_split = 0.05;
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), "--eval-split 0.05: model 'test-mlp' does not read it "
+                                           "(model_definition::flags_followed); a model of yours gives its eval set as "
+                                           "model_definition::eval_data");
+  CATCH_CHECK_THROWS_WITH(run_reference(o), Contains("--eval-split 0.05: model 'test-mlp' does not read it"));
+  o.eval_split = 0;
+  o.text.eval_file = "val.bin";
+  CATCH_CHECK_THROWS_WITH(run_pipeline(o), Contains("--eval-file val.bin: model 'test-mlp' does not read it"));
+  register_mlp_variant("test-mlp-reads-eval-file", "follows --eval-file", [](model_definition& m) {
+    m.flags_followed = {"--eval-file"};
+  });
+  o.model_name = "test-mlp-reads-eval-file";
+  CATCH_CHECK(run_pipeline(o).steps.size() == 1);
 }
 
 CATCH_TEST_CASE("activation checkpointing with a layer working in place first on a stage trains as unpipelined",

@@ -1757,8 +1757,12 @@ CATCH_TEST_CASE("a user's model refuses a --data-file it does not read and names
                                             "(model_definition::flags_followed); its data: "));
   // Nor evaluation data: the GPT's and bert's eval flags name what a model of one's own gives.
   CATCH_CHECK(wait_process(start_process(models, with({"--eval-file", text}), {}, log), 120) == 2);
-  CATCH_CHECK_THAT(read_text(log), Contains("--eval-file is for --model gpt or bert, not --model test-mlp-bn (a model of "
-                                            "yours gives its own: model_definition::eval_data)"));
+  CATCH_CHECK_THAT(read_text(log), Contains("--eval-file " + text + ": model 'test-mlp-bn' does not read it "
+                                            "(model_definition::flags_followed); a model of yours gives its eval set as "
+                                            "model_definition::eval_data"));
+  CATCH_CHECK(wait_process(start_process(models, with({"--eval-split", "0.1"}), {}, log), 120) == 2);
+  CATCH_CHECK_THAT(read_text(log), Contains("--eval-split 0.1: model 'test-mlp-bn' does not read it "
+                                            "(model_definition::flags_followed)"));
   CATCH_CHECK(wait_process(start_process(models, with({"--eval-microbatches", "2"}), {}, log), 120) == 2);
   CATCH_CHECK_THAT(read_text(log), Contains("--eval-microbatches=2 needs evaluation data (--eval-file: ") &&
                                        Contains("and model 'test-mlp-bn' has none"));
