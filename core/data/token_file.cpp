@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "core/data/splitmix64.hpp"
 #include "core/data/token_source.hpp"
+#include "core/log.hpp"
 
 namespace actorpipe {
 
@@ -189,6 +191,9 @@ void read_megatron_index(const std::string& bin, std::uint64_t bin_bytes, bool w
         " bytes), and the .bin has " + std::to_string(bin_bytes) + " bytes: an index of another .bin?");
 }
 
+// Files from this size on say that their tokens are being checked, and how far along.
+constexpr std::size_t scan_said_from = std::size_t{1} << 30;
+
 // Tokens of format_.token_bytes bytes each (a text file: one per byte), little-endian.
 //
 // Offset rule: sample `index` of step `step` is the seq_len + 1 tokens starting at
@@ -231,7 +236,20 @@ class file_source final : public token_source {
     if (may_leave_vocab) {
       std::vector<unsigned char> chunk(std::size_t{1} << 20);  // a whole number of tokens of any width
       const std::size_t width = static_cast<std::size_t>(token_bytes_);
+      // A big file (a Megatron corpus is often tens of GB) takes seconds to minutes: said, with
+      // its progress every 10 s, so that a run's start is not silent.
+      const bool big = file_.size() >= scan_said_from;
+      using clock = std::chrono::steady_clock;
+      const auto began = clock::now();
+      auto said = began;
+      if (big)
+        log_info("data file '" + path_ + "': checking its " + std::to_string(tokens_) + " " + format_.type +
+                 " tokens against vocab " + std::to_string(vocab_) + ", once, before training");
       for (std::size_t at = 0; at < file_.size(); at += chunk.size()) {
+        if (big && clock::now() - said >= std::chrono::seconds(10)) {
+          said = clock::now();
+          log_info("data file '" + path_ + "': " + std::to_string(at * 100 / file_.size()) + "% checked");
+        }
         const std::size_t n = std::min(chunk.size(), file_.size() - at);
         file_.read(at, n, chunk.data());
         const std::size_t bad = with_decoder(token_bytes_, [&](auto decode) {
@@ -248,6 +266,9 @@ class file_source final : public token_source {
         if (tok < 0) throw std::invalid_argument(where + " is below 0: no token id (" + format_.type + " tokens)");
         throw token_out_of_vocab(where + " is >= vocab " + std::to_string(vocab_));
       }
+      if (big)
+        log_info("data file '" + path_ + "': every token checked in " +
+                 std::to_string(std::chrono::duration_cast<std::chrono::seconds>(clock::now() - began).count()) + " s");
     }
   }
 

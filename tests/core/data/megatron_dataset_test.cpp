@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "core/data/token_source.hpp"
+#include "core/log.hpp"
 
 using namespace actorpipe;
 using Catch::Contains;
@@ -297,5 +300,31 @@ CATCH_TEST_CASE("megatron dataset: a damaged index is refused or read, never mor
   }
   CATCH_CHECK(refused > 2000);
   CATCH_CHECK(read > 0);  // changes past the sequences' lengths and offsets: the document starts
+}
+
+// A big token file (from 1 GiB) says, in the log, that every token is checked before training
+// and when that is done; a small one says nothing. (Its progress every 10 s is not reached
+// here: a sparse file of zeros reads in about a second.)
+CATCH_TEST_CASE("token file: a file of 1 GiB or more says that its tokens are being checked", "[data]") {
+  const std::string dir = "/tmp/actorpipe_megatron_test_" + std::to_string(::getpid()) + "_big";
+  std::filesystem::create_directories(dir);
+  const std::string big = dir + "/big.bin", small = dir + "/small.bin", log = dir + "/log.txt";
+  std::ofstream(big).close();
+  std::filesystem::resize_file(big, std::uintmax_t{1} << 30);  // sparse: every token 0
+  std::ofstream(small).close();
+  std::filesystem::resize_file(small, 4096);
+  setup_logging({log_level::info, log});
+  open_token_file(small, 256, 9);
+  flush_log();
+  CATCH_CHECK(std::filesystem::file_size(log) == 0);
+  open_token_file(big, 256, 9);
+  flush_log();
+  reset_logging();
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CATCH_CHECK_THAT(text, Contains("data file '" + big + "': checking its 536870912 uint16 tokens against vocab 256, once, "
+                                  "before training") &&
+                             Contains("data file '" + big + "': every token checked in "));
+  std::filesystem::remove_all(dir);
 }
 
