@@ -30,7 +30,6 @@
 #include "core/checkpoint/checkpoint_store.hpp"
 #include "core/checkpoint/run_meta.hpp"
 #include "core/content_digest.hpp"
-#include "core/data/token_source.hpp"
 #include "core/number_text.hpp"
 #include "core/schedule/plan.hpp"
 #include "core/job_token.hpp"
@@ -72,12 +71,6 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
     s += '\n';
   };
   const auto file = [](const std::string& path) { return path.empty() ? std::string() : content_digest(path); };
-  // A token file with a Megatron index beside it reads in the index's type: a process without
-  // that index (or another) would read the same bytes as other tokens.
-  const auto data = [&file](const std::string& path) {
-    const std::string index = megatron_index_of(path);
-    return file(path) + (index.empty() ? std::string() : "; its index " + file(index));
-  };
   add("model", o.model_name);
   add("partition", partition);  // as resolved: a default given aloud is the default
   add("schedule", o.schedule_file.empty() ? o.schedule : std::string());
@@ -98,9 +91,11 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   add("adam_beta2", o.adam_beta2);
   add("adam_eps", o.adam_eps);
   add("data", o.data);
-  add("data_file", data(o.data_file));
+  // With a Megatron index's digest: a process without that index (or another) would read the
+  // same bytes as other tokens.
+  add("data_file", data_file_digest(o.data_file));
   add("init_from", file(o.init_from));
-  add("eval_file", data(o.text.eval_file));
+  add("eval_file", data_file_digest(o.text.eval_file));
   add("eval_every", o.eval_every);
   add("eval_microbatches", o.eval_microbatches);
   add("eval_split", o.eval_split);
@@ -653,7 +648,7 @@ std::string run_as_process_0(caf::actor_system& sys, caf::scoped_actor& self, co
     if (told.empty() && ctx.result)
       for (const std::string* e : {&ctx.result->checkpoint_error, &ctx.result->eval_error})
         if (told.empty() && !e->empty()) told = "process 0 stopped the run: " + *e;
-    self->send(control, msg::shutdown_cluster{told, ctx.result ? ctx.result->stopped_by_signal : 0, certain && told == error});
+    self->send(control, msg::shutdown_cluster{told, ctx.result ? ctx.result->stopped_by_signal : 0, certain});
     self->receive([](msg::cluster_closed&) {}, caf::after(std::chrono::seconds(10)) >> [] {});
   }
   return error;

@@ -1,6 +1,7 @@
 // Little-endian integers on the wire, one byte at a time, so a format never depends on host
 // endianness, struct padding or alignment. The one owner of this codec: the control plane's
-// frames, the tensor metadata frame and the job token's HMAC message all use it.
+// frames, the tensor metadata frame, the job token's HMAC message and the token files of a
+// Megatron dataset (its index, and tokens of 1, 2, 4 or 8 bytes) all use it.
 // Header-only, no CAF, no torch.
 #pragma once
 
@@ -43,6 +44,12 @@ void put_i64(std::vector<Byte>& out, std::int64_t v) {
 
 // Readers: callers check once that the bytes are there; these only assemble them.
 template <class Byte>
+std::uint16_t get_u16(const Byte* p) {
+  static_assert(sizeof(Byte) == 1, "wire bytes are single bytes");
+  return static_cast<std::uint16_t>(static_cast<std::uint8_t>(p[0]) | (static_cast<std::uint8_t>(p[1]) << 8));
+}
+
+template <class Byte>
 std::uint32_t get_u32(const Byte* p) {
   static_assert(sizeof(Byte) == 1, "wire bytes are single bytes");
   std::uint32_t v = 0;
@@ -60,6 +67,19 @@ std::uint64_t get_u64(const Byte* p) {
 
 // Unsigned -> signed of an out-of-range value is implementation-defined before C++20; do the
 // two's complement reinterpretation arithmetically instead.
+template <class Byte>
+std::int8_t get_i8(const Byte* p) {
+  static_assert(sizeof(Byte) == 1, "wire bytes are single bytes");
+  const int u = static_cast<std::uint8_t>(p[0]);
+  return static_cast<std::int8_t>(u <= 0x7f ? u : u - 0x100);
+}
+
+template <class Byte>
+std::int16_t get_i16(const Byte* p) {
+  const int u = get_u16(p);
+  return static_cast<std::int16_t>(u <= 0x7fff ? u : u - 0x10000);
+}
+
 template <class Byte>
 std::int32_t get_i32(const Byte* p) {
   const std::uint32_t u = get_u32(p);

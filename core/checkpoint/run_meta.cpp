@@ -53,18 +53,17 @@ std::string text_at(const nlohmann::json& meta, const char* key) {
 
 // What an evaluation pass reads: --eval-file's contents, --eval-microbatches and --eval-split
 // (the last written only where given: a checkpoint from before it had none).
-// A data file's digest; a token file's with its Megatron index, which gives its tokens' type.
-std::string data_digest(const std::string& path) {
-  const std::string index = megatron_index_of(path);
-  return input_digest(path) + (index.empty() ? std::string() : "; its index " + input_digest(index));
-}
-
 std::string eval_set(const train_options& o) {
-  return data_digest(o.text.eval_file) + "/" + std::to_string(o.eval_microbatches) +
+  return data_file_digest(o.text.eval_file) + "/" + std::to_string(o.eval_microbatches) +
          (o.eval_split > 0 ? "/split " + number_text(o.eval_split) : std::string());
 }
 
 }  // namespace
+
+std::string data_file_digest(const std::string& path) {
+  const std::string index = megatron_index_of(path);
+  return input_digest(path) + (index.empty() ? std::string() : "; its index " + input_digest(index));
+}
 
 nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pending) {
   return {{"step", step},
@@ -93,7 +92,7 @@ nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pendi
           {"adam_eps", o.adam_eps},
           {"data", o.data},
           {"data_file", o.data_file},
-          {"data_content", o.data == "file" ? data_digest(o.data_file) : std::string()},
+          {"data_content", o.data == "file" ? data_file_digest(o.data_file) : std::string()},
           {"eval_split", o.eval_split},  // training reads the data file less this share
           {"vocab_file_content", input_digest(o.text.vocab_file)},
           // What an evaluation pass reads (the pass a stopped run skipped runs first on resume).
@@ -126,7 +125,7 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   if (o.data == "file" && text_at(meta, "data") == "file") {
     // The same contents under another spelling of the path (../data.txt for data.txt, from
     // another folder) is no change; another file, or the same path with other contents, is.
-    const std::string now = data_digest(o.data_file);
+    const std::string now = data_file_digest(o.data_file);
     const auto before = meta.find("data_content");
     if (before == meta.end() || !before->is_string() || before->get<std::string>().empty() || *before != now)
       compare("data_file", o.data_file);

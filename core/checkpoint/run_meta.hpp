@@ -11,6 +11,11 @@
 
 namespace actorpipe {
 
+// What a data file holds, as a checkpoint records it and a multi-process job compares it:
+// content_digest, once per (path, size, modification time), and for a Megatron dataset's .bin
+// its index's too ("...; its index ..."), which gives its tokens' type. "" for no path.
+std::string data_file_digest(const std::string& path);
+
 // The step (the learning rate's position and the data's, both functions of it), the job's
 // shape, the optimizer's settings and the data's. Nothing random runs after initialisation, so
 // there is no RNG state to keep. `eval_pending`: the evaluation pass due after `step` did not

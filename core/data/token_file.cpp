@@ -16,6 +16,7 @@
 #include "core/data/splitmix64.hpp"
 #include "core/data/token_source.hpp"
 #include "core/log.hpp"
+#include "core/wire_bytes.hpp"
 
 namespace actorpipe {
 
@@ -79,16 +80,19 @@ class open_file {
   std::size_t size_ = 0;
 };
 
-// A little-endian integer of W bytes (1, 2, 4 or 8) at `p`, sign-extended when signed. Byte by
-// byte: independent of host endianness.
+// A token of W bytes (1, 2, 4 or 8) at `p`, little-endian (core/wire_bytes.hpp), signed where
+// its type is. Megatron has no unsigned 32- or 64-bit type.
 template <int W>
 std::int64_t decode_le(const unsigned char* p, bool is_signed) {
-  std::uint64_t v = 0;
-  for (int k = W - 1; k >= 0; --k) v = (v << 8) | p[k];
-  if constexpr (W < 8) {
-    if (is_signed && ((v >> (8 * W - 1)) & 1) != 0) v |= ~std::uint64_t{0} << (8 * W);
+  if constexpr (W == 1) {
+    return is_signed ? std::int64_t{wire::get_i8(p)} : std::int64_t{p[0]};
+  } else if constexpr (W == 2) {
+    return is_signed ? std::int64_t{wire::get_i16(p)} : std::int64_t{wire::get_u16(p)};
+  } else if constexpr (W == 4) {
+    return wire::get_i32(p);
+  } else {
+    return wire::get_i64(p);
   }
-  return static_cast<std::int64_t>(v);
 }
 
 // Calls f(decode) with the decoder of `bytes`-byte integers.
@@ -106,6 +110,10 @@ std::int64_t decode_token(const unsigned char* p, int bytes, bool is_signed) {
   return with_decoder(bytes, [&](auto decode) { return decode(p, is_signed); });
 }
 
+// How a Megatron index begins.
+constexpr char magic[] = "MMIDIDX\0\0";
+constexpr std::size_t magic_bytes = sizeof magic - 1;
+
 // Megatron-LM's index (.idx) of an indexed dataset, version 1, little-endian:
 //   "MMIDIDX\0\0", u64 version, u8 token type code, u64 sequence count S, u64 document count D,
 //   i32 sequence lengths[S], i64 sequence byte offsets in the .bin[S], i64 document starts[D],
@@ -118,8 +126,7 @@ void read_megatron_index(const std::string& bin, std::uint64_t bin_bytes, bool w
   const auto bad = [&](const std::string& why) {
     throw std::invalid_argument("Megatron index '" + idx + "' (beside data file '" + bin + "') " + why);
   };
-  constexpr char magic[] = "MMIDIDX\0\0";
-  constexpr std::size_t magic_bytes = sizeof magic - 1, header_bytes = magic_bytes + 8 + 1 + 8 + 8;
+  constexpr std::size_t header_bytes = magic_bytes + 8 + 1 + 8 + 8;
   const std::uint64_t size = in.size();
   unsigned char h[header_bytes] = {};
   in.read(0, std::min<std::uint64_t>(size, header_bytes), h);
@@ -129,8 +136,7 @@ void read_megatron_index(const std::string& bin, std::uint64_t bin_bytes, bool w
                                 "type is not known: move it away to read the .bin as flat uint16 tokens");
   if (size < header_bytes)
     bad("has " + std::to_string(size) + " bytes: its header alone is " + std::to_string(header_bytes));
-  const auto u64 = [&h](std::size_t at) { return static_cast<std::uint64_t>(decode_token(h + at, 8, false)); };
-  const std::uint64_t version = u64(magic_bytes);
+  const std::uint64_t version = wire::get_u64(h + magic_bytes);
   if (version != 1) bad("is of version " + std::to_string(version) + ": this reads version 1");
   const int code = h[magic_bytes + 8];
   struct type_code {
@@ -147,7 +153,7 @@ void read_megatron_index(const std::string& bin, std::uint64_t bin_bytes, bool w
   if (code == 6 || code == 7) bad(std::string("holds ") + (code == 6 ? "float64" : "float32") + " values: no token ids");
   if (t == nullptr) bad("names token type code " + std::to_string(code) + ", which Megatron does not define");
   f.type = t->name, f.token_bytes = t->bytes, f.is_signed = t->is_signed;
-  const std::uint64_t S = u64(magic_bytes + 9), D = u64(magic_bytes + 17);
+  const std::uint64_t S = wire::get_u64(h + magic_bytes + 9), D = wire::get_u64(h + magic_bytes + 17);
   const std::uint64_t rest = size - header_bytes;
   const auto counts = [&] {
     return "its header counts " + std::to_string(S) + " sequences and " + std::to_string(D) + " document entries";
@@ -171,8 +177,8 @@ void read_megatron_index(const std::string& bin, std::uint64_t bin_bytes, bool w
     in.read(header_bytes + 4 * S + 8 * first, 8 * n, offsets.data());
     for (std::uint64_t j = 0; j < n; ++j) {
       const std::uint64_t i = first + j;
-      const std::int64_t length = decode_token(&lengths[4 * j], 4, true);
-      const std::int64_t offset = decode_token(&offsets[8 * j], 8, true);
+      const std::int64_t length = wire::get_i32(&lengths[4 * j]);
+      const std::int64_t offset = wire::get_i64(&offsets[8 * j]);
       if (length < 0) bad("gives sequence " + std::to_string(i) + " a length of " + std::to_string(length) + " (damaged?)");
       if (offset < 0 || static_cast<std::uint64_t>(offset) != at)
         bad("puts sequence " + std::to_string(i) + " at byte " + std::to_string(offset) + " of the .bin, not at byte " +
@@ -363,12 +369,15 @@ std::string megatron_index_of(const std::string& path) {
 }
 
 bool is_megatron_index(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char head[9] = {};
-  const ssize_t got = ::pread(fd, head, sizeof head, 0);
-  ::close(fd);
-  return got == static_cast<ssize_t>(sizeof head) && std::memcmp(head, "MMIDIDX\0\0", sizeof head) == 0;
+  try {
+    const open_file f(path);
+    unsigned char head[magic_bytes] = {};
+    if (f.size() < magic_bytes) return false;
+    f.read(0, magic_bytes, head);
+    return std::memcmp(head, magic, magic_bytes) == 0;
+  } catch (const std::exception&) {  // what cannot be read is no index
+    return false;
+  }
 }
 
 token_file_format read_token_file_format(const std::string& path, bool whole_index) {

@@ -81,14 +81,9 @@ struct layer_norm_module : torch::nn::Module {
 // Whether a file is read as tokens (.bin: uint16, or a Megatron dataset's type), else as UTF-8 bytes.
 bool is_token_file(const std::string& path) { return path.size() >= 4 && path.compare(path.size() - 4, 4, ".bin") == 0; }
 
-// How a .bin file's tokens read (its Megatron index's header, where it has one); a text file's
-// are bytes. Errors name the flag.
+// How a .bin file's tokens read (its Megatron index's header, where it has one). Errors name
+// the flag.
 token_file_format token_format(const std::string& path, const std::string& flag) {
-  if (!is_token_file(path)) {
-    token_file_format bytes;
-    bytes.type = "byte", bytes.token_bytes = 1;
-    return bytes;
-  }
   try {
     return read_token_file_format(path, false);
   } catch (const std::invalid_argument& e) {
@@ -157,7 +152,7 @@ std::shared_ptr<const token_source> open_file_source(const train_options& o, con
   if (!tokens_file)
     need(o.model.vocab >= 256, flag + " '" + p + "' is read as UTF-8 bytes, which needs --vocab >= 256: got " +
                                    std::to_string(o.model.vocab));
-  const token_file_format format = token_format(p, flag);
+  const token_file_format format = tokens_file ? token_format(p, flag) : token_file_format{};
   const std::uintmax_t tokens = tokens_file ? format.tokens : file_tokens(p);
   const std::string unit = tokens_file ? " " + format.type + " tokens" : " bytes";
   if (tokens > 0)

@@ -33,6 +33,14 @@ CATCH_TEST_CASE("wire bytes are little-endian and round-trip", "[core][wire]") {
     CATCH_CHECK(b.size() == 8);
     CATCH_CHECK(wire::get_i64(b.data()) == v);
   }
+  // 8 and 16 bits (a Megatron dataset's tokens): read only.
+  const std::vector<char> small{'\x34', '\x12', '\xfe', '\xff', '\x80'};
+  CATCH_CHECK(wire::get_u16(small.data()) == 0x1234);
+  CATCH_CHECK(wire::get_i16(small.data()) == 0x1234);
+  CATCH_CHECK(wire::get_u16(small.data() + 2) == 0xfffe);
+  CATCH_CHECK(wire::get_i16(small.data() + 2) == -2);
+  CATCH_CHECK(wire::get_i8(small.data() + 4) == -128);
+  CATCH_CHECK(wire::get_i8(small.data()) == 0x34);
   std::vector<std::uint8_t> b;
   wire::put_u64(b, 0x0102030405060708ull);
   CATCH_CHECK(b.front() == 8);
