@@ -10,6 +10,7 @@
 #include "core/train/reference_trainer.hpp"
 #include "tests/apps/cli_runner.hpp"
 #include "tests/apps/process_runner.hpp"
+#include "tests/support/megatron_files.hpp"
 #include "tests/support/train_results.hpp"
 
 #include <algorithm>
@@ -249,23 +250,11 @@ struct megatron_files {
   std::string bin, idx;
   megatron_files(const std::string& prefix, const std::vector<std::int64_t>& tokens, std::size_t doc)
       : bin(prefix + ".bin"), idx(prefix + ".idx") {
-    const auto put = [](std::ofstream& f, std::uint64_t v, int bytes) {
-      for (int k = 0; k < bytes; ++k) f.put(static_cast<char>((v >> (8 * k)) & 0xff));
-    };
-    std::ofstream b(bin, std::ios::binary | std::ios::trunc);
-    for (const std::int64_t t : tokens) put(b, static_cast<std::uint64_t>(t), 4);
-    std::vector<std::uint64_t> lengths;
-    for (std::size_t at = 0; at < tokens.size(); at += doc) lengths.push_back(std::min(doc, tokens.size() - at));
-    std::ofstream x(idx, std::ios::binary | std::ios::trunc);
-    x.write("MMIDIDX\0\0", 9);
-    put(x, 1, 8);
-    put(x, 4, 1);  // int32
-    put(x, lengths.size(), 8);
-    put(x, lengths.size() + 1, 8);
-    for (const std::uint64_t n : lengths) put(x, n, 4);
-    std::uint64_t offset = 0;
-    for (const std::uint64_t n : lengths) put(x, offset, 8), offset += 4 * n;
-    for (std::size_t d = 0; d <= lengths.size(); ++d) put(x, d, 8);
+    std::vector<std::int64_t> lengths;
+    for (std::size_t at = 0; at < tokens.size(); at += doc)
+      lengths.push_back(static_cast<std::int64_t>(std::min(doc, tokens.size() - at)));
+    testing::write_bytes(bin, testing::token_bytes(tokens, 4));
+    testing::write_bytes(idx, testing::megatron_index(4, lengths, testing::end_to_end(lengths, 4), lengths.size() + 1));
   }
   ~megatron_files() {
     std::remove(bin.c_str());

@@ -34,6 +34,7 @@
 #include "core/job_token.hpp"
 #include "tests/apps/cli_runner.hpp"
 #include "tests/apps/process_runner.hpp"
+#include "tests/support/megatron_files.hpp"
 #include "tests/support/sentiment_task.hpp"
 
 using namespace actorpipe::testing;
@@ -1292,14 +1293,7 @@ CATCH_TEST_CASE("processes compare what their plan and data files hold, not thei
     // type) and process 1 none: they would read the bytes as other tokens.
     std::ofstream(dir1 + "/tokens.bin", std::ios::binary).write(tokens.data(), static_cast<std::streamsize>(tokens.size()));
     std::ofstream(dir0 + "/tokens.bin", std::ios::binary).write(tokens.data(), static_cast<std::streamsize>(tokens.size()));
-    {
-      std::string idx("MMIDIDX\0\0", 9);
-      const auto put = [&idx](std::uint64_t v, int bytes) {
-        for (int k = 0; k < bytes; ++k) idx += static_cast<char>((v >> (8 * k)) & 0xff);
-      };
-      put(1, 8), put(8, 1), put(1, 8), put(2, 8), put(4096, 4), put(0, 8), put(0, 8), put(1, 8);  // uint16, one sequence
-      std::ofstream(dir0 + "/tokens.idx", std::ios::binary) << idx;
-    }
+    write_bytes(dir0 + "/tokens.idx", megatron_index(8, {4096}, {0}, 2));  // uint16, one sequence
     refused_for_data(Contains("; its index 62 bytes, digest "));
   }
   std::filesystem::remove_all(dir0);

@@ -15,20 +15,15 @@
 
 #include "core/data/token_source.hpp"
 #include "core/log.hpp"
+#include "tests/support/megatron_files.hpp"
 
 using namespace actorpipe;
 using Catch::Contains;
 
 namespace {
 
-void put(std::vector<unsigned char>& out, std::uint64_t v, int bytes) {
-  for (int k = 0; k < bytes; ++k) out.push_back(static_cast<unsigned char>(v >> (8 * k)));  // little-endian
-}
-
-void write_file(const std::string& path, const std::vector<unsigned char>& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
+using testing::put_le;
+const auto& write_file = testing::write_bytes;
 
 // A Megatron dataset at `prefix`.bin / .idx, written as Megatron's index writer lays it out: one
 // sequence per document, the sequences end to end in the .bin.
@@ -44,28 +39,18 @@ struct megatron_dataset {
   }
   // Type `code` of `bytes` bytes a token; the index's parts as given, or as Megatron writes them.
   void write(const std::vector<std::vector<std::int64_t>>& docs, int code, int bytes) const {
-    std::vector<unsigned char> data;
-    std::vector<std::int64_t> lengths, pointers;
+    std::vector<std::int64_t> all, lengths;
     for (const auto& d : docs) {
-      pointers.push_back(static_cast<std::int64_t>(data.size()));
       lengths.push_back(static_cast<std::int64_t>(d.size()));
-      for (std::int64_t t : d) put(data, static_cast<std::uint64_t>(t), bytes);
+      all.insert(all.end(), d.begin(), d.end());
     }
-    write_file(bin, data);
-    write_index(code, lengths, pointers, docs.size() + 1);
+    write_file(bin, testing::token_bytes(all, bytes));
+    write_index(code, lengths, testing::end_to_end(lengths, bytes), docs.size() + 1);
   }
   void write_index(int code, const std::vector<std::int64_t>& lengths, const std::vector<std::int64_t>& pointers,
                    std::size_t doc_entries, const std::string& magic = std::string("MMIDIDX\0\0", 9),
                    std::uint64_t version = 1) const {
-    std::vector<unsigned char> x(magic.begin(), magic.end());
-    put(x, version, 8);
-    x.push_back(static_cast<unsigned char>(code));
-    put(x, lengths.size(), 8);
-    put(x, doc_entries, 8);
-    for (std::int64_t n : lengths) put(x, static_cast<std::uint64_t>(n), 4);
-    for (std::int64_t p : pointers) put(x, static_cast<std::uint64_t>(p), 8);
-    for (std::size_t d = 0; d < doc_entries; ++d) put(x, std::min(d, lengths.size()), 8);
-    write_file(idx, x);
+    write_file(idx, testing::megatron_index(code, lengths, pointers, doc_entries, magic, version));
   }
 };
 
@@ -96,7 +81,7 @@ CATCH_TEST_CASE("megatron dataset: every integer token type reads the tokens a f
   const auto docs = three_documents(250);
   std::vector<unsigned char> flat;
   for (const auto& d : docs)
-    for (std::int64_t t : d) put(flat, static_cast<std::uint64_t>(t), 2);
+    for (std::int64_t t : d) put_le(flat, static_cast<std::uint64_t>(t), 2);
   const std::string flat_path = "/tmp/actorpipe_megatron_test_" + std::to_string(::getpid()) + "_flat.bin";
   write_file(flat_path, flat);
   const int S = 16;
