@@ -33,8 +33,9 @@ namespace actorpipe {
 namespace {
 
 // What a user's data, layers or loss throw once training has begun: one std::runtime_error
-// (exit 1, as in the pipeline: the run had started; a certain_failure stays one, exit 2), saying where (`what`: "the data of step 2,
-// microbatch 3"; empty where the message names it already), whatever was thrown.
+// (exit 1, as in the pipeline: the run had started; a certain_failure stays one, exit 2),
+// saying where (`what`: "the data of step 2, microbatch 3"; empty where the message names it
+// already), whatever was thrown.
 template <typename F>
 auto once_begun(const std::string& what, F&& run) -> decltype(run()) {
   try {

@@ -117,9 +117,9 @@ struct train_options {
   int eval_every = 0;
   int eval_microbatches = 0;
   // The built-in gpt on a data_file: the file's last eval_split of tokens (0 < eval_split < 1,
-  // rounded down to whole tokens, or to the whole number a decimal share makes) are held out. Training reads only the tokens before them,
-  // as it reads a file of just those, and the eval set is the tail's consecutive windows, as
-  // text.eval_file's. 0: none.
+  // rounded down to whole tokens, or to the whole number a decimal share makes) are held out.
+  // Training reads only the tokens before them, as it reads a file of just those, and the eval
+  // set is the tail's consecutive windows, as text.eval_file's. 0: none.
   double eval_split = 0;
   // How many steps' metrics train_result::steps keeps: 0 every step (each holds per-rank
   // vectors, ~0.5 kB: 0.5 GB over a million steps); N the run's first and its last N (on_step
