@@ -9,13 +9,26 @@
 
 TORCH ?= system
 VENV := .venv-torch
+# SANITIZE=address (AddressSanitizer + UndefinedBehaviorSanitizer) or SANITIZE=thread builds a
+# checking copy in build-asan/ or build-tsan/ (build-pip-asan/ with TORCH=pip), e.g.
+# `make test SANITIZE=address`.
+SANITIZE ?=
+ifeq ($(SANITIZE),address)
+SANITIZE_SUFFIX := -asan
+SANITIZE_FLAGS := -DACTORPIPE_SANITIZE=address
+else ifeq ($(SANITIZE),thread)
+SANITIZE_SUFFIX := -tsan
+SANITIZE_FLAGS := -DACTORPIPE_SANITIZE=thread
+else ifneq ($(SANITIZE),)
+$(error SANITIZE must be address or thread, got '$(SANITIZE)')
+endif
 ifeq ($(TORCH),pip)
-BUILD_DIR ?= build-pip
+BUILD_DIR ?= build-pip$(SANITIZE_SUFFIX)
 TORCH_DEPS := venv
 # The torch package folder, found without importing torch.
 TORCH_FLAGS = -DACTORPIPE_TORCH_DIR="$$($(VENV)/bin/python -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("torch").origin))')"
 else ifeq ($(TORCH),system)
-BUILD_DIR ?= build
+BUILD_DIR ?= build$(SANITIZE_SUFFIX)
 TORCH_DEPS :=
 TORCH_FLAGS =
 else
@@ -66,7 +79,7 @@ venv:
 	  { echo "could not make $(VENV) with torch from PyPI"; exit 1; }
 
 $(BUILD_DIR)/build.ninja: CMakeLists.txt | deps $(TORCH_DEPS)
-	cmake -S . -B $(BUILD_DIR) -G Ninja $(TORCH_FLAGS) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_DIR) -G Ninja $(TORCH_FLAGS) $(SANITIZE_FLAGS) $(CMAKE_FLAGS)
 
 build: deps $(TORCH_DEPS) $(BUILD_DIR)/build.ninja
 ifeq ($(TORCH),pip)
