@@ -204,6 +204,9 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   std::vector<std::string> missing, mismatched, wrong_type;
   std::set<std::string> buffers_missing;  // saved before buffers were: they keep their values
   std::set<std::string> fresh;            // a task head the file lacks: it starts as built
+  // Tensors given in another floating-point type than the model's, by (given, the model's):
+  // copied as converted, said once (float64 weights rounded to float32 without a word).
+  std::map<std::pair<c10::ScalarType, c10::ScalarType>, std::set<std::string>> converted;
   for (std::size_t i = 0; i < state.runners.size(); ++i) {
     const auto& runner = state.runners[i];
     if (!runner) continue;
@@ -235,6 +238,8 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
                              std::string(c10::toString(it->second.scalar_type())) + ")");
         return;
       }
+      if (p.is_floating_point() && p.scalar_type() != it->second.scalar_type())
+        converted[{it->second.scalar_type(), p.scalar_type()}].insert(name);
       p.copy_(it->second);
     };
     for (const auto& [name, t] : runner->named_parameters()) take(name, t, false);
@@ -254,7 +259,18 @@ void load_parameter_tensors(const run_state_view& state, const named_tensors& pa
   if (!fresh.empty() && fits)
     log_warn(std::to_string(fresh.size()) + " tensors of the model's task head are not in the weights: they start as "
              "initialised (train them before you use them): " + list({fresh.begin(), fresh.end()}));
-  if (fits) return;
+  if (fits) {
+    for (const auto& [types, names] : converted) {
+      const auto [given, model] = types;
+      // Into a type that holds every value of the given one (BFloat16 or Half into Float), exact.
+      const bool exact = c10::promoteTypes(given, model) == model;
+      log_info("read " + std::to_string(names.size()) + (names.size() == 1 ? " tensor" : " tensors") + " given as " +
+               c10::toString(given) + " into the model's " + c10::toString(model) + " parameters" +
+               (exact ? " (exactly)" : " (rounded to the nearest " + std::string(c10::toString(model)) + ")") + ": " +
+               list({names.begin(), names.end()}));
+    }
+    return;
+  }
   std::string why;
   if (!missing.empty()) why += std::to_string(missing.size()) + " missing: " + list(missing);
   if (!mismatched.empty()) why += (why.empty() ? "" : "; ") + std::to_string(mismatched.size()) + " of another shape: " + list(mismatched);

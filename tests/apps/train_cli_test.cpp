@@ -829,7 +829,26 @@ CATCH_TEST_CASE("train --init-from starts from saved weights, and a model they d
   CATCH_CHECK(huge_run.code == 2);
   CATCH_CHECK_THAT(huge_run.err, Contains("--init-from " + huge_file + ": '" + saved.at(0).first + "' holds 1 of its ") &&
                                      Contains(" values beyond the range of the model's Float parameters (infinite once converted)"));
-  CATCH_CHECK(cli(with({"train", "--steps", "1", "--init-from", fine_file}, tiny)).code == 0);
+  // Converted weights are said, and whether they were rounded (they loaded without a word).
+  const std::string fine_log = temp_path(".log");
+  CATCH_CHECK(cli(with({"train", "--steps", "1", "--init-from", fine_file, "--log-file", fine_log}, tiny)).code == 0);
+  CATCH_CHECK_THAT(read_text(fine_log), Contains("read 1 tensor given as Double into the model's Float parameters "
+                                                 "(rounded to the nearest Float): " + saved.at(0).first + "\n"));
+  const std::string bf16_file = changed([](auto& t) {
+    const tensor_box f = t.at(0).second;
+    tensor_box h = tensor_box::empty(tensor_dtype::bf16, f.shape());
+    for (std::size_t k = 0; k < f.nbytes() / sizeof(float); ++k) {  // a bfloat16 is a float's upper half
+      std::uint32_t bits;
+      std::memcpy(&bits, static_cast<const float*>(f.data()) + k, 4);
+      static_cast<std::uint16_t*>(h.data())[k] = static_cast<std::uint16_t>(bits >> 16);
+    }
+    t.at(0).second = h;
+  });
+  const std::string bf16_log = temp_path(".log");
+  CATCH_CHECK(cli(with({"train", "--steps", "1", "--init-from", bf16_file, "--log-file", bf16_log}, tiny)).code == 0);
+  CATCH_CHECK_THAT(read_text(bf16_log), Contains("read 1 tensor given as BFloat16 into the model's Float parameters "
+                                                 "(exactly): " + saved.at(0).first + "\n"));
+  CATCH_CHECK_THAT(read_text(bf16_log), !Contains("given as Double"));
   std::string layer_norm;  // a LayerNorm weight, given again under its TensorFlow name
   for (const auto& [name, box] : saved)
     if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && box.shape().size() == 1) layer_norm = name;
@@ -866,7 +885,9 @@ CATCH_TEST_CASE("train --init-from starts from saved weights, and a model they d
   CATCH_CHECK_THAT(altered.err, Contains("'" + ckpts + "/step-00000001' is a directory whose checkpoint cannot be used: " +
                                          ckpts + "/step-00000001/stage-1.safetensors: "));
   std::filesystem::remove_all(ckpts);
-  for (const auto& f : {nan_file, int_file, huge_file, fine_file, twice_file, typo_file, prefixed_file}) std::remove(f.c_str());
+  for (const auto& f : {nan_file, int_file, huge_file, fine_file, fine_log, bf16_file, bf16_log, twice_file, typo_file,
+                        prefixed_file})
+    std::remove(f.c_str());
   std::remove(weights.c_str());
   std::remove(again.c_str());
 }
