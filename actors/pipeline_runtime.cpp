@@ -93,7 +93,7 @@ std::string job_fingerprint(const train_options& o, const job_place& g, const pl
   add("data", o.data);
   // With a Megatron index's digest: a process without that index (or another) would read the
   // same bytes as other tokens.
-  add("data_file", data_file_digest(o.data_file));
+  add("data_file", o.data == "file" ? data_content_digest(o) : data_file_digest(o.data_file));
   add("init_from", file(o.init_from));
   add("eval_file", data_file_digest(o.text.eval_file));
   add("eval_every", o.eval_every);

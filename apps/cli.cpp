@@ -199,6 +199,7 @@ std::string train_footer() {
          "  actorpipe train --save-dir ckpt --save-every 10 ; actorpipe train --resume ckpt --save-dir ckpt --save-every 10 --steps 120   # checkpoints, resume (and go on saving)\n"
          "  actorpipe train --data-file train.bin --eval-file val.bin --eval-every 100   # a GPT on nanoGPT's token files\n"
          "  actorpipe train --data-file corpus_text_document.bin --vocab 50304 --eval-split 0.01   # a Megatron dataset (its .idx beside it)\n"
+         "  actorpipe train --data-file 0.7 web.bin 0.3 code.bin --vocab 50304   # a blend, as Megatron's --data-path 0.7 web 0.3 code\n"
          "  actorpipe train --model bert --data-file train.tsv --eval-file dev.tsv --eval-every 50   # BERT on GLUE TSV\n"
          "\nWithout --config the defaults below are the embedded job; with --config, the file's values (and the\n"
          "config defaults: see README) apply, and flags and --set override them.\n"
@@ -297,7 +298,10 @@ void add_train_run_flags(CLI::App* t, train_cli_options& tr) {
   auto* t_data = t->add_option("--data-file", tr.data_file,
                                "Train on a file. gpt: .bin = tokens: flat uint16 (nanoGPT), or a Megatron dataset "
                                "in its index's type (the .idx beside it); else UTF-8 text as bytes; bert: a "
-                               "GLUE-format TSV (e.g. SST-2's train.tsv)");
+                               "GLUE-format TSV (e.g. SST-2's train.tsv). gpt: a blend of files as Megatron's "
+                               "--data-path mixes them, each sample drawn from one by weight: W1 FILE1 W2 FILE2 ..., or "
+                               "FILE1 FILE2 ... weighed by their tokens")
+                    ->expected(1, -1);
   t_syn->excludes(t_data);
   t->add_option("--eval-file", tr.eval_file,
                 "Held-out data to evaluate on. gpt: a token file as --data-file, read in consecutive windows of --seq-len "
@@ -562,7 +566,8 @@ std::string unknown_flag_text(CLI::App& app, int argc, const char* const* argv) 
         {"--load", "--resume"},
         {"--save", "--save-dir"},
         {"--split", "--eval-split F (the last F of --data-file held out; or --eval-file)"},
-        {"--data-path", "--data-file PREFIX.bin (a Megatron dataset: the PREFIX.idx beside it is read)"}};
+        {"--data-path", "--data-file PREFIX.bin (a Megatron dataset: the PREFIX.idx beside it is read; a blend: "
+                        "--data-file W1 A.bin W2 B.bin)"}};
     if (sub->get_name() == "train")
       for (const auto& [theirs, ours] : megatron)
         if (name == theirs) nearest = ours;

@@ -448,7 +448,13 @@ train_options to_train_options(const job_config& c, const train_cli_options& o) 
   t.text.intermediate = o.intermediate;
   if (!o.data_file.empty()) {
     t.data = "file";
-    t.data_file = o.data_file;
+    const std::vector<data_file_part> parts = parse_data_files(o.data_file);
+    if (parts.size() == 1) {  // "0.5 a.bin" is a.bin
+      t.data_file = parts.front().path;
+    } else {
+      for (const std::string& v : o.data_file) t.data_file += (t.data_file.empty() ? "" : " ") + v;
+      t.data_blend = parts;
+    }
   }
   return t;
 }
@@ -1263,10 +1269,14 @@ class follower_stop_watch {
 }  // namespace
 
 void check_train_files(const train_cli_options& o, const std::string& log_file) {
+  file_roles data_inputs = {{"--schedule-file", o.schedule_file}, {"--eval-file", o.eval_file},
+                            {"--vocab-file", o.vocab_file},       {"--init-from", o.init_from},
+                            {"--config", o.config_path}};
+  for (const auto& part : o.data_file.empty() ? std::vector<data_file_part>{} : parse_data_files(o.data_file))
+    data_inputs.push_back({"--data-file", part.path});
   check_distinct_files({{"--metrics", o.metrics_path}, {"--trace", o.trace_path}, {"--save-final", o.save_final_path},
                         {"--log-file", log_file}, {"--save-dir", o.save_dir}},
-                       {{"--schedule-file", o.schedule_file}, {"--data-file", o.data_file}, {"--eval-file", o.eval_file},
-                        {"--vocab-file", o.vocab_file}, {"--init-from", o.init_from}, {"--config", o.config_path}});
+                       data_inputs);
   // The log is opened first, before the other outputs are checked: beside the checkpoints (at
   // `latest` or `step-N` a checkpoint replaced it, the run's log lost, exit 0) here.
   check_output_beside_checkpoints("--log-file", log_file, o.save_dir);

@@ -26,7 +26,7 @@ struct train_cli_options {
   std::optional<double> lr, grad_clip, weight_decay, min_lr_ratio, adam_beta1, adam_beta2, adam_eps;
   std::optional<std::string> lr_decay_style;
   std::string data = "synthetic";  // --data; a file comes through --data-file
-  std::string data_file;
+  std::vector<std::string> data_file;  // one file, or a blend: weight file pairs, or files (parse_data_files)
   // The built-in bert (GLUE TSV): eval file, vocabulary, columns, sizes; evaluation cadence.
   std::string eval_file, vocab_file, text_columns;
   bool no_lower_case = false;

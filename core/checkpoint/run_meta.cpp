@@ -65,6 +65,16 @@ std::string data_file_digest(const std::string& path) {
   return input_digest(path) + (index.empty() ? std::string() : "; its index " + input_digest(index));
 }
 
+std::string data_content_digest(const train_options& o) {
+  if (o.data != "file") return "";
+  if (o.data_blend.empty()) return data_file_digest(o.data_file);
+  std::string out;
+  for (const auto& part : o.data_blend)
+    out += (out.empty() ? "" : "; ") + (part.weight > 0 ? number_text(part.weight) : std::string("by its tokens")) + ": " +
+           data_file_digest(part.path);
+  return "a blend of " + std::to_string(o.data_blend.size()) + " files, " + out;
+}
+
 nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pending) {
   return {{"step", step},
           {"eval_pending", eval_pending},
@@ -92,7 +102,7 @@ nlohmann::json checkpoint_meta(const train_options& o, int step, bool eval_pendi
           {"adam_eps", o.adam_eps},
           {"data", o.data},
           {"data_file", o.data_file},
-          {"data_content", o.data == "file" ? data_file_digest(o.data_file) : std::string()},
+          {"data_content", data_content_digest(o)},
           {"eval_split", o.eval_split},  // training reads the data file less this share
           {"vocab_file_content", input_digest(o.text.vocab_file)},
           // What an evaluation pass reads (the pass a stopped run skipped runs first on resume).
@@ -125,7 +135,7 @@ std::vector<std::string> resume_changes(const nlohmann::json& meta, const train_
   if (o.data == "file" && text_at(meta, "data") == "file") {
     // The same contents under another spelling of the path (../data.txt for data.txt, from
     // another folder) is no change; another file, or the same path with other contents, is.
-    const std::string now = data_file_digest(o.data_file);
+    const std::string now = data_content_digest(o);
     const auto before = meta.find("data_content");
     if (before == meta.end() || !before->is_string() || before->get<std::string>().empty() || *before != now)
       compare("data_file", o.data_file);

@@ -15,6 +15,9 @@ namespace actorpipe {
 // content_digest, once per (path, size, modification time), and for a Megatron dataset's .bin
 // its index's too ("...; its index ..."), which gives its tokens' type. "" for no path.
 std::string data_file_digest(const std::string& path);
+// The training data's as data_file_digest says it: --data-file's one file's, or a blend's files'
+// with their weights ("a blend of 2 files, 0.3: ...; 0.7: ..."); "" for the synthetic corpus.
+std::string data_content_digest(const train_options& options);
 
 // The step (the learning rate's position and the data's, both functions of it), the job's
 // shape, the optimizer's settings and the data's. Nothing random runs after initialisation, so

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace actorpipe {
 
@@ -83,6 +84,38 @@ token_file_format read_token_file_format(const std::string& path, bool whole_ind
 // part must hold min_tokens. 0: training reads the whole file, and so do the eval windows.
 std::unique_ptr<token_source> open_token_file(const std::string& path, int vocab, std::int64_t min_tokens,
                                               std::uint64_t seed = 1234, std::int64_t held_out_tokens = 0);
+
+// One part of a blend: a source and its weight (> 0; the weights need not add up to 1).
+struct blend_part {
+  double weight = 0;
+  std::shared_ptr<const token_source> source;
+};
+
+// A blend of sources, as Megatron-LM's `--data-path W1 A W2 B` mixes datasets: sample `index`
+// of step `step` comes from one part, drawn with probability weight / the weights' sum as a
+// pure function of (seed, step, index), under a key apart from the one a file's windows are
+// drawn with; that part then reads its own sample (step, index). The same run reads the same
+// tokens whatever the layout, and a blend of copies of one file reads that file's samples. The
+// held-out set is the parts' own, one after another in order. Throws std::invalid_argument for
+// no parts, a part without a source, a weight that is not a finite number > 0, or parts of
+// different vocabularies.
+std::unique_ptr<token_source> make_blended_source(std::vector<blend_part> parts, std::uint64_t seed = 1234);
+
+// What --data-file's values name, read as Megatron-LM's --data-path reads its list: one value is
+// one file (a blend of one, weight 1); weight path pairs ("0.3 a.bin 0.7 b.bin") weigh each
+// file's share of the samples; several paths and no weights weigh each by its tokens (weight 0
+// here). Throws std::invalid_argument naming --data-file and the values: none given, a weight
+// that is no finite number > 0, or numbers among paths that do not pair up.
+struct data_file_part {
+  double weight = 0;  // 0: by the file's tokens
+  std::string path;
+};
+std::vector<data_file_part> parse_data_files(const std::vector<std::string>& values);
+
+// The part make_blended_source's rule draws for sample (step, index) from `weights` (> 0, the
+// parts' in order), exposed for tests and tools.
+std::size_t blended_part_of(const std::vector<double>& weights, std::uint64_t seed, std::uint64_t step,
+                            std::uint64_t index);
 
 // A UTF-8 (or any) text file read as bytes: vocab 256. Same errors and held-out tail as
 // open_token_file.

@@ -182,6 +182,39 @@ std::shared_ptr<const token_source> open_file_source(const train_options& o, con
   }
 }
 
+// The files --data-file names: its one file, or a blend's.
+std::vector<std::string> data_files(const train_options& o) {
+  if (o.data_blend.empty()) return {o.data_file};
+  std::vector<std::string> files;
+  for (const auto& part : o.data_blend) files.push_back(part.path);
+  return files;
+}
+
+// --data-file's source: its one file, or a blend of files (train_options::data_blend), each read
+// as open_file_source reads one, --eval-split holding out each file's own tail. A blend without
+// weights weighs each file by the tokens it trains on, as Megatron weighs an unweighted list by
+// its datasets' sizes.
+std::shared_ptr<const token_source> open_training_source(const train_options& o) {
+  if (o.data_blend.empty()) return open_file_source(o, o.data_file, "--data-file");
+  const std::string& first = o.data_blend.front().path;
+  for (const auto& part : o.data_blend)
+    need(is_token_file(part.path) == is_token_file(first),
+         "--data-file '" + o.data_file + "' blends " + (is_token_file(first) ? "a token file" : "a text file") + ", '" +
+             first + "', and " + (is_token_file(part.path) ? "a token file" : "a text file") + ", '" + part.path +
+             "': the files of a blend are read alike (.bin for tokens, any other name for text)");
+  std::vector<blend_part> parts;
+  for (const auto& part : o.data_blend) {
+    std::shared_ptr<const token_source> source = open_file_source(o, part.path, "--data-file");
+    double weight = part.weight;
+    if (weight == 0) {
+      const std::uintmax_t tokens = file_tokens(part.path);
+      weight = static_cast<double>(tokens - static_cast<std::uintmax_t>(held_out_tokens(tokens, o.eval_split)));
+    }
+    parts.push_back({weight, std::move(source)});
+  }
+  return make_blended_source(std::move(parts), o.data_seed);
+}
+
 // The eval set (train_options::eval_microbatches has the rule): a held-out file's consecutive
 // windows, or the synthetic source's held-out stream; each target's loss is computed on the
 // last stage, so a pass sends batch x tokens numbers per microbatch, not the logits.
@@ -195,20 +228,30 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
   if (!file.empty() || o.eval_split > 0) {
     std::string what;         // the eval set, as its errors name it
     std::uintmax_t tokens;    // the tokens it holds
+    std::uintmax_t left = 0;  // its tokens past the last whole window (of each file) are no target of any
     if (!file.empty()) {
       // The two files read alike: token ids scored against bytes (or the reverse) is no loss at all.
-      if (o.data == "file" && is_token_file(file) != is_token_file(o.data_file))
+      const std::string trained = o.data == "file" ? data_files(o).front() : std::string();
+      if (o.data == "file" && is_token_file(file) != is_token_file(trained))
         throw std::invalid_argument("--eval-file '" + file + "' is read as " +
                                     (is_token_file(file) ? "token ids" : "UTF-8 bytes") + " and --data-file '" +
-                                    o.data_file + "' as " + (is_token_file(o.data_file) ? "token ids" : "UTF-8 bytes") +
+                                    o.data_file + "' as " + (is_token_file(trained) ? "token ids" : "UTF-8 bytes") +
                                     ": evaluate on a file of the training file's kind (.bin for tokens, any other name "
                                     "for text)");
       source = open_file_source(o, file, "--eval-file");
       what = "--eval-file '" + file + "'";
       tokens = file_tokens(file);
-    } else {  // the training file's held-out tail, which its source reads as its eval windows
+      const std::uint64_t windows = source->eval_sequences(seq_len);
+      left = tokens > windows * seq_len + 1 ? tokens - 1 - windows * seq_len : 0;
+    } else {  // the training files' held-out tails, which their source reads as its eval windows
       source = train_source;
-      tokens = static_cast<std::uintmax_t>(held_out_tokens(file_tokens(o.data_file), o.eval_split));
+      tokens = 0;
+      for (const std::string& f : data_files(o)) {
+        const auto held = static_cast<std::uintmax_t>(held_out_tokens(file_tokens(f), o.eval_split));
+        const std::uintmax_t windows = held > 0 ? (held - 1) / seq_len : 0;
+        tokens += held;
+        left += held > windows * seq_len + 1 ? held - 1 - windows * seq_len : 0;
+      }
       what = "--eval-split " + number_text(o.eval_split) + " of --data-file '" + o.data_file + "'";
     }
     const std::uint64_t windows = source->eval_sequences(seq_len);
@@ -223,15 +266,17 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
                            " tokens make " + std::to_string(all) + " microbatches of " + std::to_string(B));
     sequences = std::min(windows, asked * static_cast<std::uint64_t>(B));
     m.eval_microbatches = static_cast<int>(asked);
-    // Its tokens past the last whole window are no target of any.
-    const std::uintmax_t left = tokens > windows * seq_len + 1 ? tokens - 1 - windows * seq_len : 0;
-    const std::string set = !file.empty() ? source->describe()
-                                          : "the last " + std::to_string(tokens) + " tokens of --data-file (--eval-split " +
-                                                number_text(o.eval_split) + ")";
+    const std::string set =
+        !file.empty() ? source->describe()
+        : o.data_blend.empty()
+            ? "the last " + std::to_string(tokens) + " tokens of --data-file (--eval-split " + number_text(o.eval_split) + ")"
+            : "the last " + number_text(o.eval_split) + " of each of --data-file's " + std::to_string(o.data_blend.size()) +
+                  " files, " + std::to_string(tokens) + " tokens (--eval-split), file by file";
     described = "eval: " + set + ", " + std::to_string(sequences) + " consecutive window" +
                 (sequences == 1 ? "" : "s") + " of " + std::to_string(seq_len) + " tokens" +
                 (asked < all ? " (its first " + std::to_string(asked) + (asked == 1 ? " microbatch)" : " microbatches)")
-                 : left > 0 ? " (its last " + std::to_string(left) + (left == 1 ? " token makes" : " tokens make") + " no window)"
+                 : left > 0 ? " (" + std::string(o.data_blend.empty() || !file.empty() ? "its last " : "the files' last ") +
+                                  std::to_string(left) + (left == 1 ? " token makes" : " tokens make") + " no window)"
                             : "");
   } else if (o.eval_every > 0 || o.eval_microbatches > 0) {
     if (o.data != "synthetic")
@@ -268,7 +313,7 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
 std::shared_ptr<const token_source> open_source(const train_options& o) {
   check_eval_split(o);
   if (o.data == "synthetic") return make_synthetic_source(o.model.vocab, o.data_seed);
-  return open_file_source(o, o.data_file, "--data-file");
+  return open_training_source(o);
 }
 
 model_definition gpt_model(const train_options& o) {

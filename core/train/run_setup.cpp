@@ -87,6 +87,10 @@ void check_train_options(const train_options& o) {
   need(o.greedy_budget >= 0, "--budget must be >= 0 (0 = the policy's default): got " + std::to_string(o.greedy_budget));
   need(o.data == "synthetic" || o.data == "file", "--data must be synthetic or a file: got '" + o.data + "'");
   need(!(o.data == "file" && o.data_file.empty()), "data=file needs --data-file (the file to read): got none");
+  // The gpt's data opens a blend (open_source); another model's would read its text as a path.
+  need(o.data_blend.empty() || o.model_name.empty() || o.model_name == "gpt",
+       "--data-file '" + o.data_file + "' blends " + std::to_string(o.data_blend.size()) +
+           " files: a blend is read by --model gpt; --model " + o.model_name + " reads one file");
   need(o.dp >= 1, "--dp must be >= 1: got " + std::to_string(o.dp));
   need(!(o.no_pipeline && o.dp > 1), "--no-pipeline trains one replica on one rank: got --dp=" + std::to_string(o.dp) +
                                          " (give it microbatches * dp microbatches for the same batch)");

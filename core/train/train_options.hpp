@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/data/token_source.hpp"
 #include "core/model/gpt_config.hpp"
 #include "core/model/tensor_box.hpp"
 #include "core/sim/simulator.hpp"
@@ -63,6 +64,11 @@ struct train_options {
   double adam_eps = 1e-8;
   std::string data = "synthetic";  // "synthetic" or "file"
   std::string data_file;           // .bin: uint16 tokens; anything else: UTF-8 text as bytes
+  // A blend of files (Megatron-LM's --data-path W1 A W2 B ...; parse_data_files reads the
+  // command line's values): with data "file", the files and their weights, and data_file the
+  // values as given ("0.3 a.bin 0.7 b.bin"), for messages and checkpoints. Empty: data_file is
+  // the one file. Read by models that say so (model_definition::reads_data_blend: the gpt).
+  std::vector<data_file_part> data_blend;
   // The model flags the command line was given aloud (--layers, --set hidden=..., ...): those
   // the model does not follow (model_definition::flags_followed) get a note.
   std::vector<std::string> model_flags_given;

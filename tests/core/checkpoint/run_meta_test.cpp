@@ -142,6 +142,41 @@ CATCH_TEST_CASE("resume_changes names the settings that make the resumed steps d
     std::remove(bin.c_str());
   }
 
+  // A blend's files and weights (--data-file 0.3 a 0.7 b): other weights draw other samples.
+  {
+    const std::string a = "/tmp/actorpipe_run_meta_" + std::to_string(::getpid()) + "_a.bin", b = a + ".b.bin";
+    std::ofstream(a) << "0123456789";
+    std::ofstream(b) << "abcdefghijkl";
+    train_options blend = saved;
+    blend.data = "file";
+    blend.data_file = "0.3 " + a + " 0.7 " + b;
+    blend.data_blend = {{0.3, a}, {0.7, b}};
+    const nlohmann::json with_blend = checkpoint_meta(blend, 6);
+    CATCH_CHECK_THAT(with_blend["data_content"].get<std::string>(),
+                     Catch::StartsWith("a blend of 2 files, 0.3: 10 bytes, digest ") &&
+                         Catch::Contains("; 0.7: 12 bytes, digest "));
+    CATCH_CHECK(resume_changes(with_blend, blend).empty());
+    train_options other = blend;
+    other.data_file = "0.5 " + a + " 0.5 " + b;
+    other.data_blend = {{0.5, a}, {0.5, b}};
+    const auto changes = resume_changes(with_blend, other);
+    CATCH_REQUIRE(changes.size() == 2);
+    CATCH_CHECK(changes[0] == "data_file '0.3 " + a + " 0.7 " + b + "' -> '0.5 " + a + " 0.5 " + b + "'");
+    CATCH_CHECK_THAT(changes[1], Catch::StartsWith("data_content 'a blend of 2 files, 0.3: 10 bytes") &&
+                                     Catch::Contains(" -> 'a blend of 2 files, 0.5: 10 bytes"));
+    train_options by_tokens = blend;
+    by_tokens.data_blend = {{0, a}, {0, b}};
+    CATCH_CHECK_THAT(data_content_digest(by_tokens), Catch::StartsWith("a blend of 2 files, by its tokens: 10 bytes"));
+    // One file is its digest alone, as before blends; the synthetic corpus has none.
+    train_options one = saved;
+    one.data = "file";
+    one.data_file = a;
+    CATCH_CHECK(data_content_digest(one) == data_file_digest(a));
+    CATCH_CHECK(data_content_digest(saved).empty());
+    std::remove(a.c_str());
+    std::remove(b.c_str());
+  }
+
   // Other threads per stage: other rounding in LibTorch's sums, so other bits from here on
   // (a resume took it without a word).
   o = saved;
