@@ -9,9 +9,8 @@
 
 TORCH ?= system
 VENV := .venv-torch
-# SANITIZE=address (AddressSanitizer + UndefinedBehaviorSanitizer) or SANITIZE=thread builds a
-# checking copy in build-asan/ or build-tsan/ (build-pip-asan/ with TORCH=pip), e.g.
-# `make test SANITIZE=address`.
+# SANITIZE=address builds a checking copy with AddressSanitizer and UndefinedBehaviorSanitizer in
+# build-asan/ (build-pip-asan/ with TORCH=pip), e.g. `make test SANITIZE=address`.
 SANITIZE ?=
 # Every report ends the process (and so fails its test), but those cmake/ubsan.supp passes over;
 # a crash is left to actorpipe's own report, which tests check. Left out: the tests that limit
@@ -24,12 +23,8 @@ SANITIZE_FLAGS := -DACTORPIPE_SANITIZE=address
 SANITIZE_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$(CURDIR)/cmake/ubsan.supp \
                 ASAN_OPTIONS=handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:detect_leaks=1
 SANITIZE_SKIP := -E 'threads-per-stage past the process'
-else ifeq ($(SANITIZE),thread)
-SANITIZE_SUFFIX := -tsan
-SANITIZE_FLAGS := -DACTORPIPE_SANITIZE=thread
-SANITIZE_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 else ifneq ($(SANITIZE),)
-$(error SANITIZE must be address or thread, got '$(SANITIZE)')
+$(error SANITIZE must be address (or empty), got '$(SANITIZE)')
 endif
 ifeq ($(TORCH),pip)
 BUILD_DIR ?= build-pip$(SANITIZE_SUFFIX)
