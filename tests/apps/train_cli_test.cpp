@@ -373,7 +373,8 @@ CATCH_TEST_CASE("train ends the learning rate's decay at --lr-decay-steps, and a
   auto data_path = cli(with({"train", "--data-path", "corpus_text_document"}, tiny));
   CATCH_CHECK(data_path.code == 2);
   CATCH_CHECK_THAT(data_path.err, Contains("unknown flag '--data-path' (did you mean --data-file PREFIX.bin (a Megatron "
-                                           "dataset: the PREFIX.idx beside it is read)?)"));
+                                           "dataset: the PREFIX.idx beside it is read; a blend: --data-file W1 A.bin W2 "
+                                           "B.bin)?)"));
   for (const auto& path : {metrics, straight, resumed, config, log}) std::remove(path.c_str());
   std::filesystem::remove_all(dir);
 }
