@@ -440,7 +440,15 @@ resume_choice read_resume_checkpoint(const std::string& where, const std::functi
           if (!fs::exists(c.path + "/" + f.name, ec)) return true;
         return false;
       }();
-      if (!pruned || round >= 20) throw;
+      if (!pruned) throw;
+      // A writer that prunes faster than this reader reads: its error ("cannot open ...") would
+      // read as a damaged checkpoint.
+      if (round >= 20)
+        throw checkpoint_error("--resume '" + where + "': the checkpoint chosen was pruned while it was read, " +
+                               std::to_string(round + 1) +
+                               " times in a row (a run saving into this folder with --keep-last, faster than its "
+                               "checkpoints can be read?): copy its newest checkpoint elsewhere and give that, or stop "
+                               "that run");
     }
   }
 }
