@@ -128,8 +128,14 @@ grep -q ' D actorpipe_hangup_at_start$' "$work/byo.nm" ||
 if grep -q ' D actorpipe_hangup_at_start$' "$work/plugin.nm"; then
   echo "the plugin holds the .preinit_array recorder"; exit 1
 fi
-# The plugin, loaded by a program that knows nothing of actorpipe, trains its own model.
-"$work/consumer/build/sub/plugin_host" "$work/consumer/build/sub/libtrainer_plugin.so" train --model plugin-mlp \
+# The plugin, loaded by a program that knows nothing of actorpipe, trains its own model. Where
+# the package is a sanitizer build's (make test SANITIZE=address), such a program must load the
+# sanitizer's runtime before anything else, as a user of that build would.
+preload=()
+if grep -q -- '-fsanitize=address' "$work/prefix/lib/cmake/actorpipe/actorpipeTargets.cmake"; then
+  preload=(env "LD_PRELOAD=$(c++ -print-file-name=libasan.so)")
+fi
+"${preload[@]}" "$work/consumer/build/sub/plugin_host" "$work/consumer/build/sub/libtrainer_plugin.so" train --model plugin-mlp \
   --stages 2 --microbatches 4 --microbatch-size 8 --steps 10 --lr 1e-2 > "$work/plugin.log" 2>&1 ||
   { cat "$work/plugin.log"; exit 1; }
 falls "$work/plugin.log"
