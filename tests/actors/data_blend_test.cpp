@@ -27,7 +27,7 @@ using actorpipe::testing::cli;
 
 namespace {
 
-constexpr int vocab = 64, seq_len = 16;
+constexpr int vocab = 64;  // testing::tiny_gpt's
 
 // A learnable uint16 token file under /tmp (mostly the token after the last), removed with the object.
 struct token_file {
@@ -48,17 +48,9 @@ struct token_file {
   ~token_file() { std::remove(path.c_str()); }
 };
 
+// The tests' small GPT (vocab 64, sequences of 16: the files' tokens fit) on these files.
 train_options on_files(const std::vector<data_file_part>& parts) {
-  train_options o;
-  o.model.layers = 4;
-  o.model.hidden = 32;
-  o.model.heads = 2;
-  o.model.seq_len = seq_len;
-  o.model.vocab = vocab;
-  o.microbatches = 4;
-  o.microbatch_size = 2;
-  o.steps = 3;
-  o.lr = 3e-3;
+  train_options o = actorpipe::testing::tiny_gpt("1f1b", 2, 1, 3);
   o.data = "file";
   for (const auto& p : parts)
     o.data_file += (o.data_file.empty() ? "" : " ") + (p.weight > 0 ? std::to_string(p.weight) + " " : "") + p.path;
