@@ -10,7 +10,8 @@
 TORCH ?= system
 VENV := .venv-torch
 # SANITIZE=address builds a checking copy with AddressSanitizer and UndefinedBehaviorSanitizer in
-# build-asan/ (build-pip-asan/ with TORCH=pip), e.g. `make test SANITIZE=address`.
+# build-asan/, e.g. `make test SANITIZE=address` (run with Debian's LibTorch; with TORCH=pip it
+# goes to build-pip-asan/, not tried).
 SANITIZE ?=
 # Every report ends the process (and so fails its test), but those cmake/ubsan.supp passes over;
 # a crash is left to actorpipe's own report, which tests check. Left out: the tests that limit
