@@ -3,7 +3,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -11,6 +10,7 @@
 
 #include "core/data/splitmix64.hpp"
 #include "core/data/token_source.hpp"
+#include "core/number_text.hpp"
 
 namespace actorpipe {
 
@@ -19,12 +19,6 @@ namespace {
 // Keeps the draw of a sample's part apart from the draw of its window within a file (which
 // mixes the same step and index with the seed alone): "blend" in ASCII.
 constexpr std::uint64_t blend_key = 0x626c656e64ULL;
-
-std::string weight_text(double w) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6g", w);
-  return b;
-}
 
 class blended_source final : public token_source {
  public:
@@ -35,7 +29,7 @@ class blended_source final : public token_source {
       if (!p.source) throw std::invalid_argument("blend part " + std::to_string(i + 1) + " has no source");
       if (!std::isfinite(p.weight) || p.weight <= 0)
         throw std::invalid_argument("blend part " + std::to_string(i + 1) + " (" + p.source->describe() +
-                                    ") has weight " + weight_text(p.weight) + ": a weight must be a finite number > 0");
+                                    ") has weight " + number_text(p.weight) + ": a weight must be a finite number > 0");
       if (p.source->vocab() != parts_.front().source->vocab())
         throw std::invalid_argument("blend part " + std::to_string(i + 1) + " (" + p.source->describe() + ") has vocab " +
                                     std::to_string(p.source->vocab()) + ", part 1 vocab " +
@@ -76,7 +70,7 @@ class blended_source final : public token_source {
   std::string describe() const override {
     std::string s = "a blend of " + std::to_string(parts_.size()) + " sources, each sample drawn by weight: ";
     for (std::size_t i = 0; i < parts_.size(); ++i)
-      s += (i ? "; " : "") + weight_text(parts_[i].weight) + " (" + weight_text(100 * parts_[i].weight / total_) +
+      s += (i ? "; " : "") + number_text(parts_[i].weight) + " (" + number_text(100 * parts_[i].weight / total_) +
            "% of samples) " + parts_[i].source->describe();
     return s;
   }

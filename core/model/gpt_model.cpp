@@ -229,6 +229,9 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
     std::string what;         // the eval set, as its errors name it
     std::uintmax_t tokens;    // the tokens it holds
     std::uintmax_t left = 0;  // its tokens past the last whole window (of each file) are no target of any
+    const auto past_windows = [seq_len](std::uintmax_t n, std::uintmax_t windows) {
+      return n > windows * seq_len + 1 ? n - 1 - windows * seq_len : 0;
+    };
     if (!file.empty()) {
       // The two files read alike: token ids scored against bytes (or the reverse) is no loss at all.
       const std::string trained = o.data == "file" ? data_files(o).front() : std::string();
@@ -242,7 +245,7 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
       what = "--eval-file '" + file + "'";
       tokens = file_tokens(file);
       const std::uint64_t windows = source->eval_sequences(seq_len);
-      left = tokens > windows * seq_len + 1 ? tokens - 1 - windows * seq_len : 0;
+      left = past_windows(tokens, windows);
     } else {  // the training files' held-out tails, which their source reads as its eval windows
       source = train_source;
       tokens = 0;
@@ -250,7 +253,7 @@ void add_gpt_evaluation(model_definition& m, const train_options& o, const std::
         const auto held = static_cast<std::uintmax_t>(held_out_tokens(file_tokens(f), o.eval_split));
         const std::uintmax_t windows = held > 0 ? (held - 1) / seq_len : 0;
         tokens += held;
-        left += held > windows * seq_len + 1 ? held - 1 - windows * seq_len : 0;
+        left += past_windows(held, windows);
       }
       what = "--eval-split " + number_text(o.eval_split) + " of --data-file '" + o.data_file + "'";
     }
